@@ -1,0 +1,63 @@
+//! The one place that names Redis keys.
+//!
+//! Every key of a queue carries the queue name as a Redis Cluster hash tag
+//! (`dq:{orders}:pending`), so all of a queue's keys live in one slot and every script can
+//! touch them atomically, on a single node or in a cluster.
+
+use crate::QueueName;
+
+/// The keys of one queue. Scripts receive [`Keys::all`] as their KEYS, in this order.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    all: [String; 9],
+    prefix: String,
+}
+
+impl Keys {
+    pub(crate) fn new(queue: &QueueName) -> Self {
+        let prefix = format!("dq:{{{}}}:", queue.as_str());
+        let key = |name: &str| format!("{prefix}{name}");
+        Keys {
+            all: [
+                // ZSET, all scores 0: pending messages (delayed and ready), each member a whole
+                // record whose first 12 bytes sort it by (due ms, seq).
+                key("pending"),
+                // HASH id -> sort key, for pending messages whose id does not encode it.
+                key("index"),
+                // ZSET id -> lease deadline ms: messages in flight.
+                key("leases"),
+                // HASH id -> lease token + record: messages in flight.
+                key("held"),
+                // ZSET id -> died-at ms: dead letters, oldest first.
+                key("dead"),
+                // HASH id -> record: dead letters.
+                key("dead:msgs"),
+                // HASH id -> last error text.
+                key("errors"),
+                // STRING counter: message sequence numbers and lease tokens.
+                key("seq"),
+                // LIST of wake-up tokens that blocked consumers wait on.
+                key("wake"),
+            ],
+            prefix,
+        }
+    }
+
+    /// All keys, in the order the scripts expect them.
+    pub(crate) fn all(&self) -> &[String] {
+        &self.all
+    }
+
+    pub(crate) fn dead(&self) -> &str {
+        &self.all[4]
+    }
+
+    pub(crate) fn wake(&self) -> &str {
+        &self.all[8]
+    }
+
+    /// A consumer's own wake-up list, used to end its blocking wait early (same hash tag).
+    pub(crate) fn consumer_wake(&self, consumer: &str) -> String {
+        format!("{}wake:{consumer}", self.prefix)
+    }
+}

@@ -1,0 +1,78 @@
+//! delayq: a reliable delayed-message queue on Redis.
+//!
+//! Send a message now and have it delivered later, at least once, to one consumer at a time:
+//! close an order that is still unpaid 15 minutes after it was placed, retry a webhook in
+//! 30 s, 2 min, 10 min. Every state change is one atomic Lua script; the Redis server's clock
+//! decides what is due.
+//!
+//! # System overview
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use delayq::{DelayQ, ReceiveOptions, SendOptions};
+//!
+//! # async fn demo() -> delayq::Result<()> {
+//! let dq = DelayQ::connect("redis://127.0.0.1/").await?;
+//! let orders = dq.queue("orders")?;
+//! orders
+//!     .send(b"close 1234", &SendOptions::new().delay(Duration::from_secs(900)).id("close-1234"))
+//!     .await?;
+//!
+//! // A paid order cancels its pending message by id.
+//! orders.cancel("close-1234").await?;
+//!
+//! // Consumers claim what is due under a lease and settle it.
+//! let mut consumer = orders.consumer().await?;
+//! for delivery in consumer.receive(&ReceiveOptions::default()).await? {
+//!     orders.ack(&delivery).await?;
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! For long-running processing use the [`worker`] runtime: concurrency, lease heartbeats,
+//! retries, graceful shutdown.
+//!
+//! # Guarantees and their limits
+//! * At least once: a handler may see a message again (after a crash or an expired lease),
+//!   never two holders at once while a lease is valid.
+//! * Nothing is lost on a consumer crash. Surviving a Redis restart needs AOF
+//!   (`appendonly yes`, `appendfsync always` for every acknowledged send); Redis must not
+//!   evict keys (`maxmemory-policy noeviction`).
+//!
+//! # Layout
+//! * `client.rs`: [`DelayQ`], the connection; makes [`Queue`] handles.
+//! * `queue.rs`: [`Queue`]: send, cancel, reschedule, get, stats, ack, nack, extend.
+//! * `consumer.rs`: [`Consumer`]: receive, waiting for due times without polling.
+//! * `dead_letters.rs`: [`DeadLetters`]: count, list, requeue, purge.
+//! * `worker/`: the worker runtime.
+//! * `options.rs`, `message.rs`, `names.rs`, `error.rs`: what goes in and comes out.
+//! * `keys.rs` names every Redis key; `record.rs` is the stored message layout;
+//!   `scripts.rs` and `scripts/*.lua` are the atomic operations; `connection.rs` holds the
+//!   connection rules; `reply.rs` reads script replies.
+
+mod client;
+mod connection;
+mod consumer;
+mod dead_letters;
+mod error;
+mod keys;
+mod message;
+mod names;
+mod options;
+mod queue;
+mod record;
+mod reply;
+mod scripts;
+pub mod worker;
+
+pub use client::DelayQ;
+pub use consumer::{Consumer, Delivery, ReceiveOptions};
+pub use dead_letters::DeadLetters;
+pub use error::{Error, InvalidInput, Result};
+pub use message::{CancelOutcome, DeadLetter, MessageInfo, NackOutcome, Sent, State, Stats};
+pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
+pub use options::{
+    Backoff, Config, Message, Schedule, SendOptions, DEFAULT_MAX_ATTEMPTS, MAX_DELAY,
+};
+pub use queue::{Queue, MAX_BATCH};

@@ -1,0 +1,155 @@
+//! What delayq tells a caller about messages: states, send results, inspection results.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::Error;
+
+/// Where a message is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum State {
+    /// Waiting for its due time.
+    Delayed,
+    /// Due, waiting for a consumer.
+    Ready,
+    /// Held by a consumer under a lease.
+    InFlight,
+    /// Out of attempts; kept in the dead letters until requeued or purged.
+    Dead,
+}
+
+impl State {
+    /// The name used in replies and logs: `delayed`, `ready`, `in_flight`, `dead`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Delayed => "delayed",
+            State::Ready => "ready",
+            State::InFlight => "in_flight",
+            State::Dead => "dead",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for State {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "delayed" => Ok(State::Delayed),
+            "ready" => Ok(State::Ready),
+            "in_flight" => Ok(State::InFlight),
+            "dead" => Ok(State::Dead),
+            other => Err(Error::Protocol(format!("unknown state {other:?}"))),
+        }
+    }
+}
+
+/// Parses a state as scripts report it, where `missing` means no such message.
+pub(crate) fn parse_state(s: &str) -> Result<Option<State>, Error> {
+    if s == "missing" {
+        Ok(None)
+    } else {
+        s.parse().map(Some)
+    }
+}
+
+/// The result of sending one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sent {
+    /// The message id: the caller's, or one delayq generated (`<due ms>-<sequence>`).
+    pub id: String,
+    /// When the message is due, in ms since the Unix epoch by the Redis server's clock.
+    /// For a duplicate: the existing message's due time if it is still pending.
+    pub due_ms: Option<u64>,
+    /// True when a message with this caller id already existed; nothing was written.
+    pub duplicate: bool,
+}
+
+/// The result of `cancel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CancelOutcome {
+    /// The message was removed; it was in this state (`Delayed` or `Ready`).
+    Cancelled(State),
+    /// The message exists but is `InFlight` or `Dead`; it was left alone.
+    NotCancelled(State),
+    /// No message with this id.
+    NotFound,
+}
+
+/// What `get` knows about a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MessageInfo {
+    /// The id.
+    pub id: String,
+    /// Its state.
+    pub state: State,
+    /// Due time in ms since the Unix epoch (for an in-flight or dead message: of its last
+    /// delivery).
+    pub due_ms: u64,
+    /// Deliveries counted so far.
+    pub attempts: u32,
+    /// Deliveries allowed before dead-lettering.
+    pub max_attempts: u32,
+    /// Error text of the last failed attempt.
+    pub last_error: Option<String>,
+    /// The payload.
+    pub payload: Vec<u8>,
+    /// In flight: when the lease ends, ms since the Unix epoch.
+    pub lease_deadline_ms: Option<u64>,
+    /// Dead: when it died, ms since the Unix epoch.
+    pub died_at_ms: Option<u64>,
+}
+
+/// Counts of a queue, taken atomically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Waiting for their due time.
+    pub delayed: u64,
+    /// Due and not yet claimed.
+    pub ready: u64,
+    /// Held under a lease.
+    pub in_flight: u64,
+    /// Dead letters.
+    pub dead: u64,
+    /// How long the oldest due-but-unclaimed message has been due, in ms (0 when none).
+    pub oldest_ready_lag_ms: u64,
+}
+
+/// How a failed delivery ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NackOutcome {
+    /// Scheduled for another attempt.
+    Retry,
+    /// That was the last attempt: the message is now a dead letter.
+    Dead,
+}
+
+/// One dead letter, as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadLetter {
+    /// The id.
+    pub id: String,
+    /// When it died, ms since the Unix epoch.
+    pub died_at_ms: u64,
+    /// Deliveries it had.
+    pub attempts: u32,
+    /// Deliveries it was allowed.
+    pub max_attempts: u32,
+    /// Error text of its last attempt.
+    pub last_error: Option<String>,
+    /// The payload.
+    pub payload: Vec<u8>,
+}

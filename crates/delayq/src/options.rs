@@ -1,0 +1,272 @@
+//! What a caller can ask for: when a message is due, how it is retried, and the client's
+//! limits. Every option is validated before anything reaches Redis.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::InvalidInput;
+
+/// Longest delay (and backoff step) delayq accepts: about ten years. Anything longer is almost
+/// certainly a unit mistake.
+pub const MAX_DELAY: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+
+/// When a message becomes due. Due times are judged by the Redis server's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Schedule {
+    /// Ready at once.
+    #[default]
+    Now,
+    /// Due this long after Redis receives the request.
+    After(Duration),
+    /// Due at this absolute time, in milliseconds since the Unix epoch. A time in the past is
+    /// ready at once.
+    At(u64),
+}
+
+impl Schedule {
+    /// The schedule as the scripts take it: `+<ms>` relative or `@<ms>` absolute.
+    pub(crate) fn to_arg(self) -> Result<String, InvalidInput> {
+        match self {
+            Schedule::Now => Ok("+0".to_owned()),
+            Schedule::After(delay) => Ok(format!("+{}", checked_ms(delay, "delay")?)),
+            Schedule::At(at_ms) => {
+                let horizon = now_ms().saturating_add(MAX_DELAY.as_millis() as u64);
+                if at_ms > horizon {
+                    return Err(InvalidInput::Schedule(format!(
+                        "deliver-at {at_ms} ms is more than ten years away"
+                    )));
+                }
+                Ok(format!("@{at_ms}"))
+            }
+        }
+    }
+}
+
+/// How long to wait before retrying a failed delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backoff {
+    /// The same delay before every retry.
+    Fixed {
+        /// Delay before each retry.
+        delay: Duration,
+    },
+    /// `base * factor^(attempt-1)`, at most `cap`, shortened by up to `jitter_percent` percent
+    /// at random so that failures that happened together are not retried together.
+    Exponential {
+        /// Delay before the first retry.
+        base: Duration,
+        /// Largest delay.
+        cap: Duration,
+        /// Growth per attempt (1 to 255).
+        factor: u8,
+        /// Random shortening, 0 to 100 percent.
+        jitter_percent: u8,
+    },
+}
+
+impl Backoff {
+    /// A fixed delay between attempts.
+    pub fn fixed(delay: Duration) -> Self {
+        Backoff::Fixed { delay }
+    }
+
+    /// Doubling delays from `base` up to `cap`, without jitter.
+    pub fn exponential(base: Duration, cap: Duration) -> Self {
+        Backoff::Exponential {
+            base,
+            cap,
+            factor: 2,
+            jitter_percent: 0,
+        }
+    }
+
+    /// Sets the growth factor of an exponential backoff (no effect on a fixed one).
+    pub fn with_factor(mut self, new_factor: u8) -> Self {
+        if let Backoff::Exponential { factor, .. } = &mut self {
+            *factor = new_factor;
+        }
+        self
+    }
+
+    /// Sets the jitter of an exponential backoff (no effect on a fixed one).
+    pub fn with_jitter(mut self, percent: u8) -> Self {
+        if let Backoff::Exponential { jitter_percent, .. } = &mut self {
+            *jitter_percent = percent;
+        }
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), InvalidInput> {
+        match *self {
+            Backoff::Fixed { delay } => checked_ms(delay, "backoff delay").map(drop),
+            Backoff::Exponential {
+                base,
+                cap,
+                factor,
+                jitter_percent,
+            } => {
+                checked_ms(base, "backoff base")?;
+                checked_ms(cap, "backoff cap")?;
+                if factor == 0 {
+                    return Err(InvalidInput::Option(
+                        "backoff factor must be at least 1".into(),
+                    ));
+                }
+                if jitter_percent > 100 {
+                    return Err(InvalidInput::Option(
+                        "backoff jitter is a percentage, 0 to 100".into(),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Default for Backoff {
+    /// 1 s, 2 s, 4 s, ... up to 10 minutes, each shortened by up to 10 %.
+    fn default() -> Self {
+        Backoff::exponential(Duration::from_secs(1), Duration::from_secs(600)).with_jitter(10)
+    }
+}
+
+/// Default number of deliveries before a message is dead-lettered.
+pub const DEFAULT_MAX_ATTEMPTS: u16 = 5;
+
+/// Options of one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendOptions {
+    pub(crate) schedule: Schedule,
+    pub(crate) id: Option<String>,
+    pub(crate) max_attempts: u16,
+    pub(crate) backoff: Backoff,
+}
+
+impl Default for SendOptions {
+    fn default() -> Self {
+        SendOptions {
+            schedule: Schedule::Now,
+            id: None,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+impl SendOptions {
+    /// Ready now, a generated id, 5 attempts, the default backoff.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Due `delay` from now (by the Redis server's clock).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.schedule = Schedule::After(delay);
+        self
+    }
+
+    /// Due at `at_ms`, milliseconds since the Unix epoch.
+    pub fn deliver_at(mut self, at_ms: u64) -> Self {
+        self.schedule = Schedule::At(at_ms);
+        self
+    }
+
+    /// Sets the schedule.
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
+    /// Gives the message the caller's own id. Sending an id that still exists in the queue
+    /// (in any state) creates nothing and reports a duplicate.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Number of deliveries before the message goes to the dead letters (1 to 65535).
+    pub fn max_attempts(mut self, attempts: u16) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// The retry policy.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+}
+
+/// One message of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The bytes to deliver, unchanged.
+    pub payload: Vec<u8>,
+    /// Its options.
+    pub options: SendOptions,
+}
+
+impl Message {
+    /// A message with `payload` and `options`.
+    pub fn new(payload: impl Into<Vec<u8>>, options: SendOptions) -> Self {
+        Message {
+            payload: payload.into(),
+            options,
+        }
+    }
+}
+
+/// Client settings.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Largest payload accepted by `send`, in bytes (default 1 MiB).
+    pub max_payload_bytes: usize,
+    /// How long an ordinary command may take before the client gives up on it (default 5 s).
+    /// Blocking waits use their own connection and are not bound by this.
+    pub response_timeout: Duration,
+    /// How long connecting may take (default 5 s).
+    pub connection_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_payload_bytes: 1024 * 1024,
+            response_timeout: Duration::from_secs(5),
+            connection_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Config {
+    /// Sets the payload limit.
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Sets the response timeout of ordinary commands.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+}
+
+pub(crate) fn checked_ms(d: Duration, what: &str) -> Result<u64, InvalidInput> {
+    if d > MAX_DELAY {
+        return Err(InvalidInput::Schedule(format!(
+            "{what} of {d:?} is longer than ten years"
+        )));
+    }
+    Ok(d.as_millis() as u64)
+}
+
+/// This host's clock in ms; used only to reject absurd absolute due times, never to decide
+/// what is due.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,408 @@
+//! A handle on one queue: producing, inspecting and settling messages. Every method is one
+//! script call (one round trip), atomic on the Redis side.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::{Script, ScriptInvocation, Value};
+
+use crate::consumer::{Claim, Consumer, Delivery};
+use crate::dead_letters::DeadLetters;
+use crate::error::{Error, InvalidInput, Result};
+use crate::keys::Keys;
+use crate::message::{parse_state, CancelOutcome, MessageInfo, NackOutcome, Sent, State, Stats};
+use crate::names::{check_caller_id, check_lookup_id, QueueName};
+use crate::options::{checked_ms, Config, Message, Schedule, SendOptions};
+use crate::record;
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+
+/// Most messages in one batch call (sends, claims, acks): keeps each script short, so one
+/// call never holds up Redis for long.
+pub const MAX_BATCH: usize = 1000;
+
+/// Most expired leases one claim reclaims; the rest follow on the next call.
+const RECLAIM_PER_CLAIM: usize = 100;
+
+/// A handle on one queue. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct Queue {
+    name: QueueName,
+    keys: Arc<Keys>,
+    client: redis::Client,
+    conn: ConnectionManager,
+    config: Arc<Config>,
+}
+
+impl Queue {
+    pub(crate) fn new(
+        keys: Arc<Keys>,
+        name: QueueName,
+        client: redis::Client,
+        conn: ConnectionManager,
+        config: Arc<Config>,
+    ) -> Self {
+        Queue {
+            name,
+            keys,
+            client,
+            conn,
+            config,
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &QueueName {
+        &self.name
+    }
+
+    pub(crate) fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub(crate) fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// Sends one message.
+    pub async fn send(&self, payload: impl AsRef<[u8]>, options: &SendOptions) -> Result<Sent> {
+        let mut inv = self.invocation(&SCRIPTS.send);
+        self.push_message(&mut inv, payload.as_ref(), options)?;
+        let mut sent = parse_sent(self.invoke(&inv).await?)?;
+        sent.pop()
+            .ok_or_else(|| Error::Protocol("send returned nothing".into()))
+    }
+
+    /// Sends up to [`MAX_BATCH`] messages in one round trip, atomically: if any message is
+    /// invalid, nothing is written. Results are in input order.
+    pub async fn send_batch(&self, messages: &[Message]) -> Result<Vec<Sent>> {
+        check_batch(messages.len())?;
+        let mut inv = self.invocation(&SCRIPTS.send);
+        for m in messages {
+            self.push_message(&mut inv, &m.payload, &m.options)?;
+        }
+        parse_sent(self.invoke(&inv).await?)
+    }
+
+    fn push_message(
+        &self,
+        inv: &mut ScriptInvocation<'_>,
+        payload: &[u8],
+        options: &SendOptions,
+    ) -> Result<()> {
+        if payload.len() > self.config.max_payload_bytes {
+            return Err(InvalidInput::PayloadTooLarge {
+                size: payload.len(),
+                limit: self.config.max_payload_bytes,
+            }
+            .into());
+        }
+        if let Some(id) = &options.id {
+            check_caller_id(id)?;
+        }
+        if options.max_attempts == 0 {
+            return Err(InvalidInput::Option("max attempts must be at least 1".into()).into());
+        }
+        options.backoff.validate()?;
+        let due = options.schedule.to_arg()?;
+        let body = record::encode_body(
+            options.id.as_deref(),
+            options.max_attempts,
+            &options.backoff,
+            payload,
+        );
+        inv.arg(options.id.as_deref().unwrap_or(""))
+            .arg(due)
+            .arg(body);
+        Ok(())
+    }
+
+    /// Removes a delayed or ready message. An in-flight or dead message is left alone and
+    /// reported as such.
+    pub async fn cancel(&self, id: &str) -> Result<CancelOutcome> {
+        check_lookup_id(id)?;
+        let mut inv = self.invocation(&SCRIPTS.cancel);
+        inv.arg(id);
+        let mut r = Reply::new(self.invoke(&inv).await?)?;
+        let state = parse_state(&r.string()?)?;
+        let cancelled = r.int()? == 1;
+        Ok(match (state, cancelled) {
+            (None, _) => CancelOutcome::NotFound,
+            (Some(s), true) => CancelOutcome::Cancelled(s),
+            (Some(s), false) => CancelOutcome::NotCancelled(s),
+        })
+    }
+
+    /// Moves a delayed or ready message to a new due time, keeping its id. Returns the new due
+    /// time (ms since the Unix epoch, server clock). An in-flight or dead message gives
+    /// [`Error::WrongState`]; an unknown id [`Error::NotFound`].
+    pub async fn reschedule(&self, id: &str, schedule: Schedule) -> Result<u64> {
+        check_lookup_id(id)?;
+        let mut inv = self.invocation(&SCRIPTS.reschedule);
+        inv.arg(id).arg(schedule.to_arg()?);
+        let mut r = Reply::new(self.invoke(&inv).await?)?;
+        let state = parse_state(&r.string()?)?;
+        let due = r.int()?;
+        match state {
+            None => Err(Error::NotFound { id: id.to_owned() }),
+            Some(state) if due < 0 => Err(Error::WrongState {
+                id: id.to_owned(),
+                state,
+            }),
+            Some(_) => Ok(due as u64),
+        }
+    }
+
+    /// What is known of a message, or `None` if there is no such message.
+    pub async fn get(&self, id: &str) -> Result<Option<MessageInfo>> {
+        check_lookup_id(id)?;
+        let mut inv = self.invocation(&SCRIPTS.get);
+        inv.arg(id);
+        let mut r = Reply::new(self.invoke(&inv).await?)?;
+        let Some(state) = parse_state(&r.string()?)? else {
+            return Ok(None);
+        };
+        let due_ms = r.uint()?;
+        let attempts = r.uint()? as u32;
+        let max_attempts = r.uint()? as u32;
+        let last_error = r.opt_string()?;
+        let payload = r.bytes()?;
+        let extra = r.uint()?;
+        Ok(Some(MessageInfo {
+            id: id.to_owned(),
+            state,
+            due_ms,
+            attempts,
+            max_attempts,
+            last_error,
+            payload,
+            lease_deadline_ms: (state == State::InFlight).then_some(extra),
+            died_at_ms: (state == State::Dead).then_some(extra),
+        }))
+    }
+
+    /// Counts per state and the lag of the oldest ready message, in one atomic read.
+    pub async fn stats(&self) -> Result<Stats> {
+        let inv = self.invocation(&SCRIPTS.stats);
+        let mut r = Reply::new(self.invoke(&inv).await?)?;
+        Ok(Stats {
+            delayed: r.uint()?,
+            ready: r.uint()?,
+            in_flight: r.uint()?,
+            dead: r.uint()?,
+            oldest_ready_lag_ms: r.uint()?,
+        })
+    }
+
+    /// A consumer of this queue, with its own connection for blocking waits.
+    pub async fn consumer(&self) -> Result<Consumer> {
+        Consumer::new(self.clone()).await
+    }
+
+    /// The dead letters of this queue.
+    pub fn dead_letters(&self) -> DeadLetters<'_> {
+        DeadLetters::new(self)
+    }
+
+    /// Claims up to `max` due messages under a lease of `lease` (one script call, no waiting).
+    pub(crate) async fn claim(&self, max: usize, lease: Duration) -> Result<Claim> {
+        let mut inv = self.invocation(&SCRIPTS.claim);
+        inv.arg(max)
+            .arg(checked_ms(lease, "lease")?)
+            .arg(rand::random::<f64>())
+            .arg(RECLAIM_PER_CLAIM);
+        let mut r = Reply::new(self.invoke(&inv).await?)?;
+        let next_event_us = r.int()?;
+        let lease_deadline_ms = r.uint()?;
+        let mut deliveries = Vec::with_capacity(r.remaining() / 5);
+        while r.remaining() > 0 {
+            deliveries.push(Delivery {
+                id: r.string()?,
+                token: r.uint()?,
+                attempt: r.uint()? as u32,
+                due_ms: r.uint()?,
+                payload: r.bytes()?,
+                lease_deadline_ms,
+            });
+        }
+        Ok(Claim {
+            deliveries,
+            next_event: u64::try_from(next_event_us).ok().map(Duration::from_micros),
+        })
+    }
+
+    /// Completes a delivery: the message is gone for good. A holder whose lease has passed
+    /// gets [`Error::LeaseLost`] and changes nothing.
+    pub async fn ack(&self, delivery: &Delivery) -> Result<()> {
+        let acked = self.ack_many(std::slice::from_ref(delivery)).await?;
+        lease_result(delivery, acked.first().copied().unwrap_or(false))
+    }
+
+    /// Completes many deliveries in one round trip; `true` per delivery that was acked,
+    /// `false` where its lease was lost.
+    pub async fn ack_many(&self, deliveries: &[Delivery]) -> Result<Vec<bool>> {
+        check_batch(deliveries.len())?;
+        let mut inv = self.invocation(&SCRIPTS.ack);
+        for d in deliveries {
+            inv.arg(&d.id).arg(d.token);
+        }
+        flags(self.invoke(&inv).await?)
+    }
+
+    /// Reports a failed delivery. The next attempt is scheduled after `retry_after`, or by
+    /// the message's backoff policy when `None`; after the last attempt the message becomes
+    /// a dead letter with `error` as its last error.
+    pub async fn nack(
+        &self,
+        delivery: &Delivery,
+        error: &str,
+        retry_after: Option<Duration>,
+    ) -> Result<NackOutcome> {
+        let retry_ms = match retry_after {
+            Some(d) => checked_ms(d, "retry-after")?.to_string(),
+            None => String::new(),
+        };
+        let mut inv = self.invocation(&SCRIPTS.nack);
+        inv.arg(&delivery.id)
+            .arg(delivery.token)
+            .arg("f")
+            .arg(error)
+            .arg(retry_ms)
+            .arg(rand::random::<f64>());
+        let mut r = Reply::new(self.invoke(&inv).await?)?;
+        match r.string()?.as_str() {
+            "retry" => Ok(NackOutcome::Retry),
+            "dead" => Ok(NackOutcome::Dead),
+            "lost" => Err(Error::LeaseLost {
+                id: delivery.id.clone(),
+            }),
+            other => Err(Error::Protocol(format!("nack returned {other:?}"))),
+        }
+    }
+
+    /// Hands deliveries back unprocessed: ready again at once, without counting the attempt
+    /// (a worker shutting down uses this). `true` per delivery released, `false` where its
+    /// lease was lost.
+    pub async fn release(&self, deliveries: &[Delivery]) -> Result<Vec<bool>> {
+        check_batch(deliveries.len())?;
+        let mut inv = self.invocation(&SCRIPTS.nack);
+        for d in deliveries {
+            inv.arg(&d.id).arg(d.token).arg("r").arg("").arg("").arg(0);
+        }
+        let mut r = Reply::new(self.invoke(&inv).await?)?;
+        let mut out = Vec::with_capacity(deliveries.len());
+        while r.remaining() > 0 {
+            out.push(r.string()? == "released");
+        }
+        Ok(out)
+    }
+
+    /// Extends a delivery's lease to `lease` from now; returns the new deadline (ms since the
+    /// Unix epoch). A holder whose lease has passed gets [`Error::LeaseLost`].
+    pub async fn extend(&self, delivery: &mut Delivery, lease: Duration) -> Result<u64> {
+        let deadlines = self
+            .extend_many(std::slice::from_mut(delivery), lease)
+            .await?;
+        match deadlines.first() {
+            Some(Some(deadline)) => Ok(*deadline),
+            _ => Err(Error::LeaseLost {
+                id: delivery.id.clone(),
+            }),
+        }
+    }
+
+    /// Extends many leases in one round trip and updates each delivery's deadline; `None`
+    /// per delivery whose lease was lost.
+    pub async fn extend_many(
+        &self,
+        deliveries: &mut [Delivery],
+        lease: Duration,
+    ) -> Result<Vec<Option<u64>>> {
+        check_batch(deliveries.len())?;
+        let mut inv = self.invocation(&SCRIPTS.extend);
+        inv.arg(checked_ms(lease, "lease")?);
+        for d in deliveries.iter() {
+            inv.arg(&d.id).arg(d.token);
+        }
+        let mut r = Reply::new(self.invoke(&inv).await?)?;
+        let mut out = Vec::with_capacity(deliveries.len());
+        for d in deliveries.iter_mut() {
+            let deadline = r.uint()?;
+            if deadline > 0 {
+                d.lease_deadline_ms = deadline;
+                out.push(Some(deadline));
+            } else {
+                out.push(None);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A script invocation with the queue's keys already in place.
+    pub(crate) fn invocation<'a>(&self, script: &'a Script) -> ScriptInvocation<'a> {
+        let mut inv = script.prepare_invoke();
+        for key in self.keys.all() {
+            inv.key(key);
+        }
+        inv
+    }
+
+    pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value> {
+        let mut conn = self.conn.clone();
+        Ok(inv.invoke_async(&mut conn).await?)
+    }
+}
+
+fn check_batch(len: usize) -> Result<()> {
+    if len == 0 || len > MAX_BATCH {
+        return Err(InvalidInput::Option(format!(
+            "a batch holds 1 to {MAX_BATCH} items, not {len}"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn parse_sent(value: Value) -> Result<Vec<Sent>> {
+    let mut r = Reply::new(value)?;
+    let mut out = Vec::with_capacity(r.remaining() / 3);
+    while r.remaining() > 0 {
+        let id = r.string()?;
+        let due = r.int()?;
+        let duplicate = r.int()? == 1;
+        out.push(Sent {
+            id,
+            due_ms: u64::try_from(due).ok(),
+            duplicate,
+        });
+    }
+    Ok(out)
+}
+
+fn flags(value: Value) -> Result<Vec<bool>> {
+    let mut r = Reply::new(value)?;
+    let mut out = Vec::with_capacity(r.remaining());
+    while r.remaining() > 0 {
+        out.push(r.int()? == 1);
+    }
+    Ok(out)
+}
+
+fn lease_result(delivery: &Delivery, ok: bool) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::LeaseLost {
+            id: delivery.id.clone(),
+        })
+    }
+}

@@ -1,0 +1,48 @@
+//! The Lua scripts, one file each under `scripts/`. Every state change of a queue is one of
+//! these scripts, so it is atomic without any lock.
+//!
+//! Each script starts with `#!lua` (so Redis 7 treats it as a script with declared keys) and
+//! gets the shared helpers of `prelude.lua` inserted right after that line.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+const PRELUDE: &str = include_str!("scripts/prelude.lua");
+
+/// All scripts, compiled once per process.
+pub(crate) struct Scripts {
+    pub(crate) send: Script,
+    pub(crate) claim: Script,
+    pub(crate) ack: Script,
+    pub(crate) nack: Script,
+    pub(crate) extend: Script,
+    pub(crate) cancel: Script,
+    pub(crate) reschedule: Script,
+    pub(crate) get: Script,
+    pub(crate) stats: Script,
+    pub(crate) dead_list: Script,
+    pub(crate) dead_requeue: Script,
+    pub(crate) dead_purge: Script,
+}
+
+pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    send: with_prelude(include_str!("scripts/send.lua")),
+    claim: with_prelude(include_str!("scripts/claim.lua")),
+    ack: with_prelude(include_str!("scripts/ack.lua")),
+    nack: with_prelude(include_str!("scripts/nack.lua")),
+    extend: with_prelude(include_str!("scripts/extend.lua")),
+    cancel: with_prelude(include_str!("scripts/cancel.lua")),
+    reschedule: with_prelude(include_str!("scripts/reschedule.lua")),
+    get: with_prelude(include_str!("scripts/get.lua")),
+    stats: with_prelude(include_str!("scripts/stats.lua")),
+    dead_list: with_prelude(include_str!("scripts/dead_list.lua")),
+    dead_requeue: with_prelude(include_str!("scripts/dead_requeue.lua")),
+    dead_purge: with_prelude(include_str!("scripts/dead_purge.lua")),
+});
+
+fn with_prelude(source: &str) -> Script {
+    let (shebang, body) = source.split_once('\n').unwrap_or((source, ""));
+    debug_assert_eq!(shebang, "#!lua", "every script starts with #!lua");
+    Script::new(&format!("{shebang}\n{PRELUDE}\n{body}"))
+}

@@ -1,0 +1,15 @@
+#!lua
+-- cancel.lua: removes a delayed or ready message. In-flight and dead messages are left alone.
+-- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
+-- ARGV[1]: message id
+-- Returns: { state, cancelled } where state is what the message was in ('delayed', 'ready',
+--   'in_flight', 'dead' or 'missing') and cancelled is 1 when it was removed.
+local id = ARGV[1]
+local m = find_pending(k.pending, k.index, id)
+if not m then
+  return { settled_state(id), 0 }
+end
+local state = pending_state(m, math.floor(now_us() / 1000))
+remove_pending(k.pending, k.index, m)
+redis.call('HDEL', k.errors, id)
+return { state, 1 }

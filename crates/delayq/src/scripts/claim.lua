@@ -1,0 +1,69 @@
+#!lua
+-- claim.lua: the heart of receive. Reclaims expired leases (each counted as a failed attempt),
+-- then moves up to `max` due messages from pending to in-flight under a fresh lease token.
+-- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
+-- ARGV[1] max messages  ARGV[2] lease ms  ARGV[3] random number in [0,1) for backoff jitter
+--   ARGV[4] most expired leases to reclaim in this call
+-- Returns: { next_event_us, lease_deadline_ms, then per message: id, token, attempts, due ms, payload }
+--   next_event_us: when nothing was claimed, microseconds until the next message comes due or
+--   the next lease expires (-1: nothing pending or leased); 0 when something was claimed.
+local max, lease_ms, rnd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_us()
+local now_ms = math.floor(now / 1000)
+
+local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
+for _, id in ipairs(expired) do
+  local v = redis.call('HGET', k.held, id)
+  release_lease(k.leases, k.held, id)
+  if v then
+    local m = parse(v:sub(7))
+    retry_or_bury(k, m, 'lease expired', backoff_ms(m, rnd), now_ms)
+  end
+end
+
+local due = redis.call('ZRANGEBYLEX', k.pending, '-', '(' .. be48(now_ms + 1), 'LIMIT', 0, max)
+if #due == 0 then
+  local next_ms = head_due(k.pending)
+  local lease = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
+  if lease and (next_ms == nil or tonumber(lease) < next_ms) then
+    next_ms = tonumber(lease)
+  end
+  if next_ms == nil then
+    return { -1, 0 }
+  end
+  return { math.max(next_ms * 1000 - now, 0), 0 }
+end
+
+redis.call('ZREM', k.pending, unpack(due))
+local token = redis.call('INCRBY', k.seq, #due) - #due
+local deadline = now_ms + lease_ms
+local out = { 0, deadline }
+local held, leases, explicit = {}, {}, {}
+for _, rec in ipairs(due) do
+  local m = parse(rec)
+  token = token + 1
+  m.attempts = m.attempts + 1
+  if has(m.flags, F_ID) then
+    explicit[#explicit + 1] = m.id
+  end
+  held[#held + 1] = m.id
+  held[#held + 1] = be48(token) .. encode(m)
+  leases[#leases + 1] = deadline
+  leases[#leases + 1] = m.id
+  out[#out + 1] = m.id
+  out[#out + 1] = token
+  out[#out + 1] = m.attempts
+  out[#out + 1] = m.due
+  out[#out + 1] = m.payload
+end
+redis.call('HSET', k.held, unpack(held))
+redis.call('ZADD', k.leases, unpack(leases))
+if #explicit > 0 then
+  redis.call('HDEL', k.index, unpack(explicit))
+end
+-- Pass the wake-up on: another blocked consumer can take what this call left behind.
+local next_due = head_due(k.pending)
+if #due == max and next_due and next_due <= now_ms then
+  wake(k.wake)
+end
+return out

@@ -1,0 +1,18 @@
+#!lua
+-- dead_list.lua: one page of dead letters, oldest death first.
+-- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
+-- ARGV[1]: offset  ARGV[2]: page size
+-- Returns per dead letter: id, died-at ms, attempts, max attempts, last error or false, payload.
+local ids = redis.call('ZRANGE', k.dead, ARGV[1], tonumber(ARGV[1]) + tonumber(ARGV[2]) - 1, 'WITHSCORES')
+local out = {}
+for i = 1, #ids, 2 do
+  local id = ids[i]
+  local m = parse(redis.call('HGET', k.dead_msgs, id))
+  out[#out + 1] = id
+  out[#out + 1] = tonumber(ids[i + 1])
+  out[#out + 1] = m.attempts
+  out[#out + 1] = m.max
+  out[#out + 1] = redis.call('HGET', k.errors, id)
+  out[#out + 1] = m.payload
+end
+return out

@@ -1,0 +1,18 @@
+#!lua
+-- dead_purge.lua: deletes dead letters for good.
+-- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
+-- ARGV[1]: 'id' then ARGV[2] the message id, or 'oldest' then ARGV[2] how many (at most)
+-- Returns: how many were purged.
+local ids = { ARGV[2] }
+if ARGV[1] == 'oldest' then
+  ids = redis.call('ZRANGE', k.dead, 0, tonumber(ARGV[2]) - 1)
+end
+local purged = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', k.dead, id) == 1 then
+    redis.call('HDEL', k.dead_msgs, id)
+    redis.call('HDEL', k.errors, id)
+    purged = purged + 1
+  end
+end
+return purged

@@ -1,0 +1,25 @@
+#!lua
+-- get.lua: what is known of one message.
+-- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
+-- ARGV[1]: message id
+-- Returns: { state } when missing, else { state, due ms, attempts, max attempts, last error or
+--   false, payload, lease deadline ms (in flight) or died-at ms (dead) or 0 }.
+--   For an in-flight or dead message, due ms is the due time of its last delivery.
+local id = ARGV[1]
+local m = find_pending(k.pending, k.index, id)
+local state, extra = nil, 0
+if m then
+  state = pending_state(m, math.floor(now_us() / 1000))
+else
+  state = settled_state(id)
+  if state == 'in_flight' then
+    m = parse(redis.call('HGET', k.held, id):sub(7))
+    extra = tonumber(redis.call('ZSCORE', k.leases, id)) or 0
+  elseif state == 'dead' then
+    m = parse(redis.call('HGET', k.dead_msgs, id))
+    extra = tonumber(redis.call('ZSCORE', k.dead, id)) or 0
+  else
+    return { state }
+  end
+end
+return { state, m.due, m.attempts, m.max, redis.call('HGET', k.errors, id), m.payload, extra }

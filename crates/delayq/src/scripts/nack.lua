@@ -1,0 +1,34 @@
+#!lua
+-- nack.lua: ends deliveries that did not succeed.
+-- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
+-- ARGV: per delivery five values
+--   id, lease token,
+--   mode       'f' failed attempt: retried by backoff, dead-lettered after the last attempt
+--              'r' released unprocessed (worker shutdown): ready now, the attempt is not counted
+--   error      text kept as the message's last error (mode 'f')
+--   retry_ms   delay before the next attempt, or '' for the message's backoff policy
+--   rnd        random number in [0,1) for backoff jitter
+-- Returns per delivery: 'retry', 'dead', 'released' or 'lost' (lease lost; nothing changed).
+local now_ms = math.floor(now_us() / 1000)
+local out = {}
+for i = 1, #ARGV, 6 do
+  local id, mode = ARGV[i], ARGV[i + 2]
+  local rec = leased(k.leases, k.held, id, tonumber(ARGV[i + 1]), now_ms)
+  if not rec then
+    out[#out + 1] = 'lost'
+  else
+    release_lease(k.leases, k.held, id)
+    local m = parse(rec)
+    if mode == 'r' then
+      m.attempts = math.max(m.attempts - 1, 0)
+      local old_head = head_due(k.pending)
+      put_pending(k.pending, k.index, m, now_ms)
+      wake_for(k.wake, now_ms, old_head, now_ms)
+      out[#out + 1] = 'released'
+    else
+      local delay = tonumber(ARGV[i + 4]) or backoff_ms(m, tonumber(ARGV[i + 5]))
+      out[#out + 1] = retry_or_bury(k, m, ARGV[i + 3], delay, now_ms)
+    end
+  end
+end
+return out

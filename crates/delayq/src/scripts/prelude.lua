@@ -1,0 +1,243 @@
+-- prelude.lua: helpers shared by every delayq script.
+-- Not a script of its own: scripts.rs inserts it after each script's `#!lua` line.
+--
+-- Record layout (the bytes stored for one message; see src/record.rs):
+--   [1..6]   due ms, big-endian 48-bit     } together "K", the sort key: members of the
+--   [7..12]  seq, big-endian 48-bit        } pending ZSET (all scores 0) sort by (due, seq)
+--   [13]     flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte
+--   [14..15] attempts so far (u16 BE)   [16..17] max attempts (u16 BE)
+--   policy:  varint base ms, [varint cap ms], [factor u8], [jitter % u8]
+--   [idlen u8, id]  only when flag 1 is set; otherwise the id is "<due>-<seq>" of K
+--   payload: the rest
+
+local F_ID, F_EXP, F_FACTOR, F_JITTER = 1, 2, 4, 8
+local TWO48 = 281474976710656
+
+local function has(flags, f)
+  return math.floor(flags / f) % 2 == 1
+end
+
+local function be48(n)
+  local b = {}
+  for i = 6, 1, -1 do
+    b[i] = n % 256
+    n = math.floor(n / 256)
+  end
+  return string.char(b[1], b[2], b[3], b[4], b[5], b[6])
+end
+
+local function unbe48(s, i)
+  local a, b, c, d, e, f = s:byte(i, i + 5)
+  return ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
+end
+
+local function u16(n)
+  return string.char(math.floor(n / 256) % 256, n % 256)
+end
+
+local function uvarint(s, i)
+  local n, mul = 0, 1
+  while true do
+    local b = s:byte(i)
+    i = i + 1
+    n = n + (b % 128) * mul
+    if b < 128 then
+      return n, i
+    end
+    mul = mul * 128
+  end
+end
+
+local function fmt(n)
+  return string.format('%d', n)
+end
+
+-- Server time: the one clock that decides what is due.
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function parse(rec)
+  local m = { due = unbe48(rec, 1), seq = unbe48(rec, 7), flags = rec:byte(13) }
+  local a1, a2, x1, x2 = rec:byte(14, 17)
+  m.attempts = a1 * 256 + a2
+  m.max = x1 * 256 + x2
+  local i = 18
+  m.base, i = uvarint(rec, i)
+  m.cap, m.factor, m.jitter = m.base, 2, 0
+  if has(m.flags, F_EXP) then
+    m.cap, i = uvarint(rec, i)
+  end
+  if has(m.flags, F_FACTOR) then
+    m.factor = rec:byte(i)
+    i = i + 1
+  end
+  if has(m.flags, F_JITTER) then
+    m.jitter = rec:byte(i)
+    i = i + 1
+  end
+  m.policy = rec:sub(18, i - 1)
+  if has(m.flags, F_ID) then
+    local n = rec:byte(i)
+    m.id = rec:sub(i + 1, i + n)
+    i = i + 1 + n
+  else
+    m.id = fmt(m.due) .. '-' .. fmt(m.seq)
+  end
+  m.payload = rec:sub(i)
+  return m
+end
+
+local function sort_key(m)
+  return be48(m.due) .. be48(m.seq)
+end
+
+local function encode(m)
+  local idpart = ''
+  if has(m.flags, F_ID) then
+    idpart = string.char(#m.id) .. m.id
+  end
+  return sort_key(m) .. string.char(m.flags) .. u16(m.attempts) .. u16(m.max) .. m.policy .. idpart .. m.payload
+end
+
+-- Puts a parsed message into the pending set at `due`. Its id must stay findable: an id that
+-- no longer decodes to the sort key becomes explicit and gets an index entry.
+local function put_pending(pending, index, m, due)
+  if due ~= m.due and not has(m.flags, F_ID) then
+    m.flags = m.flags + F_ID
+  end
+  m.due = due
+  redis.call('ZADD', pending, 0, encode(m))
+  if has(m.flags, F_ID) then
+    redis.call('HSET', index, m.id, sort_key(m))
+  end
+end
+
+-- The pending member of `id`, parsed, or nil.
+local function find_pending(pending, index, id)
+  local k = redis.call('HGET', index, id)
+  if not k then
+    local d, s = string.match(id, '^(%d+)-(%d+)$')
+    if not d then
+      return nil
+    end
+    d, s = tonumber(d), tonumber(s)
+    if d >= TWO48 or s >= TWO48 - 1 then
+      return nil
+    end
+    k = be48(d) .. be48(s)
+  end
+  local upper = k:sub(1, 6) .. be48(unbe48(k, 7) + 1)
+  local hit = redis.call('ZRANGEBYLEX', pending, '[' .. k, '(' .. upper, 'LIMIT', 0, 1)[1]
+  if not hit then
+    return nil
+  end
+  local m = parse(hit)
+  if m.id ~= id then
+    return nil
+  end
+  m.member = hit
+  return m
+end
+
+local function remove_pending(pending, index, m)
+  redis.call('ZREM', pending, m.member)
+  if has(m.flags, F_ID) then
+    redis.call('HDEL', index, m.id)
+  end
+end
+
+-- Due time of the earliest pending message, or nil.
+local function head_due(pending)
+  local h = redis.call('ZRANGE', pending, 0, 0)[1]
+  if h then
+    return unbe48(h, 1)
+  end
+  return nil
+end
+
+-- One token wakes one blocked consumer; a token left over only causes one extra claim.
+local function wake(wake_key)
+  if redis.call('LLEN', wake_key) == 0 then
+    redis.call('LPUSH', wake_key, '1')
+  end
+end
+
+-- Wakes a consumer when `due` is already due or earlier than everything it may be sleeping on.
+local function wake_for(wake_key, due, old_head, now_ms)
+  if due <= now_ms or old_head == nil or due < old_head then
+    wake(wake_key)
+  end
+end
+
+-- Delay before the next attempt; `rnd` in [0,1) comes from the client (scripts stay deterministic).
+local function backoff_ms(m, rnd)
+  local d = m.base
+  if has(m.flags, F_EXP) then
+    d = m.base * m.factor ^ math.max(m.attempts - 1, 0)
+    if d > m.cap then
+      d = m.cap
+    end
+  end
+  if m.jitter > 0 then
+    d = d - d * m.jitter / 100 * rnd
+  end
+  return math.floor(d)
+end
+
+-- The held (in-flight) record of `id` if `token` holds an unexpired lease on it, else nil.
+local function leased(leases, held, id, token, now_ms)
+  local v = redis.call('HGET', held, id)
+  if not v or unbe48(v, 1) ~= token then
+    return nil
+  end
+  local deadline = tonumber(redis.call('ZSCORE', leases, id))
+  if not deadline or deadline <= now_ms then
+    return nil
+  end
+  return v:sub(7)
+end
+
+local function release_lease(leases, held, id)
+  redis.call('ZREM', leases, id)
+  redis.call('HDEL', held, id)
+end
+
+-- Ends a delivery that failed: dead letter after the last attempt, otherwise back to pending.
+local function retry_or_bury(k, m, err, delay, now_ms)
+  redis.call('HSET', k.errors, m.id, err)
+  if m.attempts >= m.max then
+    redis.call('ZADD', k.dead, now_ms, m.id)
+    redis.call('HSET', k.dead_msgs, m.id, encode(m))
+    return 'dead'
+  end
+  local old_head = head_due(k.pending)
+  put_pending(k.pending, k.index, m, now_ms + delay)
+  wake_for(k.wake, m.due, old_head, now_ms)
+  return 'retry'
+end
+
+-- Every script receives the queue's keys in the order of Keys::all() (src/keys.rs).
+local k = {
+  pending = KEYS[1], index = KEYS[2], leases = KEYS[3], held = KEYS[4], dead = KEYS[5],
+  dead_msgs = KEYS[6], errors = KEYS[7], seq = KEYS[8], wake = KEYS[9],
+}
+
+local function pending_state(m, now_ms)
+  if m.due <= now_ms then
+    return 'ready'
+  end
+  return 'delayed'
+end
+
+-- State of an id that is not pending: 'in_flight', 'dead' or 'missing'.
+local function settled_state(id)
+  if redis.call('HEXISTS', k.held, id) == 1 then
+    return 'in_flight'
+  end
+  if redis.call('HEXISTS', k.dead_msgs, id) == 1 then
+    return 'dead'
+  end
+  return 'missing'
+end

@@ -1,0 +1,91 @@
+//! Building a worker: which queue, which handler, and how many at once.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::time::Duration;
+
+use crate::consumer::Delivery;
+use crate::error::{InvalidInput, Result};
+use crate::queue::{Queue, MAX_BATCH};
+
+/// Settings of a [`Worker`].
+#[derive(Clone)]
+pub struct WorkerBuilder {
+    pub(crate) queue: Queue,
+    pub(crate) concurrency: usize,
+    pub(crate) lease: Duration,
+    pub(crate) batch: usize,
+    pub(crate) shutdown_grace: Duration,
+}
+
+impl WorkerBuilder {
+    /// A worker for `queue`: 8 handlers at once, 30 s leases, claims of up to 8, 10 s grace.
+    pub fn new(queue: Queue) -> Self {
+        WorkerBuilder {
+            queue,
+            concurrency: 8,
+            lease: Duration::from_secs(30),
+            batch: 8,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+
+    /// Most handlers running at once.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Lease of each message; it is extended while its handler runs.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Most messages taken per claim (never more than free handler slots).
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch = n;
+        self
+    }
+
+    /// How long shutdown waits for running handlers before handing their messages back.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// The worker, running `handler` on each delivery.
+    pub fn build<H, Fut, E>(self, handler: H) -> Result<Worker<H>>
+    where
+        H: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        if self.concurrency == 0 {
+            return Err(
+                InvalidInput::Option("worker concurrency must be at least 1".into()).into(),
+            );
+        }
+        if self.batch == 0 || self.batch > MAX_BATCH {
+            return Err(InvalidInput::Option(format!(
+                "worker batch size is 1 to {MAX_BATCH}, not {}",
+                self.batch
+            ))
+            .into());
+        }
+        if self.lease < Duration::from_millis(30) {
+            return Err(InvalidInput::Option("worker lease must be at least 30 ms".into()).into());
+        }
+        crate::options::checked_ms(self.lease, "lease")?;
+        Ok(Worker {
+            settings: self,
+            handler: std::sync::Arc::new(handler),
+        })
+    }
+}
+
+/// A worker, ready to [`run`](Worker::run).
+pub struct Worker<H> {
+    pub(crate) settings: WorkerBuilder,
+    pub(crate) handler: std::sync::Arc<H>,
+}

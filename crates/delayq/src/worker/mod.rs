@@ -1,0 +1,21 @@
+//! The worker runtime: receives messages and runs an async handler on each, with bounded
+//! concurrency, lease heartbeats and graceful shutdown.
+//!
+//! * Handler `Ok` acks the message; `Err` nacks it with the error's text (retried by its
+//!   backoff policy, dead-lettered after the last attempt); a panic is a failed attempt too,
+//!   never a dead worker.
+//! * While handlers run, their leases are extended every third of the lease, so a slow
+//!   handler is never doubled up with another consumer.
+//! * On shutdown the worker stops claiming, waits for running handlers up to the grace period,
+//!   then cancels the rest and hands their messages back as ready at once.
+//! * When Redis goes away the worker logs, backs off, and carries on once it is back.
+//!
+//! Layout: `builder.rs` (settings), `runner.rs` (the loop), `settle.rs` (ack/nack with
+//! retries, and the registry of running handlers).
+
+mod builder;
+mod runner;
+mod settle;
+
+pub use builder::{Worker, WorkerBuilder};
+pub use runner::StopReason;

@@ -1,0 +1,187 @@
+//! The worker loop: claim as many messages as there are free handler slots, run each
+//! handler in its own task, keep leases alive, and shut down without stranding messages.
+
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use super::builder::Worker;
+use super::settle::{self, Outcome, Running};
+use crate::consumer::{Consumer, Delivery, ReceiveOptions};
+use crate::error::Result;
+
+/// Why a worker stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// Shutdown was asked for; running handlers finished or were handed back.
+    GracefulShutdown {
+        /// Messages handed back unfinished because the grace period ran out.
+        released: usize,
+    },
+}
+
+/// How long one receive waits before the loop looks around again.
+const RECEIVE_WAIT: Duration = Duration::from_secs(5);
+
+impl<H, Fut, E> Worker<H>
+where
+    H: Fn(Delivery) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+    E: Display + Send + 'static,
+{
+    /// Runs until `shutdown` completes, then shuts down gracefully.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<StopReason> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let work = self.work(stop_rx);
+        tokio::pin!(work);
+        tokio::select! {
+            result = &mut work => result,
+            () = shutdown => {
+                stop_tx.send_replace(true);
+                work.await
+            }
+        }
+    }
+
+    async fn work(self, mut stop: watch::Receiver<bool>) -> Result<StopReason> {
+        let s = &self.settings;
+        let queue = s.queue.clone();
+        let mut consumer = reconnecting_consumer(&queue, &mut stop).await;
+        // Bounds the handlers running at once; a permit travels with each handler task.
+        let slots = Arc::new(Semaphore::new(s.concurrency));
+        let running = Running::default();
+        let mut tasks = JoinSet::new();
+        let heartbeat = {
+            let (queue, running, lease) = (queue.clone(), running.clone(), s.lease);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(lease / 3);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    settle::heartbeat(&queue, &running, lease).await;
+                }
+            })
+        };
+
+        let mut pause = Duration::from_millis(100);
+        while let Some(consumer) = consumer.as_mut() {
+            let first = tokio::select! {
+                biased;
+                _ = stop.wait_for(|stopped| *stopped) => break,
+                permit = slots.clone().acquire_owned() => permit,
+            };
+            let Ok(first) = first else { break };
+            let mut permits = vec![first];
+            while permits.len() < s.batch {
+                match slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+            let options = ReceiveOptions {
+                max: permits.len(),
+                lease: s.lease,
+                wait: RECEIVE_WAIT,
+            };
+            let mut stop_wait = stop.clone();
+            let stopped = async move {
+                let _ = stop_wait.wait_for(|stopped| *stopped).await;
+            };
+            let deliveries = match consumer.receive_until(&options, stopped).await {
+                Ok(d) => {
+                    pause = Duration::from_millis(100);
+                    d
+                }
+                Err(e) => {
+                    tracing::warn!(queue = %queue.name(), error = %e, retry_in = ?pause, "receive failed");
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = stop.wait_for(|stopped| *stopped) => break,
+                    }
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            for (delivery, permit) in deliveries.into_iter().zip(permits) {
+                let handler = self.handler.clone();
+                let (queue, running, lease) = (queue.clone(), running.clone(), s.lease);
+                tasks.spawn(async move {
+                    let _permit = permit;
+                    // The handler runs in a task of its own so that a panic is caught here
+                    // and shutdown can cancel it.
+                    let inner = tokio::spawn(handler(delivery.clone()));
+                    running.insert(&delivery, inner.abort_handle());
+                    let outcome = match inner.await {
+                        Ok(Ok(())) => Outcome::Done,
+                        Ok(Err(e)) => Outcome::Failed(e.to_string()),
+                        Err(e) if e.is_panic() => Outcome::Failed(panic_text(e.into_panic())),
+                        // Cancelled by shutdown, which hands the message back itself.
+                        Err(_) => return,
+                    };
+                    // Off the registry before settling, so shutdown never hands back a
+                    // message whose handler already finished.
+                    running.remove(delivery.token);
+                    settle::settle(&queue, &delivery, outcome, lease).await;
+                });
+            }
+        }
+
+        let finished = tokio::time::timeout(s.shutdown_grace, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await
+        .is_ok();
+        let mut released = 0;
+        if !finished {
+            let unfinished = running.abort_all();
+            released = settle::release(&queue, &unfinished).await.unwrap_or_else(|e| {
+                tracing::warn!(queue = %queue.name(), error = %e, "handing back unfinished messages failed; they return after their lease");
+                0
+            });
+            // Handlers are cancelled now; what is left is settling that was under way.
+            let settled = tokio::time::timeout(s.lease.min(Duration::from_secs(5)), async {
+                while tasks.join_next().await.is_some() {}
+            });
+            if settled.await.is_err() {
+                tasks.shutdown().await;
+            }
+        }
+        heartbeat.abort();
+        Ok(StopReason::GracefulShutdown { released })
+    }
+}
+
+/// A consumer, retrying until Redis answers; `None` if stopped first.
+async fn reconnecting_consumer(
+    queue: &crate::Queue,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<Consumer> {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match queue.consumer().await {
+            Ok(c) => return Some(c),
+            Err(e) => {
+                tracing::warn!(queue = %queue.name(), error = %e, retry_in = ?pause, "cannot connect consumer");
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = stop.wait_for(|stopped| *stopped) => return None,
+                }
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".to_owned());
+    format!("handler panicked: {text}")
+}

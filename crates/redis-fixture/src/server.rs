@@ -1,0 +1,316 @@
+//! The `redis-server` child process and its lifecycle.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::resp::{Connection, Reply};
+use crate::{free_port, redis_server_binary};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+const START_ATTEMPTS: usize = 5;
+/// How long `restart` keeps retrying while the old port is still busy.
+const RESTART_PORT_WAIT: Duration = Duration::from_secs(3);
+
+/// Options for the started server. Build from [`ServerConfig::default`],
+/// [`ServerConfig::appendonly`] or [`ServerConfig::cluster`], then adjust
+/// the public fields.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// Enable the AOF with `appendfsync always`, so data written before a
+    /// [`RedisServer::kill`] survives a [`RedisServer::restart`].
+    pub appendonly: bool,
+    /// Run as a single-node cluster that owns all 16384 slots.
+    pub cluster: bool,
+    /// Extra `redis-server` arguments, appended after the fixture's own.
+    pub extra_args: Vec<String>,
+}
+
+impl ServerConfig {
+    /// Default config with the append-only file enabled.
+    pub fn appendonly() -> Self {
+        Self {
+            appendonly: true,
+            ..Self::default()
+        }
+    }
+
+    /// Default config in single-node cluster mode.
+    pub fn cluster() -> Self {
+        Self {
+            cluster: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// Why one launch attempt failed: an early exit is worth retrying (usually
+/// somebody else grabbed the port), anything else is not.
+enum LaunchError {
+    Exited(String),
+    Fatal(String),
+}
+
+/// A real `redis-server` child process listening on `127.0.0.1:port`, with
+/// its data and log in a private temporary directory. Killed (SIGKILL) on
+/// drop; the directory is removed afterwards.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: TempDir,
+    config: ServerConfig,
+}
+
+impl RedisServer {
+    /// Starts a server with the default config; panics (with the server
+    /// log) if it cannot be started.
+    pub fn start() -> RedisServer {
+        Self::start_with(ServerConfig::default())
+    }
+
+    /// Starts a server with `config` and waits until it answers `PING`
+    /// (and, in cluster mode, until `cluster_state:ok`). Panics with the
+    /// server log on failure.
+    pub fn start_with(config: ServerConfig) -> RedisServer {
+        let dir = tempfile::Builder::new()
+            .prefix("redis-fixture-")
+            .tempdir()
+            .expect("cannot create a temporary directory for redis-server");
+        // Constructed before spawning so that a panic below unwinds through
+        // Drop and never leaks the child process.
+        let mut server = RedisServer {
+            child: None,
+            port: 0,
+            dir,
+            config,
+        };
+        for attempt in 1..=START_ATTEMPTS {
+            server.port = free_port();
+            // A failed attempt may leave a nodes.conf naming the old port.
+            let _ = std::fs::remove_file(server.dir.path().join("nodes.conf"));
+            match server.launch() {
+                Ok(()) => break,
+                Err(LaunchError::Exited(_)) if attempt < START_ATTEMPTS => continue,
+                Err(LaunchError::Exited(why) | LaunchError::Fatal(why)) => server.fail(&why),
+            }
+        }
+        server.setup_cluster();
+        server
+    }
+
+    /// The TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Connection URL, e.g. `redis://127.0.0.1:6380/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The server's working directory (AOF, `nodes.conf`, `redis.log`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Kills the server with SIGKILL (no clean shutdown, like a crash) and
+    /// reaps it. Does nothing if it is not running.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // Fails only if the process already exited; wait() reaps either way.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server if it is running, then starts it again on the same
+    /// port and directory with the same config, and waits until it has
+    /// finished loading its data. Panics with the server log on failure.
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + RESTART_PORT_WAIT;
+        loop {
+            match self.launch() {
+                Ok(()) => break,
+                Err(LaunchError::Exited(_)) if Instant::now() < deadline => {
+                    sleep(Duration::from_millis(50));
+                }
+                Err(LaunchError::Exited(why) | LaunchError::Fatal(why)) => self.fail(&why),
+            }
+        }
+        self.setup_cluster();
+    }
+
+    /// Whether the child process is still alive.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// The server's log file so far (all runs, including restarts).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("redis.log"))
+            .unwrap_or_else(|e| format!("<cannot read redis.log: {e}>"))
+    }
+
+    /// Sends one command over a fresh connection and returns the reply.
+    /// Error replies from the server are `Ok(Reply::Error(_))`; `Err` means
+    /// the connection or the protocol failed.
+    pub fn command(&self, args: &[&str]) -> Result<Reply, String> {
+        Connection::open(self.port, CALL_TIMEOUT)
+            .and_then(|mut conn| conn.call(args))
+            .map_err(|e| format!("{args:?} on port {}: {e}", self.port))
+    }
+
+    /// Runs a command and returns the reply as text (see [`Reply::render`]).
+    /// Panics with the server log on connection failure or error reply.
+    pub fn cli(&self, args: &[&str]) -> String {
+        match self.command(args) {
+            Ok(Reply::Error(e)) => self.fail(&format!("replied to {args:?} with error: {e}")),
+            Ok(reply) => reply.render(),
+            Err(e) => self.fail(&e),
+        }
+    }
+
+    /// `used_memory` from `INFO memory`, in bytes.
+    pub fn used_memory(&self) -> u64 {
+        let info = self.cli(&["INFO", "memory"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| self.fail("INFO memory has no used_memory field"))
+    }
+
+    fn fail(&self, why: &str) -> ! {
+        let stderr =
+            std::fs::read_to_string(self.dir.path().join("redis.stderr")).unwrap_or_default();
+        panic!(
+            "redis-server on port {}: {why}\n--- stderr ---\n{}--- {} ---\n{}\n--- end of log ---",
+            self.port,
+            stderr,
+            self.dir.path().join("redis.log").display(),
+            self.log()
+        )
+    }
+
+    fn args(&self) -> Vec<String> {
+        let dir = self.dir.path();
+        let mut args: Vec<String> = vec![
+            "--port".into(),
+            self.port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--save".into(),
+            String::new(),
+            "--dir".into(),
+            dir.display().to_string(),
+            "--logfile".into(),
+            dir.join("redis.log").display().to_string(),
+            "--appendonly".into(),
+            if self.config.appendonly { "yes" } else { "no" }.into(),
+        ];
+        if self.config.appendonly {
+            args.extend(["--appendfsync".into(), "always".into()]);
+        }
+        if self.config.cluster {
+            args.extend([
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-config-file".into(),
+                dir.join("nodes.conf").display().to_string(),
+            ]);
+        }
+        args.extend(["--protected-mode".into(), "yes".into()]);
+        args.extend(self.config.extra_args.iter().cloned());
+        args
+    }
+
+    /// Spawns the child on `self.port` and waits until it serves requests.
+    fn launch(&mut self) -> Result<(), LaunchError> {
+        // Config errors are printed to stderr before the log file is opened.
+        let stderr = std::fs::File::create(self.dir.path().join("redis.stderr"))
+            .map_err(|e| LaunchError::Fatal(format!("cannot create redis.stderr: {e}")))?;
+        let child = Command::new(redis_server_binary())
+            .args(self.args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| LaunchError::Fatal(format!("cannot spawn redis-server: {e}")))?;
+        let pid = child.id();
+        self.child = Some(child);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(LaunchError::Exited(format!(
+                        "exited during startup: {status}"
+                    )));
+                }
+            }
+            if Self::is_ready(self.port, pid) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(LaunchError::Fatal(format!(
+                    "not ready after {READY_TIMEOUT:?}"
+                )));
+            }
+            sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// True once the server on `port` answers a real `PONG` (not `LOADING`)
+    /// and is our child: another server that grabbed the port first would
+    /// also answer, while ours is about to die with "address in use".
+    fn is_ready(port: u16, pid: u32) -> bool {
+        let Ok(mut conn) = Connection::open(port, Duration::from_secs(1)) else {
+            return false;
+        };
+        if !matches!(conn.call(&["PING"]), Ok(Reply::Simple(s)) if s == "PONG") {
+            return false;
+        }
+        let Ok(Reply::Bulk(Some(info))) = conn.call(&["INFO", "server"]) else {
+            return false;
+        };
+        String::from_utf8_lossy(&info)
+            .lines()
+            .any(|l| l.trim() == format!("process_id:{pid}"))
+    }
+
+    fn setup_cluster(&self) {
+        if !self.config.cluster {
+            return;
+        }
+        // After a restart nodes.conf already assigns the slots.
+        match self.command(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]) {
+            Ok(Reply::Error(e)) if e.contains("already busy") => {}
+            Ok(Reply::Error(e)) => self.fail(&format!("CLUSTER ADDSLOTSRANGE failed: {e}")),
+            Ok(_) => {}
+            Err(e) => self.fail(&e),
+        }
+        // A fresh master holds the cluster in fail state for ~2 s on purpose
+        // (CLUSTER_WRITABLE_DELAY), so this really has to poll.
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while !self.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+            if Instant::now() >= deadline {
+                self.fail(&format!("cluster_state not ok after {READY_TIMEOUT:?}"));
+            }
+            sleep(POLL_INTERVAL);
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
