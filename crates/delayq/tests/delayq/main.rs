@@ -1,1 +1,18 @@
+//! delayq's integration tests: one test binary (one link step), every test against a real
+//! `redis-server` that the fixture starts on a free loopback port.
 
+mod common;
+mod smoke;
+
+// Queue operations, input checks, retries and dead letters, leases, cluster mode.
+mod bad_input;
+mod cluster;
+mod dead_letters;
+mod leases;
+mod ops;
+
+// Runtime behaviour under load and faults.
+mod concurrency;
+mod durability;
+mod timing;
+mod worker;
