@@ -33,10 +33,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .max_attempts(2)
             .backoff(backoff);
         let sent = orders.send(order.to_string(), &options).await?;
-        println!("order {order}: close scheduled as {} (due {:?})", sent.id, sent.due_ms);
+        println!(
+            "order {order}: close scheduled as {} (due {:?})",
+            sent.id, sent.due_ms
+        );
     }
     let again = orders
-        .send("1001", &SendOptions::new().delay(PAYMENT_WINDOW).id("order-1001"))
+        .send(
+            "1001",
+            &SendOptions::new().delay(PAYMENT_WINDOW).id("order-1001"),
+        )
         .await?;
     println!("order 1001 placed again: duplicate = {}", again.duplicate);
 

@@ -18,8 +18,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dq = DelayQ::connect(&url).await?;
     let hooks = dq.queue("webhooks")?;
 
-    let backoff = Backoff::exponential(Duration::from_millis(300), Duration::from_secs(5))
-        .with_factor(4);
+    let backoff =
+        Backoff::exponential(Duration::from_millis(300), Duration::from_secs(5)).with_factor(4);
     let options = SendOptions::new().max_attempts(4).backoff(backoff);
     let sent = hooks
         .send(r#"{"event":"order.paid","order":1001}"#, &options)
@@ -38,7 +38,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             return Err("no delivery within 10 s".into());
         };
         if let Some(previous) = last_due {
-            println!("  retried {} ms after the previous attempt", delivery.due_ms - previous);
+            println!(
+                "  retried {} ms after the previous attempt",
+                delivery.due_ms - previous
+            );
         }
         last_due = Some(delivery.due_ms);
         match post_webhook(delivery.attempt) {
@@ -48,7 +51,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 break;
             }
             Err(Failure::Status(status)) => {
-                let outcome = hooks.nack(&delivery, &format!("HTTP {status}"), None).await?;
+                let outcome = hooks
+                    .nack(&delivery, &format!("HTTP {status}"), None)
+                    .await?;
                 println!("attempt {}: HTTP {status}, {outcome:?}", delivery.attempt);
                 if outcome == NackOutcome::Dead {
                     break;
@@ -56,7 +61,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             Err(Failure::RetryAfter(after)) => {
                 hooks.nack(&delivery, "HTTP 429", Some(after)).await?;
-                println!("attempt {}: HTTP 429, receiver asked to retry after {after:?}", delivery.attempt);
+                println!(
+                    "attempt {}: HTTP 429, receiver asked to retry after {after:?}",
+                    delivery.attempt
+                );
             }
         }
     }
