@@ -180,30 +180,50 @@ impl Consumer {
         let mut conn = self.blocking.clone();
         let wait = blpop.query_async::<Option<(String, String)>>(&mut conn);
         tokio::pin!(wait);
+        // If the caller drops this future mid-wait, the BLPOP would stay blocked in Redis and
+        // hold up the connection's next command for up to MAX_BLOCK: end it from a task.
+        let mut on_drop = EndWaitOnDrop(Some((self.queue.clone(), self.own_wake.clone())));
         let woken = tokio::select! {
             woken = &mut wait => {
+                on_drop.0 = None;
                 woken?;
                 return Ok(Woken::Token);
             }
             _ = tokio::time::sleep(timer) => Woken::Timer,
             _ = stop => Woken::Stop,
         };
-        self.end_own_wait().await?;
+        on_drop.0 = None;
+        end_own_wait(&self.queue, &self.own_wake).await?;
         wait.await?;
         Ok(woken)
     }
+}
 
-    async fn end_own_wait(&self) -> Result<()> {
-        let mut conn = self.queue.connection();
-        // The expiry cleans up after a consumer that dies between the push and its pop.
-        redis::pipe()
-            .atomic()
-            .lpush(&self.own_wake, 1)
-            .ignore()
-            .pexpire(&self.own_wake, 60_000)
-            .ignore()
-            .query_async::<()>(&mut conn)
-            .await?;
-        Ok(())
+/// Pushes to a consumer's private wake list, which ends its pending BLPOP at once.
+async fn end_own_wait(queue: &Queue, own_wake: &str) -> Result<()> {
+    let mut conn = queue.connection();
+    // The expiry cleans up after a consumer that dies between the push and its pop.
+    redis::pipe()
+        .atomic()
+        .lpush(own_wake, 1)
+        .ignore()
+        .pexpire(own_wake, 60_000)
+        .ignore()
+        .query_async::<()>(&mut conn)
+        .await?;
+    Ok(())
+}
+
+struct EndWaitOnDrop(Option<(Queue, String)>);
+
+impl Drop for EndWaitOnDrop {
+    fn drop(&mut self) {
+        if let (Some((queue, own_wake)), Ok(runtime)) =
+            (self.0.take(), tokio::runtime::Handle::try_current())
+        {
+            runtime.spawn(async move {
+                let _ = end_own_wait(&queue, &own_wake).await;
+            });
+        }
     }
 }

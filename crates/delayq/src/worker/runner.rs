@@ -70,6 +70,8 @@ where
 
         let mut pause = Duration::from_millis(100);
         while let Some(consumer) = consumer.as_mut() {
+            // Reap finished handler tasks so the set only holds running ones.
+            while tasks.try_join_next().is_some() {}
             let first = tokio::select! {
                 biased;
                 _ = stop.wait_for(|stopped| *stopped) => break,
