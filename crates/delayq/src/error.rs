@@ -33,7 +33,7 @@ pub enum Error {
         id: String,
     },
     /// Redis could not be reached or answered with an error.
-    #[error("redis")]
+    #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
     /// Redis answered in a shape this version of delayq does not understand.
     #[error("unexpected reply from redis: {0}")]

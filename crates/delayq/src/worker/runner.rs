@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{watch, Semaphore};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
 use super::builder::Worker;
 use super::settle::{self, Outcome, Running};
@@ -56,9 +56,9 @@ where
         let slots = Arc::new(Semaphore::new(s.concurrency));
         let running = Running::default();
         let mut tasks = JoinSet::new();
-        let heartbeat = {
+        let _heartbeat = {
             let (queue, running, lease) = (queue.clone(), running.clone(), s.lease);
-            tokio::spawn(async move {
+            AbortOnDrop::spawn(async move {
                 let mut tick = tokio::time::interval(lease / 3);
                 tick.tick().await;
                 loop {
@@ -117,6 +117,8 @@ where
                     // The handler runs in a task of its own so that a panic is caught here
                     // and shutdown can cancel it.
                     let inner = tokio::spawn(handler(delivery.clone()));
+                    // Dropping the worker drops this task: the handler goes with it.
+                    let _cancel_with_worker = AbortOnDrop(inner.abort_handle());
                     running.insert(&delivery, inner.abort_handle());
                     let outcome = match inner.await {
                         Ok(Ok(())) => Outcome::Done,
@@ -153,8 +155,23 @@ where
                 tasks.shutdown().await;
             }
         }
-        heartbeat.abort();
         Ok(StopReason::GracefulShutdown { released })
+    }
+}
+
+/// Aborts a spawned task when dropped, so nothing a worker spawns outlives it: a `run` future
+/// that is dropped (its task aborted) must leave no handler running and no lease extended.
+struct AbortOnDrop(AbortHandle);
+
+impl AbortOnDrop {
+    fn spawn(task: impl Future<Output = ()> + Send + 'static) -> Self {
+        AbortOnDrop(tokio::spawn(task).abort_handle())
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
