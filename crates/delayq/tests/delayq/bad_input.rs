@@ -1,1 +1,333 @@
-//! (to be written)
+//! Input checks: bad names, ids, schedules, options and payloads are rejected with a typed
+//! error before anything reaches Redis, so nothing is written.
+
+use std::time::Duration;
+
+use delayq::{
+    Backoff, CancelOutcome, Config, DelayQ, Error, InvalidInput, Message, Queue, ReceiveOptions,
+    Schedule, SendOptions, State, MAX_BATCH, MAX_DELAY,
+};
+
+use crate::common::*;
+
+const TEN_YEARS_AND_A_BIT: Duration = MAX_DELAY.saturating_add(Duration::from_millis(1));
+const ONE_MIB: usize = 1024 * 1024;
+
+/// The input error of `result`; panics if it succeeded or failed some other way.
+fn invalid<T>(what: &str, result: delayq::Result<T>) -> InvalidInput {
+    match result {
+        Err(Error::Invalid(e)) => e,
+        Err(other) => panic!("{what}: expected invalid input, got {other:?}"),
+        Ok(_) => panic!("{what}: accepted"),
+    }
+}
+
+fn assert_option_error<T>(what: &str, result: delayq::Result<T>) {
+    let e = invalid(what, result);
+    assert!(matches!(e, InvalidInput::Option(_)), "{what}: {e:?}");
+}
+
+fn assert_schedule_error<T>(what: &str, result: delayq::Result<T>) {
+    let e = invalid(what, result);
+    assert!(matches!(e, InvalidInput::Schedule(_)), "{what}: {e:?}");
+}
+
+fn assert_id_error<T>(what: &str, result: delayq::Result<T>, id: &str) {
+    match invalid(what, result) {
+        InvalidInput::MessageId { id: rejected, .. } => assert_eq!(rejected, id, "{what}"),
+        other => panic!("{what}: expected a message id error, got {other:?}"),
+    }
+}
+
+/// Nothing at all was written to the server.
+fn assert_nothing_written(server: &RedisServer) {
+    assert_eq!(server.cli(&["DBSIZE"]), "0", "keys were written");
+}
+
+fn bad_ids() -> Vec<String> {
+    vec![
+        String::new(),
+        "x".repeat(129),
+        "a b".into(),
+        "x{y}".into(),
+        "line\n".into(),
+    ]
+}
+
+async fn empty_queue() -> (RedisServer, Queue) {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "input");
+    (server, q)
+}
+
+#[tokio::test]
+async fn bad_queue_names_are_rejected() {
+    let (_server, dq) = setup().await;
+    let long = "x".repeat(65);
+    for name in ["", long.as_str(), "a b", "x{y}", "a:b", "ünï"] {
+        match invalid(&format!("queue {name:?}"), dq.queue(name)) {
+            InvalidInput::QueueName { name: rejected, .. } => assert_eq!(rejected, name),
+            other => panic!("queue {name:?}: {other:?}"),
+        }
+    }
+    let longest = "x".repeat(64);
+    for name in [longest.as_str(), "a.b_c-1"] {
+        assert_eq!(queue(&dq, name).name().as_str(), name);
+    }
+}
+
+#[tokio::test]
+async fn bad_caller_ids_are_rejected_and_nothing_is_written() {
+    let (server, q) = empty_queue().await;
+    let mut ids = bad_ids();
+    ids.push("123-456".into()); // reserved for generated ids
+    for id in &ids {
+        let options = SendOptions::new().id(id.as_str());
+        assert_id_error("send", q.send(b"x", &options).await, id);
+        let batch = [
+            Message::new("ok", SendOptions::new()),
+            Message::new("x", options),
+        ];
+        assert_id_error("send_batch", q.send_batch(&batch).await, id);
+    }
+    assert_nothing_written(&server);
+
+    let longest = "x".repeat(128);
+    let sent = q
+        .send(b"x", &SendOptions::new().id(longest.as_str()))
+        .await
+        .expect("a 128-byte id is fine");
+    assert_eq!(sent.id, longest);
+}
+
+#[tokio::test]
+async fn absurd_schedules_are_rejected() {
+    let (server, q) = empty_queue().await;
+    let eleven_years_ms = 11 * 366 * 24 * 3600 * 1000;
+    let absurd = [
+        SendOptions::new().delay(TEN_YEARS_AND_A_BIT),
+        SendOptions::new().delay(Duration::MAX),
+        SendOptions::new().deliver_at(u64::MAX),
+        SendOptions::new().deliver_at(now_ms() + eleven_years_ms),
+        SendOptions::new().backoff(Backoff::fixed(Duration::MAX)),
+        SendOptions::new().backoff(Backoff::exponential(Duration::from_secs(1), Duration::MAX)),
+    ];
+    for options in &absurd {
+        assert_schedule_error(&format!("{options:?}"), q.send(b"x", options).await);
+    }
+    assert_nothing_written(&server);
+
+    // Ten years is the limit, and a message held there cannot be moved past it either.
+    let sent = q
+        .send(b"x", &SendOptions::new().delay(MAX_DELAY).id("far"))
+        .await
+        .expect("a delay of MAX_DELAY is fine");
+    let due = sent.due_ms.expect("due");
+    for schedule in [Schedule::After(Duration::MAX), Schedule::At(u64::MAX)] {
+        assert_schedule_error("reschedule", q.reschedule("far", schedule).await);
+    }
+    assert_eq!(
+        q.get("far").await.expect("get").expect("exists").due_ms,
+        due
+    );
+
+    // Leases and retry delays are held to the same limit; the delivery is left as it was.
+    q.reschedule("far", Schedule::Now)
+        .await
+        .expect("reschedule");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let too_long = receiving(1, Duration::MAX, Duration::ZERO);
+    assert_schedule_error("receive", consumer.receive(&too_long).await);
+    let mut d = receive_one(&mut consumer, Duration::from_secs(30)).await;
+    assert_schedule_error("nack", q.nack(&d, "x", Some(Duration::MAX)).await);
+    assert_schedule_error("extend", q.extend(&mut d, Duration::MAX).await);
+    let info = q.get("far").await.expect("get").expect("exists");
+    assert_eq!(info.state, State::InFlight);
+    assert_eq!(info.lease_deadline_ms, Some(d.lease_deadline_ms));
+    q.ack(&d).await.expect("ack");
+}
+
+#[tokio::test]
+async fn out_of_range_options_are_rejected() {
+    let (server, q) = empty_queue().await;
+    let exp = Backoff::exponential(Duration::from_secs(1), Duration::from_secs(60));
+    let bad = [
+        SendOptions::new().max_attempts(0),
+        SendOptions::new().backoff(exp.with_factor(0)),
+        SendOptions::new().backoff(exp.with_jitter(101)),
+    ];
+    for options in &bad {
+        assert_option_error(&format!("{options:?}"), q.send(b"x", options).await);
+    }
+    assert_option_error("empty batch", q.send_batch(&[]).await);
+    let too_many = vec![Message::new("x", SendOptions::new()); MAX_BATCH + 1];
+    assert_option_error("batch over the limit", q.send_batch(&too_many).await);
+    assert_nothing_written(&server);
+
+    // The edges of each range are accepted.
+    let edges = [
+        SendOptions::new().max_attempts(u16::MAX),
+        SendOptions::new().backoff(exp.with_factor(1).with_jitter(100)),
+    ];
+    for options in &edges {
+        q.send(b"x", options).await.expect("send at the edge");
+    }
+    let full = vec![Message::new("x", SendOptions::new()); MAX_BATCH];
+    let sent = q.send_batch(&full).await.expect("a full batch");
+    assert_eq!(sent.len(), MAX_BATCH);
+}
+
+#[tokio::test]
+async fn bad_receive_and_batch_arguments_are_rejected() {
+    let (_server, q) = empty_queue().await;
+    q.send(b"x", &SendOptions::new()).await.expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let lease = Duration::from_secs(30);
+    for options in [
+        receiving(0, lease, Duration::ZERO),
+        receiving(MAX_BATCH + 1, lease, Duration::ZERO),
+        receiving(1, Duration::ZERO, Duration::ZERO),
+    ] {
+        assert_option_error(&format!("{options:?}"), consumer.receive(&options).await);
+    }
+    assert_eq!(counts(&q).await, [0, 1, 0, 0], "nothing was claimed");
+
+    let most = ReceiveOptions {
+        max: MAX_BATCH,
+        ..ReceiveOptions::default()
+    };
+    let got = consumer.receive(&most).await.expect("receive");
+    assert_eq!(got.len(), 1);
+    assert_option_error("ack_many", q.ack_many(&[]).await);
+    assert_option_error("extend_many", q.extend_many(&mut [], lease).await);
+    assert_option_error("release", q.release(&[]).await);
+    for limit in [0, MAX_BATCH + 1] {
+        assert_option_error("list", q.dead_letters().list(0, limit).await);
+    }
+    q.ack(&got[0]).await.expect("ack");
+}
+
+#[tokio::test]
+async fn oversized_payloads_are_rejected_and_nothing_is_written() {
+    let (server, q) = empty_queue().await;
+    let too_big = vec![7u8; ONE_MIB + 1];
+    let rejected = [
+        invalid("send", q.send(&too_big, &SendOptions::new()).await),
+        invalid(
+            "send_batch",
+            q.send_batch(&[
+                Message::new("small", SendOptions::new()),
+                Message::new(too_big.clone(), SendOptions::new()),
+            ])
+            .await,
+        ),
+    ];
+    for e in rejected {
+        assert_eq!(
+            e,
+            InvalidInput::PayloadTooLarge {
+                size: ONE_MIB + 1,
+                limit: ONE_MIB
+            }
+        );
+    }
+    assert!(is_empty(&q).await);
+    assert_nothing_written(&server);
+
+    // The limit is configurable.
+    let small = DelayQ::connect_with(&server.url(), Config::default().max_payload_bytes(16))
+        .await
+        .expect("connect");
+    let sq = queue(&small, "input");
+    let e = invalid("send", sq.send([0u8; 17], &SendOptions::new()).await);
+    assert_eq!(
+        e,
+        InvalidInput::PayloadTooLarge {
+            size: 17,
+            limit: 16
+        }
+    );
+    assert_nothing_written(&server);
+    let sent = sq.send([0u8; 16], &SendOptions::new()).await.expect("send");
+    let info = sq.get(&sent.id).await.expect("get").expect("exists");
+    assert_eq!(info.payload, [0u8; 16]);
+}
+
+#[tokio::test]
+async fn one_bad_message_fails_the_whole_batch() {
+    let (server, q) = empty_queue().await;
+    let bad = [
+        Message::new("x", SendOptions::new().id("a b")),
+        Message::new("x", SendOptions::new().max_attempts(0)),
+        Message::new("x", SendOptions::new().delay(Duration::MAX)),
+        Message::new(vec![0u8; ONE_MIB + 1], SendOptions::new()),
+    ];
+    for last in bad {
+        let mut batch: Vec<Message> = (0..5)
+            .map(|i| Message::new(format!("good {i}"), SendOptions::new().id(format!("g{i}"))))
+            .collect();
+        batch.push(last.clone());
+        invalid(
+            &format!("batch ending in {:?}", last.options),
+            q.send_batch(&batch).await,
+        );
+    }
+    assert!(is_empty(&q).await);
+    assert_nothing_written(&server);
+}
+
+#[tokio::test]
+async fn malformed_lookup_ids_are_rejected() {
+    let (server, q) = empty_queue().await;
+    let dead = q.dead_letters();
+    for id in &bad_ids() {
+        assert_id_error("cancel", q.cancel(id).await, id);
+        assert_id_error("get", q.get(id).await, id);
+        assert_id_error("reschedule", q.reschedule(id, Schedule::Now).await, id);
+        assert_id_error("requeue", dead.requeue(id).await, id);
+        assert_id_error("purge", dead.purge(id).await, id);
+    }
+    assert_nothing_written(&server);
+}
+
+#[tokio::test]
+async fn unknown_ids_are_not_found() {
+    let (_server, q) = empty_queue().await;
+    // Some real messages around, and one that came and went.
+    q.send(b"x", &SendOptions::new().id("known"))
+        .await
+        .expect("send");
+    q.send(b"x", &SendOptions::new().delay(Duration::from_secs(60)))
+        .await
+        .expect("send");
+    let gone = q.send(b"x", &SendOptions::new()).await.expect("send");
+    assert_eq!(
+        q.cancel(&gone.id).await.expect("cancel"),
+        CancelOutcome::Cancelled(State::Ready)
+    );
+
+    let dead = q.dead_letters();
+    let unknown = [
+        "unknown",
+        "123-456",
+        "0-0",
+        "99999999999999999999-1",
+        "1-99999999999999999999",
+        gone.id.as_str(),
+    ];
+    for id in unknown {
+        assert_eq!(q.get(id).await.expect("get"), None, "{id}");
+        assert_eq!(
+            q.cancel(id).await.expect("cancel"),
+            CancelOutcome::NotFound,
+            "{id}"
+        );
+        match q.reschedule(id, Schedule::Now).await {
+            Err(Error::NotFound { id: missing }) => assert_eq!(missing, id),
+            other => panic!("reschedule {id}: {other:?}"),
+        }
+        assert!(!dead.requeue(id).await.expect("requeue"), "{id}");
+        assert!(!dead.purge(id).await.expect("purge"), "{id}");
+    }
+    assert_eq!(counts(&q).await, [1, 1, 0, 0], "nothing changed");
+}

@@ -1,1 +1,146 @@
-//! (to be written)
+//! Cluster mode: every key of a queue carries the hash tag `{name}`, so every script touches a
+//! single slot and works against a Redis Cluster node exactly as against a standalone server.
+
+use std::time::Duration;
+
+use delayq::{CancelOutcome, DelayQ, Message, NackOutcome, Schedule, SendOptions, State};
+
+use crate::common::*;
+
+/// The queue [`exercise_all_scripts`] uses.
+pub const QUEUE: &str = "cl.orders";
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Runs every operation (so every script, and the consumer's blocking wait) once against
+/// `dq`, checking each result. Leaves one delayed message behind.
+pub async fn exercise_all_scripts(dq: &DelayQ) {
+    let q = queue(dq, QUEUE);
+    let hour = Duration::from_secs(3600);
+
+    // send, send_batch, get, stats
+    q.send(b"c1", &SendOptions::new().id("c1").delay(hour))
+        .await
+        .expect("send");
+    let batch = q
+        .send_batch(&[
+            Message::new("c2", SendOptions::new().id("c2")),
+            Message::new("gen", SendOptions::new()),
+            Message::new("c3", SendOptions::new().id("c3").max_attempts(1)),
+        ])
+        .await
+        .expect("send batch");
+    let generated = batch[1].id.clone();
+    let c1 = q.get("c1").await.expect("get").expect("exists");
+    assert_eq!(
+        (c1.state, c1.payload.as_slice()),
+        (State::Delayed, &b"c1"[..])
+    );
+    assert_eq!(counts(&q).await, [1, 3, 0, 0]);
+
+    // reschedule, cancel
+    q.reschedule("c1", Schedule::Now).await.expect("reschedule");
+    assert_eq!(
+        q.cancel("c1").await.expect("cancel"),
+        CancelOutcome::Cancelled(State::Ready)
+    );
+
+    // receive (claim), extend, ack, nack, release
+    let mut consumer = q.consumer().await.expect("consumer");
+    let mut got = consumer
+        .receive(&receiving(10, LEASE, Duration::ZERO))
+        .await
+        .expect("receive");
+    let ids: Vec<&str> = got.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["c2", generated.as_str(), "c3"]);
+    let deadline = q.extend(&mut got[0], LEASE * 2).await.expect("extend");
+    assert_eq!(got[0].lease_deadline_ms, deadline);
+    q.ack(&got[0]).await.expect("ack");
+    assert_eq!(
+        q.nack(&got[1], "later", Some(hour)).await.expect("nack"),
+        NackOutcome::Retry
+    );
+    assert_eq!(q.release(&got[2..]).await.expect("release"), [true]);
+    let c3 = receive_one(&mut consumer, LEASE).await;
+    assert_eq!(
+        q.nack(&c3, "boom", None).await.expect("nack"),
+        NackOutcome::Dead
+    );
+    assert_eq!(counts(&q).await, [1, 0, 0, 1]);
+
+    // dead letters: count, list, requeue, purge
+    let dead = q.dead_letters();
+    assert_eq!(dead.count().await.expect("count"), 1);
+    let listed = dead.list(0, 10).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].id.as_str(), listed[0].last_error.as_deref()),
+        ("c3", Some("boom"))
+    );
+    assert!(dead.requeue("c3").await.expect("requeue"));
+    let c3 = receive_one(&mut consumer, LEASE).await;
+    q.nack(&c3, "boom again", None).await.expect("nack");
+    assert_eq!(dead.requeue_all().await.expect("requeue all"), 1);
+    let c3 = receive_one(&mut consumer, LEASE).await;
+    q.nack(&c3, "boom for good", None).await.expect("nack");
+    assert!(dead.purge("c3").await.expect("purge"));
+    assert_eq!(dead.purge_all().await.expect("purge all"), 0);
+
+    // A receive that has to wait: blocks on the wake-up lists until the message is due.
+    q.send(
+        b"soon",
+        &SendOptions::new().delay(Duration::from_millis(200)),
+    )
+    .await
+    .expect("send");
+    let soon = receive_one(&mut consumer, LEASE).await;
+    assert_eq!(soon.payload, b"soon");
+    q.ack(&soon).await.expect("ack");
+
+    assert_eq!(counts(&q).await, [1, 0, 0, 0]);
+    let left = q.get(&generated).await.expect("get").expect("exists");
+    assert_eq!(left.last_error.as_deref(), Some("later"));
+}
+
+/// The server's keys, one per line of `KEYS *`.
+fn keys(server: &RedisServer) -> Vec<String> {
+    let all = server.cli(&["KEYS", "*"]);
+    all.lines().map(str::to_owned).collect()
+}
+
+/// Every key of the server carries the queue's hash tag.
+fn assert_all_keys_tagged(server: &RedisServer) -> Vec<String> {
+    let keys = keys(server);
+    assert!(!keys.is_empty(), "no keys were written");
+    let tag = format!("{{{QUEUE}}}");
+    for key in &keys {
+        assert!(key.contains(&tag), "key {key:?} lacks the hash tag {tag}");
+    }
+    keys
+}
+
+#[tokio::test]
+async fn every_script_works_on_a_standalone_server() {
+    let (server, dq) = setup().await;
+    exercise_all_scripts(&dq).await;
+    assert_all_keys_tagged(&server);
+}
+
+#[tokio::test]
+async fn every_script_works_on_a_cluster_node() {
+    let (server, dq) = setup_with(ServerConfig::cluster()).await;
+    assert!(server
+        .cli(&["INFO", "cluster"])
+        .contains("cluster_enabled:1"));
+    exercise_all_scripts(&dq).await;
+
+    let keys = assert_all_keys_tagged(&server);
+    let slots: Vec<String> = keys
+        .iter()
+        .map(|key| server.cli(&["CLUSTER", "KEYSLOT", key]))
+        .collect();
+    assert!(
+        slots.iter().all(|s| *s == slots[0]),
+        "keys in several slots: {keys:?} -> {slots:?}"
+    );
+}

@@ -51,3 +51,81 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// A worker running in a task of its own, with the handle to shut it down.
+pub struct RunningWorker {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<delayq::Result<delayq::worker::StopReason>>,
+}
+
+/// Runs `worker` in a spawned task until it is stopped (or aborted).
+pub fn spawn_worker<H, Fut, E>(worker: delayq::worker::Worker<H>) -> RunningWorker
+where
+    H: Fn(delayq::Delivery) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(worker.run(async move {
+        let _ = stopped.await;
+    }));
+    RunningWorker {
+        stop: Some(stop),
+        task,
+    }
+}
+
+impl RunningWorker {
+    /// Asks for a graceful shutdown without waiting for it.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Waits for the worker to stop and returns why it stopped.
+    pub async fn join(self) -> delayq::worker::StopReason {
+        self.task
+            .await
+            .expect("worker task did not panic")
+            .expect("worker ran without error")
+    }
+
+    /// Asks for a graceful shutdown and returns why the worker stopped.
+    pub async fn shutdown(mut self) -> delayq::worker::StopReason {
+        self.stop();
+        self.join().await
+    }
+
+    /// Drops the running worker without any shutdown, as a crash of its task would.
+    pub async fn abort(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// True when the queue holds nothing at all: every message was acked or cancelled.
+pub async fn is_empty(q: &Queue) -> bool {
+    q.stats().await.expect("stats") == delayq::Stats::default()
+}
+
+/// Receive options: up to `max` messages, each under `lease`, waiting up to `wait`.
+pub fn receiving(max: usize, lease: Duration, wait: Duration) -> delayq::ReceiveOptions {
+    delayq::ReceiveOptions { max, lease, wait }
+}
+
+/// Receives exactly one message under `lease`, waiting up to 5 s for it.
+pub async fn receive_one(consumer: &mut delayq::Consumer, lease: Duration) -> delayq::Delivery {
+    let mut got = consumer
+        .receive(&receiving(1, lease, Duration::from_secs(5)))
+        .await
+        .expect("receive");
+    assert_eq!(got.len(), 1, "expected one delivery within 5 s");
+    got.remove(0)
+}
+
+/// The queue's counts as `[delayed, ready, in_flight, dead]`.
+pub async fn counts(q: &Queue) -> [u64; 4] {
+    let s = q.stats().await.expect("stats");
+    [s.delayed, s.ready, s.in_flight, s.dead]
+}

@@ -2,7 +2,6 @@
 //! `redis-server` that the fixture starts on a free loopback port.
 
 mod common;
-mod smoke;
 
 // Queue operations, input checks, retries and dead letters, leases, cluster mode.
 mod bad_input;

@@ -1,1 +1,470 @@
-//! (to be written)
+//! Queue operations: sending (ids, schedules, duplicates, batches), delivery order, cancel,
+//! reschedule, get, stats, binary payloads, and what a pending message costs in memory.
+
+use std::time::Duration;
+
+use delayq::{CancelOutcome, Error, Message, Queue, Schedule, SendOptions, Sent, State};
+
+use crate::common::*;
+
+const HOUR: Duration = Duration::from_secs(3600);
+const HOUR_MS: u64 = 3_600_000;
+const LEASE: Duration = Duration::from_secs(30);
+
+async fn state(q: &Queue, id: &str) -> Option<State> {
+    q.get(id).await.expect("get").map(|info| info.state)
+}
+
+/// Receives everything that is due now (up to 100), without waiting.
+async fn receive_due(q: &Queue) -> Vec<delayq::Delivery> {
+    let mut consumer = q.consumer().await.expect("consumer");
+    consumer
+        .receive(&receiving(100, LEASE, Duration::ZERO))
+        .await
+        .expect("receive")
+}
+
+fn payloads(deliveries: &[delayq::Delivery]) -> Vec<&[u8]> {
+    deliveries.iter().map(|d| d.payload.as_slice()).collect()
+}
+
+fn assert_due_between(sent: &Sent, low: u64, high: u64) -> u64 {
+    let due = sent.due_ms.expect("a new message has a due time");
+    assert!(
+        (low..=high).contains(&due),
+        "due {due} outside [{low}, {high}]"
+    );
+    due
+}
+
+#[tokio::test]
+async fn generated_ids_are_due_time_and_sequence() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let before = now_ms();
+    let now = q.send(b"now", &SendOptions::new()).await.expect("send");
+    let later = q
+        .send(b"later", &SendOptions::new().delay(HOUR))
+        .await
+        .expect("send delayed");
+    let after = now_ms();
+
+    let mut seqs = Vec::new();
+    for (sent, offset) in [(&now, 0), (&later, HOUR_MS)] {
+        assert!(!sent.duplicate);
+        let due = assert_due_between(sent, before + offset, after + offset);
+        let (id_due, seq) = sent.id.split_once('-').expect("id is <due>-<seq>");
+        assert_eq!(
+            id_due,
+            due.to_string(),
+            "id {} encodes the due time",
+            sent.id
+        );
+        seqs.push(seq.parse::<u64>().expect("sequence is a number"));
+    }
+    assert!(seqs[0] < seqs[1], "sequence grows: {seqs:?}");
+    assert_eq!(state(&q, &now.id).await, Some(State::Ready));
+    assert_eq!(state(&q, &later.id).await, Some(State::Delayed));
+    assert_eq!(counts(&q).await, [1, 1, 0, 0]);
+}
+
+#[tokio::test]
+async fn deliver_at_is_the_exact_due_time() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let future = now_ms() + 60_000;
+    let past = now_ms() - 60_000;
+    for (at, expected) in [(future, State::Delayed), (past, State::Ready)] {
+        let sent = q
+            .send(b"x", &SendOptions::new().deliver_at(at))
+            .await
+            .expect("send");
+        assert_eq!(sent.due_ms, Some(at));
+        let info = q.get(&sent.id).await.expect("get").expect("exists");
+        assert_eq!((info.state, info.due_ms), (expected, at));
+    }
+}
+
+#[tokio::test]
+async fn equal_due_times_keep_send_order() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let at = now_ms() - 1000;
+    for id in ["b", "a", "c"] {
+        q.send(id, &SendOptions::new().deliver_at(at).id(id))
+            .await
+            .expect("send");
+    }
+    let batch: Vec<Message> = ["g1", "g2", "g3"]
+        .into_iter()
+        .map(|p| Message::new(p, SendOptions::new().deliver_at(at)))
+        .collect();
+    q.send_batch(&batch).await.expect("send batch");
+
+    let got = receive_due(&q).await;
+    assert_eq!(payloads(&got), [&b"b"[..], b"a", b"c", b"g1", b"g2", b"g3"]);
+    let ids: Vec<&str> = got.iter().take(3).map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["b", "a", "c"]);
+}
+
+#[tokio::test]
+async fn different_due_times_come_out_in_due_order() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let base = now_ms() - 10_000;
+    for offset in [3000, 1000, 2000] {
+        q.send(
+            offset.to_string(),
+            &SendOptions::new().deliver_at(base + offset),
+        )
+        .await
+        .expect("send");
+    }
+    q.send("now", &SendOptions::new()).await.expect("send now");
+    q.send("later", &SendOptions::new().delay(HOUR))
+        .await
+        .expect("send later");
+
+    let got = receive_due(&q).await;
+    assert_eq!(payloads(&got), [&b"1000"[..], b"2000", b"3000", b"now"]);
+    assert!(got.windows(2).all(|w| w[0].due_ms <= w[1].due_ms));
+    assert_eq!(counts(&q).await, [1, 0, 4, 0]);
+}
+
+#[tokio::test]
+async fn caller_id_is_a_duplicate_until_the_message_is_gone() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let send = |payload: &'static str, options: SendOptions| {
+        let q = q.clone();
+        async move { q.send(payload, &options.id("order-1")).await.expect("send") }
+    };
+
+    // Pending: the duplicate reports the existing due time and changes nothing.
+    let first = send("first", SendOptions::new().delay(HOUR)).await;
+    assert!(!first.duplicate);
+    let dup = send("second", SendOptions::new()).await;
+    assert!(dup.duplicate);
+    assert_eq!((dup.id.as_str(), dup.due_ms), ("order-1", first.due_ms));
+    let info = q.get("order-1").await.expect("get").expect("exists");
+    assert_eq!(
+        (info.payload.as_slice(), info.state),
+        (&b"first"[..], State::Delayed)
+    );
+    assert_eq!(counts(&q).await, [1, 0, 0, 0]);
+
+    // Cancelled: the id is free again.
+    assert_eq!(
+        q.cancel("order-1").await.expect("cancel"),
+        CancelOutcome::Cancelled(State::Delayed)
+    );
+    assert!(!send("third", SendOptions::new()).await.duplicate);
+
+    // In flight: still a duplicate, with no pending due time.
+    let delivery = receive_due(&q).await.pop().expect("one delivery");
+    assert_eq!(delivery.payload, b"third");
+    let dup = send("fourth", SendOptions::new()).await;
+    assert!(dup.duplicate);
+    assert_eq!(dup.due_ms, None);
+    assert_eq!(counts(&q).await, [0, 0, 1, 0]);
+
+    // Acked: the id is free again.
+    q.ack(&delivery).await.expect("ack");
+    assert!(!send("fifth", SendOptions::new()).await.duplicate);
+    let info = q.get("order-1").await.expect("get").expect("exists");
+    assert_eq!(info.payload, b"fifth");
+}
+
+#[tokio::test]
+async fn send_batch_answers_in_input_order() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let past = now_ms() - 5000;
+    let before = now_ms();
+    let sent = q
+        .send_batch(&[
+            Message::new("p0", SendOptions::new().id("k1")),
+            Message::new("p1", SendOptions::new().delay(HOUR)),
+            Message::new("p2", SendOptions::new().id("k1").delay(HOUR)),
+            Message::new("p3", SendOptions::new().id("k2").deliver_at(past)),
+        ])
+        .await
+        .expect("send batch");
+    let after = now_ms();
+
+    assert_eq!(sent.len(), 4);
+    assert_eq!((sent[0].id.as_str(), sent[0].duplicate), ("k1", false));
+    assert_due_between(&sent[0], before, after);
+    assert!(!sent[1].duplicate);
+    let due = assert_due_between(&sent[1], before + HOUR_MS, after + HOUR_MS);
+    assert!(sent[1].id.starts_with(&format!("{due}-")));
+    // The same id twice in one batch: the second is a duplicate of the first.
+    assert_eq!((sent[2].id.as_str(), sent[2].duplicate), ("k1", true));
+    assert_eq!(sent[2].due_ms, sent[0].due_ms);
+    assert_eq!(sent[3].due_ms, Some(past));
+
+    assert_eq!(counts(&q).await, [1, 2, 0, 0]);
+    let k1 = q.get("k1").await.expect("get").expect("exists");
+    assert_eq!(k1.payload, b"p0");
+}
+
+#[tokio::test]
+async fn cancel_reports_the_state_it_found() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let delayed = q
+        .send(b"d", &SendOptions::new().delay(HOUR))
+        .await
+        .expect("send");
+    let ready = q
+        .send(b"r", &SendOptions::new().id("ready-1"))
+        .await
+        .expect("send");
+    assert_eq!(
+        q.cancel(&delayed.id).await.expect("cancel"),
+        CancelOutcome::Cancelled(State::Delayed)
+    );
+    assert_eq!(
+        q.cancel(&ready.id).await.expect("cancel"),
+        CancelOutcome::Cancelled(State::Ready)
+    );
+    for id in [&delayed.id, &ready.id] {
+        assert_eq!(q.get(id).await.expect("get"), None);
+        assert_eq!(q.cancel(id).await.expect("cancel"), CancelOutcome::NotFound);
+    }
+    assert!(is_empty(&q).await);
+
+    let held = q.send(b"h", &SendOptions::new()).await.expect("send");
+    let delivery = receive_due(&q).await.pop().expect("one delivery");
+    assert_eq!(
+        q.cancel(&held.id).await.expect("cancel"),
+        CancelOutcome::NotCancelled(State::InFlight)
+    );
+    assert_eq!(state(&q, &held.id).await, Some(State::InFlight));
+    q.ack(&delivery).await.expect("the holder still acks");
+}
+
+#[tokio::test]
+async fn reschedule_moves_pending_messages_and_keeps_the_id() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+
+    // Delayed (generated id) to now: ready, delivered under the same id at the new due time.
+    let delayed = q
+        .send(b"d", &SendOptions::new().delay(HOUR))
+        .await
+        .expect("send");
+    let before = now_ms();
+    let due = q
+        .reschedule(&delayed.id, Schedule::Now)
+        .await
+        .expect("reschedule");
+    assert!((before..=now_ms()).contains(&due));
+    assert_eq!(state(&q, &delayed.id).await, Some(State::Ready));
+    let delivery = receive_due(&q).await.pop().expect("one delivery");
+    assert_eq!(
+        (delivery.id.as_str(), delivery.due_ms),
+        (delayed.id.as_str(), due)
+    );
+
+    // Ready (caller id) to an hour later, then to an absolute time.
+    q.send(b"r", &SendOptions::new().id("r-1"))
+        .await
+        .expect("send");
+    let before = now_ms();
+    let due = q
+        .reschedule("r-1", Schedule::After(HOUR))
+        .await
+        .expect("reschedule");
+    assert!((before + HOUR_MS..=now_ms() + HOUR_MS).contains(&due));
+    let info = q.get("r-1").await.expect("get").expect("exists");
+    assert_eq!((info.state, info.due_ms), (State::Delayed, due));
+    let at = now_ms() + 2 * HOUR_MS;
+    assert_eq!(
+        q.reschedule("r-1", Schedule::At(at))
+            .await
+            .expect("reschedule"),
+        at
+    );
+    assert_eq!(q.get("r-1").await.expect("get").expect("exists").due_ms, at);
+
+    // A rescheduled generated id stays usable for every lookup.
+    let moved = q
+        .send(b"m", &SendOptions::new().delay(HOUR))
+        .await
+        .expect("send");
+    q.reschedule(&moved.id, Schedule::At(at))
+        .await
+        .expect("reschedule");
+    assert_eq!(
+        q.get(&moved.id).await.expect("get").expect("exists").due_ms,
+        at
+    );
+    assert_eq!(
+        q.cancel(&moved.id).await.expect("cancel"),
+        CancelOutcome::Cancelled(State::Delayed)
+    );
+
+    // In flight: wrong state; unknown: not found.
+    match q.reschedule(&delivery.id, Schedule::Now).await {
+        Err(Error::WrongState { id, state }) => {
+            assert_eq!(
+                (id.as_str(), state),
+                (delivery.id.as_str(), State::InFlight)
+            );
+        }
+        other => panic!("reschedule of an in-flight message: {other:?}"),
+    }
+    assert!(matches!(
+        q.reschedule("nope", Schedule::Now).await,
+        Err(Error::NotFound { id }) if id == "nope"
+    ));
+    assert_eq!(counts(&q).await, [1, 0, 1, 0]);
+}
+
+#[tokio::test]
+async fn get_describes_a_message_through_its_life() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let sent = q
+        .send(b"body", &SendOptions::new().id("info-1").max_attempts(7))
+        .await
+        .expect("send");
+    let info = q.get("info-1").await.expect("get").expect("exists");
+    assert_eq!(info.id, "info-1");
+    assert_eq!((info.state, Some(info.due_ms)), (State::Ready, sent.due_ms));
+    assert_eq!((info.attempts, info.max_attempts), (0, 7));
+    assert_eq!(info.payload, b"body");
+    assert_eq!(
+        (info.last_error, info.lease_deadline_ms, info.died_at_ms),
+        (None, None, None)
+    );
+
+    let delivery = receive_due(&q).await.pop().expect("one delivery");
+    let info = q.get("info-1").await.expect("get").expect("exists");
+    assert_eq!(info.state, State::InFlight);
+    assert_eq!(info.attempts, 1);
+    assert_eq!(info.due_ms, delivery.due_ms);
+    assert_eq!(info.lease_deadline_ms, Some(delivery.lease_deadline_ms));
+
+    q.nack(&delivery, "boom", Some(HOUR)).await.expect("nack");
+    let info = q.get("info-1").await.expect("get").expect("exists");
+    assert_eq!(info.state, State::Delayed);
+    assert_eq!(info.attempts, 1);
+    assert_eq!(info.last_error.as_deref(), Some("boom"));
+    assert_eq!(info.lease_deadline_ms, None);
+    assert_eq!(info.payload, b"body");
+
+    assert_eq!(q.get("info-2").await.expect("get"), None);
+}
+
+#[tokio::test]
+async fn stats_count_each_state_and_the_oldest_ready_lag() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let s = q.stats().await.expect("stats");
+    assert_eq!(s, delayq::Stats::default());
+
+    let t0 = now_ms();
+    for p in ["d1", "d2"] {
+        q.send(p, &SendOptions::new().delay(HOUR))
+            .await
+            .expect("send");
+    }
+    for (p, ago) in [("oldest", 5000), ("r2", 2000), ("r3", 1000)] {
+        q.send(p, &SendOptions::new().deliver_at(t0 - ago).max_attempts(1))
+            .await
+            .expect("send");
+    }
+    let s = q.stats().await.expect("stats");
+    assert_eq!([s.delayed, s.ready, s.in_flight, s.dead], [2, 3, 0, 0]);
+    assert!(
+        (5000..=now_ms() - (t0 - 5000)).contains(&s.oldest_ready_lag_ms),
+        "lag {}",
+        s.oldest_ready_lag_ms
+    );
+
+    // The oldest is taken and dies; the lag is now that of the next oldest.
+    let mut consumer = q.consumer().await.expect("consumer");
+    let oldest = receive_one(&mut consumer, LEASE).await;
+    assert_eq!(oldest.payload, b"oldest");
+    q.nack(&oldest, "failed", None).await.expect("nack");
+    let next = receive_one(&mut consumer, LEASE).await;
+    assert_eq!(next.payload, b"r2");
+    let s = q.stats().await.expect("stats");
+    assert_eq!([s.delayed, s.ready, s.in_flight, s.dead], [2, 1, 1, 1]);
+    assert!(
+        (1000..=now_ms() - (t0 - 1000)).contains(&s.oldest_ready_lag_ms),
+        "lag {}",
+        s.oldest_ready_lag_ms
+    );
+}
+
+#[tokio::test]
+async fn binary_payloads_round_trip_unchanged() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let every_byte: Vec<u8> = (0..=255u8).collect();
+    let one_mib: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let cases: [(&str, &[u8]); 3] = [
+        ("empty", &[]),
+        ("every-byte", &every_byte),
+        ("one-mib", &one_mib),
+    ];
+    for (id, payload) in cases {
+        q.send(payload, &SendOptions::new().id(id))
+            .await
+            .expect("send");
+        let info = q.get(id).await.expect("get").expect("exists");
+        assert!(info.payload == payload, "{id}: get changed the payload");
+    }
+    let got = receive_due(&q).await;
+    assert_eq!(got.len(), 3);
+    for (delivery, (id, payload)) in got.iter().zip(cases) {
+        assert_eq!(delivery.id, id);
+        assert!(
+            delivery.payload == payload,
+            "{id}: receive changed the payload"
+        );
+    }
+}
+
+/// 1000 messages of 100 bytes, due in an hour.
+fn hundred_byte_batch(tag: u64) -> Vec<Message> {
+    (0..1000)
+        .map(|i| {
+            let payload = format!("{tag:04}-{i:04}-{}", "x".repeat(90));
+            assert_eq!(payload.len(), 100);
+            Message::new(payload, SendOptions::new().delay(HOUR))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pending_message_costs_little_memory() {
+    const BATCHES: u64 = 10;
+    const MESSAGES: u64 = BATCHES * 1000;
+    let (server, dq) = setup().await;
+    // One-time costs (the script cache, buffers sized for a batch) go into the baseline: one
+    // batch to another queue first.
+    let warm_up = queue(&dq, "warm-up");
+    warm_up
+        .send_batch(&hundred_byte_batch(BATCHES))
+        .await
+        .expect("send batch");
+    let q = queue(&dq, "mem");
+    let before = server.used_memory();
+    for tag in 0..BATCHES {
+        q.send_batch(&hundred_byte_batch(tag))
+            .await
+            .expect("send batch");
+    }
+    let after = server.used_memory();
+    assert_eq!(counts(&q).await, [MESSAGES, 0, 0, 0]);
+    let per_message = after.saturating_sub(before) / MESSAGES;
+    println!("memory per pending 100-byte message: {per_message} bytes");
+    assert!(
+        per_message <= 250,
+        "a pending 100-byte message costs {per_message} bytes"
+    );
+}

@@ -1,1 +1,499 @@
-//! (to be written)
+//! The worker runtime: handler outcomes settle messages, retries follow the backoff, panics
+//! are failed attempts, heartbeats keep slow handlers exclusive, shutdown hands back what it
+//! cannot finish, and a Redis restart is ridden out.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use delayq::worker::{StopReason, WorkerBuilder};
+use delayq::{Backoff, DelayQ, Delivery, Message, SendOptions, State, Stats};
+use tokio::sync::{mpsc, Notify};
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::common::*;
+
+/// Ids seen by handlers, shared with the test.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<HashSet<String>>>);
+
+impl Seen {
+    fn insert(&self, id: &str) {
+        self.0.lock().expect("seen lock").insert(id.to_owned());
+    }
+
+    fn contains_all<'a>(&self, ids: impl IntoIterator<Item = &'a String>) -> bool {
+        let seen = self.0.lock().expect("seen lock");
+        ids.into_iter().all(|id| seen.contains(id))
+    }
+}
+
+#[tokio::test]
+async fn handler_ok_acks_the_message() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "acked");
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let sent = q
+            .send(format!("job {i}"), &SendOptions::new())
+            .await
+            .expect("send");
+        ids.push(sent.id);
+    }
+    let seen = Seen::default();
+    let worker = WorkerBuilder::new(q.clone())
+        .concurrency(2)
+        .build({
+            let seen = seen.clone();
+            move |d: Delivery| {
+                let seen = seen.clone();
+                async move {
+                    seen.insert(&d.id);
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+
+    wait_until(
+        Duration::from_secs(10),
+        "every message handled and acked",
+        || async { seen.contains_all(&ids) && is_empty(&q).await },
+    )
+    .await;
+    for id in &ids {
+        assert!(q.get(id).await.expect("get").is_none(), "{id} is gone");
+    }
+    assert_eq!(
+        running.shutdown().await,
+        StopReason::GracefulShutdown { released: 0 }
+    );
+}
+
+#[tokio::test]
+async fn handler_error_is_retried_by_backoff_then_dead_lettered() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "failing");
+    let backoff = Duration::from_millis(150);
+    let options = SendOptions::new()
+        .max_attempts(3)
+        .backoff(Backoff::fixed(backoff));
+    let doomed = q
+        .send(b"always fails", &options.clone().id("doomed"))
+        .await
+        .expect("send");
+    let flaky = q
+        .send(b"fails once", &options.id("flaky"))
+        .await
+        .expect("send");
+
+    // Per delivery: (id, attempt, handler start ms, handler end ms), host clock.
+    let runs = Arc::new(Mutex::new(Vec::<(String, u32, u64, u64)>::new()));
+    let worker = WorkerBuilder::new(q.clone())
+        .build({
+            let runs = runs.clone();
+            move |d: Delivery| {
+                let runs = runs.clone();
+                async move {
+                    let start = now_ms();
+                    let fail = d.id == "doomed" || d.attempt == 1;
+                    runs.lock()
+                        .expect("runs lock")
+                        .push((d.id, d.attempt, start, now_ms()));
+                    if fail {
+                        Err("boom")
+                    } else {
+                        Ok(())
+                    }
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+
+    wait_until(
+        Duration::from_secs(10),
+        "doomed dead, flaky acked",
+        || async {
+            let dead = q.get(&doomed.id).await.expect("get").map(|i| i.state) == Some(State::Dead);
+            dead && q.get(&flaky.id).await.expect("get").is_none()
+        },
+    )
+    .await;
+    running.shutdown().await;
+
+    let info = q.get(&doomed.id).await.expect("get").expect("dead letter");
+    assert_eq!(info.attempts, 3);
+    assert_eq!(info.last_error.as_deref(), Some("boom"));
+    assert_eq!(
+        counts(&q).await,
+        [0, 0, 0, 1],
+        "only the dead letter is left"
+    );
+
+    let runs = runs.lock().expect("runs lock").clone();
+    for (id, attempts) in [("doomed", 3), ("flaky", 2)] {
+        let mine: Vec<_> = runs.iter().filter(|r| r.0 == id).collect();
+        let seen: Vec<u32> = mine.iter().map(|r| r.1).collect();
+        assert_eq!(seen, (1..=attempts).collect::<Vec<_>>(), "attempts of {id}");
+        for pair in mine.windows(2) {
+            let (failed_at, retried_at) = (pair[0].3, pair[1].2);
+            assert!(
+                retried_at >= failed_at + backoff.as_millis() as u64,
+                "{id} retried {} ms after failing, before its {backoff:?} backoff",
+                retried_at - failed_at
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn handler_panic_is_a_failed_attempt_and_the_worker_carries_on() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "panicky");
+    let options = SendOptions::new()
+        .max_attempts(2)
+        .backoff(Backoff::fixed(Duration::from_millis(50)));
+    let bad = q
+        .send(b"panic", &options.clone().id("bad"))
+        .await
+        .expect("send");
+    let seen = Seen::default();
+    let worker = WorkerBuilder::new(q.clone())
+        .concurrency(1)
+        .build({
+            let seen = seen.clone();
+            move |d: Delivery| {
+                let seen = seen.clone();
+                async move {
+                    if d.payload == b"panic" {
+                        panic!("kaboom");
+                    }
+                    seen.insert(&d.id);
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+
+    wait_until(
+        Duration::from_secs(10),
+        "the panicking message dead",
+        || async { q.get(&bad.id).await.expect("get").map(|i| i.state) == Some(State::Dead) },
+    )
+    .await;
+    let info = q.get(&bad.id).await.expect("get").expect("dead letter");
+    assert_eq!(info.attempts, 2, "each panic counts as an attempt");
+    let error = info.last_error.expect("last error kept");
+    assert!(error.contains("handler panicked"), "last error: {error}");
+    assert!(error.contains("kaboom"), "last error: {error}");
+
+    // The same worker goes on with messages sent after the panics.
+    let mut later = Vec::new();
+    for i in 0..3 {
+        later.push(
+            q.send(format!("fine {i}"), &options)
+                .await
+                .expect("send")
+                .id,
+        );
+    }
+    wait_until(Duration::from_secs(10), "later messages acked", || async {
+        seen.contains_all(&later) && counts(&q).await == [0, 0, 0, 1]
+    })
+    .await;
+    assert_eq!(
+        running.shutdown().await,
+        StopReason::GracefulShutdown { released: 0 }
+    );
+}
+
+#[tokio::test]
+async fn slow_handler_keeps_its_lease_and_is_never_doubled_up() {
+    let (server, dq) = setup().await;
+    let lease = Duration::from_millis(400);
+    let busy = lease * 3;
+    // Per delivery: (worker, id, attempt, state seen by the handler when it finishes).
+    let runs = Arc::new(Mutex::new(Vec::<(usize, String, u32, Option<State>)>::new()));
+    let mut workers = Vec::new();
+    for w in 0..2 {
+        let own = DelayQ::connect(&server.url()).await.expect("connect");
+        let q = queue(&own, "slow");
+        let worker = WorkerBuilder::new(q.clone())
+            .concurrency(4)
+            .lease(lease)
+            .build({
+                let runs = runs.clone();
+                move |d: Delivery| {
+                    let (runs, q) = (runs.clone(), q.clone());
+                    async move {
+                        tokio::time::sleep(busy).await;
+                        let state = q.get(&d.id).await.map_err(|e| e.to_string())?;
+                        runs.lock().expect("runs lock").push((
+                            w,
+                            d.id,
+                            d.attempt,
+                            state.map(|i| i.state),
+                        ));
+                        Ok::<(), String>(())
+                    }
+                }
+            })
+            .expect("build worker");
+        workers.push(spawn_worker(worker));
+    }
+    let q = queue(&dq, "slow");
+    let mut ids = HashSet::new();
+    for i in 0..3 {
+        ids.insert(
+            q.send(format!("slow {i}"), &SendOptions::new())
+                .await
+                .expect("send")
+                .id,
+        );
+    }
+
+    wait_until(Duration::from_secs(15), "slow messages acked", || async {
+        is_empty(&q).await
+    })
+    .await;
+    for w in workers {
+        assert_eq!(
+            w.shutdown().await,
+            StopReason::GracefulShutdown { released: 0 }
+        );
+    }
+    let runs = runs.lock().expect("runs lock").clone();
+    assert_eq!(runs.len(), ids.len(), "one delivery per message: {runs:?}");
+    for (worker, id, attempt, state) in &runs {
+        assert!(ids.contains(id), "unknown id {id}");
+        assert_eq!(*attempt, 1, "{id} redelivered (worker {worker})");
+        assert_eq!(
+            *state,
+            Some(State::InFlight),
+            "{id} still held after {busy:?}"
+        );
+    }
+    let distinct: HashSet<_> = runs.iter().map(|r| &r.1).collect();
+    assert_eq!(distinct.len(), ids.len());
+}
+
+/// Sets a flag when dropped: tells whether a handler future was cancelled.
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn shutdown_acks_finished_handlers_and_releases_unfinished_at_once() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "shutdown");
+    let quick = q
+        .send(b"quick", &SendOptions::new().id("quick"))
+        .await
+        .expect("send");
+    let stuck = q
+        .send(b"stuck", &SendOptions::new().id("stuck"))
+        .await
+        .expect("send");
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let finish_quick = Arc::new(Notify::new());
+    let stuck_cancelled = Arc::new(AtomicBool::new(false));
+    let worker = WorkerBuilder::new(q.clone())
+        .concurrency(2)
+        .lease(Duration::from_secs(60))
+        .shutdown_grace(Duration::from_secs(1))
+        .build({
+            let (finish_quick, stuck_cancelled) = (finish_quick.clone(), stuck_cancelled.clone());
+            move |d: Delivery| {
+                let started = started_tx.clone();
+                let (finish_quick, stuck_cancelled) =
+                    (finish_quick.clone(), stuck_cancelled.clone());
+                async move {
+                    let _ = started.send(d.id.clone());
+                    if d.payload == b"quick" {
+                        finish_quick.notified().await;
+                    } else {
+                        let _flag = DropFlag(stuck_cancelled);
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let mut running = spawn_worker(worker);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let id = tokio::time::timeout(Duration::from_secs(10), started.recv())
+            .await
+            .expect("both handlers start")
+            .expect("handler channel open");
+        ids.push(id);
+    }
+    ids.sort();
+    assert_eq!(ids, ["quick", "stuck"]);
+
+    running.stop();
+    finish_quick.notify_one();
+    assert_eq!(
+        running.join().await,
+        StopReason::GracefulShutdown { released: 1 }
+    );
+
+    assert!(
+        q.get(&quick.id).await.expect("get").is_none(),
+        "quick acked"
+    );
+    assert!(
+        stuck_cancelled.load(Ordering::SeqCst),
+        "stuck handler cancelled"
+    );
+    let info = q.get(&stuck.id).await.expect("get").expect("stuck kept");
+    assert_eq!(
+        info.state,
+        State::Ready,
+        "handed back at once, not after the 60 s lease"
+    );
+    assert_eq!(info.attempts, 0, "the unfinished attempt is not counted");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let options = delayq::ReceiveOptions {
+        wait: Duration::ZERO,
+        ..Default::default()
+    };
+    let again = consumer.receive(&options).await.expect("receive");
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].id.as_str(), again[0].attempt), ("stuck", 1));
+    q.ack(&again[0]).await.expect("ack");
+    assert!(is_empty(&q).await);
+}
+
+/// Log lines written by the subscriber a test installs for itself.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log lock").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("log lock")).into_owned()
+    }
+}
+
+// A current-thread runtime: every task runs on this thread, so the thread-local subscriber
+// below sees the worker's logs.
+#[tokio::test]
+async fn worker_rides_out_a_redis_restart() {
+    let logs = Logs::default();
+    let _logging = tracing_subscriber::fmt()
+        .with_writer({
+            let logs = logs.clone();
+            move || logs.clone()
+        })
+        .with_ansi(false)
+        .with_max_level(LevelFilter::WARN)
+        .finish()
+        .set_default();
+    let (mut server, dq) = setup_with(ServerConfig::appendonly()).await;
+    let q = queue(&dq, "outage");
+    let (started, done) = (Seen::default(), Seen::default());
+    let release_held = Arc::new(Notify::new());
+    let worker = WorkerBuilder::new(q.clone())
+        .concurrency(4)
+        .lease(Duration::from_secs(10))
+        .build({
+            let (started, done, release_held) =
+                (started.clone(), done.clone(), release_held.clone());
+            move |d: Delivery| {
+                let (started, done, release_held) =
+                    (started.clone(), done.clone(), release_held.clone());
+                async move {
+                    started.insert(&d.id);
+                    if d.id == "held" {
+                        release_held.notified().await;
+                    }
+                    done.insert(&d.id);
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+
+    // Explicit ids make a retried send harmless: a repeat is reported as a duplicate.
+    let batch = |names: Vec<String>, delay: Duration| -> Vec<Message> {
+        names
+            .into_iter()
+            .map(|id| Message::new(id.clone(), SendOptions::new().id(id).delay(delay)))
+            .collect()
+    };
+    let named = |prefix: &str| (0..5).map(|i| format!("{prefix}-{i}")).collect::<Vec<_>>();
+    let held = vec!["held".to_owned()];
+    let (early, late, after) = (named("early"), named("late"), named("after"));
+    q.send_batch(&batch(held.clone(), Duration::ZERO))
+        .await
+        .expect("send held");
+    q.send_batch(&batch(early.clone(), Duration::ZERO))
+        .await
+        .expect("send early");
+    q.send_batch(&batch(late.clone(), Duration::from_millis(500)))
+        .await
+        .expect("send late");
+    wait_until(
+        Duration::from_secs(10),
+        "early messages handled",
+        || async { done.contains_all(&early) && started.contains_all(&held) },
+    )
+    .await;
+
+    server.kill();
+    wait_until(
+        Duration::from_secs(10),
+        "the worker to log the outage",
+        || async { logs.text().contains("WARN") },
+    )
+    .await;
+    server.restart();
+
+    let after_batch = batch(after.clone(), Duration::ZERO);
+    wait_until(
+        Duration::from_secs(10),
+        "a send after the restart",
+        || async { q.send_batch(&after_batch).await.is_ok() },
+    )
+    .await;
+    release_held.notify_one();
+    let everything: Vec<String> = [held, early, late, after].concat();
+    wait_until(
+        Duration::from_secs(15),
+        "every message handled and acked",
+        || async {
+            done.contains_all(&everything) && q.stats().await.ok() == Some(Stats::default())
+        },
+    )
+    .await;
+    assert_eq!(
+        running.shutdown().await,
+        StopReason::GracefulShutdown { released: 0 }
+    );
+    for id in &everything {
+        assert!(q.get(id).await.expect("get").is_none(), "{id} acked");
+    }
+    println!("worker logs during the outage:\n{}", logs.text());
+}
