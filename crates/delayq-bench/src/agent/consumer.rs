@@ -1,0 +1,175 @@
+//! The consumer agent: on `start`, runs delayq's worker runtime with an "ack immediately"
+//! handler that logs `(seq, due_ms, start_ms)` per invocation; on `stop`, shuts the worker
+//! down gracefully, writes the deliveries file and reports `stopped`.
+
+use std::convert::Infallible;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use delayq::worker::WorkerBuilder;
+use delayq::{Delivery, Queue};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use super::{emit, Commands, VERSION};
+use crate::clock::now_ms;
+use crate::error::Result;
+use crate::protocol::{Command, Event};
+use crate::workload::parse_payload;
+
+/// Handlers at once: enough that claims, handler tasks and acks overlap for an I/O-light
+/// handler on a small machine.
+const CONCURRENCY: usize = 64;
+/// Messages per claim.
+const BATCH_SIZE: usize = 64;
+/// The worker's default lease; handlers here take microseconds, so it never matters.
+const LEASE: Duration = Duration::from_secs(30);
+/// How often `progress` is reported; the protocol asks for at least every second.
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// One handler invocation.
+#[derive(Clone, Copy)]
+struct Record {
+    seq: u64,
+    due_ms: f64,
+    start_ms: f64,
+}
+
+/// What handlers share.
+#[derive(Default)]
+struct Log {
+    records: Mutex<Vec<Record>>,
+    total: AtomicU64,
+    bad_payloads: AtomicU64,
+}
+
+impl Log {
+    fn push(&self, record: Record) {
+        // A poisoned lock means a handler panicked mid-push, which the push cannot do; the
+        // vector is intact either way.
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(record);
+        self.total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn take(&self) -> Vec<Record> {
+        std::mem::take(&mut *self.records.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Runs the consumer agent.
+pub(super) async fn run(queue: Queue, n: u64, file: PathBuf, mut commands: Commands) -> Result<()> {
+    emit(&Event::Ready {
+        system: "delayq".into(),
+        version: VERSION.into(),
+        config: json!({
+            "runtime": "delayq::worker (WorkerBuilder::run)",
+            "concurrency": CONCURRENCY,
+            "batch_size": BATCH_SIZE,
+            "lease_s": LEASE.as_secs(),
+            "ack": "handler returns Ok, the worker acks (Queue::ack per message)",
+            "queue": queue.name().to_string(),
+        }),
+    })?;
+    let log = Arc::new(Log {
+        records: Mutex::new(Vec::with_capacity(n as usize)),
+        ..Log::default()
+    });
+    if commands.wait_for(&[Command::Start, Command::Stop]).await == Some(Command::Start) {
+        consume(queue, &log, &mut commands).await?;
+    }
+    let records = log.take();
+    write_deliveries(&file, &records)?;
+    let bad_payloads = log.bad_payloads.load(Ordering::Relaxed);
+    emit(&Event::Stopped {
+        total: records.len() as u64 + bad_payloads,
+        t_ms: now_ms(),
+        bad_payloads,
+    })?;
+    Ok(())
+}
+
+/// Consumes until `stop` (or the end of stdin), then stops the worker gracefully: no new
+/// claims, running handlers finish and are acked.
+async fn consume(queue: Queue, log: &Arc<Log>, commands: &mut Commands) -> Result<()> {
+    let handler_log = log.clone();
+    let worker = WorkerBuilder::new(queue)
+        .concurrency(CONCURRENCY)
+        .batch_size(BATCH_SIZE)
+        .lease(LEASE)
+        .build(move |delivery: Delivery| {
+            let log = handler_log.clone();
+            async move {
+                // "Ack immediately": the clock first, then parse and log, nothing else.
+                let start_ms = now_ms();
+                match parse_payload(&delivery.payload) {
+                    Some((seq, due_ms)) => log.push(Record {
+                        seq,
+                        due_ms,
+                        start_ms,
+                    }),
+                    None => {
+                        log.bad_payloads.fetch_add(1, Ordering::Relaxed);
+                        log.total.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Ok::<(), Infallible>(())
+            }
+        })?;
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let mut running = tokio::spawn(worker.run(async {
+        // A dropped sender also means stop.
+        let _ = stop_rx.await;
+    }));
+    emit(&Event::Started { t_ms: now_ms() })?;
+
+    let mut tick = tokio::time::interval(PROGRESS_EVERY);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => emit(&Event::Progress {
+                total: log.total.load(Ordering::Relaxed),
+                t_ms: now_ms(),
+            })?,
+            cmd = commands.next() => match cmd {
+                Some(Command::Stop) | None => break,
+                Some(other) => tracing::warn!("ignoring {other:?} while consuming"),
+            },
+            ended = &mut running => {
+                // The worker only returns on shutdown; anything else is fatal.
+                return Err(match ended {
+                    Ok(Ok(reason)) => format!("worker stopped unasked: {reason:?}").into(),
+                    Ok(Err(e)) => format!("worker failed: {e}").into(),
+                    Err(e) => format!("worker task failed: {e}").into(),
+                });
+            }
+        }
+    }
+    let _ = stop_tx.send(());
+    let reason = running
+        .await
+        .map_err(|e| format!("worker task failed: {e}"))??;
+    tracing::info!(
+        ?reason,
+        total = log.total.load(Ordering::Relaxed),
+        "worker stopped"
+    );
+    Ok(())
+}
+
+/// One line per handler invocation: `seq<TAB>due_ms<TAB>start_ms`, ms with 3 decimals.
+fn write_deliveries(path: &Path, records: &[Record]) -> Result<()> {
+    let file = File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let mut out = BufWriter::new(file);
+    for r in records {
+        writeln!(out, "{}\t{:.3}\t{:.3}", r.seq, r.due_ms, r.start_ms)?;
+    }
+    out.flush()
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! The agent side of the Agent protocol: delayq as the system under test.
+//!
+//! An agent connects to Redis, announces `ready`, then obeys commands read from stdin and
+//! reports events on stdout, one JSON object per line, flushed at once so the driver's clock
+//! readings are not skewed by buffering. Everything else it has to say goes to stderr.
+
+mod consumer;
+mod producer;
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use delayq::{DelayQ, Queue};
+use tokio::sync::mpsc;
+
+use crate::error::Result;
+use crate::protocol::{self, Command, Event};
+use crate::workload::{Workload, QUEUE_NAME};
+
+/// Which side an agent plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    /// Enqueues the workload's messages on `produce`.
+    Producer,
+    /// Consumes between `start` and `stop`.
+    Consumer,
+}
+
+impl Role {
+    /// The name used on the command line and in file names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Producer => "producer",
+            Role::Consumer => "consumer",
+        }
+    }
+}
+
+/// Command line of `delayq-bench agent`.
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    /// producer or consumer.
+    #[arg(long, value_enum)]
+    pub role: Role,
+    /// W1, W2a, W2b, W3 or W4.
+    #[arg(long)]
+    pub workload: Workload,
+    /// Redis port on 127.0.0.1.
+    #[arg(long)]
+    pub port: u16,
+    /// Number of messages of the workload.
+    #[arg(long)]
+    pub n: u64,
+    /// Consumer: where to write `seq<TAB>due_ms<TAB>start_ms` per handler invocation.
+    #[arg(long)]
+    pub deliveries: Option<PathBuf>,
+}
+
+/// Runs an agent to the end; a fatal error is reported as an `error` event and exit code 1.
+pub fn main(args: AgentArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("cannot start the tokio runtime: {e}")),
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+fn fail(msg: &str) -> ExitCode {
+    tracing::error!("{msg}");
+    // If even this write fails the driver is gone and the exit code is all that is left.
+    let _ = emit(&Event::Error {
+        msg: msg.to_owned(),
+    });
+    ExitCode::FAILURE
+}
+
+async fn run(args: AgentArgs) -> Result<()> {
+    let queue = connect(args.port).await?;
+    let commands = Commands::spawn();
+    match args.role {
+        Role::Producer => producer::run(queue, args.workload, args.n, commands).await,
+        Role::Consumer => {
+            let file = args
+                .deliveries
+                .ok_or("a consumer needs --deliveries FILE")?;
+            consumer::run(queue, args.n, file, commands).await
+        }
+    }
+}
+
+async fn connect(port: u16) -> Result<Queue> {
+    let url = format!("redis://127.0.0.1:{port}/");
+    let dq = DelayQ::connect(&url)
+        .await
+        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    Ok(dq.queue(QUEUE_NAME)?)
+}
+
+/// Writes one event line to stdout and flushes it.
+pub(crate) fn emit(event: &Event) -> Result<()> {
+    let line = protocol::to_line(event)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()?;
+    Ok(())
+}
+
+/// The version reported in `ready`: delayq and this crate share the workspace version.
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Commands from stdin. Read on a plain thread: a read blocked on stdin would otherwise hold
+/// up the runtime's shutdown, and the agent must be able to exit while the driver keeps its
+/// end open.
+pub(crate) struct Commands(mpsc::UnboundedReceiver<Command>);
+
+impl Commands {
+    fn spawn() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let line = match line {
+                    Ok(line) => line,
+                    Err(e) => {
+                        tracing::error!("reading stdin failed: {e}");
+                        break;
+                    }
+                };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                match protocol::parse_command(&line) {
+                    Ok(cmd) => {
+                        if tx.send(cmd).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => tracing::warn!("ignoring unknown command line {line:?}: {e}"),
+                }
+            }
+            // Dropping the sender reports end of input: the driver is gone.
+        });
+        Commands(rx)
+    }
+
+    /// The next command, or `None` once stdin is closed.
+    pub(crate) async fn next(&mut self) -> Option<Command> {
+        self.0.recv().await
+    }
+
+    /// Waits for one of `wanted`; others are logged and skipped. `None` on end of input.
+    pub(crate) async fn wait_for(&mut self, wanted: &[Command]) -> Option<Command> {
+        loop {
+            let cmd = self.next().await?;
+            if wanted.contains(&cmd) {
+                return Some(cmd);
+            }
+            tracing::warn!("ignoring {cmd:?} here (waiting for one of {wanted:?})");
+        }
+    }
+}

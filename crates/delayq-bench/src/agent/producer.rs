@@ -1,0 +1,154 @@
+//! The producer agent: on `produce`, enqueues the workload's N messages exactly as
+//! WORKLOADS.md specifies (bulk batches of 1000 with one `t_send` per batch, or W3's paced
+//! single sends), then reports `produced` and waits for `exit`.
+
+use std::time::Duration;
+
+use delayq::{Message, Queue, SendOptions};
+use serde_json::json;
+
+use super::{emit, Commands, VERSION};
+use crate::clock::now_ms;
+use crate::error::Result;
+use crate::protocol::{Command, Event, Produced};
+use crate::workload::{payload, Workload, BATCH_SIZE, W3_DELAY_MS, W3_INTERVAL_MS};
+
+/// Runs the producer agent.
+pub(super) async fn run(
+    queue: Queue,
+    workload: Workload,
+    n: u64,
+    mut commands: Commands,
+) -> Result<()> {
+    let config = if workload.bulk() {
+        json!({
+            "bulk_api": true,
+            "api": "Queue::send_batch",
+            "batch_size": BATCH_SIZE,
+            "bulk_calls_in_flight": 1,
+            "queue": queue.name().to_string(),
+        })
+    } else {
+        json!({
+            "bulk_api": false,
+            "api": "Queue::send",
+            "pipelined": false,
+            "pacing_ms": W3_INTERVAL_MS,
+            "queue": queue.name().to_string(),
+        })
+    };
+    emit(&Event::Ready {
+        system: "delayq".into(),
+        version: VERSION.into(),
+        config,
+    })?;
+    match commands.wait_for(&[Command::Produce, Command::Exit]).await {
+        Some(Command::Produce) => {}
+        _ => return Ok(()),
+    }
+
+    let mut produced = if workload.bulk() {
+        produce_bulk(&queue, workload, n).await?
+    } else {
+        produce_paced(&queue, n).await?
+    };
+    if workload == Workload::W4 {
+        // Read after the last acknowledgement: the system's own count, as a sanity check.
+        let stats = queue.stats().await?;
+        produced.pending_after = Some(stats.delayed + stats.ready);
+    }
+    tracing::info!(?produced, "produced");
+    emit(&Event::Produced(produced))?;
+    commands.wait_for(&[Command::Exit]).await;
+    Ok(())
+}
+
+/// Earliest and latest due time seen.
+struct DueRange {
+    min: f64,
+    max: f64,
+}
+
+impl DueRange {
+    fn new() -> Self {
+        DueRange {
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
+
+    fn add(&mut self, due: f64) {
+        self.min = self.min.min(due);
+        self.max = self.max.max(due);
+    }
+}
+
+/// W1, W2a, W2b, W4: batches of 1000 through `send_batch`, one call in flight at a time.
+async fn produce_bulk(queue: &Queue, workload: Workload, n: u64) -> Result<Produced> {
+    let mut due_range = DueRange::new();
+    let mut start_ms = None;
+    let mut seq = 0;
+    while seq < n {
+        let end = (seq + BATCH_SIZE as u64).min(n);
+        // One t_send per batch, read before the batch is built; every message uses it.
+        let t_send = now_ms();
+        start_ms.get_or_insert(t_send);
+        let mut batch = Vec::with_capacity((end - seq) as usize);
+        for s in seq..end {
+            let delay = workload.delay_ms(s);
+            let due = t_send + delay.unwrap_or(0) as f64;
+            due_range.add(due);
+            let options = match delay {
+                Some(ms) => SendOptions::new().delay(Duration::from_millis(ms)),
+                // The immediate path: delay omitted.
+                None => SendOptions::new(),
+            };
+            batch.push(Message::new(payload(s, due)?, options));
+        }
+        let sent = queue.send_batch(&batch).await?;
+        if sent.len() != batch.len() {
+            return Err(format!(
+                "send_batch of {} messages acknowledged {}",
+                batch.len(),
+                sent.len()
+            )
+            .into());
+        }
+        seq = end;
+    }
+    let end_ms = now_ms();
+    Ok(Produced {
+        start_ms: start_ms.unwrap_or(end_ms),
+        end_ms,
+        count: n,
+        min_due_ms: due_range.min,
+        max_due_ms: due_range.max,
+        pending_after: None,
+    })
+}
+
+/// W3: one `send` per message at `T0 + seq × 5 ms`; a late send goes at once, without
+/// catching up in bursts beyond that.
+async fn produce_paced(queue: &Queue, n: u64) -> Result<Produced> {
+    let mut due_range = DueRange::new();
+    let t0 = tokio::time::Instant::now();
+    let start_ms = now_ms();
+    let options = SendOptions::new().delay(Duration::from_millis(W3_DELAY_MS));
+    for seq in 0..n {
+        // Completes at once if the instant has already passed.
+        tokio::time::sleep_until(t0 + Duration::from_millis(seq * W3_INTERVAL_MS)).await;
+        let t_send = now_ms();
+        let due = t_send + W3_DELAY_MS as f64;
+        due_range.add(due);
+        queue.send(payload(seq, due)?, &options).await?;
+    }
+    let end_ms = now_ms();
+    Ok(Produced {
+        start_ms,
+        end_ms,
+        count: n,
+        min_due_ms: due_range.min,
+        max_due_ms: due_range.max,
+        pending_after: None,
+    })
+}

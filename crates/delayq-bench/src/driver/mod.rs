@@ -1,0 +1,186 @@
+//! The driver (`delayq-bench run`): the raw Redis ceiling, then each workload against a
+//! fresh redis-server with the agents as separate processes; one JSON per workload, a
+//! summary table, and an exit code that fails on lost messages, errors or crashed agents
+//! (and, with `--check`, on duplicates).
+//!
+//! Layout: `server.rs` (redis-server per measurement), `agents.rs` (child processes and
+//! their events), `workload_run.rs` (one workload's choreography and end-of-run rules),
+//! `env.rs` (the recorded environment).
+
+mod agents;
+pub mod env;
+pub mod server;
+mod workload_run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::ceiling::{self, Ceiling};
+use crate::error::Result;
+use crate::report::{self, WorkloadResult};
+use crate::workload::Workload;
+use env::Environment;
+
+/// Command line of `delayq-bench run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Multiplies every N (minimum 100); overrides $SCALE. Default 1.
+    #[arg(long)]
+    pub scale: Option<f64>,
+    /// Workloads to run, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "W1,W2a,W2b,W3,W4")]
+    pub workloads: Vec<Workload>,
+    /// Where results go (`<workload>.json`, `summary.txt`, `raw/`).
+    #[arg(long, default_value = "target/bench-results")]
+    pub out: PathBuf,
+    /// Hard timeout of one workload, seconds.
+    #[arg(long, default_value_t = 570)]
+    pub hard_timeout_s: u64,
+    /// Skip the raw Redis ceiling (redis-benchmark).
+    #[arg(long)]
+    pub skip_ceiling: bool,
+    /// Also fail (exit non-zero) on duplicate deliveries.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// What every workload run needs to know.
+pub struct RunContext {
+    /// SCALE.
+    pub scale: f64,
+    /// `OUT/raw`: agent logs and deliveries files.
+    pub raw_dir: PathBuf,
+    /// Hard timeout per workload.
+    pub hard_timeout: Duration,
+    /// `$REDIS_EXTRA` words.
+    pub redis_extra: Vec<String>,
+    /// The environment, recorded in every result.
+    pub environment: Environment,
+    /// The ceiling, recorded in every result.
+    pub ceiling: Option<Ceiling>,
+}
+
+/// Runs the benchmark; the exit code says whether it was clean.
+pub fn main(args: RunArgs) -> ExitCode {
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The scale: `--scale`, else `$SCALE`, else 1.
+fn scale(args: &RunArgs) -> Result<f64> {
+    let scale = match args.scale {
+        Some(s) => s,
+        None => match std::env::var("SCALE") {
+            Ok(s) if !s.trim().is_empty() => s
+                .trim()
+                .parse()
+                .map_err(|e| format!("SCALE={s:?} is not a number: {e}"))?,
+            _ => 1.0,
+        },
+    };
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(format!("scale must be a positive number, not {scale}").into());
+    }
+    Ok(scale)
+}
+
+/// Returns whether the run was clean.
+fn run(args: &RunArgs) -> Result<bool> {
+    let scale = scale(args)?;
+    let redis_extra: Vec<String> = std::env::var("REDIS_EXTRA")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let out = std::env::current_dir()?.join(&args.out);
+    let raw_dir = out.join("raw");
+    std::fs::create_dir_all(&raw_dir)
+        .map_err(|e| format!("cannot create {}: {e}", raw_dir.display()))?;
+    let environment = Environment::collect(&redis_extra);
+    tracing::info!(?environment, scale, out = %out.display(), "benchmark starts");
+
+    let ceiling = if args.skip_ceiling {
+        None
+    } else {
+        let n = ((1_000_000.0 * scale).round() as u64).max(10_000);
+        match ceiling::run(n, &redis_extra) {
+            Ok(c) => {
+                write_json(&out.join("ceiling.json"), &c)?;
+                Some(c)
+            }
+            Err(e) => {
+                tracing::error!("raw Redis ceiling failed: {e}");
+                None
+            }
+        }
+    };
+
+    let ctx = RunContext {
+        scale,
+        raw_dir,
+        hard_timeout: Duration::from_secs(args.hard_timeout_s),
+        redis_extra,
+        environment,
+        ceiling,
+    };
+    let mut results: Vec<WorkloadResult> = Vec::new();
+    for &workload in &args.workloads {
+        let result = workload_run::run(&ctx, workload);
+        if let Err(e) = result.write(&out) {
+            tracing::error!("{e}");
+        }
+        results.push(result);
+    }
+
+    let summary = report::summary(&results, ctx.ceiling.as_ref());
+    let header = format!(
+        "delayq benchmark, scale {scale}, {} ({} cores), {}, REDIS_EXTRA={:?}\n\n",
+        ctx.environment
+            .cpu_model
+            .as_deref()
+            .unwrap_or("unknown CPU"),
+        ctx.environment
+            .nproc
+            .map_or_else(|| "?".into(), |n| n.to_string()),
+        ctx.environment
+            .redis_server_version
+            .as_deref()
+            .unwrap_or("unknown redis-server"),
+        ctx.redis_extra.join(" "),
+    );
+    print!("{header}{summary}");
+    let summary_path = out.join("summary.txt");
+    if let Err(e) = std::fs::write(&summary_path, format!("{header}{summary}")) {
+        tracing::error!("cannot write {}: {e}", summary_path.display());
+    }
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|r| r.failed(args.check))
+        .map(|r| r.workload.to_string())
+        .collect();
+    if failed.is_empty() {
+        println!(
+            "\nOK: no lost messages, no errors{}",
+            if args.check { ", no duplicates" } else { "" }
+        );
+        Ok(true)
+    } else {
+        println!("\nFAILED: {}", failed.join(", "));
+        Ok(false)
+    }
+}
+
+fn write_json<T: serde::Serialize>(path: &std::path::Path, value: &T) -> Result<()> {
+    let json = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, json + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", path.display()).into())
+}

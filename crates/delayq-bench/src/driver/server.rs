@@ -1,0 +1,118 @@
+//! A fresh redis-server per measurement, through `redis_fixture` (loopback, `--save ""`,
+//! `--appendonly no`, plus `$REDIS_EXTRA`), with the few commands the driver needs turned
+//! into errors instead of the fixture's panics.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use redis_fixture::{RedisServer, Reply, ServerConfig};
+
+use crate::error::Result;
+use crate::metrics::MemoryInfo;
+
+/// A running redis-server, killed (by its own child handle) when dropped.
+pub struct BenchServer {
+    inner: RedisServer,
+    extra: Vec<String>,
+}
+
+impl BenchServer {
+    /// Starts a server with `extra` arguments appended and empties it (`FLUSHALL` right
+    /// after start).
+    pub fn start(extra: &[String]) -> Result<Self> {
+        let mut config = ServerConfig::default();
+        config.extra_args = extra.to_vec();
+        // The fixture panics (with the server log) when it cannot start a server; one failed
+        // workload must not take the whole run down.
+        let inner = catch_unwind(AssertUnwindSafe(|| RedisServer::start_with(config))).map_err(
+            |panic| {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown reason".into());
+                format!("cannot start redis-server: {why}")
+            },
+        )?;
+        let server = BenchServer {
+            inner,
+            extra: extra.to_vec(),
+        };
+        server.flushall()?;
+        Ok(server)
+    }
+
+    /// Its port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.inner.port()
+    }
+
+    /// The server's arguments, as the fixture passes them (for the record).
+    pub fn args(&self) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--port",
+            &self.port().to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            &self.inner.dir().display().to_string(),
+            "--logfile",
+            "<dir>/redis.log",
+            "--appendonly",
+            "no",
+            "--protected-mode",
+            "yes",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(self.extra.iter().cloned());
+        args
+    }
+
+    /// `FLUSHALL`.
+    pub fn flushall(&self) -> Result<()> {
+        match self.inner.command(&["FLUSHALL"])? {
+            Reply::Simple(s) if s == "OK" => Ok(()),
+            other => Err(format!("FLUSHALL replied {other:?}").into()),
+        }
+    }
+
+    /// `used_memory` and `used_memory_dataset` from `INFO memory`.
+    pub fn memory(&self) -> Result<MemoryInfo> {
+        let info = match self.inner.command(&["INFO", "memory"])? {
+            Reply::Bulk(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            other => return Err(format!("INFO memory replied {other:?}").into()),
+        };
+        Ok(MemoryInfo {
+            used_memory: info_field(&info, "used_memory")?,
+            used_memory_dataset: info_field(&info, "used_memory_dataset")?,
+        })
+    }
+}
+
+/// A numeric `name:value` field of an `INFO` reply.
+fn info_field(info: &str, name: &str) -> Result<u64> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .ok_or_else(|| format!("INFO has no {name} field"))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("INFO field {name}: {e}").into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_fields() -> Result<()> {
+        let info =
+            "# Memory\r\nused_memory:1024\r\nused_memory_human:1K\r\nused_memory_dataset:96\r\n";
+        assert_eq!(info_field(info, "used_memory")?, 1024);
+        assert_eq!(info_field(info, "used_memory_dataset")?, 96);
+        assert!(info_field(info, "used_memory_peak").is_err());
+        Ok(())
+    }
+}

@@ -1,0 +1,58 @@
+//! `delayq-bench`: the benchmark of delayq, following `shared/bench/WORKLOADS.md`.
+//!
+//! * `delayq-bench agent …` is one side of delayq under test (producer or consumer), driven
+//!   over the JSON-lines Agent protocol on stdin/stdout.
+//! * `delayq-bench run …` is the driver: fresh redis-server per workload, agents as separate
+//!   processes, end-of-run rules, metrics, one JSON per workload and a summary table.
+//!
+//! This file only parses the command line and hands over.
+
+mod agent;
+mod ceiling;
+mod clock;
+mod driver;
+mod error;
+mod metrics;
+mod protocol;
+mod report;
+mod workload;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Benchmark of the delayq delayed-message queue.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one agent (producer or consumer) speaking the Agent protocol on stdin/stdout.
+    Agent(agent::AgentArgs),
+    /// Run the benchmark: drive agents through the workloads and report.
+    Run(driver::RunArgs),
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    match Cli::parse().command {
+        Cmd::Agent(args) => agent::main(args),
+        Cmd::Run(args) => driver::main(args),
+    }
+}
+
+/// Logs go to stderr: an agent's stdout carries the protocol and nothing else, and the
+/// driver's stdout carries the summary table.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
