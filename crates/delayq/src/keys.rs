@@ -20,7 +20,7 @@ impl Keys {
         Keys {
             all: [
                 // ZSET, all scores 0: pending messages (delayed and ready), each member a whole
-                // record whose first 12 bytes sort it by (due ms, seq).
+                // record whose first 13 bytes sort it by (due µs, seq).
                 key("pending"),
                 // HASH id -> sort key, for pending messages whose id does not encode it.
                 key("index"),

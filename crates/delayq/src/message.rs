@@ -64,7 +64,7 @@ pub(crate) fn parse_state(s: &str) -> Result<Option<State>, Error> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Sent {
-    /// The message id: the caller's, or one delayq generated (`<due ms>-<sequence>`).
+    /// The message id: the caller's, or one delayq generated (`<due µs>-<sequence>`).
     pub id: String,
     /// When the message is due, in ms since the Unix epoch by the Redis server's clock.
     /// For a duplicate: the existing message's due time if it is still pending.

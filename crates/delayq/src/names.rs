@@ -53,13 +53,13 @@ impl fmt::Display for QueueName {
     }
 }
 
-/// True for ids of the form delayq generates itself: `<due ms>-<sequence>`.
+/// True for ids of the form delayq generates itself: `<due µs>-<sequence>`.
 pub(crate) fn is_generated_id(id: &str) -> bool {
     match id.split_once('-') {
         Some((due, seq)) => {
             !due.is_empty()
                 && !seq.is_empty()
-                && due.len() <= 15
+                && due.len() <= 17
                 && seq.len() <= 15
                 && due.bytes().chain(seq.bytes()).all(|b| b.is_ascii_digit())
         }

@@ -1,12 +1,12 @@
 //! The bytes stored for one message. Layout (shared with `scripts/prelude.lua`):
 //!
 //! ```text
-//! [6] due ms, big-endian    } the sort key; written by the script, which knows the
+//! [7] due µs, big-endian    } the sort key; written by the script, which knows the
 //! [6] sequence, big-endian  } server's time and allocates the sequence
 //! [1] flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte
 //! [2] attempts so far  [2] max attempts           (big-endian u16)
 //! policy: varint base ms, [varint cap ms], [factor], [jitter %]
-//! [1+n] id length and id, only for explicit ids; a generated id is `<due>-<seq>`
+//! [1+n] id length and id, only for explicit ids; a generated id is `<due µs>-<seq>`
 //! payload
 //! ```
 //!
@@ -81,11 +81,11 @@ mod tests {
     #[test]
     fn default_header_is_small() {
         let body = encode_body(None, 5, &Backoff::default(), &[b'x'; 100]);
-        // 12-byte sort key + body must stay within 124 bytes (128 with Redis' sds header).
+        // 13-byte sort key + body must stay within 124 bytes (128 with Redis' sds header).
         assert!(
-            12 + body.len() <= 124,
+            13 + body.len() <= 124,
             "record is {} bytes",
-            12 + body.len()
+            13 + body.len()
         );
     }
 

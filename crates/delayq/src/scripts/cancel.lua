@@ -9,7 +9,7 @@ local m = find_pending(k.pending, k.index, id)
 if not m then
   return { settled_state(id), 0 }
 end
-local state = pending_state(m, math.floor(now_us() / 1000))
+local state = pending_state(m, now_us())
 remove_pending(k.pending, k.index, m)
 redis.call('HDEL', k.errors, id)
 return { state, 1 }

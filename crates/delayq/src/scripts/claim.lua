@@ -9,7 +9,7 @@
 --   the next lease expires (-1: nothing pending or leased); 0 when something was claimed.
 local max, lease_ms, rnd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_us()
-local now_ms = math.floor(now / 1000)
+local now_ms = to_ms(now)
 
 local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
 for _, id in ipairs(expired) do
@@ -17,21 +17,21 @@ for _, id in ipairs(expired) do
   release_lease(k.leases, k.held, id)
   if v then
     local m = parse(v:sub(7))
-    retry_or_bury(k, m, 'lease expired', backoff_ms(m, rnd), now_ms)
+    retry_or_bury(k, m, 'lease expired', backoff_ms(m, rnd), now)
   end
 end
 
-local due = redis.call('ZRANGEBYLEX', k.pending, '-', '(' .. be48(now_ms + 1), 'LIMIT', 0, max)
+local due = redis.call('ZRANGEBYLEX', k.pending, '-', due_bound(now), 'LIMIT', 0, max)
 if #due == 0 then
-  local next_ms = head_due(k.pending)
+  local next_us = head_due(k.pending)
   local lease = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
-  if lease and (next_ms == nil or tonumber(lease) < next_ms) then
-    next_ms = tonumber(lease)
+  if lease and (next_us == nil or tonumber(lease) * 1000 < next_us) then
+    next_us = tonumber(lease) * 1000
   end
-  if next_ms == nil then
+  if next_us == nil then
     return { -1, 0 }
   end
-  return { math.max(next_ms * 1000 - now, 0), 0 }
+  return { math.max(next_us - now, 0), 0 }
 end
 
 redis.call('ZREM', k.pending, unpack(due))
@@ -47,13 +47,13 @@ for _, rec in ipairs(due) do
     explicit[#explicit + 1] = m.id
   end
   held[#held + 1] = m.id
-  held[#held + 1] = be48(token) .. encode(m)
+  held[#held + 1] = be(token, 6) .. encode(m)
   leases[#leases + 1] = deadline
   leases[#leases + 1] = m.id
   out[#out + 1] = m.id
   out[#out + 1] = token
   out[#out + 1] = m.attempts
-  out[#out + 1] = m.due
+  out[#out + 1] = to_ms(m.due)
   out[#out + 1] = m.payload
 end
 redis.call('HSET', k.held, unpack(held))
@@ -63,7 +63,7 @@ if #explicit > 0 then
 end
 -- Pass the wake-up on: another blocked consumer can take what this call left behind.
 local next_due = head_due(k.pending)
-if #due == max and next_due and next_due <= now_ms then
+if #due == max and next_due and next_due <= now then
   wake(k.wake)
 end
 return out

@@ -3,7 +3,7 @@
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV[1]: new lease length in ms from the server's now; then per delivery a pair: id, lease token
 -- Returns per delivery: the new deadline in ms, or 0 when the lease was lost (nothing changed).
-local now_ms = math.floor(now_us() / 1000)
+local now_ms = to_ms(now_us())
 local deadline = now_ms + tonumber(ARGV[1])
 local out = {}
 for i = 2, #ARGV, 2 do

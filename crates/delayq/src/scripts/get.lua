@@ -9,7 +9,7 @@ local id = ARGV[1]
 local m = find_pending(k.pending, k.index, id)
 local state, extra = nil, 0
 if m then
-  state = pending_state(m, math.floor(now_us() / 1000))
+  state = pending_state(m, now_us())
 else
   state = settled_state(id)
   if state == 'in_flight' then
@@ -22,4 +22,4 @@ else
     return { state }
   end
 end
-return { state, m.due, m.attempts, m.max, redis.call('HGET', k.errors, id), m.payload, extra }
+return { state, to_ms(m.due), m.attempts, m.max, redis.call('HGET', k.errors, id), m.payload, extra }

@@ -1,7 +1,7 @@
 #!lua
 -- nack.lua: ends deliveries that did not succeed.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
--- ARGV: per delivery five values
+-- ARGV: per delivery six values
 --   id, lease token,
 --   mode       'f' failed attempt: retried by backoff, dead-lettered after the last attempt
 --              'r' released unprocessed (worker shutdown): ready now, the attempt is not counted
@@ -9,7 +9,8 @@
 --   retry_ms   delay before the next attempt, or '' for the message's backoff policy
 --   rnd        random number in [0,1) for backoff jitter
 -- Returns per delivery: 'retry', 'dead', 'released' or 'lost' (lease lost; nothing changed).
-local now_ms = math.floor(now_us() / 1000)
+local now = now_us()
+local now_ms = to_ms(now)
 local out = {}
 for i = 1, #ARGV, 6 do
   local id, mode = ARGV[i], ARGV[i + 2]
@@ -22,12 +23,12 @@ for i = 1, #ARGV, 6 do
     if mode == 'r' then
       m.attempts = math.max(m.attempts - 1, 0)
       local old_head = head_due(k.pending)
-      put_pending(k.pending, k.index, m, now_ms)
-      wake_for(k.wake, now_ms, old_head, now_ms)
+      put_pending(k.pending, k.index, m, now)
+      wake_for(k.wake, now, old_head, now)
       out[#out + 1] = 'released'
     else
       local delay = tonumber(ARGV[i + 4]) or backoff_ms(m, tonumber(ARGV[i + 5]))
-      out[#out + 1] = retry_or_bury(k, m, ARGV[i + 3], delay, now_ms)
+      out[#out + 1] = retry_or_bury(k, m, ARGV[i + 3], delay, now)
     end
   end
 end

@@ -2,13 +2,17 @@
 -- Not a script of its own: scripts.rs inserts it after each script's `#!lua` line.
 --
 -- Record layout (the bytes stored for one message; see src/record.rs):
---   [1..6]   due ms, big-endian 48-bit     } together "K", the sort key: members of the
---   [7..12]  seq, big-endian 48-bit        } pending ZSET (all scores 0) sort by (due, seq)
---   [13]     flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte
---   [14..15] attempts so far (u16 BE)   [16..17] max attempts (u16 BE)
+--   [1..7]   due in microseconds, big-endian 56-bit } together "K", the sort key: members of
+--   [8..13]  seq, big-endian 48-bit                  } the pending ZSET (all scores 0) sort by
+--                                                      (due, seq)
+--   [14]     flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte
+--   [15..16] attempts so far (u16 BE)   [17..18] max attempts (u16 BE)
 --   policy:  varint base ms, [varint cap ms], [factor u8], [jitter % u8]
---   [idlen u8, id]  only when flag 1 is set; otherwise the id is "<due>-<seq>" of K
+--   [idlen u8, id]  only when flag 1 is set; otherwise the id is "<due us>-<seq>" of K
 --   payload: the rest
+--
+-- Due times are kept in microseconds of the server's clock so that "due" is exact: a message
+-- sent with a delay is never claimed before request arrival + delay. Leases are in ms.
 
 local F_ID, F_EXP, F_FACTOR, F_JITTER = 1, 2, 4, 8
 local TWO48 = 281474976710656
@@ -17,19 +21,25 @@ local function has(flags, f)
   return math.floor(flags / f) % 2 == 1
 end
 
-local function be48(n)
+-- Big-endian unsigned integer of `width` bytes (exact up to 2^53).
+local function be(n, width)
   local b = {}
-  for i = 6, 1, -1 do
+  for i = width, 1, -1 do
     b[i] = n % 256
     n = math.floor(n / 256)
   end
-  return string.char(b[1], b[2], b[3], b[4], b[5], b[6])
+  return string.char(unpack(b))
 end
 
-local function unbe48(s, i)
-  local a, b, c, d, e, f = s:byte(i, i + 5)
-  return ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
+local function unbe(s, i, width)
+  local n = 0
+  for j = i, i + width - 1 do
+    n = n * 256 + s:byte(j)
+  end
+  return n
 end
+
+local TWO56 = 72057594037927936
 
 local function u16(n)
   return string.char(math.floor(n / 256) % 256, n % 256)
@@ -52,18 +62,41 @@ local function fmt(n)
   return string.format('%d', n)
 end
 
--- Server time: the one clock that decides what is due.
+-- Server time in microseconds: the one clock that decides what is due.
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+local function to_ms(us)
+  return math.floor(us / 1000)
+end
+
+-- Due time in microseconds from '+<ms>' (delay from now) or '@<ms>' (absolute unix ms).
+local function due_from(spec, now)
+  local ms = tonumber(spec:sub(2))
+  if spec:sub(1, 1) == '+' then
+    return now + ms * 1000
+  end
+  return ms * 1000
+end
+
+-- Sort key: everything up to the first byte after (due, seq).
+local function key_of(due, seq)
+  return be(due, 7) .. be(seq, 6)
+end
+
+-- Exclusive upper bound in the pending set for messages due at or before `us`.
+local function due_bound(us)
+  return '(' .. be(us + 1, 7)
+end
+
 local function parse(rec)
-  local m = { due = unbe48(rec, 1), seq = unbe48(rec, 7), flags = rec:byte(13) }
-  local a1, a2, x1, x2 = rec:byte(14, 17)
+  local m = { due = unbe(rec, 1, 7), seq = unbe(rec, 8, 6), flags = rec:byte(14) }
+  local a1, a2, x1, x2 = rec:byte(15, 18)
   m.attempts = a1 * 256 + a2
   m.max = x1 * 256 + x2
-  local i = 18
+  local i = 19
   m.base, i = uvarint(rec, i)
   m.cap, m.factor, m.jitter = m.base, 2, 0
   if has(m.flags, F_EXP) then
@@ -77,7 +110,7 @@ local function parse(rec)
     m.jitter = rec:byte(i)
     i = i + 1
   end
-  m.policy = rec:sub(18, i - 1)
+  m.policy = rec:sub(19, i - 1)
   if has(m.flags, F_ID) then
     local n = rec:byte(i)
     m.id = rec:sub(i + 1, i + n)
@@ -90,7 +123,7 @@ local function parse(rec)
 end
 
 local function sort_key(m)
-  return be48(m.due) .. be48(m.seq)
+  return key_of(m.due, m.seq)
 end
 
 local function encode(m)
@@ -123,12 +156,12 @@ local function find_pending(pending, index, id)
       return nil
     end
     d, s = tonumber(d), tonumber(s)
-    if d >= TWO48 or s >= TWO48 - 1 then
+    if d >= TWO56 or s >= TWO48 - 1 then
       return nil
     end
-    k = be48(d) .. be48(s)
+    k = key_of(d, s)
   end
-  local upper = k:sub(1, 6) .. be48(unbe48(k, 7) + 1)
+  local upper = k:sub(1, 7) .. be(unbe(k, 8, 6) + 1, 6)
   local hit = redis.call('ZRANGEBYLEX', pending, '[' .. k, '(' .. upper, 'LIMIT', 0, 1)[1]
   if not hit then
     return nil
@@ -152,7 +185,7 @@ end
 local function head_due(pending)
   local h = redis.call('ZRANGE', pending, 0, 0)[1]
   if h then
-    return unbe48(h, 1)
+    return unbe(h, 1, 7)
   end
   return nil
 end
@@ -164,9 +197,10 @@ local function wake(wake_key)
   end
 end
 
--- Wakes a consumer when `due` is already due or earlier than everything it may be sleeping on.
-local function wake_for(wake_key, due, old_head, now_ms)
-  if due <= now_ms or old_head == nil or due < old_head then
+-- Wakes a consumer when `due` is already due or earlier than everything it may be sleeping on
+-- (all in microseconds).
+local function wake_for(wake_key, due, old_head, now)
+  if due <= now or old_head == nil or due < old_head then
     wake(wake_key)
   end
 end
@@ -189,7 +223,7 @@ end
 -- The held (in-flight) record of `id` if `token` holds an unexpired lease on it, else nil.
 local function leased(leases, held, id, token, now_ms)
   local v = redis.call('HGET', held, id)
-  if not v or unbe48(v, 1) ~= token then
+  if not v or unbe(v, 1, 6) ~= token then
     return nil
   end
   local deadline = tonumber(redis.call('ZSCORE', leases, id))
@@ -204,17 +238,18 @@ local function release_lease(leases, held, id)
   redis.call('HDEL', held, id)
 end
 
--- Ends a delivery that failed: dead letter after the last attempt, otherwise back to pending.
-local function retry_or_bury(k, m, err, delay, now_ms)
+-- Ends a delivery that failed: dead letter after the last attempt, otherwise back to pending
+-- `delay_ms` after `now` (microseconds).
+local function retry_or_bury(k, m, err, delay_ms, now)
   redis.call('HSET', k.errors, m.id, err)
   if m.attempts >= m.max then
-    redis.call('ZADD', k.dead, now_ms, m.id)
+    redis.call('ZADD', k.dead, to_ms(now), m.id)
     redis.call('HSET', k.dead_msgs, m.id, encode(m))
     return 'dead'
   end
   local old_head = head_due(k.pending)
-  put_pending(k.pending, k.index, m, now_ms + delay)
-  wake_for(k.wake, m.due, old_head, now_ms)
+  put_pending(k.pending, k.index, m, now + delay_ms * 1000)
+  wake_for(k.wake, m.due, old_head, now)
   return 'retry'
 end
 
@@ -224,8 +259,8 @@ local k = {
   dead_msgs = KEYS[6], errors = KEYS[7], seq = KEYS[8], wake = KEYS[9],
 }
 
-local function pending_state(m, now_ms)
-  if m.due <= now_ms then
+local function pending_state(m, now)
+  if m.due <= now then
     return 'ready'
   end
   return 'delayed'

@@ -9,14 +9,11 @@ local m = find_pending(k.pending, k.index, id)
 if not m then
   return { settled_state(id), -1 }
 end
-local now_ms = math.floor(now_us() / 1000)
-local due = tonumber(spec:sub(2))
-if spec:sub(1, 1) == '+' then
-  due = now_ms + due
-end
-local state = pending_state(m, now_ms)
+local now = now_us()
+local due = due_from(spec, now)
+local state = pending_state(m, now)
 remove_pending(k.pending, k.index, m)
 local old_head = head_due(k.pending)
 put_pending(k.pending, k.index, m, due)
-wake_for(k.wake, due, old_head, now_ms)
-return { state, due }
+wake_for(k.wake, due, old_head, now)
+return { state, to_ms(due) }

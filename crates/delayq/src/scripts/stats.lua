@@ -3,11 +3,11 @@
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV: none
 -- Returns: { delayed, ready, in_flight, dead, oldest ready lag ms (0 when none is ready) }
-local now_ms = math.floor(now_us() / 1000)
-local ready = redis.call('ZLEXCOUNT', k.pending, '-', '(' .. be48(now_ms + 1))
+local now = now_us()
+local ready = redis.call('ZLEXCOUNT', k.pending, '-', due_bound(now))
 local delayed = redis.call('ZCARD', k.pending) - ready
 local lag = 0
 if ready > 0 then
-  lag = now_ms - head_due(k.pending)
+  lag = to_ms(now - head_due(k.pending))
 end
 return { delayed, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag }
