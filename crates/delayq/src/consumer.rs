@@ -47,6 +47,18 @@ impl Delivery {
     pub fn token(&self) -> u64 {
         self.token
     }
+
+    /// A copy without the payload: all that ack, nack and extend need.
+    pub(crate) fn receipt(&self) -> Delivery {
+        Delivery {
+            id: self.id.clone(),
+            payload: Vec::new(),
+            attempt: self.attempt,
+            due_ms: self.due_ms,
+            lease_deadline_ms: self.lease_deadline_ms,
+            token: self.token,
+        }
+    }
 }
 
 /// What one claim found.

@@ -10,10 +10,14 @@
 //!   then cancels the rest and hands their messages back as ready at once.
 //! * When Redis goes away the worker logs, backs off, and carries on once it is back.
 //!
-//! Layout: `builder.rs` (settings), `runner.rs` (the loop), `settle.rs` (ack/nack with
-//! retries, and the registry of running handlers).
+//! * Successes are acked in batches: one script call settles every handler that finished
+//!   while the previous call was under way.
+//!
+//! Layout: `builder.rs` (settings), `runner.rs` (the loop), `settle.rs` (batched ack/nack with
+//! retries, and the registry of running handlers), `catch_unwind.rs` (panics as values).
 
 mod builder;
+mod catch_unwind;
 mod runner;
 mod settle;
 

@@ -6,10 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::builder::Worker;
+use super::catch_unwind::CatchUnwind;
 use super::settle::{self, Outcome, Running};
 use crate::consumer::{Consumer, Delivery, ReceiveOptions};
 use crate::error::Result;
@@ -56,6 +57,10 @@ where
         let slots = Arc::new(Semaphore::new(s.concurrency));
         let running = Running::default();
         let mut tasks = JoinSet::new();
+        // Handlers report here; one settler acks them in batches (one script call for many).
+        let (outcomes, settle_rx) = mpsc::unbounded_channel();
+        let settler = tokio::spawn(settle::settler(queue.clone(), settle_rx, s.lease));
+        let _settler_guard = AbortOnDrop(settler.abort_handle());
         let _heartbeat = {
             let (queue, running, lease) = (queue.clone(), running.clone(), s.lease);
             AbortOnDrop::spawn(async move {
@@ -111,29 +116,27 @@ where
             };
             for (delivery, permit) in deliveries.into_iter().zip(permits) {
                 let handler = self.handler.clone();
-                let (queue, running, lease) = (queue.clone(), running.clone(), s.lease);
-                tasks.spawn(async move {
+                let (registry, outcomes) = (running.clone(), outcomes.clone());
+                let receipt = delivery.receipt();
+                let receipt_token = receipt.token;
+                running.insert(&receipt);
+                let task = tasks.spawn(async move {
                     let _permit = permit;
-                    // The handler runs in a task of its own so that a panic is caught here
-                    // and shutdown can cancel it.
-                    let inner = tokio::spawn(handler(delivery.clone()));
-                    // Dropping the worker drops this task: the handler goes with it.
-                    let _cancel_with_worker = AbortOnDrop(inner.abort_handle());
-                    running.insert(&delivery, inner.abort_handle());
-                    let outcome = match inner.await {
+                    let outcome = match CatchUnwind::new(handler(delivery)).await {
                         Ok(Ok(())) => Outcome::Done,
                         Ok(Err(e)) => Outcome::Failed(e.to_string()),
-                        Err(e) if e.is_panic() => Outcome::Failed(panic_text(e.into_panic())),
-                        // Cancelled by shutdown, which hands the message back itself.
-                        Err(_) => return,
+                        Err(panic) => Outcome::Failed(panic_text(panic)),
                     };
                     // Off the registry before settling, so shutdown never hands back a
                     // message whose handler already finished.
-                    running.remove(delivery.token);
-                    settle::settle(&queue, &delivery, outcome, lease).await;
+                    registry.remove(receipt.token);
+                    let _ = outcomes.send((receipt, outcome));
                 });
+                running.set_abort(receipt_token, task);
             }
         }
+        // No new handlers: once the running ones end, the settler drains and stops.
+        drop(outcomes);
 
         let finished = tokio::time::timeout(s.shutdown_grace, async {
             while tasks.join_next().await.is_some() {}
@@ -147,13 +150,12 @@ where
                 tracing::warn!(queue = %queue.name(), error = %e, "handing back unfinished messages failed; they return after their lease");
                 0
             });
-            // Handlers are cancelled now; what is left is settling that was under way.
-            let settled = tokio::time::timeout(s.lease.min(Duration::from_secs(5)), async {
-                while tasks.join_next().await.is_some() {}
-            });
-            if settled.await.is_err() {
-                tasks.shutdown().await;
-            }
+            tasks.shutdown().await;
+        }
+        // Settling what finished is bounded by the lease: after that the messages come back by
+        // lease expiry anyway.
+        if tokio::time::timeout(s.lease, settler).await.is_err() {
+            tracing::warn!(queue = %queue.name(), "settling did not finish; unsettled messages return after their lease");
         }
         Ok(StopReason::GracefulShutdown { released })
     }

@@ -1,10 +1,12 @@
-//! What happens after a handler returns: ack or nack, retried through Redis outages; and the
-//! registry of running handlers that heartbeats and shutdown work from.
+//! What happens after a handler returns: acks in batches and nacks, retried through Redis
+//! outages; and the registry of running handlers that heartbeats and shutdown work from.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -19,7 +21,8 @@ pub(crate) struct Running(Arc<Mutex<HashMap<u64, Entry>>>);
 struct Entry {
     /// The delivery without its payload: all that ack, nack and extend need.
     delivery: Delivery,
-    abort: AbortHandle,
+    /// Set right after the handler task is spawned.
+    abort: Option<AbortHandle>,
 }
 
 impl Running {
@@ -31,16 +34,19 @@ impl Running {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(crate) fn insert(&self, delivery: &Delivery, abort: AbortHandle) {
-        let mut stripped = delivery.clone();
-        stripped.payload = Vec::new();
-        self.lock().insert(
-            delivery.token,
-            Entry {
-                delivery: stripped,
-                abort,
-            },
-        );
+    pub(crate) fn insert(&self, receipt: &Delivery) {
+        let entry = Entry {
+            delivery: receipt.clone(),
+            abort: None,
+        };
+        self.lock().insert(receipt.token, entry);
+    }
+
+    /// Records how to cancel the handler, unless it has already finished.
+    pub(crate) fn set_abort(&self, token: u64, abort: AbortHandle) {
+        if let Some(entry) = self.lock().get_mut(&token) {
+            entry.abort = Some(abort);
+        }
     }
 
     pub(crate) fn remove(&self, token: u64) {
@@ -56,7 +62,9 @@ impl Running {
         self.lock()
             .drain()
             .map(|(_, e)| {
-                e.abort.abort();
+                if let Some(abort) = e.abort {
+                    abort.abort();
+                }
                 e.delivery
             })
             .collect()
@@ -86,25 +94,72 @@ pub(crate) enum Outcome {
     Failed(String),
 }
 
-/// Acks or nacks, retrying through connection errors for as long as the lease could still
-/// be valid; after that the message comes back by lease expiry anyway.
-pub(crate) async fn settle(queue: &Queue, delivery: &Delivery, outcome: Outcome, lease: Duration) {
+/// Settles what handlers report until every sender is gone: all successes that arrived
+/// together in one ack call, failures one nack each.
+pub(crate) async fn settler(
+    queue: Queue,
+    mut outcomes: mpsc::UnboundedReceiver<(Delivery, Outcome)>,
+    lease: Duration,
+) {
+    let mut batch = Vec::new();
+    while outcomes.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let mut done = Vec::with_capacity(batch.len());
+        for (delivery, outcome) in batch.drain(..) {
+            match outcome {
+                Outcome::Done => done.push(delivery),
+                Outcome::Failed(error) => {
+                    let error = error.as_str();
+                    retrying(&queue, lease, &[delivery], |q, d| async move {
+                        q.nack(&d[0], error, None).await.map(|_| vec![true])
+                    })
+                    .await
+                }
+            }
+        }
+        if !done.is_empty() {
+            retrying(
+                &queue,
+                lease,
+                &done,
+                |q, d| async move { q.ack_many(d).await },
+            )
+            .await;
+        }
+    }
+}
+
+/// Runs a settling call, retrying through connection errors for as long as the leases could
+/// still be valid; after that the messages come back by lease expiry anyway.
+async fn retrying<'a, F, Fut>(
+    queue: &'a Queue,
+    lease: Duration,
+    deliveries: &'a [Delivery],
+    call: F,
+) where
+    F: Fn(&'a Queue, &'a [Delivery]) -> Fut,
+    Fut: Future<Output = Result<Vec<bool>>>,
+{
     let give_up = Instant::now() + lease;
     let mut pause = Duration::from_millis(50);
     loop {
-        let result = match &outcome {
-            Outcome::Done => queue.ack(delivery).await,
-            Outcome::Failed(error) => queue.nack(delivery, error, None).await.map(drop),
-        };
-        match result {
-            Ok(()) => return,
+        match call(queue, deliveries).await {
+            Ok(settled) => {
+                for (d, ok) in deliveries.iter().zip(settled) {
+                    if !ok {
+                        log_unsettled(queue, d, &Error::LeaseLost { id: d.id.clone() });
+                    }
+                }
+                return;
+            }
             Err(e) if e.is_connection_error() && Instant::now() + pause < give_up => {
-                tracing::warn!(queue = %queue.name(), id = %delivery.id, error = %e, "settling failed, retrying");
+                tracing::warn!(queue = %queue.name(), error = %e, "settling failed, retrying");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
             Err(e) => {
-                log_unsettled(queue, delivery, &e);
+                for d in deliveries {
+                    log_unsettled(queue, d, &e);
+                }
                 return;
             }
         }
