@@ -10,14 +10,21 @@
 //!   connection of the consumer's own;
 //! * the end of the caller's `wait`.
 //!
-//! When the timer wins, the consumer ends its own `BLPOP` by pushing to a private wake list
-//! that the same `BLPOP` also watches, so its blocking connection is free again at once.
+//! The `BLPOP` runs in a task of its own (the consumer's *listener*) and is left running when
+//! the timer wins: the claim goes out at once on the ordinary connection, and the next wait
+//! picks up the same listener. A token the listener takes while the consumer is busy is seen
+//! at the next wait, so none is lost. When the consumer is dropped, it ends a pending `BLPOP`
+//! by pushing to a private wake list that the `BLPOP` also watches.
+//!
+//! Timers are precise to well under a millisecond: tokio's timer has 1 ms granularity, so the
+//! last stretch of a wait is slept on a blocking-pool thread.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
 use redis::aio::ConnectionManager;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::connection::{self, MAX_BLOCK};
@@ -121,7 +128,14 @@ pub struct Consumer {
     blocking: ConnectionManager,
     /// This consumer's private wake list (see the module docs).
     own_wake: String,
+    /// The `BLPOP` in progress, if any; it outlives a wait that a timer ended.
+    listener: Option<Listener>,
+    /// How far ahead of a due time to send the claim.
+    lead: Lead,
 }
+
+/// A `BLPOP` running in its own task: the popped (list, token), or nothing on timeout.
+type Listener = JoinHandle<redis::RedisResult<Option<(String, String)>>>;
 
 impl Consumer {
     pub(crate) async fn new(queue: Queue) -> Result<Self> {
@@ -133,6 +147,8 @@ impl Consumer {
             queue,
             blocking,
             own_wake,
+            listener: None,
+            lead: Lead::default(),
         })
     }
 
@@ -160,17 +176,21 @@ impl Consumer {
         tokio::pin!(stop);
         let deadline = Instant::now() + options.wait;
         loop {
+            let sent = Instant::now();
             let claim = self.queue.claim(options.max, options.lease).await?;
+            let now = Instant::now();
+            self.lead.observe(now - sent);
             if !claim.deliveries.is_empty() {
                 return Ok(claim.deliveries);
             }
-            let now = Instant::now();
             if now >= deadline {
                 return Ok(Vec::new());
             }
             let mut sleep = deadline - now;
             if let Some(next) = claim.next_event {
-                sleep = sleep.min(next);
+                // Claim a little ahead so that the request reaches Redis as the message comes
+                // due; one that arrives early just comes back with a shorter wait.
+                sleep = sleep.min(next.saturating_sub(self.lead.get()));
             }
             if !sleep.is_zero() && self.wait_for_wake(sleep, stop.as_mut()).await? == Woken::Stop {
                 return Ok(Vec::new());
@@ -184,30 +204,102 @@ impl Consumer {
         timer: Duration,
         stop: Pin<&mut impl Future<Output = ()>>,
     ) -> Result<Woken> {
+        let listener = match &mut self.listener {
+            Some(listener) => listener,
+            None => self.listener.insert(self.listen()),
+        };
+        let woken = tokio::select! {
+            heard = listener => {
+                self.listener = None;
+                match heard {
+                    Ok(reply) => {
+                        reply?;
+                    }
+                    // The listener task panicked or was cancelled: treat it as a wake-up, a
+                    // fresh one starts at the next wait.
+                    Err(e) => tracing::warn!(error = %e, "wake-up listener ended"),
+                }
+                Woken::Token
+            }
+            () = sleep_precisely(timer) => Woken::Timer,
+            () = stop => Woken::Stop,
+        };
+        Ok(woken)
+    }
+
+    /// Starts a `BLPOP` on the queue's wake list and this consumer's own.
+    fn listen(&self) -> Listener {
         let mut blpop = redis::cmd("BLPOP");
         blpop
             .arg(self.queue.keys().wake())
             .arg(&self.own_wake)
             .arg(MAX_BLOCK.as_secs());
         let mut conn = self.blocking.clone();
-        let wait = blpop.query_async::<Option<(String, String)>>(&mut conn);
-        tokio::pin!(wait);
-        // If the caller drops this future mid-wait, the BLPOP would stay blocked in Redis and
-        // hold up the connection's next command for up to MAX_BLOCK: end it from a task.
-        let mut on_drop = EndWaitOnDrop(Some((self.queue.clone(), self.own_wake.clone())));
-        let woken = tokio::select! {
-            woken = &mut wait => {
-                on_drop.0 = None;
-                woken?;
-                return Ok(Woken::Token);
+        tokio::spawn(async move { blpop.query_async(&mut conn).await })
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        // A BLPOP left blocked would hold up this connection's next command for up to
+        // MAX_BLOCK and keep a task alive: end it in Redis, and the task with it.
+        if let Some(listener) = self.listener.take() {
+            if !listener.is_finished() {
+                listener.abort();
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    let (queue, own_wake) = (self.queue.clone(), self.own_wake.clone());
+                    runtime.spawn(async move {
+                        let _ = end_own_wait(&queue, &own_wake).await;
+                    });
+                }
             }
-            _ = tokio::time::sleep(timer) => Woken::Timer,
-            _ = stop => Woken::Stop,
-        };
-        on_drop.0 = None;
-        end_own_wait(&self.queue, &self.own_wake).await?;
-        wait.await?;
-        Ok(woken)
+        }
+    }
+}
+
+/// Half the recent claim round trip (the request's way to Redis), capped at 1 ms: how early to
+/// send a claim for a known due time.
+#[derive(Debug)]
+struct Lead {
+    round_trip_us: f64,
+}
+
+impl Default for Lead {
+    fn default() -> Self {
+        Lead {
+            round_trip_us: 200.0,
+        }
+    }
+}
+
+impl Lead {
+    fn observe(&mut self, round_trip: Duration) {
+        // A slow outlier (a busy machine, a big batch) moves the average only a little.
+        let us = (round_trip.as_secs_f64() * 1e6).min(2_000.0);
+        self.round_trip_us += (us - self.round_trip_us) / 8.0;
+    }
+
+    fn get(&self) -> Duration {
+        Duration::from_micros((self.round_trip_us / 2.0) as u64)
+    }
+}
+
+/// Sleeps for `duration` with sub-millisecond precision: tokio's timer (1 ms granularity) for
+/// all but the last 2 ms, a blocking-pool thread for all but the last 150 µs, and a yielding
+/// spin for those, since waking an idle thread costs about that much on a virtual machine.
+async fn sleep_precisely(duration: Duration) {
+    const COARSE_MARGIN: Duration = Duration::from_millis(2);
+    const SPIN: Duration = Duration::from_micros(150);
+    let deadline = Instant::now() + duration;
+    if duration > COARSE_MARGIN {
+        tokio::time::sleep_until(deadline - COARSE_MARGIN).await;
+    }
+    let rest = deadline.saturating_duration_since(Instant::now());
+    if rest > SPIN {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(rest - SPIN)).await;
+    }
+    while Instant::now() < deadline {
+        tokio::task::yield_now().await;
     }
 }
 
@@ -224,18 +316,4 @@ async fn end_own_wait(queue: &Queue, own_wake: &str) -> Result<()> {
         .query_async::<()>(&mut conn)
         .await?;
     Ok(())
-}
-
-struct EndWaitOnDrop(Option<(Queue, String)>);
-
-impl Drop for EndWaitOnDrop {
-    fn drop(&mut self) {
-        if let (Some((queue, own_wake)), Ok(runtime)) =
-            (self.0.take(), tokio::runtime::Handle::try_current())
-        {
-            runtime.spawn(async move {
-                let _ = end_own_wait(&queue, &own_wake).await;
-            });
-        }
-    }
 }
