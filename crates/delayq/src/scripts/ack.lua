@@ -14,7 +14,7 @@ local deadlines = redis.call('ZMSCORE', k.leases, unpack(ids))
 local out, done = {}, {}
 for j, id in ipairs(ids) do
   local v, deadline = held[j], tonumber(deadlines[j])
-  if v and deadline and deadline > now_ms and unbe(v, 1, 6) == tonumber(ARGV[2 * j]) then
+  if v and deadline and deadline > now_ms and unbe6(v, 1) == tonumber(ARGV[2 * j]) then
     done[#done + 1] = id
     out[j] = 1
   else
@@ -24,6 +24,8 @@ end
 if #done > 0 then
   redis.call('ZREM', k.leases, unpack(done))
   redis.call('HDEL', k.held, unpack(done))
-  redis.call('HDEL', k.errors, unpack(done))
+  if redis.call('HLEN', k.errors) > 0 then
+    redis.call('HDEL', k.errors, unpack(done))
+  end
 end
 return out

@@ -21,8 +21,8 @@ for _, id in ipairs(expired) do
   end
 end
 
-local due = redis.call('ZRANGEBYLEX', k.pending, '-', due_bound(now), 'LIMIT', 0, max)
-if #due == 0 then
+local count = math.min(redis.call('ZLEXCOUNT', k.pending, '-', due_bound(now)), max)
+if count == 0 then
   local next_us = head_due(k.pending)
   local lease = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
   if lease and (next_us == nil or tonumber(lease) * 1000 < next_us) then
@@ -34,27 +34,30 @@ if #due == 0 then
   return { math.max(next_us - now, 0), 0 }
 end
 
-redis.call('ZREM', k.pending, unpack(due))
-local token = redis.call('INCRBY', k.seq, #due) - #due
+-- All scores are 0, so the lowest members are the earliest due: exactly the `count` due ones.
+local popped = redis.call('ZPOPMIN', k.pending, count)
+local token = redis.call('INCRBY', k.seq, count) - count
 local deadline = now_ms + lease_ms
 local out = { 0, deadline }
 local held, leases, explicit = {}, {}, {}
-for _, rec in ipairs(due) do
-  local m = parse(rec)
-  token = token + 1
-  m.attempts = m.attempts + 1
-  if has(m.flags, F_ID) then
-    explicit[#explicit + 1] = m.id
+for j = 1, #popped, 2 do
+  local rec = popped[j]
+  local flags = rec:byte(14)
+  local attempts = rec:byte(15) * 256 + rec:byte(16) + 1
+  local id, payload_at = id_of(rec, flags)
+  if has(flags, F_ID) then
+    explicit[#explicit + 1] = id
   end
-  held[#held + 1] = m.id
-  held[#held + 1] = be(token, 6) .. encode(m)
+  token = token + 1
+  held[#held + 1] = id
+  held[#held + 1] = be6(token) .. rec:sub(1, 14) .. u16(attempts) .. rec:sub(17)
   leases[#leases + 1] = deadline
-  leases[#leases + 1] = m.id
-  out[#out + 1] = m.id
+  leases[#leases + 1] = id
+  out[#out + 1] = id
   out[#out + 1] = token
-  out[#out + 1] = m.attempts
-  out[#out + 1] = to_ms(m.due)
-  out[#out + 1] = m.payload
+  out[#out + 1] = attempts
+  out[#out + 1] = to_ms(unbe7(rec, 1))
+  out[#out + 1] = rec:sub(payload_at)
 end
 redis.call('HSET', k.held, unpack(held))
 redis.call('ZADD', k.leases, unpack(leases))
@@ -63,7 +66,7 @@ if #explicit > 0 then
 end
 -- Pass the wake-up on: another blocked consumer can take what this call left behind.
 local next_due = head_due(k.pending)
-if #due == max and next_due and next_due <= now then
+if count == max and next_due and next_due <= now then
   wake(k.wake)
 end
 return out

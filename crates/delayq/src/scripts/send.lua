@@ -21,7 +21,7 @@ for i = 0, n - 1 do
   if existing then
     local existing_due = -1
     if type(existing) == 'string' then
-      existing_due = to_ms(unbe(existing, 1, 7))
+      existing_due = to_ms(unbe7(existing, 1))
     end
     out[#out + 1] = id
     out[#out + 1] = existing_due
@@ -31,7 +31,7 @@ for i = 0, n - 1 do
     members[#members + 1] = 0
     members[#members + 1] = key .. body
     if id == '' then
-      id = fmt(due) .. '-' .. fmt(seq)
+      id = string.format('%d-%d', due, seq)
     else
       taken[id] = key
       indexed[#indexed + 1] = id
