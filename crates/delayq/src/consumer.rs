@@ -47,6 +47,8 @@ pub struct Delivery {
     pub lease_deadline_ms: u64,
     /// Identifies this delivery; a stale holder's token no longer matches.
     pub(crate) token: u64,
+    /// Names the message in flight (its sequence number, fixed for its life).
+    pub(crate) seq: [u8; 6],
 }
 
 impl Delivery {
@@ -64,6 +66,7 @@ impl Delivery {
             due_ms: self.due_ms,
             lease_deadline_ms: self.lease_deadline_ms,
             token: self.token,
+            seq: self.seq,
         }
     }
 }

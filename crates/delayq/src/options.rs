@@ -24,11 +24,11 @@ pub enum Schedule {
 }
 
 impl Schedule {
-    /// The schedule as the scripts take it: `+<ms>` relative or `@<ms>` absolute.
-    pub(crate) fn to_arg(self) -> Result<String, InvalidInput> {
+    /// The schedule as the scripts take it, validated.
+    pub(crate) fn to_spec(self) -> Result<DueSpec, InvalidInput> {
         match self {
-            Schedule::Now => Ok("+0".to_owned()),
-            Schedule::After(delay) => Ok(format!("+{}", checked_ms(delay, "delay")?)),
+            Schedule::Now => Ok(DueSpec::After(0)),
+            Schedule::After(delay) => Ok(DueSpec::After(checked_ms(delay, "delay")?)),
             Schedule::At(at_ms) => {
                 let horizon = now_ms().saturating_add(MAX_DELAY.as_millis() as u64);
                 if at_ms > horizon {
@@ -36,8 +36,33 @@ impl Schedule {
                         "deliver-at {at_ms} ms is more than ten years away"
                     )));
                 }
-                Ok(format!("@{at_ms}"))
+                Ok(DueSpec::At(at_ms))
             }
+        }
+    }
+}
+
+/// A validated schedule in milliseconds, relative to the server's now or absolute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DueSpec {
+    After(u64),
+    At(u64),
+}
+
+impl DueSpec {
+    /// As the scripts take it: `<ms>` or `@<ms>`.
+    pub(crate) fn arg(self) -> String {
+        match self {
+            DueSpec::After(ms) => ms.to_string(),
+            DueSpec::At(ms) => format!("@{ms}"),
+        }
+    }
+
+    /// The due time in µs, computed exactly as `due_from` in `prelude.lua` does.
+    pub(crate) fn due_us(self, now_us: u64) -> u64 {
+        match self {
+            DueSpec::After(ms) => now_us + ms * 1000,
+            DueSpec::At(ms) => ms * 1000,
         }
     }
 }

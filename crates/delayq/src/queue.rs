@@ -1,6 +1,7 @@
 //! A handle on one queue: producing, inspecting and settling messages. Every method is one
 //! script call (one round trip), atomic on the Redis side.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use crate::error::{Error, InvalidInput, Result};
 use crate::keys::Keys;
 use crate::message::{parse_state, CancelOutcome, MessageInfo, NackOutcome, Sent, State, Stats};
 use crate::names::{check_caller_id, check_lookup_id, QueueName};
-use crate::options::{checked_ms, Config, Message, Schedule, SendOptions};
+use crate::options::{checked_ms, Config, DueSpec, Message, Schedule, SendOptions};
 use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -76,8 +77,8 @@ impl Queue {
     /// Sends one message.
     pub async fn send(&self, payload: impl AsRef<[u8]>, options: &SendOptions) -> Result<Sent> {
         let mut inv = self.invocation(&SCRIPTS.send);
-        self.push_message(&mut inv, payload.as_ref(), options)?;
-        let mut sent = parse_sent(self.invoke(&inv).await?)?;
+        let spec = self.push_message(&mut inv, payload.as_ref(), options)?;
+        let mut sent = parse_sent(self.invoke(&inv).await?, &[(options, spec)])?;
         sent.pop()
             .ok_or_else(|| Error::Protocol("send returned nothing".into()))
     }
@@ -87,10 +88,14 @@ impl Queue {
     pub async fn send_batch(&self, messages: &[Message]) -> Result<Vec<Sent>> {
         check_batch(messages.len())?;
         let mut inv = self.invocation(&SCRIPTS.send);
+        let mut specs = Vec::with_capacity(messages.len());
         for m in messages {
-            self.push_message(&mut inv, &m.payload, &m.options)?;
+            specs.push((
+                &m.options,
+                self.push_message(&mut inv, &m.payload, &m.options)?,
+            ));
         }
-        parse_sent(self.invoke(&inv).await?)
+        parse_sent(self.invoke(&inv).await?, &specs)
     }
 
     fn push_message(
@@ -98,7 +103,7 @@ impl Queue {
         inv: &mut ScriptInvocation<'_>,
         payload: &[u8],
         options: &SendOptions,
-    ) -> Result<()> {
+    ) -> Result<DueSpec> {
         if payload.len() > self.config.max_payload_bytes {
             return Err(InvalidInput::PayloadTooLarge {
                 size: payload.len(),
@@ -113,7 +118,7 @@ impl Queue {
             return Err(InvalidInput::Option("max attempts must be at least 1".into()).into());
         }
         options.backoff.validate()?;
-        let due = options.schedule.to_arg()?;
+        let due = options.schedule.to_spec()?;
         let body = record::encode_body(
             options.id.as_deref(),
             options.max_attempts,
@@ -121,9 +126,9 @@ impl Queue {
             payload,
         );
         inv.arg(options.id.as_deref().unwrap_or(""))
-            .arg(due)
+            .arg(due.arg())
             .arg(body);
-        Ok(())
+        Ok(due)
     }
 
     /// Removes a delayed or ready message. An in-flight or dead message is left alone and
@@ -148,7 +153,7 @@ impl Queue {
     pub async fn reschedule(&self, id: &str, schedule: Schedule) -> Result<u64> {
         check_lookup_id(id)?;
         let mut inv = self.invocation(&SCRIPTS.reschedule);
-        inv.arg(id).arg(schedule.to_arg()?);
+        inv.arg(id).arg(schedule.to_spec()?.arg());
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let state = parse_state(&r.string()?)?;
         let due = r.int()?;
@@ -223,15 +228,19 @@ impl Queue {
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let next_event_us = r.int()?;
         let lease_deadline_ms = r.uint()?;
-        let mut deliveries = Vec::with_capacity(r.remaining() / 5);
+        let mut token = r.uint()?;
+        let mut deliveries = Vec::with_capacity(r.remaining());
         while r.remaining() > 0 {
+            let rec = record::decode(r.bytes()?)?;
+            token += 1;
             deliveries.push(Delivery {
-                id: r.string()?,
-                token: r.uint()?,
-                attempt: r.uint()? as u32,
-                due_ms: r.uint()?,
-                payload: r.bytes()?,
+                id: rec.id,
+                payload: rec.payload,
+                attempt: u32::from(rec.attempts),
+                due_ms: rec.due_us / 1000,
                 lease_deadline_ms,
+                token,
+                seq: rec.seq,
             });
         }
         Ok(Claim {
@@ -253,7 +262,7 @@ impl Queue {
         check_batch(deliveries.len())?;
         let mut inv = self.invocation(&SCRIPTS.ack);
         for d in deliveries {
-            inv.arg(&d.id).arg(d.token);
+            inv.arg(&d.seq[..]).arg(d.token).arg(&d.id);
         }
         flags(self.invoke(&inv).await?)
     }
@@ -272,7 +281,7 @@ impl Queue {
             None => String::new(),
         };
         let mut inv = self.invocation(&SCRIPTS.nack);
-        inv.arg(&delivery.id)
+        inv.arg(&delivery.seq[..])
             .arg(delivery.token)
             .arg("f")
             .arg(error)
@@ -296,7 +305,12 @@ impl Queue {
         check_batch(deliveries.len())?;
         let mut inv = self.invocation(&SCRIPTS.nack);
         for d in deliveries {
-            inv.arg(&d.id).arg(d.token).arg("r").arg("").arg("").arg(0);
+            inv.arg(&d.seq[..])
+                .arg(d.token)
+                .arg("r")
+                .arg("")
+                .arg("")
+                .arg(0);
         }
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let mut out = Vec::with_capacity(deliveries.len());
@@ -331,7 +345,7 @@ impl Queue {
         let mut inv = self.invocation(&SCRIPTS.extend);
         inv.arg(checked_ms(lease, "lease")?);
         for d in deliveries.iter() {
-            inv.arg(&d.id).arg(d.token);
+            inv.arg(&d.seq[..]).arg(d.token);
         }
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let mut out = Vec::with_capacity(deliveries.len());
@@ -372,18 +386,42 @@ fn check_batch(len: usize) -> Result<()> {
     Ok(())
 }
 
-fn parse_sent(value: Value) -> Result<Vec<Sent>> {
+/// Builds the send results from the script's reply: it reports the server time and the first
+/// sequence number, from which due times and generated ids follow, and the duplicates.
+fn parse_sent(value: Value, sent: &[(&SendOptions, DueSpec)]) -> Result<Vec<Sent>> {
     let mut r = Reply::new(value)?;
-    let mut out = Vec::with_capacity(r.remaining() / 3);
+    let now_us = r.uint()?;
+    let first_seq = r.uint()?;
+    let mut duplicates = HashMap::new();
     while r.remaining() > 0 {
-        let id = r.string()?;
-        let due = r.int()?;
-        let duplicate = r.int()? == 1;
-        out.push(Sent {
-            id,
-            due_ms: u64::try_from(due).ok(),
-            duplicate,
-        });
+        let position = r.uint()?;
+        duplicates.insert(position, r.int()?);
+    }
+    let mut out = Vec::with_capacity(sent.len());
+    for (i, (options, spec)) in (1u64..).zip(sent) {
+        let result = match (duplicates.get(&i), &options.id) {
+            (Some(due), Some(id)) => Sent {
+                id: id.clone(),
+                due_ms: u64::try_from(*due).ok(),
+                duplicate: true,
+            },
+            (Some(_), None) => {
+                return Err(Error::Protocol(
+                    "a generated id reported as duplicate".into(),
+                ))
+            }
+            (None, id) => {
+                let due_us = spec.due_us(now_us);
+                Sent {
+                    id: id
+                        .clone()
+                        .unwrap_or_else(|| format!("{due_us}-{}", first_seq + i)),
+                    due_ms: Some(due_us / 1000),
+                    duplicate: false,
+                }
+            }
+        };
+        out.push(result);
     }
     Ok(out)
 }

@@ -14,6 +14,7 @@
 //! set entry and nothing else; the header stays small enough that such a record fits
 //! jemalloc's 128-byte size class.
 
+use crate::error::Error;
 use crate::options::Backoff;
 
 const F_ID: u8 = 1;
@@ -64,6 +65,67 @@ pub(crate) fn encode_body(
     out
 }
 
+/// A record as a claim returns it, taken apart.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Decoded {
+    pub(crate) due_us: u64,
+    /// The 6 sequence bytes that name the message while it is in flight.
+    pub(crate) seq: [u8; 6],
+    pub(crate) attempts: u16,
+    pub(crate) id: String,
+    pub(crate) payload: Vec<u8>,
+}
+
+/// Takes a whole record (with its sort key) apart.
+pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
+    let bad = || Error::Protocol(format!("malformed record of {} bytes", rec.len()));
+    if rec.len() < 20 {
+        return Err(bad());
+    }
+    let due_us = rec[..7].iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
+    let mut seq = [0u8; 6];
+    seq.copy_from_slice(&rec[7..13]);
+    let flags = rec[13];
+    let attempts = u16::from_be_bytes([rec[14], rec[15]]);
+    let mut at = 18;
+    skip_varint(&rec, &mut at).ok_or_else(bad)?;
+    if flags & F_EXP != 0 {
+        skip_varint(&rec, &mut at).ok_or_else(bad)?;
+    }
+    at += usize::from(flags & F_FACTOR != 0) + usize::from(flags & F_JITTER != 0);
+    let id = if flags & F_ID != 0 {
+        let len = usize::from(*rec.get(at).ok_or_else(bad)?);
+        let id = rec.get(at + 1..at + 1 + len).ok_or_else(bad)?;
+        let id = String::from_utf8(id.to_vec()).map_err(|_| bad())?;
+        at += 1 + len;
+        id
+    } else {
+        let seq_n = seq.iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
+        format!("{due_us}-{seq_n}")
+    };
+    if at > rec.len() {
+        return Err(bad());
+    }
+    let payload = rec.split_off(at);
+    Ok(Decoded {
+        due_us,
+        seq,
+        attempts,
+        id,
+        payload,
+    })
+}
+
+fn skip_varint(rec: &[u8], at: &mut usize) -> Option<()> {
+    loop {
+        let b = *rec.get(*at)?;
+        *at += 1;
+        if b < 0x80 {
+            return Some(());
+        }
+    }
+}
+
 fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     while n >= 0x80 {
         out.push((n as u8 & 0x7f) | 0x80);
@@ -87,6 +149,25 @@ mod tests {
             "record is {} bytes",
             13 + body.len()
         );
+    }
+
+    #[test]
+    fn decode_reads_what_encode_wrote() {
+        let key = [0, 0, 0, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 7];
+        for id in [None, Some("order-1")] {
+            let backoff = Backoff::exponential(Duration::from_secs(1), Duration::from_secs(60))
+                .with_factor(3)
+                .with_jitter(5);
+            let mut rec = key.to_vec();
+            rec.extend(encode_body(id, 9, &backoff, b"\x00payload"));
+            let d = decode(rec).expect("well formed");
+            assert_eq!(d.due_us, 0x1234);
+            assert_eq!(d.seq, [0, 0, 0, 0, 0, 7]);
+            assert_eq!(d.attempts, 0);
+            assert_eq!(d.id, id.unwrap_or("4660-7"));
+            assert_eq!(d.payload, b"\x00payload");
+        }
+        assert!(decode(key.to_vec()).is_err(), "truncated record accepted");
     }
 
     #[test]

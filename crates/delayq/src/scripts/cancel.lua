@@ -5,11 +5,11 @@
 -- Returns: { state, cancelled } where state is what the message was in ('delayed', 'ready',
 --   'in_flight', 'dead' or 'missing') and cancelled is 1 when it was removed.
 local id = ARGV[1]
-local m = find_pending(k.pending, k.index, id)
+local m, key = find_pending(id)
 if not m then
-  return { settled_state(id), 0 }
+  return { settled_state(id, key), 0 }
 end
 local state = pending_state(m, now_us())
-remove_pending(k.pending, k.index, m)
+remove_pending(m)
 redis.call('HDEL', k.errors, id)
 return { state, 1 }

@@ -1,10 +1,11 @@
 #!lua
 -- claim.lua: the heart of receive. Reclaims expired leases (each counted as a failed attempt),
--- then moves up to `max` due messages from pending to in-flight under a fresh lease token.
+-- then moves up to `max` due messages from pending to in flight under fresh lease tokens.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV[1] max messages  ARGV[2] lease ms  ARGV[3] random number in [0,1) for backoff jitter
 --   ARGV[4] most expired leases to reclaim in this call
--- Returns: { next_event_us, lease_deadline_ms, then per message: id, token, attempts, due ms, payload }
+-- Returns: { next_event_us, lease_deadline_ms, token before the first, then per message its
+--   record with the attempt counted (message j has token first + j) }.
 --   next_event_us: when nothing was claimed, microseconds until the next message comes due or
 --   the next lease expires (-1: nothing pending or leased); 0 when something was claimed.
 local max, lease_ms, rnd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -12,61 +13,50 @@ local now = now_us()
 local now_ms = to_ms(now)
 
 local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
-for _, id in ipairs(expired) do
-  local v = redis.call('HGET', k.held, id)
-  release_lease(k.leases, k.held, id)
+for _, seq in ipairs(expired) do
+  local v = redis.call('HGET', k.held, seq)
+  release_lease(seq)
   if v then
     local m = parse(v:sub(7))
-    retry_or_bury(k, m, 'lease expired', backoff_ms(m, rnd), now)
+    retry_or_bury(m, 'lease expired', backoff_ms(m, rnd), now)
   end
 end
 
 local count = math.min(redis.call('ZLEXCOUNT', k.pending, '-', due_bound(now)), max)
 if count == 0 then
-  local next_us = head_due(k.pending)
+  local next_us = head_due()
   local lease = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
   if lease and (next_us == nil or tonumber(lease) * 1000 < next_us) then
     next_us = tonumber(lease) * 1000
   end
   if next_us == nil then
-    return { -1, 0 }
+    return { -1, 0, 0 }
   end
-  return { math.max(next_us - now, 0), 0 }
+  return { math.max(next_us - now, 0), 0, 0 }
 end
 
 -- All scores are 0, so the lowest members are the earliest due: exactly the `count` due ones.
 local popped = redis.call('ZPOPMIN', k.pending, count)
-local token = redis.call('INCRBY', k.seq, count) - count
+local first = redis.call('INCRBY', k.seq, count) - count
 local deadline = now_ms + lease_ms
-local out = { 0, deadline }
-local held, leases, explicit = {}, {}, {}
-for j = 1, #popped, 2 do
-  local rec = popped[j]
-  local flags = rec:byte(14)
+local out = { 0, deadline, first }
+local held, leases = {}, {}
+for j = 1, count do
+  local rec = popped[2 * j - 1]
   local attempts = rec:byte(15) * 256 + rec:byte(16) + 1
-  local id, payload_at = id_of(rec, flags)
-  if has(flags, F_ID) then
-    explicit[#explicit + 1] = id
-  end
-  token = token + 1
-  held[#held + 1] = id
-  held[#held + 1] = be6(token) .. rec:sub(1, 14) .. u16(attempts) .. rec:sub(17)
-  leases[#leases + 1] = deadline
-  leases[#leases + 1] = id
-  out[#out + 1] = id
-  out[#out + 1] = token
-  out[#out + 1] = attempts
-  out[#out + 1] = to_ms(unbe7(rec, 1))
-  out[#out + 1] = rec:sub(payload_at)
+  rec = rec:sub(1, 14) .. u16(attempts) .. rec:sub(17)
+  local seq = seq_of(rec)
+  held[2 * j - 1] = seq
+  held[2 * j] = be6(first + j) .. rec
+  leases[2 * j - 1] = deadline
+  leases[2 * j] = seq
+  out[3 + j] = rec
 end
 redis.call('HSET', k.held, unpack(held))
 redis.call('ZADD', k.leases, unpack(leases))
-if #explicit > 0 then
-  redis.call('HDEL', k.index, unpack(explicit))
-end
 -- Pass the wake-up on: another blocked consumer can take what this call left behind.
-local next_due = head_due(k.pending)
+local next_due = head_due()
 if count == max and next_due and next_due <= now then
-  wake(k.wake)
+  wake()
 end
 return out

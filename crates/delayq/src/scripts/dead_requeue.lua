@@ -9,7 +9,7 @@ if ARGV[1] == 'oldest' then
   ids = redis.call('ZRANGE', k.dead, 0, tonumber(ARGV[2]) - 1)
 end
 local now = now_us()
-local old_head = head_due(k.pending)
+local old_head = head_due()
 local moved = 0
 for _, id in ipairs(ids) do
   local rec = redis.call('HGET', k.dead_msgs, id)
@@ -18,11 +18,11 @@ for _, id in ipairs(ids) do
     m.attempts = 0
     redis.call('ZREM', k.dead, id)
     redis.call('HDEL', k.dead_msgs, id)
-    put_pending(k.pending, k.index, m, now)
+    put_pending(m, now)
     moved = moved + 1
   end
 end
 if moved > 0 then
-  wake_for(k.wake, now, old_head, now)
+  wake_for(now, old_head, now)
 end
 return moved

@@ -6,15 +6,15 @@
 --   false, payload, lease deadline ms (in flight) or died-at ms (dead) or 0 }.
 --   For an in-flight or dead message, due ms is the due time of its last delivery.
 local id = ARGV[1]
-local m = find_pending(k.pending, k.index, id)
+local m, key = find_pending(id)
 local state, extra = nil, 0
 if m then
   state = pending_state(m, now_us())
 else
-  state = settled_state(id)
+  state = settled_state(id, key)
   if state == 'in_flight' then
-    m = parse(redis.call('HGET', k.held, id):sub(7))
-    extra = tonumber(redis.call('ZSCORE', k.leases, id)) or 0
+    m = parse(held_record(key))
+    extra = tonumber(redis.call('ZSCORE', k.leases, seq_of(key))) or 0
   elseif state == 'dead' then
     m = parse(redis.call('HGET', k.dead_msgs, id))
     extra = tonumber(redis.call('ZSCORE', k.dead, id)) or 0

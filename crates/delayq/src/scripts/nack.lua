@@ -2,7 +2,7 @@
 -- nack.lua: ends deliveries that did not succeed.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV: per delivery six values
---   id, lease token,
+--   sequence bytes, lease token,
 --   mode       'f' failed attempt: retried by backoff, dead-lettered after the last attempt
 --              'r' released unprocessed (worker shutdown): ready now, the attempt is not counted
 --   error      text kept as the message's last error (mode 'f')
@@ -13,22 +13,22 @@ local now = now_us()
 local now_ms = to_ms(now)
 local out = {}
 for i = 1, #ARGV, 6 do
-  local id, mode = ARGV[i], ARGV[i + 2]
-  local rec = leased(k.leases, k.held, id, tonumber(ARGV[i + 1]), now_ms)
+  local seq, mode = ARGV[i], ARGV[i + 2]
+  local rec = leased(seq, tonumber(ARGV[i + 1]), now_ms)
   if not rec then
     out[#out + 1] = 'lost'
   else
-    release_lease(k.leases, k.held, id)
+    release_lease(seq)
     local m = parse(rec)
     if mode == 'r' then
       m.attempts = math.max(m.attempts - 1, 0)
-      local old_head = head_due(k.pending)
-      put_pending(k.pending, k.index, m, now)
-      wake_for(k.wake, now, old_head, now)
+      local old_head = head_due()
+      put_pending(m, now)
+      wake_for(now, old_head, now)
       out[#out + 1] = 'released'
     else
       local delay = tonumber(ARGV[i + 4]) or backoff_ms(m, tonumber(ARGV[i + 5]))
-      out[#out + 1] = retry_or_bury(k, m, ARGV[i + 3], delay, now)
+      out[#out + 1] = retry_or_bury(m, ARGV[i + 3], delay, now)
     end
   end
 end

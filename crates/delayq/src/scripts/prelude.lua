@@ -13,6 +13,16 @@
 --
 -- Due times are kept in microseconds of the server's clock so that "due" is exact: a message
 -- sent with a delay is never claimed before request arrival + delay. Leases are in ms.
+--
+-- Names: pending messages are found by their sort key (the index maps explicit ids to it; a
+-- generated id decodes to it). In flight, a message is named by its 6 sequence bytes (`seq`,
+-- fixed for its life) in `leases` and `held`; dead letters and errors are keyed by id.
+
+-- Every script receives the queue's keys in the order of Keys::all() (src/keys.rs).
+local k = {
+  pending = KEYS[1], index = KEYS[2], leases = KEYS[3], held = KEYS[4], dead = KEYS[5],
+  dead_msgs = KEYS[6], errors = KEYS[7], seq = KEYS[8], wake = KEYS[9],
+}
 
 local F_ID, F_EXP, F_FACTOR, F_JITTER = 1, 2, 4, 8
 local TWO48 = 281474976710656
@@ -21,33 +31,22 @@ local function has(flags, f)
   return math.floor(flags / f) % 2 == 1
 end
 
--- Big-endian unsigned integers of 6 and 7 bytes (exact up to 2^53). Hot: written out
--- rather than looped.
+-- Big-endian unsigned integers of 6 and 7 bytes, through the struct library (C, exact for
+-- integers below 2^53): these run for every message.
 local function be6(n)
-  local f = n % 256
-  n = (n - f) / 256
-  local e = n % 256
-  n = (n - e) / 256
-  local d = n % 256
-  n = (n - d) / 256
-  local c = n % 256
-  n = (n - c) / 256
-  local b = n % 256
-  return string.char((n - b) / 256 % 256, b, c, d, e, f)
+  return struct.pack('>I6', n)
 end
 
 local function be7(n)
-  local g = n % 256
-  return be6((n - g) / 256) .. string.char(g)
+  return struct.pack('>I7', n)
 end
 
 local function unbe6(s, i)
-  local a, b, c, d, e, f = s:byte(i, i + 5)
-  return ((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f
+  return (struct.unpack('>I6', s, i))
 end
 
 local function unbe7(s, i)
-  return unbe6(s, i) * 256 + s:byte(i + 6)
+  return (struct.unpack('>I7', s, i))
 end
 
 local TWO56 = 72057594037927936
@@ -79,18 +78,17 @@ local function to_ms(us)
   return math.floor(us / 1000)
 end
 
--- Due time in microseconds from '+<ms>' (delay from now) or '@<ms>' (absolute unix ms).
+-- Due time in microseconds from '<ms>' (delay from now) or '@<ms>' (absolute unix ms).
 local function due_from(spec, now)
-  local ms = tonumber(spec:sub(2))
-  if spec:sub(1, 1) == '+' then
-    return now + ms * 1000
+  if spec:byte(1) == 64 then
+    return tonumber(spec:sub(2)) * 1000
   end
-  return ms * 1000
+  return now + tonumber(spec) * 1000
 end
 
--- Sort key: everything up to the first byte after (due, seq).
+-- Sort key: due time and sequence number.
 local function key_of(due, seq)
-  return be7(due) .. be6(seq)
+  return struct.pack('>I7I6', due, seq)
 end
 
 -- Exclusive upper bound in the pending set for messages due at or before `us`.
@@ -162,54 +160,79 @@ end
 
 -- Puts a parsed message into the pending set at `due`. Its id must stay findable: an id that
 -- no longer decodes to the sort key becomes explicit and gets an index entry.
-local function put_pending(pending, index, m, due)
+-- Puts a parsed message into the pending set at `due`. Its id must stay findable: an id that
+-- no longer decodes to the sort key becomes explicit and gets an index entry.
+local function put_pending(m, due)
   if due ~= m.due and not has(m.flags, F_ID) then
     m.flags = m.flags + F_ID
   end
   m.due = due
-  redis.call('ZADD', pending, 0, encode(m))
+  redis.call('ZADD', k.pending, 0, encode(m))
   if has(m.flags, F_ID) then
-    redis.call('HSET', index, m.id, sort_key(m))
+    redis.call('HSET', k.index, m.id, sort_key(m))
   end
 end
 
--- The pending member of `id`, parsed, or nil.
-local function find_pending(pending, index, id)
-  local k = redis.call('HGET', index, id)
-  if not k then
-    local d, s = string.match(id, '^(%d+)-(%d+)$')
-    if not d then
-      return nil
-    end
-    d, s = tonumber(d), tonumber(s)
-    if d >= TWO56 or s >= TWO48 - 1 then
-      return nil
-    end
-    k = key_of(d, s)
+-- Sort key of `id`: from the index (explicit ids, pending or in flight), else decoded from a
+-- generated id; nil when neither applies.
+local function key_for(id)
+  local key = redis.call('HGET', k.index, id)
+  if key then
+    return key
   end
-  local upper = k:sub(1, 7) .. be6(unbe6(k, 8) + 1)
-  local hit = redis.call('ZRANGEBYLEX', pending, '[' .. k, '(' .. upper, 'LIMIT', 0, 1)[1]
-  if not hit then
+  local d, s = string.match(id, '^(%d+)-(%d+)$')
+  if not d then
     return nil
   end
-  local m = parse(hit)
-  if m.id ~= id then
+  d, s = tonumber(d), tonumber(s)
+  if d >= TWO56 or s >= TWO48 - 1 then
     return nil
   end
-  m.member = hit
-  return m
+  return key_of(d, s)
 end
 
-local function remove_pending(pending, index, m)
-  redis.call('ZREM', pending, m.member)
-  if has(m.flags, F_ID) then
-    redis.call('HDEL', index, m.id)
+-- The 6 sequence bytes that name a message in flight.
+local function seq_of(key)
+  return key:sub(8, 13)
+end
+
+-- The pending message of `id`, parsed (with `member` set), or nil; and its sort key if known.
+local function find_pending(id)
+  local key = key_for(id)
+  if not key then
+    return nil, nil
   end
+  local upper = key:sub(1, 7) .. be6(unbe6(key, 8) + 1)
+  local hit = redis.call('ZRANGEBYLEX', k.pending, '[' .. key, '(' .. upper, 'LIMIT', 0, 1)[1]
+  if hit then
+    local m = parse(hit)
+    if m.id == id then
+      m.member = hit
+      return m, key
+    end
+  end
+  return nil, key
+end
+
+local function remove_pending(m)
+  redis.call('ZREM', k.pending, m.member)
+  if has(m.flags, F_ID) then
+    redis.call('HDEL', k.index, m.id)
+  end
+end
+
+-- The in-flight record with sort key `key` (without its lease token), or nil.
+local function held_record(key)
+  local v = redis.call('HGET', k.held, seq_of(key))
+  if v and v:sub(7, 19) == key then
+    return v:sub(7)
+  end
+  return nil
 end
 
 -- Due time of the earliest pending message, or nil.
-local function head_due(pending)
-  local h = redis.call('ZRANGE', pending, 0, 0)[1]
+local function head_due()
+  local h = redis.call('ZRANGE', k.pending, 0, 0)[1]
   if h then
     return unbe7(h, 1)
   end
@@ -217,17 +240,17 @@ local function head_due(pending)
 end
 
 -- One token wakes one blocked consumer; a token left over only causes one extra claim.
-local function wake(wake_key)
-  if redis.call('LLEN', wake_key) == 0 then
-    redis.call('LPUSH', wake_key, '1')
+local function wake()
+  if redis.call('LLEN', k.wake) == 0 then
+    redis.call('LPUSH', k.wake, '1')
   end
 end
 
 -- Wakes a consumer when `due` is already due or earlier than everything it may be sleeping on
 -- (all in microseconds).
-local function wake_for(wake_key, due, old_head, now)
+local function wake_for(due, old_head, now)
   if due <= now or old_head == nil or due < old_head then
-    wake(wake_key)
+    wake()
   end
 end
 
@@ -246,44 +269,41 @@ local function backoff_ms(m, rnd)
   return math.floor(d)
 end
 
--- The held (in-flight) record of `id` if `token` holds an unexpired lease on it, else nil.
-local function leased(leases, held, id, token, now_ms)
-  local v = redis.call('HGET', held, id)
+-- The held record of in-flight `seq` if `token` holds an unexpired lease on it, else nil.
+local function leased(seq, token, now_ms)
+  local v = redis.call('HGET', k.held, seq)
   if not v or unbe6(v, 1) ~= token then
     return nil
   end
-  local deadline = tonumber(redis.call('ZSCORE', leases, id))
+  local deadline = tonumber(redis.call('ZSCORE', k.leases, seq))
   if not deadline or deadline <= now_ms then
     return nil
   end
   return v:sub(7)
 end
 
-local function release_lease(leases, held, id)
-  redis.call('ZREM', leases, id)
-  redis.call('HDEL', held, id)
+local function release_lease(seq)
+  redis.call('ZREM', k.leases, seq)
+  redis.call('HDEL', k.held, seq)
 end
 
 -- Ends a delivery that failed: dead letter after the last attempt, otherwise back to pending
 -- `delay_ms` after `now` (microseconds).
-local function retry_or_bury(k, m, err, delay_ms, now)
+local function retry_or_bury(m, err, delay_ms, now)
   redis.call('HSET', k.errors, m.id, err)
   if m.attempts >= m.max then
     redis.call('ZADD', k.dead, to_ms(now), m.id)
     redis.call('HSET', k.dead_msgs, m.id, encode(m))
+    if has(m.flags, F_ID) then
+      redis.call('HDEL', k.index, m.id)
+    end
     return 'dead'
   end
-  local old_head = head_due(k.pending)
-  put_pending(k.pending, k.index, m, now + delay_ms * 1000)
-  wake_for(k.wake, m.due, old_head, now)
+  local old_head = head_due()
+  put_pending(m, now + delay_ms * 1000)
+  wake_for(m.due, old_head, now)
   return 'retry'
 end
-
--- Every script receives the queue's keys in the order of Keys::all() (src/keys.rs).
-local k = {
-  pending = KEYS[1], index = KEYS[2], leases = KEYS[3], held = KEYS[4], dead = KEYS[5],
-  dead_msgs = KEYS[6], errors = KEYS[7], seq = KEYS[8], wake = KEYS[9],
-}
 
 local function pending_state(m, now)
   if m.due <= now then
@@ -292,9 +312,9 @@ local function pending_state(m, now)
   return 'delayed'
 end
 
--- State of an id that is not pending: 'in_flight', 'dead' or 'missing'.
-local function settled_state(id)
-  if redis.call('HEXISTS', k.held, id) == 1 then
+-- State of an id that is not pending ('in_flight', 'dead' or 'missing'), given its sort key.
+local function settled_state(id, key)
+  if key and held_record(key) then
     return 'in_flight'
   end
   if redis.call('HEXISTS', k.dead_msgs, id) == 1 then

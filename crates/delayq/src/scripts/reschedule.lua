@@ -1,19 +1,19 @@
 #!lua
 -- reschedule.lua: moves a delayed or ready message to a new due time, keeping its id.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
--- ARGV[1]: message id  ARGV[2]: '+<ms>' delay from the server's now, or '@<ms>' absolute unix ms
+-- ARGV[1]: message id  ARGV[2]: '<ms>' delay from the server's now, or '@<ms>' absolute unix ms
 -- Returns: { state before, new due ms } when moved; { state, -1 } when the message is not
 --   pending ('in_flight', 'dead' or 'missing') and nothing changed.
 local id, spec = ARGV[1], ARGV[2]
-local m = find_pending(k.pending, k.index, id)
+local m, key = find_pending(id)
 if not m then
-  return { settled_state(id), -1 }
+  return { settled_state(id, key), -1 }
 end
 local now = now_us()
 local due = due_from(spec, now)
 local state = pending_state(m, now)
-remove_pending(k.pending, k.index, m)
-local old_head = head_due(k.pending)
-put_pending(k.pending, k.index, m, due)
-wake_for(k.wake, due, old_head, now)
+remove_pending(m)
+local old_head = head_due()
+put_pending(m, due)
+wake_for(due, old_head, now)
 return { state, to_ms(due) }

@@ -3,36 +3,36 @@
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV: per message a triple
 --   id     caller id, or '' for an id made from the sort key
---   due    '+<ms>' delay from the server's now, or '@<ms>' absolute unix ms
+--   due    '<ms>' delay from the server's now, or '@<ms>' absolute unix ms
 --   body   the record without its 13-byte sort key (flags .. payload; src/record.rs)
--- Returns per message: id, due ms (-1 if unknown), 1 if the id already existed (nothing written) else 0.
+-- Returns: { now µs, sequence before the first message, then per caller id that already
+--   existed (nothing written for it): its position (1-based), its due ms or -1 if in flight }.
+--   Message i gets sequence first + i; the client derives due times and generated ids from
+--   these, exactly as computed here.
 local now = now_us()
 local n = #ARGV / 3
-local old_head = head_due(k.pending)
-local seq = redis.call('INCRBY', k.seq, n) - n
-local out, members, indexed, taken = {}, {}, {}, {}
+local old_head = head_due()
+local first = redis.call('INCRBY', k.seq, n) - n
+local out = { now, first }
+local members, indexed, taken = {}, {}, {}
 local min_due = nil
-for i = 0, n - 1 do
-  local id, body = ARGV[3 * i + 1], ARGV[3 * i + 3]
-  local due = due_from(ARGV[3 * i + 2], now)
-  seq = seq + 1
+for i = 1, n do
+  local id, body = ARGV[3 * i - 2], ARGV[3 * i]
   local existing = id ~= '' and (taken[id] or redis.call('HGET', k.index, id)
-    or redis.call('HEXISTS', k.held, id) == 1 or redis.call('HEXISTS', k.dead_msgs, id) == 1)
+    or redis.call('HEXISTS', k.dead_msgs, id) == 1)
   if existing then
     local existing_due = -1
-    if type(existing) == 'string' then
+    if type(existing) == 'string' and not held_record(existing) then
       existing_due = to_ms(unbe7(existing, 1))
     end
-    out[#out + 1] = id
+    out[#out + 1] = i
     out[#out + 1] = existing_due
-    out[#out + 1] = 1
   else
-    local key = key_of(due, seq)
+    local due = due_from(ARGV[3 * i - 1], now)
+    local key = key_of(due, first + i)
     members[#members + 1] = 0
     members[#members + 1] = key .. body
-    if id == '' then
-      id = string.format('%d-%d', due, seq)
-    else
+    if id ~= '' then
       taken[id] = key
       indexed[#indexed + 1] = id
       indexed[#indexed + 1] = key
@@ -40,9 +40,6 @@ for i = 0, n - 1 do
     if min_due == nil or due < min_due then
       min_due = due
     end
-    out[#out + 1] = id
-    out[#out + 1] = to_ms(due)
-    out[#out + 1] = 0
   end
 end
 if #members > 0 then
@@ -52,6 +49,6 @@ if #indexed > 0 then
   redis.call('HSET', k.index, unpack(indexed))
 end
 if min_due then
-  wake_for(k.wake, min_due, old_head, now)
+  wake_for(min_due, old_head, now)
 end
 return out

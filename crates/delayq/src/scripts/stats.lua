@@ -8,6 +8,6 @@ local ready = redis.call('ZLEXCOUNT', k.pending, '-', due_bound(now))
 local delayed = redis.call('ZCARD', k.pending) - ready
 local lag = 0
 if ready > 0 then
-  lag = to_ms(now - head_due(k.pending))
+  lag = to_ms(now - head_due())
 end
 return { delayed, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag }
