@@ -49,6 +49,8 @@ pub struct Delivery {
     pub(crate) token: u64,
     /// Names the message in flight (its sequence number, fixed for its life).
     pub(crate) seq: [u8; 6],
+    /// Whether the id is indexed (caller-given or moved) rather than generated.
+    pub(crate) explicit_id: bool,
 }
 
 impl Delivery {
@@ -67,7 +69,16 @@ impl Delivery {
             lease_deadline_ms: self.lease_deadline_ms,
             token: self.token,
             seq: self.seq,
+            explicit_id: self.explicit_id,
         }
+    }
+
+    /// The lease's name in Redis: sequence bytes then token, both big-endian.
+    pub(crate) fn lease_member(&self) -> [u8; 12] {
+        let mut member = [0u8; 12];
+        member[..6].copy_from_slice(&self.seq);
+        member[6..].copy_from_slice(&self.token.to_be_bytes()[2..]);
+        member
     }
 }
 

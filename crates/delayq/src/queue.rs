@@ -236,11 +236,13 @@ impl Queue {
             deliveries.push(Delivery {
                 id: rec.id,
                 payload: rec.payload,
-                attempt: u32::from(rec.attempts),
+                // The record is as it was pending; this delivery is one more attempt.
+                attempt: u32::from(rec.attempts) + 1,
                 due_ms: rec.due_us / 1000,
                 lease_deadline_ms,
                 token,
                 seq: rec.seq,
+                explicit_id: rec.explicit_id,
             });
         }
         Ok(Claim {
@@ -262,7 +264,9 @@ impl Queue {
         check_batch(deliveries.len())?;
         let mut inv = self.invocation(&SCRIPTS.ack);
         for d in deliveries {
-            inv.arg(&d.seq[..]).arg(d.token).arg(&d.id);
+            inv.arg(&d.lease_member()[..])
+                .arg(&d.id)
+                .arg(if d.explicit_id { "1" } else { "0" });
         }
         flags(self.invoke(&inv).await?)
     }
@@ -281,8 +285,7 @@ impl Queue {
             None => String::new(),
         };
         let mut inv = self.invocation(&SCRIPTS.nack);
-        inv.arg(&delivery.seq[..])
-            .arg(delivery.token)
+        inv.arg(&delivery.lease_member()[..])
             .arg("f")
             .arg(error)
             .arg(retry_ms)
@@ -305,8 +308,7 @@ impl Queue {
         check_batch(deliveries.len())?;
         let mut inv = self.invocation(&SCRIPTS.nack);
         for d in deliveries {
-            inv.arg(&d.seq[..])
-                .arg(d.token)
+            inv.arg(&d.lease_member()[..])
                 .arg("r")
                 .arg("")
                 .arg("")
@@ -345,7 +347,7 @@ impl Queue {
         let mut inv = self.invocation(&SCRIPTS.extend);
         inv.arg(checked_ms(lease, "lease")?);
         for d in deliveries.iter() {
-            inv.arg(&d.seq[..]).arg(d.token);
+            inv.arg(&d.lease_member()[..]);
         }
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let mut out = Vec::with_capacity(deliveries.len());

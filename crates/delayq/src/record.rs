@@ -73,6 +73,8 @@ pub(crate) struct Decoded {
     pub(crate) seq: [u8; 6],
     pub(crate) attempts: u16,
     pub(crate) id: String,
+    /// The id was given by the caller (or the message moved), rather than generated.
+    pub(crate) explicit_id: bool,
     pub(crate) payload: Vec<u8>,
 }
 
@@ -112,6 +114,7 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
         seq,
         attempts,
         id,
+        explicit_id: flags & F_ID != 0,
         payload,
     })
 }

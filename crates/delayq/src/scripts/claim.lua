@@ -5,7 +5,8 @@
 -- ARGV[1] max messages  ARGV[2] lease ms  ARGV[3] random number in [0,1) for backoff jitter
 --   ARGV[4] most expired leases to reclaim in this call
 -- Returns: { next_event_us, lease_deadline_ms, token before the first, then per message its
---   record with the attempt counted (message j has token first + j) }.
+--   record as it was pending (message j has token first + j, and this delivery is its
+--   attempts + 1) }.
 --   next_event_us: when nothing was claimed, microseconds until the next message comes due or
 --   the next lease expires (-1: nothing pending or leased); 0 when something was claimed.
 local max, lease_ms, rnd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -13,11 +14,12 @@ local now = now_us()
 local now_ms = to_ms(now)
 
 local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
-for _, seq in ipairs(expired) do
+for _, member in ipairs(expired) do
+  local seq = member:sub(1, 6)
   local v = redis.call('HGET', k.held, seq)
-  release_lease(seq)
+  release_lease(member)
   if v then
-    local m = parse(v:sub(7))
+    local m = parse_held(seq, v)
     retry_or_bury(m, 'lease expired', backoff_ms(m, rnd), now)
   end
 end
@@ -43,13 +45,12 @@ local out = { 0, deadline, first }
 local held, leases = {}, {}
 for j = 1, count do
   local rec = popped[2 * j - 1]
-  local attempts = rec:byte(15) * 256 + rec:byte(16) + 1
-  rec = rec:sub(1, 14) .. u16(attempts) .. rec:sub(17)
   local seq = seq_of(rec)
+  local token = be6(first + j)
   held[2 * j - 1] = seq
-  held[2 * j] = be6(first + j) .. rec
+  held[2 * j] = token .. struct.pack('>H', rec:byte(15) * 256 + rec:byte(16) + 1) .. rec
   leases[2 * j - 1] = deadline
-  leases[2 * j] = seq
+  leases[2 * j] = seq .. token
   out[3 + j] = rec
 end
 redis.call('HSET', k.held, unpack(held))

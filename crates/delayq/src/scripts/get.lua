@@ -13,8 +13,8 @@ if m then
 else
   state = settled_state(id, key)
   if state == 'in_flight' then
-    m = parse(held_record(key))
-    extra = tonumber(redis.call('ZSCORE', k.leases, seq_of(key))) or 0
+    m = parse_held(seq_of(key), held_value(key))
+    extra = tonumber(redis.call('ZSCORE', k.leases, m.lease)) or 0
   elseif state == 'dead' then
     m = parse(redis.call('HGET', k.dead_msgs, id))
     extra = tonumber(redis.call('ZSCORE', k.dead, id)) or 0

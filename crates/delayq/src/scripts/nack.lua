@@ -1,8 +1,8 @@
 #!lua
 -- nack.lua: ends deliveries that did not succeed.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
--- ARGV: per delivery six values
---   sequence bytes, lease token,
+-- ARGV: per delivery five values
+--   lease member (seq .. token),
 --   mode       'f' failed attempt: retried by backoff, dead-lettered after the last attempt
 --              'r' released unprocessed (worker shutdown): ready now, the attempt is not counted
 --   error      text kept as the message's last error (mode 'f')
@@ -12,14 +12,14 @@
 local now = now_us()
 local now_ms = to_ms(now)
 local out = {}
-for i = 1, #ARGV, 6 do
-  local seq, mode = ARGV[i], ARGV[i + 2]
-  local rec = leased(seq, tonumber(ARGV[i + 1]), now_ms)
-  if not rec then
+for i = 1, #ARGV, 5 do
+  local member, mode = ARGV[i], ARGV[i + 1]
+  if not leased(member, now_ms) then
     out[#out + 1] = 'lost'
   else
-    release_lease(seq)
-    local m = parse(rec)
+    local seq = member:sub(1, 6)
+    local m = parse_held(seq, redis.call('HGET', k.held, seq))
+    release_lease(member)
     if mode == 'r' then
       m.attempts = math.max(m.attempts - 1, 0)
       local old_head = head_due()
@@ -27,8 +27,8 @@ for i = 1, #ARGV, 6 do
       wake_for(now, old_head, now)
       out[#out + 1] = 'released'
     else
-      local delay = tonumber(ARGV[i + 4]) or backoff_ms(m, tonumber(ARGV[i + 5]))
-      out[#out + 1] = retry_or_bury(m, ARGV[i + 3], delay, now)
+      local delay = tonumber(ARGV[i + 3]) or backoff_ms(m, tonumber(ARGV[i + 4]))
+      out[#out + 1] = retry_or_bury(m, ARGV[i + 2], delay, now)
     end
   end
 end

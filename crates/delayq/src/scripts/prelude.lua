@@ -16,7 +16,10 @@
 --
 -- Names: pending messages are found by their sort key (the index maps explicit ids to it; a
 -- generated id decodes to it). In flight, a message is named by its 6 sequence bytes (`seq`,
--- fixed for its life) in `leases` and `held`; dead letters and errors are keyed by id.
+-- fixed for its life): `held` maps seq -> lease token (6 bytes) .. attempts (u16, this
+-- delivery counted) .. record (as it was pending), and `leases` scores the *lease member*
+-- seq .. token by its deadline in ms, so a token is checked by one ZSCORE. Dead letters and
+-- errors are keyed by id.
 
 -- Every script receives the queue's keys in the order of Keys::all() (src/keys.rs).
 local k = {
@@ -221,13 +224,21 @@ local function remove_pending(m)
   end
 end
 
--- The in-flight record with sort key `key` (without its lease token), or nil.
-local function held_record(key)
+-- The held value of the in-flight message with sort key `key`, or nil.
+local function held_value(key)
   local v = redis.call('HGET', k.held, seq_of(key))
-  if v and v:sub(7, 19) == key then
-    return v:sub(7)
+  if v and v:sub(9, 21) == key then
+    return v
   end
   return nil
+end
+
+-- A held value parsed: the message as it stands in this delivery, with its lease member.
+local function parse_held(seq, v)
+  local m = parse(v:sub(9))
+  m.attempts = (struct.unpack('>H', v, 7))
+  m.lease = seq .. v:sub(1, 6)
+  return m
 end
 
 -- Due time of the earliest pending message, or nil.
@@ -269,22 +280,15 @@ local function backoff_ms(m, rnd)
   return math.floor(d)
 end
 
--- The held record of in-flight `seq` if `token` holds an unexpired lease on it, else nil.
-local function leased(seq, token, now_ms)
-  local v = redis.call('HGET', k.held, seq)
-  if not v or unbe6(v, 1) ~= token then
-    return nil
-  end
-  local deadline = tonumber(redis.call('ZSCORE', k.leases, seq))
-  if not deadline or deadline <= now_ms then
-    return nil
-  end
-  return v:sub(7)
+-- True when lease `member` (seq .. token) is held and unexpired.
+local function leased(member, now_ms)
+  local deadline = tonumber(redis.call('ZSCORE', k.leases, member))
+  return deadline ~= nil and deadline > now_ms
 end
 
-local function release_lease(seq)
-  redis.call('ZREM', k.leases, seq)
-  redis.call('HDEL', k.held, seq)
+local function release_lease(member)
+  redis.call('ZREM', k.leases, member)
+  redis.call('HDEL', k.held, member:sub(1, 6))
 end
 
 -- Ends a delivery that failed: dead letter after the last attempt, otherwise back to pending
@@ -314,7 +318,7 @@ end
 
 -- State of an id that is not pending ('in_flight', 'dead' or 'missing'), given its sort key.
 local function settled_state(id, key)
-  if key and held_record(key) then
+  if key and held_value(key) then
     return 'in_flight'
   end
   if redis.call('HEXISTS', k.dead_msgs, id) == 1 then

@@ -22,7 +22,7 @@ for i = 1, n do
     or redis.call('HEXISTS', k.dead_msgs, id) == 1)
   if existing then
     local existing_due = -1
-    if type(existing) == 'string' and not held_record(existing) then
+    if type(existing) == 'string' and not held_value(existing) then
       existing_due = to_ms(unbe7(existing, 1))
     end
     out[#out + 1] = i
