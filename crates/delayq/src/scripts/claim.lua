@@ -24,7 +24,8 @@ for _, member in ipairs(expired) do
   end
 end
 
-local count = math.min(redis.call('ZLEXCOUNT', k.pending, '-', due_bound(now)), max)
+local due = redis.call('ZRANGEBYLEX', k.pending, '-', due_bound(now), 'LIMIT', 0, max)
+local count = #due
 if count == 0 then
   local next_us = head_due()
   local lease = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
@@ -37,19 +38,21 @@ if count == 0 then
   return { math.max(next_us - now, 0), 0, 0 }
 end
 
--- All scores are 0, so the lowest members are the earliest due: exactly the `count` due ones.
-local popped = redis.call('ZPOPMIN', k.pending, count)
+-- The claimed messages are exactly the lowest members, up to the last one taken.
+redis.call('ZREMRANGEBYLEX', k.pending, '-', '[' .. due[count])
 local first = redis.call('INCRBY', k.seq, count) - count
 local deadline = now_ms + lease_ms
+-- Bulk arguments as strings: Lua would format a number argument for every element.
+local deadline_arg = string.format('%d', deadline)
 local out = { 0, deadline, first }
 local held, leases = {}, {}
 for j = 1, count do
-  local rec = popped[2 * j - 1]
+  local rec = due[j]
   local seq = seq_of(rec)
   local token = be6(first + j)
   held[2 * j - 1] = seq
   held[2 * j] = token .. struct.pack('>H', rec:byte(15) * 256 + rec:byte(16) + 1) .. rec
-  leases[2 * j - 1] = deadline
+  leases[2 * j - 1] = deadline_arg
   leases[2 * j] = seq .. token
   out[3 + j] = rec
 end

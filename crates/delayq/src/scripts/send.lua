@@ -30,7 +30,7 @@ for i = 1, n do
   else
     local due = due_from(ARGV[3 * i - 1], now)
     local key = key_of(due, first + i)
-    members[#members + 1] = 0
+    members[#members + 1] = '0'
     members[#members + 1] = key .. body
     if id ~= '' then
       taken[id] = key
