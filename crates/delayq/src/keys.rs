@@ -48,6 +48,14 @@ impl Keys {
         &self.all
     }
 
+    pub(crate) fn pending(&self) -> &str {
+        &self.all[0]
+    }
+
+    pub(crate) fn seq(&self) -> &str {
+        &self.all[7]
+    }
+
     pub(crate) fn dead(&self) -> &str {
         &self.all[4]
     }

@@ -65,6 +65,15 @@ pub(crate) fn encode_body(
     out
 }
 
+/// The whole record: sort key (due µs, sequence) then the body.
+pub(crate) fn with_sort_key(due_us: u64, seq: u64, body: &[u8]) -> Vec<u8> {
+    let mut rec = Vec::with_capacity(13 + body.len());
+    rec.extend_from_slice(&due_us.to_be_bytes()[1..]);
+    rec.extend_from_slice(&seq.to_be_bytes()[2..]);
+    rec.extend_from_slice(body);
+    rec
+}
+
 /// A record as a claim returns it, taken apart.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Decoded {
@@ -157,6 +166,7 @@ mod tests {
     #[test]
     fn decode_reads_what_encode_wrote() {
         let key = [0, 0, 0, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 7];
+        assert_eq!(with_sort_key(0x1234, 7, b""), key);
         for id in [None, Some("order-1")] {
             let backoff = Backoff::exponential(Duration::from_secs(1), Duration::from_secs(60))
                 .with_factor(3)

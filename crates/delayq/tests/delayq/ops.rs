@@ -206,6 +206,42 @@ async fn send_batch_answers_in_input_order() {
 }
 
 #[tokio::test]
+async fn a_batch_without_caller_ids_is_one_findable_message_each() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    let before = now_ms();
+    let batch: Vec<Message> = (0..5u64)
+        .map(|i| {
+            let options = SendOptions::new().delay(Duration::from_secs(60 * i));
+            Message::new(format!("m{i}"), options)
+        })
+        .collect();
+    let sent = q.send_batch(&batch).await.expect("send batch");
+    let after = now_ms();
+
+    assert_eq!(sent.len(), 5);
+    for (i, s) in (0..).zip(&sent) {
+        assert!(!s.duplicate);
+        assert_due_between(s, before + 60_000 * i, after + 60_000 * i);
+        let info = q
+            .get(&s.id)
+            .await
+            .expect("get")
+            .expect("findable by its id");
+        assert_eq!(info.payload, format!("m{i}").into_bytes());
+        assert_eq!(Some(info.due_ms), s.due_ms);
+    }
+    assert_eq!(counts(&q).await, [4, 1, 0, 0]);
+    assert_eq!(
+        q.cancel(&sent[3].id).await.expect("cancel"),
+        CancelOutcome::Cancelled(State::Delayed)
+    );
+    let got = receive_due(&q).await;
+    assert_eq!(payloads(&got), [&b"m0"[..]]);
+    assert_eq!(got[0].id, sent[0].id);
+}
+
+#[tokio::test]
 async fn cancel_reports_the_state_it_found() {
     let (_server, dq) = setup().await;
     let q = queue(&dq, "ops");

@@ -147,6 +147,25 @@ async fn send_of_a_ready_message_wakes_a_waiting_consumer() {
 }
 
 #[tokio::test]
+async fn a_batch_send_wakes_a_waiting_consumer() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "wake-batch");
+    let hour = SendOptions::new().delay(Duration::from_secs(3600));
+    q.send(b"in an hour", &hour).await.expect("send");
+    let receiving = blocked_receive(&server, &q).await;
+
+    let batch = [delayq::Message::new("now", SendOptions::new())];
+    let sent = q.send_batch(&batch).await.expect("send batch");
+    let (got, took, _) = receiving.await.expect("receive task");
+    assert_eq!(got.len(), 1, "woken with a message, not timed out");
+    assert_eq!(got[0].id, sent[0].id, "the batch's ready message");
+    assert!(
+        took < WAIT,
+        "returned after {took:?}, when its {WAIT:?} wait ran out"
+    );
+}
+
+#[tokio::test]
 async fn reschedule_to_an_earlier_time_wakes_a_waiting_consumer() {
     let (server, dq) = setup().await;
     let q = queue(&dq, "wake-reschedule");
