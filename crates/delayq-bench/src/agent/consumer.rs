@@ -74,7 +74,7 @@ pub(super) async fn run(queue: Queue, n: u64, file: PathBuf, mut commands: Comma
             "concurrency": CONCURRENCY,
             "batch_size": BATCH_SIZE,
             "lease_s": LEASE.as_secs(),
-            "ack": "handler returns Ok, the worker acks (Queue::ack per message)",
+            "ack": "handler returns Ok; the worker acks finished handlers in batches (one ack script call each)",
             "queue": queue.name().to_string(),
         }),
     })?;

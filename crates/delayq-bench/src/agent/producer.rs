@@ -23,7 +23,7 @@ pub(super) async fn run(
     let config = if workload.bulk() {
         json!({
             "bulk_api": true,
-            "api": "Queue::send_batch",
+            "api": "Queue::send_batch (generated ids: two MULTI round trips per batch, in sequence)",
             "batch_size": BATCH_SIZE,
             "bulk_calls_in_flight": 1,
             "queue": queue.name().to_string(),
