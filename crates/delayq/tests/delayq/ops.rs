@@ -37,6 +37,13 @@ fn assert_due_between(sent: &Sent, low: u64, high: u64) -> u64 {
     due
 }
 
+/// A generated id `<due µs>-<seq>` as (due ms, seq).
+fn generated_id_parts(id: &str) -> (u64, u64) {
+    let (due_us, seq) = id.split_once('-').expect("id is <due µs>-<seq>");
+    let number = |s: &str| s.parse::<u64>().expect("id parts are numbers");
+    (number(due_us) / 1000, number(seq))
+}
+
 #[tokio::test]
 async fn generated_ids_are_due_time_and_sequence() {
     let (_server, dq) = setup().await;
@@ -53,10 +60,9 @@ async fn generated_ids_are_due_time_and_sequence() {
     for (sent, offset) in [(&now, 0), (&later, HOUR_MS)] {
         assert!(!sent.duplicate);
         let due = assert_due_between(sent, before + offset, after + offset);
-        let (id_due, seq) = sent.id.split_once('-').expect("id is <due µs>-<seq>");
-        let id_due_us: u64 = id_due.parse().expect("due part is a number");
-        assert_eq!(id_due_us / 1000, due, "id {} encodes the due time", sent.id);
-        seqs.push(seq.parse::<u64>().expect("sequence is a number"));
+        let (id_due_ms, seq) = generated_id_parts(&sent.id);
+        assert_eq!(id_due_ms, due, "id {} encodes the due time", sent.id);
+        seqs.push(seq);
     }
     assert!(seqs[0] < seqs[1], "sequence grows: {seqs:?}");
     assert_eq!(state(&q, &now.id).await, Some(State::Ready));
@@ -193,8 +199,7 @@ async fn send_batch_answers_in_input_order() {
     assert_due_between(&sent[0], before, after);
     assert!(!sent[1].duplicate);
     let due = assert_due_between(&sent[1], before + HOUR_MS, after + HOUR_MS);
-    let (id_due_us, _) = sent[1].id.split_once('-').expect("generated id");
-    assert_eq!(id_due_us.parse::<u64>().expect("µs") / 1000, due);
+    assert_eq!(generated_id_parts(&sent[1].id).0, due);
     // The same id twice in one batch: the second is a duplicate of the first.
     assert_eq!((sent[2].id.as_str(), sent[2].duplicate), ("k1", true));
     assert_eq!(sent[2].due_ms, sent[0].due_ms);
