@@ -22,11 +22,12 @@ impl Keys {
                 // ZSET, all scores 0: pending messages (delayed and ready), each member a whole
                 // record whose first 13 bytes sort it by (due µs, seq).
                 key("pending"),
-                // HASH id -> sort key, for pending messages whose id does not encode it.
+                // HASH id -> sort key, for pending and in-flight messages whose id does not
+                // encode it (caller ids, moved messages).
                 key("index"),
-                // ZSET id -> lease deadline ms: messages in flight.
+                // ZSET (seq bytes + lease token) -> lease deadline ms: messages in flight.
                 key("leases"),
-                // HASH id -> lease token + record: messages in flight.
+                // HASH seq bytes -> lease token + attempts + record: messages in flight.
                 key("held"),
                 // ZSET id -> died-at ms: dead letters, oldest first.
                 key("dead"),
