@@ -31,6 +31,15 @@ pub async fn exercise_all_scripts(dq: &DelayQ) {
         .await
         .expect("send batch");
     let generated = batch[1].id.clone();
+    // A batch without caller ids takes the transaction path instead of the script.
+    let plain = q
+        .send_batch(&[Message::new("p", SendOptions::new().delay(hour))])
+        .await
+        .expect("send batch without caller ids");
+    assert_eq!(
+        q.cancel(&plain[0].id).await.expect("cancel"),
+        CancelOutcome::Cancelled(State::Delayed)
+    );
     let c1 = q.get("c1").await.expect("get").expect("exists");
     assert_eq!(
         (c1.state, c1.payload.as_slice()),
