@@ -1,5 +1,6 @@
 //! A handle on one queue: producing, inspecting and settling messages. Every method is one
-//! script call (one round trip), atomic on the Redis side.
+//! script call (one round trip), atomic on the Redis side; the one exception is a batch send
+//! without caller ids (see `send_generated`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -83,8 +84,10 @@ impl Queue {
             .ok_or_else(|| Error::Protocol("send returned nothing".into()))
     }
 
-    /// Sends up to [`MAX_BATCH`] messages in one round trip, atomically: if any message is
-    /// invalid, nothing is written. Results are in input order.
+    /// Sends up to [`MAX_BATCH`] messages at once, atomically: if any message is invalid,
+    /// nothing is written, and the batch becomes visible whole. One round trip, or two for a
+    /// batch without caller ids (which is then several times cheaper for Redis). Results are
+    /// in input order.
     pub async fn send_batch(&self, messages: &[Message]) -> Result<Vec<Sent>> {
         check_batch(messages.len())?;
         if messages.iter().all(|m| m.options.id.is_none()) {
