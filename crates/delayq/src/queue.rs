@@ -342,11 +342,7 @@ impl Queue {
             None => String::new(),
         };
         let mut inv = self.invocation(&SCRIPTS.nack);
-        inv.arg(&delivery.lease_member()[..])
-            .arg("f")
-            .arg(error)
-            .arg(retry_ms)
-            .arg(rand::random::<f64>());
+        push_failure(&mut inv, delivery, error, &retry_ms);
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         match r.string()?.as_str() {
             "retry" => Ok(NackOutcome::Retry),
@@ -356,6 +352,27 @@ impl Queue {
             }),
             other => Err(Error::Protocol(format!("nack returned {other:?}"))),
         }
+    }
+
+    /// Reports many failed deliveries in one round trip, each with its error, retried by its
+    /// backoff policy; `true` per delivery settled (retry or dead), `false` where its lease
+    /// was lost.
+    pub(crate) async fn fail_many(
+        &self,
+        deliveries: &[Delivery],
+        errors: &[String],
+    ) -> Result<Vec<bool>> {
+        check_batch(deliveries.len())?;
+        let mut inv = self.invocation(&SCRIPTS.nack);
+        for (d, error) in deliveries.iter().zip(errors) {
+            push_failure(&mut inv, d, error, "");
+        }
+        let mut r = Reply::new(self.invoke(&inv).await?)?;
+        let mut out = Vec::with_capacity(deliveries.len());
+        while r.remaining() > 0 {
+            out.push(r.string()? != "lost");
+        }
+        Ok(out)
     }
 
     /// Hands deliveries back unprocessed: ready again at once, without counting the attempt
@@ -433,6 +450,16 @@ impl Queue {
         let mut conn = self.conn.clone();
         Ok(inv.invoke_async(&mut conn).await?)
     }
+}
+
+/// The arguments `nack.lua` takes for one failed delivery; `retry_ms` empty for the
+/// message's backoff policy.
+fn push_failure(inv: &mut ScriptInvocation<'_>, delivery: &Delivery, error: &str, retry_ms: &str) {
+    inv.arg(&delivery.lease_member()[..])
+        .arg("f")
+        .arg(error)
+        .arg(retry_ms)
+        .arg(rand::random::<f64>());
 }
 
 fn check_batch(len: usize) -> Result<()> {

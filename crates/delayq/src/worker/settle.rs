@@ -94,8 +94,8 @@ pub(crate) enum Outcome {
     Failed(String),
 }
 
-/// Settles what handlers report until every sender is gone: all successes that arrived
-/// together in one ack call, failures one nack each.
+/// Settles what handlers report until every sender is gone: all that arrived together in
+/// one ack call for the successes and one nack call for the failures.
 pub(crate) async fn settler(
     queue: Queue,
     mut outcomes: mpsc::UnboundedReceiver<(Delivery, Outcome)>,
@@ -103,18 +103,22 @@ pub(crate) async fn settler(
 ) {
     let mut batch = Vec::new();
     while outcomes.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let mut done = Vec::with_capacity(batch.len());
+        let (mut done, mut failed, mut errors) = (Vec::new(), Vec::new(), Vec::new());
         for (delivery, outcome) in batch.drain(..) {
             match outcome {
                 Outcome::Done => done.push(delivery),
                 Outcome::Failed(error) => {
-                    let error = error.as_str();
-                    retrying(&queue, lease, &[delivery], |q, d| async move {
-                        q.nack(&d[0], error, None).await.map(|_| vec![true])
-                    })
-                    .await
+                    failed.push(delivery);
+                    errors.push(error);
                 }
             }
+        }
+        if !failed.is_empty() {
+            let errors = &errors;
+            retrying(&queue, lease, &failed, |q, d| async move {
+                q.fail_many(d, errors).await
+            })
+            .await;
         }
         if !done.is_empty() {
             retrying(
