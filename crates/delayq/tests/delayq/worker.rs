@@ -497,3 +497,54 @@ async fn worker_rides_out_a_redis_restart() {
     }
     println!("worker logs during the outage:\n{}", logs.text());
 }
+
+#[tokio::test]
+async fn many_failures_at_once_are_each_retried() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "mass-failure");
+    let options = SendOptions::new()
+        .max_attempts(3)
+        .backoff(Backoff::fixed(Duration::from_millis(100)));
+    let batch: Vec<Message> = (0..300)
+        .map(|i| Message::new(format!("job {i}"), options.clone()))
+        .collect();
+    let ids: Vec<String> = q
+        .send_batch(&batch)
+        .await
+        .expect("send batch")
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    // Every first attempt fails together (a downstream outage); every second one succeeds.
+    let succeeded = Seen::default();
+    let worker = WorkerBuilder::new(q.clone())
+        .concurrency(300)
+        .batch_size(300)
+        .build({
+            let succeeded = succeeded.clone();
+            move |d: Delivery| {
+                let succeeded = succeeded.clone();
+                async move {
+                    if d.attempt == 1 {
+                        return Err("downstream unavailable".to_owned());
+                    }
+                    succeeded.insert(&d.id);
+                    Ok(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+
+    wait_until(
+        Duration::from_secs(10),
+        "every message retried once and acked",
+        || async { succeeded.contains_all(&ids) && is_empty(&q).await },
+    )
+    .await;
+    running.shutdown().await;
+    assert!(
+        q.get(&ids[0]).await.expect("get").is_none(),
+        "acked for good"
+    );
+}
