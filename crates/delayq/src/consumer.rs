@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use crate::connection::{self, MAX_BLOCK};
 use crate::error::{InvalidInput, Result};
-use crate::queue::{Queue, MAX_BATCH};
+use crate::queue::{check_count, Queue};
 
 /// A message handed to a consumer under a lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,12 +119,7 @@ impl Default for ReceiveOptions {
 
 impl ReceiveOptions {
     fn validate(&self) -> Result<(), InvalidInput> {
-        if self.max == 0 || self.max > MAX_BATCH {
-            return Err(InvalidInput::Option(format!(
-                "receive takes 1 to {MAX_BATCH} messages, not {}",
-                self.max
-            )));
-        }
+        check_count("a receive", self.max)?;
         if self.lease < Duration::from_millis(1) {
             return Err(InvalidInput::Option("a lease must be at least 1 ms".into()));
         }

@@ -1,9 +1,9 @@
 //! Dead letters: messages that used up their attempts, kept for a person to inspect,
 //! requeue or purge. Nothing expires them.
 
-use crate::error::{InvalidInput, Result};
+use crate::error::Result;
 use crate::message::DeadLetter;
-use crate::queue::{Queue, MAX_BATCH};
+use crate::queue::{check_count, Queue, MAX_BATCH};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 
@@ -29,7 +29,7 @@ impl<'a> DeadLetters<'a> {
 
     /// One page, oldest death first: `limit` (1 to 1000) entries from `offset`.
     pub async fn list(&self, offset: u64, limit: usize) -> Result<Vec<DeadLetter>> {
-        check_limit(limit)?;
+        check_count("a page", limit)?;
         let mut inv = self.queue.invocation(&SCRIPTS.dead_list);
         inv.arg(offset).arg(limit);
         let mut r = Reply::new(self.queue.invoke(&inv).await?)?;
@@ -93,13 +93,4 @@ impl<'a> DeadLetters<'a> {
             ))),
         }
     }
-}
-
-fn check_limit(limit: usize) -> Result<(), InvalidInput> {
-    if limit == 0 || limit > MAX_BATCH {
-        return Err(InvalidInput::Option(format!(
-            "a page holds 1 to {MAX_BATCH} entries, not {limit}"
-        )));
-    }
-    Ok(())
 }

@@ -463,11 +463,15 @@ fn push_failure(inv: &mut ScriptInvocation<'_>, delivery: &Delivery, error: &str
 }
 
 fn check_batch(len: usize) -> Result<()> {
-    if len == 0 || len > MAX_BATCH {
+    Ok(check_count("a batch", len)?)
+}
+
+/// Every count that becomes one script call (batch, claim, page) is 1 to [`MAX_BATCH`].
+pub(crate) fn check_count(what: &str, n: usize) -> Result<(), InvalidInput> {
+    if n == 0 || n > MAX_BATCH {
         return Err(InvalidInput::Option(format!(
-            "a batch holds 1 to {MAX_BATCH} items, not {len}"
-        ))
-        .into());
+            "{what} holds 1 to {MAX_BATCH} items, not {n}"
+        )));
     }
     Ok(())
 }

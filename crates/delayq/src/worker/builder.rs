@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::consumer::Delivery;
 use crate::error::{InvalidInput, Result};
-use crate::queue::{Queue, MAX_BATCH};
+use crate::queue::{check_count, Queue};
 
 /// Settings of a [`Worker`].
 #[derive(Clone)]
@@ -66,13 +66,7 @@ impl WorkerBuilder {
                 InvalidInput::Option("worker concurrency must be at least 1".into()).into(),
             );
         }
-        if self.batch == 0 || self.batch > MAX_BATCH {
-            return Err(InvalidInput::Option(format!(
-                "worker batch size is 1 to {MAX_BATCH}, not {}",
-                self.batch
-            ))
-            .into());
-        }
+        check_count("a worker batch", self.batch)?;
         if self.lease < Duration::from_millis(30) {
             return Err(InvalidInput::Option("worker lease must be at least 30 ms".into()).into());
         }
