@@ -130,7 +130,7 @@ impl Queue {
             let due_us = spec.due_us(now_us);
             zadd.arg("0").arg(record::with_sort_key(due_us, seq, &body));
             sent.push(Sent {
-                id: format!("{due_us}-{seq}"),
+                id: record::generated_id(due_us, seq),
                 due_ms: Some(due_us / 1000),
                 duplicate: false,
             });
@@ -505,7 +505,7 @@ fn parse_sent(value: Value, sent: &[(&SendOptions, DueSpec)]) -> Result<Vec<Sent
                 Sent {
                     id: id
                         .clone()
-                        .unwrap_or_else(|| format!("{due_us}-{}", first_seq + i)),
+                        .unwrap_or_else(|| record::generated_id(due_us, first_seq + i)),
                     due_ms: Some(due_us / 1000),
                     duplicate: false,
                 }

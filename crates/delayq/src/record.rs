@@ -65,6 +65,12 @@ pub(crate) fn encode_body(
     out
 }
 
+/// The id delayq gives a message without a caller id: `<due µs>-<sequence>`, which is exactly
+/// what locates its record (`find_pending` in `prelude.lua` decodes it).
+pub(crate) fn generated_id(due_us: u64, seq: u64) -> String {
+    format!("{due_us}-{seq}")
+}
+
 /// The whole record: sort key (due µs, sequence) then the body.
 pub(crate) fn with_sort_key(due_us: u64, seq: u64, body: &[u8]) -> Vec<u8> {
     let mut rec = Vec::with_capacity(13 + body.len());
@@ -112,7 +118,7 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
         id
     } else {
         let seq_n = seq.iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
-        format!("{due_us}-{seq_n}")
+        generated_id(due_us, seq_n)
     };
     if at > rec.len() {
         return Err(bad());
