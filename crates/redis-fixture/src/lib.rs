@@ -16,12 +16,14 @@
 //! Every failure panics with a descriptive message (including the server
 //! log): a missing `redis-server` must fail the test run, not skip it.
 
+mod proxy;
 mod resp;
 mod server;
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 
+pub use proxy::Proxy;
 pub use resp::Reply;
 pub use server::{RedisServer, ServerConfig};
 

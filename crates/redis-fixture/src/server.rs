@@ -50,6 +50,15 @@ impl ServerConfig {
     }
 }
 
+/// When a launched server counts as up.
+#[derive(Clone, Copy)]
+enum Ready {
+    /// Answers `PING` with `PONG`: its data is loaded.
+    Serving,
+    /// Answers at all, even `-LOADING`.
+    Answering,
+}
+
 /// Why one launch attempt failed: an early exit is worth retrying (usually
 /// somebody else grabbed the port), anything else is not.
 enum LaunchError {
@@ -94,7 +103,7 @@ impl RedisServer {
             server.port = free_port();
             // A failed attempt may leave a nodes.conf naming the old port.
             let _ = std::fs::remove_file(server.dir.path().join("nodes.conf"));
-            match server.launch() {
+            match server.launch(Ready::Serving) {
                 Ok(()) => break,
                 Err(LaunchError::Exited(_)) if attempt < START_ATTEMPTS => continue,
                 Err(LaunchError::Exited(why) | LaunchError::Fatal(why)) => server.fail(&why),
@@ -133,10 +142,27 @@ impl RedisServer {
     /// port and directory with the same config, and waits until it has
     /// finished loading its data. Panics with the server log on failure.
     pub fn restart(&mut self) {
+        self.relaunch(Ready::Serving);
+        self.setup_cluster();
+    }
+
+    /// Like [`restart`](Self::restart), but returns as soon as the server answers at all,
+    /// typically with `-LOADING` while it reads a large AOF: for testing what clients do
+    /// while Redis loads. Not for cluster mode.
+    pub fn restart_loading(&mut self) {
+        self.relaunch(Ready::Answering);
+    }
+
+    /// True while the server answers `-LOADING`.
+    pub fn is_loading(&self) -> bool {
+        matches!(self.command(&["PING"]), Ok(Reply::Error(e)) if e.starts_with("LOADING"))
+    }
+
+    fn relaunch(&mut self, ready: Ready) {
         self.kill();
         let deadline = Instant::now() + RESTART_PORT_WAIT;
         loop {
-            match self.launch() {
+            match self.launch(ready) {
                 Ok(()) => break,
                 Err(LaunchError::Exited(_)) if Instant::now() < deadline => {
                     sleep(Duration::from_millis(50));
@@ -144,7 +170,6 @@ impl RedisServer {
                 Err(LaunchError::Exited(why) | LaunchError::Fatal(why)) => self.fail(&why),
             }
         }
-        self.setup_cluster();
     }
 
     /// Whether the child process is still alive.
@@ -233,7 +258,7 @@ impl RedisServer {
     }
 
     /// Spawns the child on `self.port` and waits until it serves requests.
-    fn launch(&mut self) -> Result<(), LaunchError> {
+    fn launch(&mut self, ready: Ready) -> Result<(), LaunchError> {
         // Config errors are printed to stderr before the log file is opened.
         let stderr = std::fs::File::create(self.dir.path().join("redis.stderr"))
             .map_err(|e| LaunchError::Fatal(format!("cannot create redis.stderr: {e}")))?;
@@ -256,7 +281,7 @@ impl RedisServer {
                     )));
                 }
             }
-            if Self::is_ready(self.port, pid) {
+            if Self::is_ready(self.port, pid, ready) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -268,15 +293,18 @@ impl RedisServer {
         }
     }
 
-    /// True once the server on `port` answers a real `PONG` (not `LOADING`)
-    /// and is our child: another server that grabbed the port first would
-    /// also answer, while ours is about to die with "address in use".
-    fn is_ready(port: u16, pid: u32) -> bool {
+    /// True once the server on `port` answers (a real `PONG` for `Ready::Serving`) and is
+    /// our child: another server that grabbed the port first would also answer, while ours
+    /// is about to die with "address in use".
+    fn is_ready(port: u16, pid: u32, ready: Ready) -> bool {
         let Ok(mut conn) = Connection::open(port, Duration::from_secs(1)) else {
             return false;
         };
-        if !matches!(conn.call(&["PING"]), Ok(Reply::Simple(s)) if s == "PONG") {
-            return false;
+        match (conn.call(&["PING"]), ready) {
+            (Ok(Reply::Simple(s)), _) if s == "PONG" => {}
+            // INFO is served while loading, so the pid check below still works.
+            (Ok(Reply::Error(e)), Ready::Answering) if e.starts_with("LOADING") => {}
+            _ => return false,
         }
         let Ok(Reply::Bulk(Some(info))) = conn.call(&["INFO", "server"]) else {
             return false;
