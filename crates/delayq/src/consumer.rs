@@ -3,33 +3,32 @@
 //! A claim is one script call. When it finds nothing due it reports how long until the next
 //! message comes due (or the next lease expires), by the Redis server's clock. The consumer
 //! then waits for whichever comes first:
-//! * a local timer set to that moment, which is what makes delivery punctual (Redis fires
-//!   block timeouts on its `hz` timer, up to ~100 ms late with the default `hz 10`);
-//! * a wake-up token on the queue's wake list, pushed by any script that makes something due
-//!   sooner than consumers may know (a send, a retry, a requeue), popped with `BLPOP` on a
-//!   connection of the consumer's own;
+//! * a local timer set to that moment, which is what makes delivery punctual;
+//! * a wake-up on the queue's wake channel (`wakeup.rs`), published by any script that makes
+//!   something due sooner than consumers may know (a send, a retry, a requeue); every
+//!   waiting consumer hears it, whatever the others are doing;
 //! * the end of the caller's `wait`.
 //!
-//! The `BLPOP` runs in a task of its own (the consumer's *listener*) and is left running when
-//! the timer wins: the claim goes out at once on the ordinary connection, and the next wait
-//! picks up the same listener. A token the listener takes while the consumer is busy is seen
-//! at the next wait, so none is lost. When the consumer is dropped, it ends a pending `BLPOP`
-//! by pushing to a private wake list that the `BLPOP` also watches.
+//! The consumer subscribes before it claims and clears what it heard just before each claim,
+//! so a wake-up published after a claim has looked is always heard by the next wait.
+//!
+//! A claim whose reply never arrives (a response timeout, a `receive` future dropped while
+//! its claim was under way) has still taken its messages in Redis. The consumer remembers
+//! that claim's token base and repeats the claim with it on the next `receive`: Redis hands
+//! back what that claim took, leases renewed, instead of leaving the messages stranded for a
+//! lease and charging each an attempt nobody made.
 //!
 //! Timers are precise to well under a millisecond: tokio's timer has 1 ms granularity, so the
 //! last stretch of a wait is slept on a blocking-pool thread.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::connection::{self, MAX_BLOCK};
 use crate::error::{InvalidInput, Result};
-use crate::queue::{check_count, Queue};
+use crate::queue::{check_count, Queue, MAX_BATCH};
+use crate::wakeup::Subscription;
 
 /// A message handed to a consumer under a lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +44,10 @@ pub struct Delivery {
     pub due_ms: u64,
     /// When the lease ends, ms since the Unix epoch (server clock).
     pub lease_deadline_ms: u64,
+    /// When the lease ends by this process's clock, judged from the moment the claim (or
+    /// the last extend) was *sent*: never later than the lease Redis holds, however late
+    /// the reply arrived.
+    pub(crate) expires: Instant,
     /// Identifies this delivery; a stale holder's token no longer matches.
     pub(crate) token: u64,
     /// Names the message in flight (its sequence number, fixed for its life).
@@ -59,6 +62,19 @@ impl Delivery {
         self.token
     }
 
+    /// How much of the lease is surely left: measured on this host from when the claim (or
+    /// the last successful extend) was sent, so it never overstates what Redis grants. Zero
+    /// once it has passed; then the message may already be with another consumer and should
+    /// not be processed (it will be delivered again).
+    pub fn lease_remaining(&self) -> Duration {
+        self.expires.saturating_duration_since(Instant::now())
+    }
+
+    /// True once [`lease_remaining`](Self::lease_remaining) is zero.
+    pub fn lease_expired(&self) -> bool {
+        Instant::now() >= self.expires
+    }
+
     /// A copy without the payload: all that ack, nack and extend need.
     pub(crate) fn receipt(&self) -> Delivery {
         Delivery {
@@ -67,18 +83,16 @@ impl Delivery {
             attempt: self.attempt,
             due_ms: self.due_ms,
             lease_deadline_ms: self.lease_deadline_ms,
+            expires: self.expires,
             token: self.token,
             seq: self.seq,
             explicit_id: self.explicit_id,
         }
     }
 
-    /// The lease's name in Redis: sequence bytes then token, both big-endian.
+    /// The lease's name in Redis.
     pub(crate) fn lease_member(&self) -> [u8; 12] {
-        let mut member = [0u8; 12];
-        member[..6].copy_from_slice(&self.seq);
-        member[6..].copy_from_slice(&self.token.to_be_bytes()[2..]);
-        member
+        crate::queue::lease_member(self.seq, self.token)
     }
 }
 
@@ -89,13 +103,6 @@ pub(crate) struct Claim {
     pub(crate) next_event: Option<Duration>,
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum Woken {
-    Token,
-    Timer,
-    Stop,
-}
-
 /// How to receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReceiveOptions {
@@ -103,7 +110,8 @@ pub struct ReceiveOptions {
     pub max: usize,
     /// Lease of each message taken.
     pub lease: Duration,
-    /// Longest time to wait when nothing is due (zero: return at once).
+    /// Longest time to wait when nothing is due (zero: return at once; `Duration::MAX`:
+    /// until something comes due).
     pub wait: Duration,
 }
 
@@ -132,33 +140,30 @@ impl ReceiveOptions {
 /// takes `&mut self`); make one per concurrent receiver.
 pub struct Consumer {
     queue: Queue,
-    /// Only for `BLPOP`: its reply may take up to [`MAX_BLOCK`], which ordinary traffic must
-    /// not wait behind.
-    blocking: ConnectionManager,
-    /// This consumer's private wake list (see the module docs).
-    own_wake: String,
-    /// The `BLPOP` in progress, if any; it outlives a wait that a timer ended.
-    listener: Option<Listener>,
+    /// This consumer's claim record in Redis: what its last claim took (see the module docs).
+    claim_record: String,
+    /// The wake channel subscription; opened before the first claim, renewed once lost.
+    subscription: Option<Subscription>,
+    /// Token base of a claim sent whose reply has not been read: the next claim repeats it.
+    unanswered: Option<u64>,
     /// How far ahead of a due time to send the claim.
     lead: Lead,
 }
 
-/// A `BLPOP` running in its own task: the popped (list, token), or nothing on timeout.
-type Listener = JoinHandle<redis::RedisResult<Option<(String, String)>>>;
-
 impl Consumer {
     pub(crate) async fn new(queue: Queue) -> Result<Self> {
-        let blocking = connection::blocking(queue.client(), queue.config()).await?;
-        let own_wake = queue
+        let claim_record = queue
             .keys()
-            .consumer_wake(&format!("{:016x}", rand::random::<u64>()));
-        Ok(Consumer {
+            .claim_record(&format!("{:016x}", rand::random::<u64>()));
+        let mut consumer = Consumer {
             queue,
-            blocking,
-            own_wake,
-            listener: None,
+            claim_record,
+            subscription: None,
+            unanswered: None,
             lead: Lead::default(),
-        })
+        };
+        consumer.subscribed().await?;
+        Ok(consumer)
     }
 
     /// The queue this consumer receives from (ack, nack and extend deliveries there).
@@ -169,6 +174,11 @@ impl Consumer {
     /// Takes up to `max` due messages under a lease, waiting up to `wait` for one to come due.
     /// Also reclaims messages whose lease expired (counting the attempt). Returns an empty
     /// list when nothing came due in time.
+    ///
+    /// Cancel safety: a `receive` dropped while its claim is under way, or failed because
+    /// the reply timed out, loses nothing: the next `receive` on this consumer returns what
+    /// that claim took (up to its `max`), before claiming anything new. A consumer dropped
+    /// in that state leaves its messages to come back when their lease expires.
     pub async fn receive(&mut self, options: &ReceiveOptions) -> Result<Vec<Delivery>> {
         self.receive_until(options, std::future::pending()).await
     }
@@ -183,88 +193,89 @@ impl Consumer {
     ) -> Result<Vec<Delivery>> {
         options.validate()?;
         tokio::pin!(stop);
-        let deadline = Instant::now() + options.wait;
+        // None: no end (a wait too long to represent is a wait without end).
+        let deadline = Instant::now().checked_add(options.wait);
         loop {
+            self.subscribed().await?.clear();
             let sent = Instant::now();
-            let claim = self.queue.claim(options.max, options.lease).await?;
+            let claim = self.claim(options).await?;
             let now = Instant::now();
             self.lead.observe(now - sent);
             if !claim.deliveries.is_empty() {
                 return Ok(claim.deliveries);
             }
-            if now >= deadline {
-                return Ok(Vec::new());
-            }
-            let mut sleep = deadline - now;
+            let mut sleep = match deadline {
+                Some(deadline) if now >= deadline => return Ok(Vec::new()),
+                Some(deadline) => Some(deadline - now),
+                None => None,
+            };
             if let Some(next) = claim.next_event {
                 // Claim a little ahead so that the request reaches Redis as the message comes
                 // due; one that arrives early just comes back with a shorter wait.
-                sleep = sleep.min(next.saturating_sub(self.lead.get()));
+                let next = next.saturating_sub(self.lead.get());
+                sleep = Some(sleep.map_or(next, |s| s.min(next)));
             }
-            if !sleep.is_zero() && self.wait_for_wake(sleep, stop.as_mut()).await? == Woken::Stop {
-                return Ok(Vec::new());
+            if sleep.is_some_and(|s| s.is_zero()) {
+                continue;
+            }
+            let subscription = self.subscribed().await?;
+            let timer = async {
+                match sleep {
+                    Some(sleep) => sleep_precisely(sleep).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = subscription.woken() => {}
+                () = timer => {}
+                () = &mut stop => return Ok(Vec::new()),
             }
         }
     }
 
-    /// Waits until a wake-up token arrives, `timer` passes or `stop` completes.
-    async fn wait_for_wake(
-        &mut self,
-        timer: Duration,
-        stop: Pin<&mut impl Future<Output = ()>>,
-    ) -> Result<Woken> {
-        let listener = match &mut self.listener {
-            Some(listener) => listener,
-            None => self.listener.insert(self.listen()),
+    /// One claim; repeats the last one instead if its reply was never read.
+    async fn claim(&mut self, options: &ReceiveOptions) -> Result<Claim> {
+        let (base, repeat) = match self.unanswered {
+            Some(base) => (base, true),
+            // Tokens base + 1 ..= base + max must stay within 48 bits.
+            None => (
+                rand::random::<u64>() % (TOKEN_LIMIT - MAX_BATCH as u64),
+                false,
+            ),
         };
-        let woken = tokio::select! {
-            heard = listener => {
-                self.listener = None;
-                match heard {
-                    Ok(reply) => {
-                        reply?;
-                    }
-                    // The listener task panicked or was cancelled: treat it as a wake-up, a
-                    // fresh one starts at the next wait.
-                    Err(e) => tracing::warn!(error = %e, "wake-up listener ended"),
-                }
-                Woken::Token
-            }
-            () = sleep_precisely(timer) => Woken::Timer,
-            () = stop => Woken::Stop,
-        };
-        Ok(woken)
+        // Set before the call and cleared after its reply is read: a dropped future or an
+        // error leaves it set.
+        self.unanswered = Some(base);
+        let claim = self
+            .queue
+            .claim(&self.claim_record, options, base, repeat)
+            .await?;
+        self.unanswered = None;
+        Ok(claim)
     }
 
-    /// Starts a `BLPOP` on the queue's wake list and this consumer's own.
-    fn listen(&self) -> Listener {
-        let mut blpop = redis::cmd("BLPOP");
-        blpop
-            .arg(self.queue.keys().wake())
-            .arg(&self.own_wake)
-            .arg(MAX_BLOCK.as_secs());
-        let mut conn = self.blocking.clone();
-        tokio::spawn(async move { blpop.query_async(&mut conn).await })
-    }
-}
-
-impl Drop for Consumer {
-    fn drop(&mut self) {
-        // A BLPOP left blocked would hold up this connection's next command for up to
-        // MAX_BLOCK and keep a task alive: end it in Redis, and the task with it.
-        if let Some(listener) = self.listener.take() {
-            if !listener.is_finished() {
-                listener.abort();
-                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                    let (queue, own_wake) = (self.queue.clone(), self.own_wake.clone());
-                    runtime.spawn(async move {
-                        let _ = end_own_wait(&queue, &own_wake).await;
-                    });
-                }
-            }
+    /// The live subscription, opened anew if there is none or it was lost.
+    async fn subscribed(&mut self) -> Result<&Subscription> {
+        if self
+            .subscription
+            .as_ref()
+            .is_some_and(Subscription::is_lost)
+        {
+            self.subscription = None;
         }
+        let subscription = match self.subscription.take() {
+            Some(s) => s,
+            None => {
+                let q = &self.queue;
+                Subscription::open(q.client(), q.config(), q.keys().wake()).await?
+            }
+        };
+        Ok(self.subscription.insert(subscription))
     }
 }
+
+/// Lease tokens are 48-bit.
+const TOKEN_LIMIT: u64 = 1 << 48;
 
 /// Half the recent claim round trip (the request's way to Redis), capped at 1 ms: how early to
 /// send a claim for a known due time.
@@ -310,19 +321,4 @@ async fn sleep_precisely(duration: Duration) {
     while Instant::now() < deadline {
         tokio::task::yield_now().await;
     }
-}
-
-/// Pushes to a consumer's private wake list, which ends its pending BLPOP at once.
-async fn end_own_wait(queue: &Queue, own_wake: &str) -> Result<()> {
-    let mut conn = queue.connection();
-    // The expiry cleans up after a consumer that dies between the push and its pop.
-    redis::pipe()
-        .atomic()
-        .lpush(own_wake, 1)
-        .ignore()
-        .pexpire(own_wake, 60_000)
-        .ignore()
-        .query_async::<()>(&mut conn)
-        .await?;
-    Ok(())
 }

@@ -55,6 +55,28 @@ impl Error {
             _ => false,
         }
     }
+
+    /// True when the same call may well succeed shortly: a connection error, or Redis saying
+    /// it cannot serve right now (`LOADING` its data after a restart, `TRYAGAIN`,
+    /// `MASTERDOWN`, `CLUSTERDOWN`). The worker retries settling on these; so can callers.
+    pub fn is_retryable(&self) -> bool {
+        use redis::{ErrorKind, ServerErrorKind};
+        match self {
+            Error::Redis(e) => {
+                self.is_connection_error()
+                    || matches!(
+                        e.kind(),
+                        ErrorKind::Server(
+                            ServerErrorKind::BusyLoading
+                                | ServerErrorKind::TryAgain
+                                | ServerErrorKind::MasterDown
+                                | ServerErrorKind::ClusterDown
+                        )
+                    )
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Input that delayq rejects, with the reason.

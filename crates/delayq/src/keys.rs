@@ -35,9 +35,10 @@ impl Keys {
                 key("dead:msgs"),
                 // HASH id -> last error text.
                 key("errors"),
-                // STRING counter: message sequence numbers and lease tokens.
+                // STRING counter: message sequence numbers.
                 key("seq"),
-                // LIST of wake-up tokens that blocked consumers wait on.
+                // Shard channel (not a key: nothing is stored) on which scripts wake waiting
+                // consumers; passed in KEYS so that it is known to share the queue's slot.
                 key("wake"),
             ],
             prefix,
@@ -65,8 +66,10 @@ impl Keys {
         &self.all[8]
     }
 
-    /// A consumer's own wake-up list, used to end its blocking wait early (same hash tag).
-    pub(crate) fn consumer_wake(&self, consumer: &str) -> String {
-        format!("{}wake:{consumer}", self.prefix)
+    /// STRING, one per consumer, expiring with the lease: the token base and sequence
+    /// bytes of the consumer's last claim, so that a claim whose reply was lost can be
+    /// repeated (`claim.lua`).
+    pub(crate) fn claim_record(&self, consumer: &str) -> String {
+        format!("{}claim:{consumer}", self.prefix)
     }
 }

@@ -49,7 +49,8 @@
 //! * `options.rs`, `message.rs`, `names.rs`, `error.rs`: what goes in and comes out.
 //! * `keys.rs` names every Redis key; `record.rs` is the stored message layout;
 //!   `scripts.rs` and `scripts/*.lua` are the atomic operations; `connection.rs` holds the
-//!   connection rules; `reply.rs` reads script replies.
+//!   connection rules; `wakeup.rs` is a consumer's subscription to wake-ups; `reply.rs`
+//!   reads script replies.
 
 mod client;
 mod connection;
@@ -64,6 +65,7 @@ mod queue;
 mod record;
 mod reply;
 mod scripts;
+mod wakeup;
 pub mod worker;
 
 pub use client::DelayQ;
@@ -75,4 +77,4 @@ pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
     Backoff, Config, Message, Schedule, SendOptions, DEFAULT_MAX_ATTEMPTS, MAX_DELAY,
 };
-pub use queue::{Queue, MAX_BATCH};
+pub use queue::{Queue, MAX_BATCH, MAX_BATCH_BYTES};

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::{Script, ScriptInvocation, Value};
+use tokio::time::Instant;
 
-use crate::consumer::{Claim, Consumer, Delivery};
+use crate::consumer::{Claim, Consumer, Delivery, ReceiveOptions};
 use crate::dead_letters::DeadLetters;
 use crate::error::{Error, InvalidInput, Result};
 use crate::keys::Keys;
@@ -23,6 +24,10 @@ use crate::scripts::SCRIPTS;
 /// Most messages in one batch call (sends, claims, acks): keeps each script short, so one
 /// call never holds up Redis for long.
 pub const MAX_BATCH: usize = 1000;
+
+/// Most payload bytes in one batch send: one script call that large would hold up Redis (and
+/// every other client) while it copies the batch.
+pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 
 /// Most expired leases one claim reclaims; the rest follow on the next call.
 const RECLAIM_PER_CLAIM: usize = 100;
@@ -90,6 +95,13 @@ impl Queue {
     /// in input order.
     pub async fn send_batch(&self, messages: &[Message]) -> Result<Vec<Sent>> {
         check_batch(messages.len())?;
+        let bytes: usize = messages.iter().map(|m| m.payload.len()).sum();
+        if bytes > MAX_BATCH_BYTES {
+            return Err(InvalidInput::Option(format!(
+                "a batch holds at most {MAX_BATCH_BYTES} payload bytes, not {bytes}"
+            ))
+            .into());
+        }
         if messages.iter().all(|m| m.options.id.is_none()) {
             return self.send_generated(messages).await;
         }
@@ -139,10 +151,10 @@ impl Queue {
             .atomic()
             .add_command(zadd)
             .ignore()
-            // One token at most, as wake() in prelude.lua keeps it.
-            .lpush(self.keys.wake(), 1)
-            .ignore()
-            .ltrim(self.keys.wake(), 0, 0)
+            // As wake() in prelude.lua does.
+            .cmd("SPUBLISH")
+            .arg(self.keys.wake())
+            .arg(1)
             .ignore()
             .query_async::<()>(&mut conn)
             .await?;
@@ -265,7 +277,7 @@ impl Queue {
         })
     }
 
-    /// A consumer of this queue, with its own connection for blocking waits.
+    /// A consumer of this queue, with its own connection for wake-ups.
     pub async fn consumer(&self) -> Result<Consumer> {
         Consumer::new(self.clone()).await
     }
@@ -275,37 +287,84 @@ impl Queue {
         DeadLetters::new(self)
     }
 
-    /// Claims up to `max` due messages under a lease of `lease` (one script call, no waiting).
-    pub(crate) async fn claim(&self, max: usize, lease: Duration) -> Result<Claim> {
+    /// Claims up to `options.max` due messages (one script call, no waiting); with `repeat`,
+    /// returns what the earlier claim with token base `base` took instead, if it ran
+    /// (`claim.lua`). A record that cannot be decoded is moved to the dead letters and left
+    /// out; the rest of the claim is delivered.
+    pub(crate) async fn claim(
+        &self,
+        claim_record: &str,
+        options: &ReceiveOptions,
+        base: u64,
+        repeat: bool,
+    ) -> Result<Claim> {
+        let lease_ms = checked_ms(options.lease, "lease")?;
         let mut inv = self.invocation(&SCRIPTS.claim);
-        inv.arg(max)
-            .arg(checked_ms(lease, "lease")?)
+        inv.key(claim_record)
+            .arg(options.max)
+            .arg(lease_ms)
             .arg(rand::random::<f64>())
-            .arg(RECLAIM_PER_CLAIM);
+            .arg(RECLAIM_PER_CLAIM)
+            .arg(base)
+            .arg(if repeat { "1" } else { "0" });
+        // The lease began after this moment in Redis, so it ends no earlier than this + lease.
+        let expires = Instant::now() + options.lease;
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let next_event_us = r.int()?;
         let lease_deadline_ms = r.uint()?;
         let mut token = r.uint()?;
         let mut deliveries = Vec::with_capacity(r.remaining());
+        let mut undecodable = Vec::new();
         while r.remaining() > 0 {
-            let rec = record::decode(r.bytes()?)?;
             token += 1;
-            deliveries.push(Delivery {
-                id: rec.id,
-                payload: rec.payload,
-                // The record is as it was pending; this delivery is one more attempt.
-                attempt: u32::from(rec.attempts) + 1,
-                due_ms: rec.due_us / 1000,
-                lease_deadline_ms,
-                token,
-                seq: rec.seq,
-                explicit_id: rec.explicit_id,
-            });
+            let Some(raw) = r.opt_bytes()? else {
+                continue; // a repeated claim's message that is no longer held under it
+            };
+            let seq = record::seq_of(&raw);
+            match record::decode(raw) {
+                Ok(rec) => deliveries.push(Delivery {
+                    id: rec.id,
+                    payload: rec.payload,
+                    // The record is as it was pending; this delivery is one more attempt.
+                    attempt: u32::from(rec.attempts) + 1,
+                    due_ms: rec.due_us / 1000,
+                    lease_deadline_ms,
+                    expires,
+                    token,
+                    seq: rec.seq,
+                    explicit_id: rec.explicit_id,
+                }),
+                Err(e) => undecodable.push((lease_member(seq, token), e.to_string())),
+            }
+        }
+        if !undecodable.is_empty() {
+            self.bury(&undecodable).await;
         }
         Ok(Claim {
             deliveries,
             next_event: u64::try_from(next_event_us).ok().map(Duration::from_micros),
         })
+    }
+
+    /// Moves claimed messages whose record could not be decoded to the dead letters. A
+    /// failure is only logged: the messages come back when their lease expires.
+    async fn bury(&self, undecodable: &[([u8; 12], String)]) {
+        let mut inv = self.invocation(&SCRIPTS.bury);
+        for (member, error) in undecodable {
+            inv.arg(&member[..]).arg(format!("undecodable: {error}"));
+        }
+        match self.invoke(&inv).await.and_then(Reply::new) {
+            Ok(mut r) => {
+                while r.remaining() > 0 {
+                    if let Ok(Some(id)) = r.opt_string() {
+                        tracing::error!(queue = %self.name, id = %id, "undecodable record moved to the dead letters");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(queue = %self.name, error = %e, "could not move undecodable records to the dead letters; they return after their lease");
+            }
+        }
     }
 
     /// Completes a delivery: the message is gone for good. A holder whose lease has passed
@@ -418,17 +477,23 @@ impl Queue {
         lease: Duration,
     ) -> Result<Vec<Option<u64>>> {
         check_batch(deliveries.len())?;
+        let lease_ms = checked_ms(lease, "lease")?;
+        if lease_ms == 0 {
+            return Err(InvalidInput::Option("a lease must be at least 1 ms".into()).into());
+        }
         let mut inv = self.invocation(&SCRIPTS.extend);
-        inv.arg(checked_ms(lease, "lease")?);
+        inv.arg(lease_ms);
         for d in deliveries.iter() {
             inv.arg(&d.lease_member()[..]);
         }
+        let expires = Instant::now() + lease;
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let mut out = Vec::with_capacity(deliveries.len());
         for d in deliveries.iter_mut() {
             let deadline = r.uint()?;
             if deadline > 0 {
                 d.lease_deadline_ms = deadline;
+                d.expires = expires;
                 out.push(Some(deadline));
             } else {
                 out.push(None);
@@ -523,6 +588,14 @@ fn flags(value: Value) -> Result<Vec<bool>> {
         out.push(r.int()? == 1);
     }
     Ok(out)
+}
+
+/// A lease's name in Redis: sequence bytes then the 48-bit token, big-endian.
+pub(crate) fn lease_member(seq: [u8; 6], token: u64) -> [u8; 12] {
+    let mut member = [0u8; 12];
+    member[..6].copy_from_slice(&seq);
+    member[6..].copy_from_slice(&token.to_be_bytes()[2..]);
+    member
 }
 
 fn lease_result(delivery: &Delivery, ok: bool) -> Result<()> {

@@ -93,15 +93,27 @@ pub(crate) struct Decoded {
     pub(crate) payload: Vec<u8>,
 }
 
+/// Smallest valid record: sort key 13, flags 1, attempts 2, max attempts 2, and a one-byte
+/// varint backoff (empty payload, generated id, fixed backoff under 128 ms).
+const MIN_RECORD: usize = 19;
+
+/// The 6 sequence bytes of a record's sort key (zeros where the record is too short).
+pub(crate) fn seq_of(rec: &[u8]) -> [u8; 6] {
+    let mut seq = [0u8; 6];
+    if let Some(bytes) = rec.get(7..13) {
+        seq.copy_from_slice(bytes);
+    }
+    seq
+}
+
 /// Takes a whole record (with its sort key) apart.
 pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
     let bad = || Error::Protocol(format!("malformed record of {} bytes", rec.len()));
-    if rec.len() < 20 {
+    if rec.len() < MIN_RECORD {
         return Err(bad());
     }
     let due_us = rec[..7].iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
-    let mut seq = [0u8; 6];
-    seq.copy_from_slice(&rec[7..13]);
+    let seq = seq_of(&rec);
     let flags = rec[13];
     let attempts = u16::from_be_bytes([rec[14], rec[15]]);
     let mut at = 18;
@@ -187,6 +199,16 @@ mod tests {
             assert_eq!(d.payload, b"\x00payload");
         }
         assert!(decode(key.to_vec()).is_err(), "truncated record accepted");
+    }
+
+    #[test]
+    fn the_smallest_record_decodes() {
+        let body = encode_body(None, 1, &Backoff::fixed(Duration::ZERO), b"");
+        let rec = with_sort_key(5, 6, &body);
+        assert_eq!(rec.len(), MIN_RECORD);
+        let d = decode(rec.clone()).expect("the smallest record is valid");
+        assert_eq!((d.id.as_str(), d.payload.len()), ("5-6", 0));
+        assert!(decode(rec[..MIN_RECORD - 1].to_vec()).is_err());
     }
 
     #[test]

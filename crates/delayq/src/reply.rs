@@ -47,6 +47,15 @@ impl Reply {
         }
     }
 
+    /// Bytes, or `None` where the script returned `false`.
+    pub(crate) fn opt_bytes(&mut self) -> Result<Option<Vec<u8>>> {
+        match self.next()? {
+            Value::Nil => Ok(None),
+            Value::BulkString(b) => Ok(Some(b)),
+            other => Err(Error::Protocol(format!("expected a string, got {other:?}"))),
+        }
+    }
+
     pub(crate) fn string(&mut self) -> Result<String> {
         String::from_utf8(self.bytes()?).map_err(|e| Error::Protocol(format!("expected text: {e}")))
     }

@@ -1,8 +1,11 @@
 //! The Lua scripts, one file each under `scripts/`. Every state change of a queue is one of
 //! these scripts, so it is atomic without any lock.
 //!
-//! Each script starts with `#!lua` (so Redis 7 treats it as a script with declared keys) and
-//! gets the shared helpers of `prelude.lua` inserted right after that line.
+//! Each script starts with `#!lua` (so Redis 7 treats it as a script with declared keys),
+//! with `flags=allow-oom` where it drains or frees (it must work when Redis is at
+//! `maxmemory`) or `flags=no-writes` where it only reads; scripts without a flag (send,
+//! reschedule, requeue) are refused at `maxmemory`. The shared helpers of `prelude.lua` are
+//! inserted right after that first line.
 
 use std::sync::LazyLock;
 
@@ -24,6 +27,7 @@ pub(crate) struct Scripts {
     pub(crate) dead_list: Script,
     pub(crate) dead_requeue: Script,
     pub(crate) dead_purge: Script,
+    pub(crate) bury: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -39,10 +43,14 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dead_list: with_prelude(include_str!("scripts/dead_list.lua")),
     dead_requeue: with_prelude(include_str!("scripts/dead_requeue.lua")),
     dead_purge: with_prelude(include_str!("scripts/dead_purge.lua")),
+    bury: with_prelude(include_str!("scripts/bury.lua")),
 });
 
 fn with_prelude(source: &str) -> Script {
     let (shebang, body) = source.split_once('\n').unwrap_or((source, ""));
-    debug_assert_eq!(shebang, "#!lua", "every script starts with #!lua");
+    debug_assert!(
+        shebang.starts_with("#!lua"),
+        "every script starts with #!lua"
+    );
     Script::new(&format!("{shebang}\n{PRELUDE}\n{body}"))
 }

@@ -1,5 +1,6 @@
-#!lua
+#!lua flags=allow-oom
 -- ack.lua: completes deliveries; the message is gone for good.
+-- Allowed at maxmemory: it frees memory.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV: per delivery a triple: lease member (seq .. token), id, '1' if the id is explicit
 -- Returns per delivery: 1 acked, 0 lease lost (token stale or lease expired; nothing changed).

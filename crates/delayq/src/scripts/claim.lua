@@ -1,26 +1,65 @@
-#!lua
+#!lua flags=allow-oom
 -- claim.lua: the heart of receive. Reclaims expired leases (each counted as a failed attempt),
 -- then moves up to `max` due messages from pending to in flight under fresh lease tokens.
+-- Allowed at maxmemory: draining the queue must not need free memory.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
+-- KEYS[10]: the consumer's claim record (Keys::claim_record): which messages its last claim took
 -- ARGV[1] max messages  ARGV[2] lease ms  ARGV[3] random number in [0,1) for backoff jitter
 --   ARGV[4] most expired leases to reclaim in this call
--- Returns: { next_event_us, lease_deadline_ms, token before the first, then per message its
---   record as it was pending (message j has token first + j, and this delivery is its
---   attempts + 1) }.
+--   ARGV[5] token base: a random number below 2^48 - 1001 from the client; message j of the
+--     claim gets lease token base + j, so tokens are neither guessable nor repeated when Redis
+--     loses its last writes
+--   ARGV[6] '1' when this call repeats a claim whose reply was lost (same token base): the
+--     messages that claim took are returned again, leases renewed, if still held under it
+-- Returns: { next_event_us, lease_deadline_ms, token base, then per message its record as it
+--   was pending (message j has token base + j, and this delivery is its attempts + 1), or
+--   false for a message of a repeated claim that is no longer held under its token }.
 --   next_event_us: when nothing was claimed, microseconds until the next message comes due or
 --   the next lease expires (-1: nothing pending or leased); 0 when something was claimed.
+-- Smallest valid record: sort key 13, flags 1, attempts 2, max attempts 2, backoff varint 1.
+local MIN_RECORD = 19
 local max, lease_ms, rnd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local base = tonumber(ARGV[5])
+local claim_record = KEYS[10]
 local now = now_us()
 local now_ms = to_ms(now)
+local deadline = now_ms + lease_ms
+
+if ARGV[6] == '1' then
+  local rec = redis.call('GET', claim_record)
+  if rec and rec:sub(1, 6) == be6(base) then
+    local out = { 0, deadline, base }
+    for j = 1, (#rec - 6) / 6 do
+      local seq = rec:sub(6 * j + 1, 6 * j + 6)
+      local member = seq .. be6(base + j)
+      local v = redis.call('HGET', k.held, seq)
+      if v and v:sub(1, 6) == member:sub(7) and leased(member, now_ms) then
+        redis.call('ZADD', k.leases, 'XX', deadline, member)
+        out[3 + j] = v:sub(9)
+      else
+        out[3 + j] = false
+      end
+    end
+    return out
+  end
+  -- The lost claim never ran (or took nothing): claim afresh under the same token base.
+end
 
 local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
-for _, member in ipairs(expired) do
+for j, member in ipairs(expired) do
   local seq = member:sub(1, 6)
   local v = redis.call('HGET', k.held, seq)
-  release_lease(member)
+  -- Parse before changing anything: a Lua error after a write would not undo the write.
+  local ok, m = false, nil
   if v then
-    local m = parse_held(seq, v)
-    retry_or_bury(m, 'lease expired', backoff_ms(m, rnd), now)
+    ok, m = pcall(parse_held, seq, v)
+  end
+  redis.call('ZREM', k.leases, member)
+  if ok then
+    redis.call('HDEL', k.held, seq)
+    retry_or_bury(m, 'lease expired', backoff_ms(m, nth_random(rnd, j)), now)
+  elseif v then
+    bury_raw(seq, v, 'undecodable record of ' .. (#v - 8) .. ' bytes', now)
   end
 end
 
@@ -40,25 +79,37 @@ end
 
 -- The claimed messages are exactly the lowest members, up to the last one taken.
 redis.call('ZREMRANGEBYLEX', k.pending, '-', '[' .. due[count])
-local first = redis.call('INCRBY', k.seq, count) - count
-local deadline = now_ms + lease_ms
 -- Bulk arguments as strings: Lua would format a number argument for every element.
 local deadline_arg = string.format('%d', deadline)
-local out = { 0, deadline, first }
-local held, leases = {}, {}
+local out = { 0, deadline, base }
+local held, leases, seqs = {}, {}, { be6(base) }
 for j = 1, count do
   local rec = due[j]
-  local seq = seq_of(rec)
-  local token = be6(first + j)
-  held[2 * j - 1] = seq
-  held[2 * j] = token .. struct.pack('>H', rec:byte(15) * 256 + rec:byte(16) + 1) .. rec
-  leases[2 * j - 1] = deadline_arg
-  leases[2 * j] = seq .. token
+  if #rec < MIN_RECORD then
+    -- Too short to even name: kept as a dead letter, and this claim goes on without it.
+    local pad = (rec .. string.rep('\0', 13)):sub(1, 13)
+    bury_raw(seq_of(pad), be6(base + j) .. '\0\0' .. rec, 'undecodable record of ' .. #rec .. ' bytes', now)
+    rec = false
+    seqs[j + 1] = '\0\0\0\0\0\0'
+  else
+    local seq = seq_of(rec)
+    local token = be6(base + j)
+    held[#held + 1] = seq
+    held[#held + 1] = token .. struct.pack('>H', rec:byte(15) * 256 + rec:byte(16) + 1) .. rec
+    leases[#leases + 1] = deadline_arg
+    leases[#leases + 1] = seq .. token
+    seqs[j + 1] = seq
+  end
   out[3 + j] = rec
 end
-redis.call('HSET', k.held, unpack(held))
-redis.call('ZADD', k.leases, unpack(leases))
--- Pass the wake-up on: another blocked consumer can take what this call left behind.
+if #held > 0 then
+  redis.call('HSET', k.held, unpack(held))
+  redis.call('ZADD', k.leases, unpack(leases))
+  -- Lets a repeat of this claim (its reply lost) find what it took. One key per consumer,
+  -- overwritten by its next claim, gone with the lease.
+  redis.call('SET', claim_record, table.concat(seqs), 'PX', lease_ms)
+end
+-- Pass the wake-up on: another consumer can take what this call left behind.
 local next_due = head_due()
 if count == max and next_due and next_due <= now then
   wake()

@@ -1,5 +1,6 @@
-#!lua
+#!lua flags=allow-oom
 -- extend.lua: pushes the lease deadline of deliveries still held.
+-- Allowed at maxmemory: it rewrites scores in place.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV[1]: new lease length in ms from the server's now; then per delivery its lease member
 --   (seq .. token)

@@ -1,5 +1,6 @@
-#!lua
+#!lua flags=allow-oom
 -- nack.lua: ends deliveries that did not succeed.
+-- Allowed at maxmemory: a retry only moves the record back, a death moves it on.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV: per delivery five values
 --   lease member (seq .. token),

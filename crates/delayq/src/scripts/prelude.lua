@@ -163,8 +163,6 @@ end
 
 -- Puts a parsed message into the pending set at `due`. Its id must stay findable: an id that
 -- no longer decodes to the sort key becomes explicit and gets an index entry.
--- Puts a parsed message into the pending set at `due`. Its id must stay findable: an id that
--- no longer decodes to the sort key becomes explicit and gets an index entry.
 local function put_pending(m, due)
   if due ~= m.due and not has(m.flags, F_ID) then
     m.flags = m.flags + F_ID
@@ -188,7 +186,8 @@ local function key_for(id)
     return nil
   end
   d, s = tonumber(d), tonumber(s)
-  if d >= TWO56 or s >= TWO48 - 1 then
+  -- Only the canonical spelling names a message: '01-2' must not reach the message '1-2'.
+  if d >= TWO56 or s >= TWO48 - 1 or string.format('%d-%d', d, s) ~= id then
     return nil
   end
   return key_of(d, s)
@@ -250,11 +249,11 @@ local function head_due()
   return nil
 end
 
--- One token wakes one blocked consumer; a token left over only causes one extra claim.
+-- Tells every consumer that is waiting (subscribed to the queue's wake channel) to claim.
+-- A broadcast, not a token: a busy or departed consumer cannot swallow it. SPUBLISH stays on
+-- the queue's shard in a cluster, and is allowed when Redis is out of memory.
 local function wake()
-  if redis.call('LLEN', k.wake) == 0 then
-    redis.call('LPUSH', k.wake, '1')
-  end
+  redis.call('SPUBLISH', k.wake, '1')
 end
 
 -- Wakes a consumer when `due` is already due or earlier than everything it may be sleeping on
@@ -268,16 +267,22 @@ end
 -- Delay before the next attempt; `rnd` in [0,1) comes from the client (scripts stay deterministic).
 local function backoff_ms(m, rnd)
   local d = m.base
-  if has(m.flags, F_EXP) then
-    d = m.base * m.factor ^ math.max(m.attempts - 1, 0)
-    if d > m.cap then
-      d = m.cap
-    end
+  if has(m.flags, F_EXP) and d > 0 then
+    -- Capping the exponent keeps the power finite (255^64 < 2^512), so a zero base never
+    -- meets infinity and no attempt count makes NaN.
+    d = math.min(m.base * m.factor ^ math.min(math.max(m.attempts - 1, 0), 64), m.cap)
   end
   if m.jitter > 0 then
     d = d - d * m.jitter / 100 * rnd
   end
   return math.floor(d)
+end
+
+-- The j-th of many random numbers in [0,1) spread from one client-supplied `rnd`: each
+-- message of a batch gets its own jitter, so failures that happened together (a mass lease
+-- expiry) are not retried together. Golden-ratio steps fill [0,1) evenly.
+local function nth_random(rnd, j)
+  return (rnd + j * 0.6180339887498949) % 1
 end
 
 -- True when lease `member` (seq .. token) is held and unexpired.
@@ -325,4 +330,20 @@ local function settled_state(id, key)
     return 'dead'
   end
   return 'missing'
+end
+
+-- Moves an in-flight message whose record cannot be read (`v` is its held value: token,
+-- attempts, record) to the dead letters without losing a byte: it is stored as a minimal
+-- record of its own (no retries left) whose payload is the unreadable record, under the
+-- generated id of its sort key, with `err` as its last error.
+local function bury_raw(seq, v, err, now)
+  local raw = v:sub(9)
+  local key = (raw .. string.rep('\0', 13)):sub(1, 13)
+  local attempts = (struct.unpack('>H', v .. '\0\0', 7))
+  local id = string.format('%d-%d', unbe7(key, 1), unbe6(key, 8))
+  redis.call('HDEL', k.held, seq)
+  redis.call('HSET', k.errors, id, err)
+  redis.call('ZADD', k.dead, to_ms(now), id)
+  redis.call('HSET', k.dead_msgs, id, key .. '\0' .. u16(attempts) .. u16(attempts) .. '\0' .. raw)
+  return id
 end

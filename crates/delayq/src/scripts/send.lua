@@ -1,5 +1,6 @@
 #!lua
 -- send.lua: adds one or more messages to the pending set.
+-- Refused at maxmemory (no allow-oom flag): the caller gets the OOM error.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV: per message a triple
 --   id     caller id, or '' for an id made from the sort key

@@ -1,5 +1,6 @@
-#!lua
+#!lua flags=no-writes
 -- stats.lua: counts per state and the lag of the oldest due message nobody has claimed yet.
+-- Read-only (no-writes): served at maxmemory.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV: none
 -- Returns: { delayed, ready, in_flight, dead, oldest ready lag ms (0 when none is ready) }

@@ -30,7 +30,7 @@ impl WorkerBuilder {
         }
     }
 
-    /// Most handlers running at once.
+    /// Most handlers running at once (1 to [`MAX_CONCURRENCY`](super::MAX_CONCURRENCY)).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
         self
@@ -61,10 +61,13 @@ impl WorkerBuilder {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Display + Send + 'static,
     {
-        if self.concurrency == 0 {
-            return Err(
-                InvalidInput::Option("worker concurrency must be at least 1".into()).into(),
-            );
+        if self.concurrency == 0 || self.concurrency > super::MAX_CONCURRENCY {
+            return Err(InvalidInput::Option(format!(
+                "worker concurrency is 1 to {}, not {}",
+                super::MAX_CONCURRENCY,
+                self.concurrency
+            ))
+            .into());
         }
         check_count("a worker batch", self.batch)?;
         if self.lease < Duration::from_millis(30) {

@@ -6,6 +6,13 @@
 //!   never a dead worker.
 //! * While handlers run, their leases are extended every third of the lease, so a slow
 //!   handler is never doubled up with another consumer.
+//! * A handler runs only while its lease surely holds. A delivery whose lease has passed by
+//!   the time its claim reply arrives (judged from when the claim was sent) is never
+//!   started: Redis hands it out again. A running handler whose lease is lost (an extend
+//!   finds it taken, or it passes without being renewed, as when Redis is unreachable) is
+//!   cancelled, its future dropped, and its message left to Redis.
+//! * Each handler's outcome is decided once: by the handler finishing (ack or nack), by
+//!   shutdown handing it back, or by its lease being lost, whichever comes first.
 //! * On shutdown the worker stops claiming, waits for running handlers up to the grace period,
 //!   then cancels the rest and hands their messages back as ready at once.
 //! * When Redis goes away the worker logs, backs off, and carries on once it is back.
@@ -23,3 +30,6 @@ mod settle;
 
 pub use builder::{Worker, WorkerBuilder};
 pub use runner::StopReason;
+
+/// Most handlers one worker runs at once.
+pub const MAX_CONCURRENCY: usize = 100_000;

@@ -55,7 +55,7 @@ where
         let mut consumer = reconnecting_consumer(&queue, &mut stop).await;
         // Bounds the handlers running at once; a permit travels with each handler task.
         let slots = Arc::new(Semaphore::new(s.concurrency));
-        let running = Running::default();
+        let running = Running::new(queue.name().clone());
         let mut tasks = JoinSet::new();
         // Handlers report here; one settler acks them in batches (one script call for many).
         let (outcomes, settle_rx) = mpsc::unbounded_channel();
@@ -115,24 +115,33 @@ where
                 }
             };
             for (delivery, permit) in deliveries.into_iter().zip(permits) {
+                if delivery.lease_expired() {
+                    // Its claim reply came too late: another consumer may hold it by now.
+                    tracing::warn!(queue = %queue.name(), id = %delivery.id, "delivery arrived after its lease ended; not started, Redis hands it out again");
+                    continue;
+                }
                 let handler = self.handler.clone();
                 let (registry, outcomes) = (running.clone(), outcomes.clone());
                 let receipt = delivery.receipt();
-                let receipt_token = receipt.token;
+                let token = receipt.token;
                 running.insert(&receipt);
                 let task = tasks.spawn(async move {
                     let _permit = permit;
-                    let outcome = match CatchUnwind::new(handler(delivery)).await {
-                        Ok(Ok(())) => Outcome::Done,
-                        Ok(Err(e)) => Outcome::Failed(e.to_string()),
-                        Err(panic) => Outcome::Failed(panic_text(panic)),
+                    let outcome = tokio::select! {
+                        result = CatchUnwind::new(handler(delivery)) => match result {
+                            Ok(Ok(())) => Outcome::Done,
+                            Ok(Err(e)) => Outcome::Failed(e.to_string()),
+                            Err(panic) => Outcome::Failed(panic_text(panic)),
+                        },
+                        // Logged there; the message is Redis's to hand out again.
+                        () = registry.lease_passed(token) => return,
                     };
-                    // Off the registry before settling, so shutdown never hands back a
-                    // message whose handler already finished.
-                    registry.remove(receipt.token);
-                    let _ = outcomes.send((receipt, outcome));
+                    // Settle only if nobody else (shutdown, a lost lease) took the delivery.
+                    if registry.finish(token) {
+                        let _ = outcomes.send((receipt, outcome));
+                    }
                 });
-                running.set_abort(receipt_token, task);
+                running.set_abort(token, task);
             }
         }
         // No new handlers: once the running ones end, the settler drains and stops.

@@ -12,24 +12,38 @@ use tokio::time::Instant;
 
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
+use crate::names::QueueName;
 use crate::queue::{Queue, MAX_BATCH};
 
-/// Handlers currently running, by lease token.
-#[derive(Default, Clone)]
-pub(crate) struct Running(Arc<Mutex<HashMap<u64, Entry>>>);
+/// Handlers currently running, by lease token. Whoever removes a handler's entry decides its
+/// outcome, exactly once: the handler finishing (`finish`: ack or nack), shutdown
+/// (`abort_all`: hand back), a lost lease (`heartbeat`, `lease_passed`: leave it to Redis).
+#[derive(Clone)]
+pub(crate) struct Running {
+    queue: QueueName,
+    entries: Arc<Mutex<HashMap<u64, Entry>>>,
+}
 
 struct Entry {
-    /// The delivery without its payload: all that ack, nack and extend need.
+    /// The delivery without its payload (all that extend and release need), with its
+    /// lease's end as last renewed.
     delivery: Delivery,
     /// Set right after the handler task is spawned.
     abort: Option<AbortHandle>,
 }
 
 impl Running {
+    pub(crate) fn new(queue: QueueName) -> Self {
+        Running {
+            queue,
+            entries: Arc::default(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<u64, Entry>> {
         // A poisoned lock only means a panic elsewhere while holding it; the map is still
         // consistent (every operation on it is a single insert, remove or read).
-        self.0
+        self.entries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -49,12 +63,52 @@ impl Running {
         }
     }
 
-    pub(crate) fn remove(&self, token: u64) {
-        self.lock().remove(&token);
+    /// The handler finished: true if its outcome is still its own to settle.
+    pub(crate) fn finish(&self, token: u64) -> bool {
+        self.lock().remove(&token).is_some()
     }
 
     pub(crate) fn deliveries(&self) -> Vec<Delivery> {
         self.lock().values().map(|e| e.delivery.clone()).collect()
+    }
+
+    /// Notes a renewed lease.
+    fn renewed(&self, renewed: &Delivery) {
+        if let Some(entry) = self.lock().get_mut(&renewed.token) {
+            entry.delivery.expires = renewed.expires;
+            entry.delivery.lease_deadline_ms = renewed.lease_deadline_ms;
+        }
+    }
+
+    /// Completes once the handler's lease has passed without renewal, having taken its entry
+    /// (so nothing settles it); never completes while someone else owns its outcome.
+    pub(crate) async fn lease_passed(&self, token: u64) {
+        loop {
+            let expires = self.lock().get(&token).map(|e| e.delivery.expires);
+            let Some(expires) = expires else {
+                return std::future::pending().await;
+            };
+            if Instant::now() >= expires {
+                if let Some(entry) = self.lock().remove(&token) {
+                    tracing::warn!(queue = %self.queue, id = %entry.delivery.id, "lease lost while the handler ran (it passed without renewal); handler cancelled");
+                    return;
+                }
+                continue;
+            }
+            tokio::time::sleep_until(expires).await;
+        }
+    }
+
+    /// Cancels the handler of a delivery whose lease Redis reports lost, if it is still
+    /// running; says so only then (a handler that finished meanwhile was settled).
+    fn lost(&self, token: u64) {
+        let Some(entry) = self.lock().remove(&token) else {
+            return;
+        };
+        if let Some(abort) = entry.abort {
+            abort.abort();
+        }
+        tracing::warn!(queue = %self.queue, id = %entry.delivery.id, "lease lost while the handler ran; handler cancelled");
     }
 
     /// Cancels every running handler and returns their deliveries.
@@ -71,15 +125,16 @@ impl Running {
     }
 }
 
-/// Extends the leases of all running handlers, in batches.
+/// Extends the leases of all running handlers, in batches; cancels those whose lease is lost.
 pub(crate) async fn heartbeat(queue: &Queue, running: &Running, lease: Duration) {
     let mut deliveries = running.deliveries();
     for chunk in deliveries.chunks_mut(MAX_BATCH) {
         match queue.extend_many(chunk, lease).await {
             Ok(results) => {
                 for (d, r) in chunk.iter().zip(results) {
-                    if r.is_none() {
-                        tracing::warn!(queue = %queue.name(), id = %d.id, "lease lost while the handler runs");
+                    match r {
+                        Some(_) => running.renewed(d),
+                        None => running.lost(d.token),
                     }
                 }
             }
@@ -132,7 +187,8 @@ pub(crate) async fn settler(
     }
 }
 
-/// Runs a settling call, retrying through connection errors for as long as the leases could
+/// Runs a settling call, retrying through connection errors and Redis's "not now" replies
+/// (`LOADING` after a restart, failover) for as long as the leases could
 /// still be valid; after that the messages come back by lease expiry anyway.
 async fn retrying<'a, F, Fut>(
     queue: &'a Queue,
@@ -155,7 +211,7 @@ async fn retrying<'a, F, Fut>(
                 }
                 return;
             }
-            Err(e) if e.is_connection_error() && Instant::now() + pause < give_up => {
+            Err(e) if e.is_retryable() && Instant::now() + pause < give_up => {
                 tracing::warn!(queue = %queue.name(), error = %e, "settling failed, retrying");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));

@@ -331,3 +331,121 @@ async fn unknown_ids_are_not_found() {
     }
     assert_eq!(counts(&q).await, [1, 1, 0, 0], "nothing changed");
 }
+
+#[tokio::test]
+async fn a_wait_of_duration_max_means_wait_as_long_as_it_takes() {
+    let (_server, q) = empty_queue().await;
+    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let forever = receiving(1, Duration::from_secs(30), Duration::MAX);
+    let got = consumer.receive(&forever).await.expect("receive");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].id, sent.id);
+}
+
+#[tokio::test]
+async fn worker_concurrency_beyond_the_limit_is_rejected() {
+    let (_server, q) = empty_queue().await;
+    let build = |n: usize| {
+        delayq::worker::WorkerBuilder::new(q.clone())
+            .concurrency(n)
+            .build(|_d| async { Ok::<(), String>(()) })
+            .map(drop)
+    };
+    assert_option_error("concurrency usize::MAX", build(usize::MAX));
+    assert_option_error("concurrency 0", build(0));
+    build(delayq::worker::MAX_CONCURRENCY).expect("the largest concurrency is accepted");
+}
+
+#[tokio::test]
+async fn an_extend_shorter_than_a_millisecond_is_rejected() {
+    let (_server, q) = empty_queue().await;
+    q.send(b"x", &SendOptions::new()).await.expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let mut d = receive_one(&mut consumer, Duration::from_secs(30)).await;
+    let deadline = d.lease_deadline_ms;
+    for lease in [Duration::ZERO, Duration::from_micros(999)] {
+        assert_option_error(&format!("extend({lease:?})"), q.extend(&mut d, lease).await);
+        let mut many = [d.clone()];
+        assert_option_error("extend_many", q.extend_many(&mut many, lease).await);
+    }
+    assert_eq!(d.lease_deadline_ms, deadline, "the lease is as it was");
+    q.ack(&d).await.expect("the lease is still valid");
+}
+
+#[tokio::test]
+async fn a_zero_base_exponential_backoff_retries_at_once_however_many_attempts() {
+    let (_server, q) = empty_queue().await;
+    // 255^attempt overflows a double after 128 attempts; 0 * infinity must not become NaN.
+    let backoff = Backoff::exponential(Duration::ZERO, Duration::from_secs(1)).with_factor(255);
+    let options = SendOptions::new().backoff(backoff).max_attempts(200);
+    q.send(b"x", &options).await.expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let wait = receiving(1, Duration::from_secs(30), Duration::from_secs(5));
+    for attempt in 1..=150 {
+        let got = consumer.receive(&wait).await.expect("receive");
+        assert_eq!(got.len(), 1, "attempt {attempt} delivered within the wait");
+        assert_eq!(got[0].attempt, attempt);
+        let due_now = now_ms();
+        assert!(
+            got[0].due_ms.abs_diff(due_now) < 5_000,
+            "attempt {attempt} due at {} ms, now {due_now} ms",
+            got[0].due_ms
+        );
+        q.nack(&got[0], "again", None).await.expect("nack");
+    }
+}
+
+#[tokio::test]
+async fn a_batch_over_the_byte_budget_is_rejected_and_nothing_is_written() {
+    let (server, q) = empty_queue().await;
+    let per_call = delayq::MAX_BATCH_BYTES;
+    let count = per_call / ONE_MIB + 1;
+    let huge: Vec<Message> = (0..count)
+        .map(|i| {
+            Message::new(
+                vec![1u8; ONE_MIB],
+                SendOptions::new().id(format!("big-{i}")),
+            )
+        })
+        .collect();
+    assert_option_error("a batch with caller ids", q.send_batch(&huge).await);
+    let generated: Vec<Message> = (0..count)
+        .map(|_| Message::new(vec![1u8; ONE_MIB], SendOptions::new()))
+        .collect();
+    assert_option_error("a batch with generated ids", q.send_batch(&generated).await);
+    assert_nothing_written(&server);
+    q.send_batch(&generated[..count - 1])
+        .await
+        .expect("a batch within the budget");
+}
+
+#[tokio::test]
+async fn a_generated_id_with_a_leading_zero_names_no_message() {
+    let (_server, q) = empty_queue().await;
+    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
+    let pending = q
+        .send(b"y", &SendOptions::new().delay(Duration::from_secs(60)))
+        .await
+        .expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let d = receive_one(&mut consumer, Duration::from_secs(30)).await;
+    assert_eq!(d.id, sent.id);
+    for id in [&sent.id, &pending.id] {
+        let alias = format!("0{id}");
+        assert_eq!(q.get(&alias).await.expect("get"), None, "{alias}");
+        assert_eq!(
+            q.cancel(&alias).await.expect("cancel"),
+            CancelOutcome::NotFound,
+            "{alias}"
+        );
+        assert!(
+            matches!(
+                q.reschedule(&alias, Schedule::Now).await,
+                Err(Error::NotFound { .. })
+            ),
+            "{alias}"
+        );
+    }
+    q.ack(&d).await.expect("ack");
+}

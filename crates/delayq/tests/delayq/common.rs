@@ -129,3 +129,81 @@ pub async fn counts(q: &Queue) -> [u64; 4] {
     let s = q.stats().await.expect("stats");
     [s.delayed, s.ready, s.in_flight, s.dead]
 }
+
+/// Consumers listening for wake-ups on queue `name`: subscribed to its wake channel (or, in
+/// the BLPOP design this replaced, blocked on its wake list).
+pub fn listening(server: &RedisServer, name: &str) -> u64 {
+    let channel = format!("dq:{{{name}}}:wake");
+    let subscribers = server
+        .cli(&["PUBSUB", "SHARDNUMSUB", &channel])
+        .lines()
+        .nth(1)
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let blocked = server
+        .cli(&["INFO", "clients"])
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("blocked_clients:"))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    subscribers + blocked
+}
+
+/// Makes every lease of queue `name` expired now, as if its holders had stalled past it.
+pub fn expire_all_leases(server: &RedisServer, name: &str) {
+    server.cli(&[
+        "EVAL",
+        "local m = redis.call('ZRANGE', KEYS[1], 0, -1) \
+         for _, x in ipairs(m) do redis.call('ZADD', KEYS[1], 'XX', 1, x) end return #m",
+        "1",
+        &format!("dq:{{{name}}}:leases"),
+    ]);
+}
+
+/// Log lines of the whole test binary (every thread, every runtime), captured by a global
+/// subscriber installed on first use. Tests tell their lines apart by queue name.
+pub fn global_logs() -> &'static GlobalLogs {
+    use tracing_subscriber::util::SubscriberInitExt;
+    static LOGS: std::sync::OnceLock<GlobalLogs> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = GlobalLogs::default();
+        let writer = logs.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
+            .finish()
+            .try_init();
+        logs
+    })
+}
+
+#[derive(Clone, Default)]
+pub struct GlobalLogs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for GlobalLogs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.lock().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl GlobalLogs {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The lines that name queue `name`.
+    pub fn for_queue(&self, name: &str) -> Vec<String> {
+        let field = format!("queue={name}");
+        String::from_utf8_lossy(&self.lock())
+            .lines()
+            .filter(|l| l.split_whitespace().any(|w| w == field))
+            .map(str::to_owned)
+            .collect()
+    }
+}

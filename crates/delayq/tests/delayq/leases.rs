@@ -277,3 +277,269 @@ async fn release_hands_messages_back_without_counting_the_attempt() {
     let attempts: Vec<(&str, u32)> = again.iter().map(|d| (d.id.as_str(), d.attempt)).collect();
     assert_eq!(attempts, [("r1", 1), ("r2", 1)]);
 }
+
+#[tokio::test]
+async fn the_smallest_record_does_not_poison_a_claim() {
+    let (_server, q, mut consumer) = queue_and_consumer().await;
+    // Empty payload, generated id, fixed backoff under 128 ms: a 19-byte record.
+    let tiny = SendOptions::new().backoff(Backoff::fixed(Duration::ZERO));
+    let empty = q.send(b"", &tiny).await.expect("send");
+    let victim = q
+        .send(b"victim", &SendOptions::new().max_attempts(1))
+        .await
+        .expect("send");
+    let got = consumer
+        .receive(&receiving(10, LONG, Duration::ZERO))
+        .await
+        .expect("receive");
+    let ids: Vec<&str> = got.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, [empty.id.as_str(), victim.id.as_str()]);
+    assert_eq!(got[0].payload, b"");
+    q.ack_many(&got).await.expect("ack");
+    assert!(is_empty(&q).await);
+}
+
+/// A sort key (due µs, sequence) then a header cut short before its backoff: a record no
+/// reader can take apart.
+fn undecodable_record(due_us: u64, seq: u64) -> Vec<u8> {
+    let mut rec = due_us.to_be_bytes()[1..].to_vec();
+    rec.extend_from_slice(&seq.to_be_bytes()[2..]);
+    rec.extend_from_slice(&[0, 0, 0, 0, 5]);
+    rec
+}
+
+#[tokio::test]
+async fn an_undecodable_record_is_dead_lettered_and_the_rest_of_its_claim_delivered() {
+    let (server, q, mut consumer) = queue_and_consumer().await;
+    let good = q.send(b"good", &SendOptions::new()).await.expect("send");
+    // Due at 1 µs after the epoch: first in line.
+    let bad = undecodable_record(1, 999_999);
+    let raw = redis::Client::open(server.url()).expect("client");
+    let mut conn = raw
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let _: () = redis::cmd("ZADD")
+        .arg("dq:{leases}:pending")
+        .arg(0)
+        .arg(&bad)
+        .query_async(&mut conn)
+        .await
+        .expect("zadd");
+
+    let got = consumer
+        .receive(&receiving(10, LONG, Duration::ZERO))
+        .await
+        .expect("one bad record does not fail the claim");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].id, good.id);
+    q.ack(&got[0]).await.expect("ack");
+
+    let info = q.get("1-999999").await.expect("get").expect("kept");
+    assert_eq!(info.state, State::Dead);
+    let error = info.last_error.expect("an error");
+    assert!(error.contains("undecodable"), "{error}");
+    assert_eq!(info.payload, bad, "the raw bytes are kept for inspection");
+    assert_eq!(counts(&q).await, [0, 0, 0, 1]);
+}
+
+#[tokio::test]
+async fn reclaiming_an_undecodable_held_record_loses_nothing() {
+    let (server, q, mut consumer) = queue_and_consumer().await;
+    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
+    let d = receive_one(&mut consumer, SHORT).await;
+    // Cut the held record short, keeping lease token, attempts and sort key.
+    server.cli(&[
+        "EVAL",
+        "local s = redis.call('HKEYS', KEYS[1])[1] \
+         local v = redis.call('HGET', KEYS[1], s) \
+         redis.call('HSET', KEYS[1], s, v:sub(1, 21) .. string.char(0, 0, 0, 0, 5)) return 1",
+        "1",
+        "dq:{leases}:held",
+    ]);
+    wait_for_expiry(&d).await;
+
+    let got = consumer
+        .receive(&receiving(10, LONG, Duration::ZERO))
+        .await
+        .expect("reclaiming does not fail");
+    assert!(got.is_empty());
+    let info = q.get(&sent.id).await.expect("get").expect("not lost");
+    assert_eq!(info.state, State::Dead);
+    let error = info.last_error.expect("an error");
+    assert!(error.contains("undecodable"), "{error}");
+    assert_eq!(counts(&q).await, [0, 0, 0, 1]);
+}
+
+#[tokio::test]
+async fn a_mass_lease_expiry_retries_each_message_with_its_own_jitter() {
+    let (_server, q, mut consumer) = queue_and_consumer().await;
+    let backoff =
+        Backoff::exponential(Duration::from_secs(10), Duration::from_secs(60)).with_jitter(50);
+    let batch: Vec<delayq::Message> = (0..20)
+        .map(|i| {
+            delayq::Message::new(
+                format!("m{i}"),
+                SendOptions::new().id(format!("m{i}")).backoff(backoff),
+            )
+        })
+        .collect();
+    q.send_batch(&batch).await.expect("send");
+    let got = consumer
+        .receive(&receiving(20, SHORT, Duration::ZERO))
+        .await
+        .expect("receive");
+    assert_eq!(got.len(), 20);
+    wait_for_expiry(&got[0]).await;
+    let none = consumer
+        .receive(&receiving(20, LONG, Duration::ZERO))
+        .await
+        .expect("reclaim");
+    assert!(none.is_empty(), "all retried 5-10 s from now");
+    let mut dues = Vec::new();
+    for i in 0..20 {
+        let info = q.get(&format!("m{i}")).await.expect("get").expect("kept");
+        assert_eq!(info.state, State::Delayed);
+        dues.push(info.due_ms);
+    }
+    dues.sort_unstable();
+    dues.dedup();
+    assert!(
+        dues.len() >= 10,
+        "20 retries share {} due times: {dues:?}",
+        dues.len()
+    );
+}
+
+#[tokio::test]
+async fn a_lease_token_is_not_repeated_after_redis_loses_its_last_writes() {
+    let (mut server, dq) = setup().await;
+    let q = queue(&dq, "rollback");
+    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
+    server.cli(&["SAVE"]);
+    let mut consumer = q.consumer().await.expect("consumer");
+    let stale = receive_one(&mut consumer, LONG).await;
+    // Redis comes back from the snapshot taken before the claim, as after a lost AOF tail
+    // or a failover to a lagging replica.
+    server.restart();
+    let dq = delayq::DelayQ::connect(&server.url())
+        .await
+        .expect("reconnect");
+    let q = queue(&dq, "rollback");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let fresh = receive_one(&mut consumer, LONG).await;
+    assert_eq!((fresh.id.as_str(), fresh.attempt), (sent.id.as_str(), 1));
+    assert_ne!(
+        stale.token(),
+        fresh.token(),
+        "the token was handed out twice"
+    );
+    assert_cannot_settle(&q, &stale).await;
+    q.ack(&fresh).await.expect("the fresh holder acks");
+}
+
+/// A client whose ordinary traffic runs through `proxy`, giving up on replies after 200 ms.
+async fn impatient_client(proxy: &redis_fixture::Proxy) -> delayq::DelayQ {
+    let config = delayq::Config::default().response_timeout(Duration::from_millis(200));
+    delayq::DelayQ::connect_with(&proxy.url(), config)
+        .await
+        .expect("connect through the proxy")
+}
+
+#[tokio::test]
+async fn a_claim_whose_reply_timed_out_is_recovered_by_the_next_receive() {
+    let server = RedisServer::start();
+    let proxy = redis_fixture::Proxy::start(server.port());
+    let dq = impatient_client(&proxy).await;
+    let q = queue(&dq, "lost-reply");
+    let direct = delayq::DelayQ::connect(&server.url())
+        .await
+        .expect("connect");
+    let direct_q = queue(&direct, "lost-reply");
+    let mut consumer = q.consumer().await.expect("consumer");
+    // Loads the claim script, so that the claim below runs at once in Redis.
+    consumer
+        .receive(&receiving(1, LONG, Duration::ZERO))
+        .await
+        .expect("receive");
+    let sent = q
+        .send(b"x", &SendOptions::new().max_attempts(1))
+        .await
+        .expect("send");
+
+    proxy.set_reply_delay(Duration::from_millis(600));
+    let lost = consumer.receive(&receiving(1, LONG, Duration::ZERO)).await;
+    assert!(
+        matches!(&lost, Err(e) if e.is_connection_error()),
+        "the reply timed out: {lost:?}"
+    );
+    proxy.set_reply_delay(Duration::ZERO);
+    assert_eq!(
+        counts(&direct_q).await,
+        [0, 0, 1, 0],
+        "the claim ran in Redis"
+    );
+    wait_until(
+        Duration::from_secs(5),
+        "the late reply to have passed",
+        || async { q.stats().await.is_ok() },
+    )
+    .await;
+
+    let got = consumer
+        .receive(&receiving(1, LONG, Duration::ZERO))
+        .await
+        .expect("receive");
+    assert_eq!(
+        got.len(),
+        1,
+        "the lost claim's message, without waiting out its lease"
+    );
+    assert_eq!((got[0].id.as_str(), got[0].attempt), (sent.id.as_str(), 1));
+    q.ack(&got[0]).await.expect("ack");
+    assert!(is_empty(&q).await);
+}
+
+#[tokio::test]
+async fn a_receive_dropped_mid_claim_is_recovered_by_the_next_receive() {
+    let server = RedisServer::start();
+    let proxy = redis_fixture::Proxy::start(server.port());
+    let dq = impatient_client(&proxy).await;
+    let q = queue(&dq, "dropped-receive");
+    let direct = delayq::DelayQ::connect(&server.url())
+        .await
+        .expect("connect");
+    let direct_q = queue(&direct, "dropped-receive");
+    let mut consumer = q.consumer().await.expect("consumer");
+    // Loads the claim script, so that the claim below runs at once in Redis.
+    consumer
+        .receive(&receiving(1, LONG, Duration::ZERO))
+        .await
+        .expect("receive");
+    let sent = q
+        .send(b"x", &SendOptions::new().max_attempts(1))
+        .await
+        .expect("send");
+
+    proxy.set_reply_delay(Duration::from_millis(150));
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(50),
+        consumer.receive(&receiving(1, LONG, Duration::ZERO)),
+    )
+    .await;
+    assert!(dropped.is_err(), "the receive was dropped before its reply");
+    proxy.set_reply_delay(Duration::ZERO);
+    wait_until(Duration::from_secs(5), "the claim to run", || async {
+        counts(&direct_q).await == [0, 0, 1, 0]
+    })
+    .await;
+
+    let got = consumer
+        .receive(&receiving(1, LONG, Duration::ZERO))
+        .await
+        .expect("receive");
+    assert_eq!(got.len(), 1, "the dropped claim's message");
+    assert_eq!((got[0].id.as_str(), got[0].attempt), (sent.id.as_str(), 1));
+    q.ack(&got[0]).await.expect("ack");
+    assert!(is_empty(&q).await);
+}

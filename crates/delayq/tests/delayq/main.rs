@@ -8,6 +8,7 @@ mod bad_input;
 mod cluster;
 mod dead_letters;
 mod leases;
+mod memory;
 mod ops;
 
 // Runtime behaviour under load and faults.

@@ -1,6 +1,6 @@
-//! When messages arrive: a blocking wait outlives the client's response timeout, delayed
+//! When messages arrive: a wait outlives the client's response timeout, delayed
 //! messages are never delivered early, and a consumer asleep is woken by whatever makes a
-//! message due sooner.
+//! message due sooner, whatever other consumers are doing.
 
 use std::time::{Duration, Instant};
 
@@ -11,18 +11,8 @@ use crate::common::*;
 /// How long the woken consumers would wait.
 const WAIT: Duration = Duration::from_secs(5);
 
-/// Number of clients blocked in a command (the consumers' `BLPOP`s).
-fn blocked_clients(server: &RedisServer) -> u64 {
-    server
-        .cli(&["INFO", "clients"])
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("blocked_clients:"))
-        .and_then(|n| n.parse().ok())
-        .expect("blocked_clients in INFO clients")
-}
-
 #[tokio::test]
-async fn blocking_wait_outlives_the_response_timeout() {
+async fn a_wait_outlives_the_response_timeout() {
     let server = RedisServer::start();
     let config = Config::default().response_timeout(Duration::from_millis(500));
     let dq = DelayQ::connect_with(&server.url(), config)
@@ -44,7 +34,7 @@ async fn blocking_wait_outlives_the_response_timeout() {
     let got = consumer
         .receive(&receiving(1, Duration::from_secs(30), wait))
         .await
-        .expect("receive outlives the 500 ms response timeout");
+        .expect("a 3 s wait outlives the 500 ms response timeout");
     let took = started.elapsed();
     let sent = sending.await.expect("sender task");
     assert_eq!(got.len(), 1, "the message sent 1.2 s into the wait");
@@ -107,7 +97,7 @@ async fn delayed_messages_are_never_delivered_early() {
 type Received = (Vec<Delivery>, Duration, u64);
 
 /// Starts a receive (waiting up to [`WAIT`]) in a task and returns once Redis shows the
-/// consumer blocked.
+/// consumer listening for wake-ups.
 async fn blocked_receive(server: &RedisServer, q: &Queue) -> tokio::task::JoinHandle<Received> {
     let mut consumer = q.consumer().await.expect("consumer");
     let receiving = tokio::spawn(async move {
@@ -118,8 +108,8 @@ async fn blocked_receive(server: &RedisServer, q: &Queue) -> tokio::task::JoinHa
             .expect("receive");
         (got, started.elapsed(), now_ms())
     });
-    wait_until(Duration::from_secs(5), "the consumer to block", || async {
-        blocked_clients(server) == 1
+    wait_until(Duration::from_secs(5), "the consumer to listen", || async {
+        listening(server, q.name().as_str()) == 1
     })
     .await;
     receiving
@@ -186,5 +176,161 @@ async fn reschedule_to_an_earlier_time_wakes_a_waiting_consumer() {
     assert!(
         took < WAIT,
         "returned after {took:?}, when its {WAIT:?} wait ran out"
+    );
+}
+
+/// Starts a receive of up to one message on a consumer of its own, in a task.
+async fn receive_in_task(q: &Queue, wait: Duration) -> tokio::task::JoinHandle<Received> {
+    let mut consumer = q.consumer().await.expect("consumer");
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let got = consumer
+            .receive(&receiving(1, Duration::from_secs(30), wait))
+            .await
+            .expect("receive");
+        (got, started.elapsed(), now_ms())
+    })
+}
+
+#[tokio::test]
+async fn every_idle_consumer_hears_a_send_while_another_consumer_is_busy() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "wake-many");
+    // The busy consumer gets its message by its timer, not by a wake-up, and then stays
+    // busy (never receives again) while holding on to its consumer.
+    let mut busy = q.consumer().await.expect("consumer");
+    q.send(
+        b"first",
+        &SendOptions::new().delay(Duration::from_millis(300)),
+    )
+    .await
+    .expect("send");
+    let first = busy
+        .receive(&receiving(1, Duration::from_secs(30), WAIT))
+        .await
+        .expect("receive");
+    assert_eq!(first.len(), 1);
+
+    let idle = [
+        receive_in_task(&q, WAIT).await,
+        receive_in_task(&q, WAIT).await,
+    ];
+    wait_until(
+        Duration::from_secs(5),
+        "both idle consumers to listen",
+        || async { listening(&server, "wake-many") >= 3 },
+    )
+    .await;
+    let batch = vec![
+        Message::new("a", SendOptions::new()),
+        Message::new("b", SendOptions::new()),
+    ];
+    q.send_batch(&batch).await.expect("send");
+    for receiving in idle {
+        let (got, took, _) = receiving.await.expect("receive task");
+        assert_eq!(got.len(), 1, "each idle consumer woke and took one");
+        assert!(
+            took < WAIT,
+            "woken after {took:?}, when its {WAIT:?} wait ran out"
+        );
+    }
+    drop(busy);
+}
+
+#[tokio::test]
+async fn an_idle_worker_hears_a_send_while_another_worker_is_saturated() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "wake-workers");
+    let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    let hold = std::sync::Arc::new(tokio::sync::Notify::new());
+    let worker = |concurrency| {
+        let (started_tx, hold) = (started_tx.clone(), hold.clone());
+        delayq::worker::WorkerBuilder::new(q.clone())
+            .concurrency(concurrency)
+            .batch_size(1)
+            .build(move |d: Delivery| {
+                let (started_tx, hold) = (started_tx.clone(), hold.clone());
+                async move {
+                    let _ = started_tx.send((d.id.clone(), Instant::now()));
+                    if d.payload == b"hold" {
+                        hold.notified().await;
+                    }
+                    Ok::<(), String>(())
+                }
+            })
+            .expect("build worker")
+    };
+    // The saturated worker takes its one message by timer and keeps its only slot busy.
+    let saturated = spawn_worker(worker(1));
+    q.send(
+        b"hold",
+        &SendOptions::new().delay(Duration::from_millis(300)),
+    )
+    .await
+    .expect("send");
+    let held = tokio::time::timeout(Duration::from_secs(5), started.recv())
+        .await
+        .expect("the saturated worker starts its handler")
+        .expect("channel open");
+    let idle = spawn_worker(worker(1));
+    wait_until(
+        Duration::from_secs(5),
+        "the idle worker to listen",
+        || async { listening(&server, "wake-workers") >= 2 },
+    )
+    .await;
+
+    let sent_at = Instant::now();
+    let sent = q.send(b"now", &SendOptions::new()).await.expect("send");
+    let (id, handled_at) = tokio::time::timeout(Duration::from_secs(10), started.recv())
+        .await
+        .expect("the message is handled")
+        .expect("channel open");
+    assert_eq!(id, sent.id);
+    let took = handled_at - sent_at;
+    assert!(
+        took < Duration::from_secs(4),
+        "handled {took:?} after the send: the idle worker slept through it"
+    );
+    hold.notify_one();
+    let _ = held;
+    idle.shutdown().await;
+    saturated.shutdown().await;
+}
+
+#[tokio::test]
+async fn wake_ups_are_heard_again_after_redis_restarts() {
+    let (mut server, dq) = setup().await;
+    let q = queue(&dq, "wake-restart");
+    let mut consumer = q.consumer().await.expect("consumer");
+    server.restart();
+    // The first calls after the restart may meet the dropped connection.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let now_only = receiving(1, Duration::from_secs(30), Duration::ZERO);
+    while let Err(e) = consumer.receive(&now_only).await {
+        assert!(Instant::now() < deadline, "Redis did not answer again: {e}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let receiving = tokio::spawn(async move {
+        let started = Instant::now();
+        let got = consumer
+            .receive(&receiving(1, Duration::from_secs(30), WAIT))
+            .await
+            .expect("receive");
+        (got, started.elapsed())
+    });
+    wait_until(
+        Duration::from_secs(5),
+        "the consumer to listen again",
+        || async { listening(&server, "wake-restart") == 1 },
+    )
+    .await;
+    q.send(b"now", &SendOptions::new()).await.expect("send");
+    let (got, took) = receiving.await.expect("receive task");
+    assert_eq!(got.len(), 1);
+    assert!(
+        took < WAIT,
+        "woken after {took:?}, when its {WAIT:?} wait ran out"
     );
 }

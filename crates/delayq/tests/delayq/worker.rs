@@ -548,3 +548,318 @@ async fn many_failures_at_once_are_each_retried() {
         "acked for good"
     );
 }
+
+/// Attempts that handlers started, in order, shared with the test.
+#[derive(Clone, Default)]
+struct Attempts(Arc<Mutex<Vec<u32>>>);
+
+impl Attempts {
+    fn push(&self, attempt: u32) {
+        self.0.lock().expect("attempts lock").push(attempt);
+    }
+
+    fn get(&self) -> Vec<u32> {
+        self.0.lock().expect("attempts lock").clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_are_retried_while_redis_loads_its_aof() {
+    let mut config = ServerConfig::appendonly();
+    // A plain-command AOF loads slowly enough to be caught loading.
+    config.extra_args = [
+        "--aof-use-rdb-preamble",
+        "no",
+        "--enable-debug-command",
+        "yes",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (mut server, dq) = setup_with(config).await;
+    server.cli(&["DEBUG", "POPULATE", "1500000", "filler", "16"]);
+    server.cli(&["BGREWRITEAOF"]);
+    wait_until(Duration::from_secs(60), "the AOF rewrite", || async {
+        let info = server.cli(&["INFO", "persistence"]);
+        info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0")
+    })
+    .await;
+
+    let q = queue(&dq, "loading");
+    let attempts = Attempts::default();
+    let finish = Arc::new(Notify::new());
+    let lease = Duration::from_secs(30);
+    let worker = WorkerBuilder::new(q.clone())
+        .lease(lease)
+        .build({
+            let (attempts, finish) = (attempts.clone(), finish.clone());
+            move |d: Delivery| {
+                let (attempts, finish) = (attempts.clone(), finish.clone());
+                async move {
+                    attempts.push(d.attempt);
+                    finish.notified().await;
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
+    wait_until(Duration::from_secs(5), "the handler to start", || async {
+        !attempts.get().is_empty()
+    })
+    .await;
+
+    server.restart_loading();
+    assert!(
+        server.is_loading(),
+        "Redis is loading when the handler finishes"
+    );
+    finish.notify_one();
+    let loading = q.stats().await;
+    if let Err(e) = &loading {
+        assert!(e.is_retryable(), "{e} is worth retrying");
+    }
+    wait_until(
+        Duration::from_secs(20),
+        "the ack to land after loading, well within the 30 s lease",
+        || async { matches!(q.get(&sent.id).await, Ok(None)) },
+    )
+    .await;
+    assert_eq!(attempts.get(), [1], "handled once");
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_delivery_whose_lease_passed_before_its_claim_reply_arrived_is_not_handled() {
+    let server = RedisServer::start();
+    let proxy = redis_fixture::Proxy::start(server.port());
+    let dq = DelayQ::connect(&proxy.url()).await.expect("connect");
+    let direct = DelayQ::connect(&server.url()).await.expect("connect");
+    let q = queue(&dq, "late-reply");
+    let attempts = Attempts::default();
+    let worker = WorkerBuilder::new(q.clone())
+        .lease(Duration::from_millis(400))
+        .build({
+            let attempts = attempts.clone();
+            move |d: Delivery| {
+                let attempts = attempts.clone();
+                async move {
+                    attempts.push(d.attempt);
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+    wait_until(Duration::from_secs(5), "the worker to listen", || async {
+        listening(&server, "late-reply") >= 1
+    })
+    .await;
+
+    // Every reply from Redis now reaches the worker 600 ms late: its claim runs in Redis
+    // at once, but the lease has passed by the time the worker hears of it.
+    proxy.set_reply_delay(Duration::from_millis(600));
+    let direct_q = queue(&direct, "late-reply");
+    let sent = direct_q
+        .send(b"x", &SendOptions::new())
+        .await
+        .expect("send");
+    wait_until(Duration::from_secs(5), "the claim to run", || async {
+        direct_q.get(&sent.id).await.ok().flatten().map(|i| i.state) == Some(State::InFlight)
+    })
+    .await;
+    proxy.set_reply_delay(Duration::ZERO);
+    wait_until(
+        Duration::from_secs(10),
+        "the message to be handled",
+        || async { matches!(direct_q.get(&sent.id).await, Ok(None)) },
+    )
+    .await;
+    assert_eq!(
+        attempts.get(),
+        [2],
+        "the first delivery arrived after its lease and was never started"
+    );
+    running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_whose_lease_is_lost_is_cancelled() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "lost-lease");
+    let attempts = Attempts::default();
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let running_now = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let most_at_once = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let worker = WorkerBuilder::new(q.clone())
+        .concurrency(2)
+        .lease(Duration::from_millis(300))
+        .build({
+            let (attempts, cancelled) = (attempts.clone(), cancelled.clone());
+            let (running_now, most_at_once) = (running_now.clone(), most_at_once.clone());
+            move |d: Delivery| {
+                let (attempts, cancelled) = (attempts.clone(), cancelled.clone());
+                let (running_now, most_at_once) = (running_now.clone(), most_at_once.clone());
+                async move {
+                    attempts.push(d.attempt);
+                    let now = running_now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most_at_once.fetch_max(now, Ordering::SeqCst);
+                    let _running = Decrement(running_now);
+                    if d.attempt == 1 {
+                        let _flag = DropFlag(cancelled);
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
+    wait_until(Duration::from_secs(5), "the handler to start", || async {
+        attempts.get() == [1]
+    })
+    .await;
+
+    // The lease passes under the handler (a stalled heartbeat, a clock jump in Redis): the
+    // message is Redis's to hand out again, and this handler must not go on.
+    expire_all_leases(&server, "lost-lease");
+    wait_until(
+        Duration::from_secs(5),
+        "the handler to be cancelled",
+        || async { cancelled.load(Ordering::SeqCst) },
+    )
+    .await;
+    wait_until(
+        Duration::from_secs(10),
+        "the retry to be handled",
+        || async { matches!(q.get(&sent.id).await, Ok(None)) },
+    )
+    .await;
+    assert_eq!(attempts.get(), [1, 2]);
+    assert_eq!(
+        most_at_once.load(Ordering::SeqCst),
+        1,
+        "never two handlers at once"
+    );
+    running.shutdown().await;
+}
+
+struct Decrement(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Decrement {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_lost_is_logged_only_for_handlers_that_really_lost_it() {
+    let logs = global_logs();
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "honest-log");
+    let cancelled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let n = 3000;
+    let worker = WorkerBuilder::new(q.clone())
+        // More than one heartbeat batch, so that some handlers finish between batches.
+        .concurrency(2500)
+        .batch_size(500)
+        .lease(Duration::from_millis(600))
+        .build({
+            let cancelled = cancelled.clone();
+            move |d: Delivery| {
+                let cancelled = cancelled.clone();
+                async move {
+                    let guard = CountUnlessDisarmed(cancelled, true);
+                    let ms = d.payload.iter().fold(0u64, |a, b| a * 31 + u64::from(*b)) % 1500;
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    guard.disarm();
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let batch: Vec<Message> = (0..n)
+        .map(|i| Message::new(format!("m{i}"), SendOptions::new()))
+        .collect();
+    for chunk in batch.chunks(1000) {
+        q.send_batch(chunk).await.expect("send");
+    }
+    let running = spawn_worker(worker);
+    wait_until(Duration::from_secs(60), "every message handled", || async {
+        is_empty(&q).await
+    })
+    .await;
+    running.shutdown().await;
+    let lost_logs = logs
+        .for_queue("honest-log")
+        .into_iter()
+        .filter(|l| l.contains("lease lost"))
+        .count();
+    assert_eq!(
+        lost_logs,
+        cancelled.load(Ordering::SeqCst),
+        "a lease-lost warning for each handler cancelled by one, and no other"
+    );
+}
+
+/// Counts one when dropped armed (the handler was cancelled before it finished).
+struct CountUnlessDisarmed(Arc<std::sync::atomic::AtomicUsize>, bool);
+
+impl CountUnlessDisarmed {
+    fn disarm(mut self) {
+        self.1 = false;
+    }
+}
+
+impl Drop for CountUnlessDisarmed {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_finishing_after_shutdown_took_its_message_is_not_also_acked() {
+    let logs = global_logs();
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "shutdown-race");
+    let started = Arc::new(Notify::new());
+    let worker = WorkerBuilder::new(q.clone())
+        .shutdown_grace(Duration::from_millis(200))
+        .build({
+            let started = started.clone();
+            move |_d: Delivery| {
+                let started = started.clone();
+                async move {
+                    started.notify_one();
+                    // Blocks its thread past the grace period, so the abort that shutdown
+                    // sends cannot take effect before the handler has finished.
+                    std::thread::sleep(Duration::from_millis(800));
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
+    let running = spawn_worker(worker);
+    tokio::time::timeout(Duration::from_secs(5), started.notified())
+        .await
+        .expect("the handler starts");
+    assert_eq!(
+        running.shutdown().await,
+        StopReason::GracefulShutdown { released: 1 }
+    );
+    let info = q.get(&sent.id).await.expect("get").expect("handed back");
+    assert_eq!((info.state, info.attempts), (State::Ready, 0));
+    let unsettled: Vec<String> = logs
+        .for_queue("shutdown-race")
+        .into_iter()
+        .filter(|l| l.contains("could not settle"))
+        .collect();
+    assert!(
+        unsettled.is_empty(),
+        "released and then acked as well: {unsettled:?}"
+    );
+}
