@@ -438,108 +438,103 @@ async fn a_lease_token_is_not_repeated_after_redis_loses_its_last_writes() {
     q.ack(&fresh).await.expect("the fresh holder acks");
 }
 
-/// A client whose ordinary traffic runs through `proxy`, giving up on replies after 200 ms.
-async fn impatient_client(proxy: &redis_fixture::Proxy) -> delayq::DelayQ {
-    let config = delayq::Config::default().response_timeout(Duration::from_millis(200));
-    delayq::DelayQ::connect_with(&proxy.url(), config)
-        .await
-        .expect("connect through the proxy")
+/// A consumer whose traffic runs through a proxy (so its replies can be held back) and
+/// gives up on a reply after 200 ms, with one message ready for it.
+struct LostClaim {
+    proxy: redis_fixture::Proxy,
+    /// The queue as the consumer sees it, through the proxy.
+    q: Queue,
+    /// The same queue over a direct connection, for looking on.
+    direct: Queue,
+    consumer: Consumer,
+    sent: delayq::Sent,
+    _server: RedisServer,
+}
+
+impl LostClaim {
+    async fn new(name: &str) -> LostClaim {
+        let server = RedisServer::start();
+        let proxy = redis_fixture::Proxy::start(server.port());
+        let config = delayq::Config::default().response_timeout(Duration::from_millis(200));
+        let dq = delayq::DelayQ::connect_with(&proxy.url(), config)
+            .await
+            .expect("connect through the proxy");
+        let direct = delayq::DelayQ::connect(&server.url())
+            .await
+            .expect("connect");
+        let q = queue(&dq, name);
+        let mut consumer = q.consumer().await.expect("consumer");
+        // Loads the claim script, so that a claim runs at once in Redis.
+        consumer
+            .receive(&receiving(1, LONG, Duration::ZERO))
+            .await
+            .expect("receive");
+        let sent = q
+            .send(b"x", &SendOptions::new().max_attempts(1))
+            .await
+            .expect("send");
+        LostClaim {
+            proxy,
+            q,
+            direct: queue(&direct, name),
+            consumer,
+            sent,
+            _server: server,
+        }
+    }
+
+    /// The next receive gets the message of the lost claim, at its first attempt, without
+    /// waiting out its lease.
+    async fn assert_recovered(mut self) {
+        wait_until(Duration::from_secs(5), "the claim to run", || async {
+            counts(&self.direct).await == [0, 0, 1, 0]
+        })
+        .await;
+        wait_until(Duration::from_secs(5), "the late reply to pass", || async {
+            self.q.stats().await.is_ok()
+        })
+        .await;
+        let got = self
+            .consumer
+            .receive(&receiving(1, LONG, Duration::ZERO))
+            .await
+            .expect("receive");
+        assert_eq!(got.len(), 1, "the lost claim's message");
+        assert_eq!(
+            (got[0].id.as_str(), got[0].attempt),
+            (self.sent.id.as_str(), 1)
+        );
+        self.q.ack(&got[0]).await.expect("ack");
+        assert!(is_empty(&self.direct).await);
+    }
 }
 
 #[tokio::test]
 async fn a_claim_whose_reply_timed_out_is_recovered_by_the_next_receive() {
-    let server = RedisServer::start();
-    let proxy = redis_fixture::Proxy::start(server.port());
-    let dq = impatient_client(&proxy).await;
-    let q = queue(&dq, "lost-reply");
-    let direct = delayq::DelayQ::connect(&server.url())
-        .await
-        .expect("connect");
-    let direct_q = queue(&direct, "lost-reply");
-    let mut consumer = q.consumer().await.expect("consumer");
-    // Loads the claim script, so that the claim below runs at once in Redis.
-    consumer
+    let mut t = LostClaim::new("lost-reply").await;
+    t.proxy.set_reply_delay(Duration::from_millis(600));
+    let lost = t
+        .consumer
         .receive(&receiving(1, LONG, Duration::ZERO))
-        .await
-        .expect("receive");
-    let sent = q
-        .send(b"x", &SendOptions::new().max_attempts(1))
-        .await
-        .expect("send");
-
-    proxy.set_reply_delay(Duration::from_millis(600));
-    let lost = consumer.receive(&receiving(1, LONG, Duration::ZERO)).await;
+        .await;
     assert!(
         matches!(&lost, Err(e) if e.is_connection_error()),
         "the reply timed out: {lost:?}"
     );
-    proxy.set_reply_delay(Duration::ZERO);
-    assert_eq!(
-        counts(&direct_q).await,
-        [0, 0, 1, 0],
-        "the claim ran in Redis"
-    );
-    wait_until(
-        Duration::from_secs(5),
-        "the late reply to have passed",
-        || async { q.stats().await.is_ok() },
-    )
-    .await;
-
-    let got = consumer
-        .receive(&receiving(1, LONG, Duration::ZERO))
-        .await
-        .expect("receive");
-    assert_eq!(
-        got.len(),
-        1,
-        "the lost claim's message, without waiting out its lease"
-    );
-    assert_eq!((got[0].id.as_str(), got[0].attempt), (sent.id.as_str(), 1));
-    q.ack(&got[0]).await.expect("ack");
-    assert!(is_empty(&q).await);
+    t.proxy.set_reply_delay(Duration::ZERO);
+    t.assert_recovered().await;
 }
 
 #[tokio::test]
 async fn a_receive_dropped_mid_claim_is_recovered_by_the_next_receive() {
-    let server = RedisServer::start();
-    let proxy = redis_fixture::Proxy::start(server.port());
-    let dq = impatient_client(&proxy).await;
-    let q = queue(&dq, "dropped-receive");
-    let direct = delayq::DelayQ::connect(&server.url())
-        .await
-        .expect("connect");
-    let direct_q = queue(&direct, "dropped-receive");
-    let mut consumer = q.consumer().await.expect("consumer");
-    // Loads the claim script, so that the claim below runs at once in Redis.
-    consumer
-        .receive(&receiving(1, LONG, Duration::ZERO))
-        .await
-        .expect("receive");
-    let sent = q
-        .send(b"x", &SendOptions::new().max_attempts(1))
-        .await
-        .expect("send");
-
-    proxy.set_reply_delay(Duration::from_millis(150));
+    let mut t = LostClaim::new("dropped-receive").await;
+    t.proxy.set_reply_delay(Duration::from_millis(150));
     let dropped = tokio::time::timeout(
         Duration::from_millis(50),
-        consumer.receive(&receiving(1, LONG, Duration::ZERO)),
+        t.consumer.receive(&receiving(1, LONG, Duration::ZERO)),
     )
     .await;
     assert!(dropped.is_err(), "the receive was dropped before its reply");
-    proxy.set_reply_delay(Duration::ZERO);
-    wait_until(Duration::from_secs(5), "the claim to run", || async {
-        counts(&direct_q).await == [0, 0, 1, 0]
-    })
-    .await;
-
-    let got = consumer
-        .receive(&receiving(1, LONG, Duration::ZERO))
-        .await
-        .expect("receive");
-    assert_eq!(got.len(), 1, "the dropped claim's message");
-    assert_eq!((got[0].id.as_str(), got[0].attempt), (sent.id.as_str(), 1));
-    q.ack(&got[0]).await.expect("ack");
-    assert!(is_empty(&q).await);
+    t.proxy.set_reply_delay(Duration::ZERO);
+    t.assert_recovered().await;
 }

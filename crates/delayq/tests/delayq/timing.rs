@@ -99,15 +99,7 @@ type Received = (Vec<Delivery>, Duration, u64);
 /// Starts a receive (waiting up to [`WAIT`]) in a task and returns once Redis shows the
 /// consumer listening for wake-ups.
 async fn blocked_receive(server: &RedisServer, q: &Queue) -> tokio::task::JoinHandle<Received> {
-    let mut consumer = q.consumer().await.expect("consumer");
-    let receiving = tokio::spawn(async move {
-        let started = Instant::now();
-        let got = consumer
-            .receive(&receiving(1, Duration::from_secs(30), WAIT))
-            .await
-            .expect("receive");
-        (got, started.elapsed(), now_ms())
-    });
+    let receiving = receive_in_task(q, WAIT).await;
     wait_until(Duration::from_secs(5), "the consumer to listen", || async {
         listening(server, q.name().as_str()) == 1
     })
