@@ -35,10 +35,15 @@
 //!
 //! # Guarantees and their limits
 //! * At least once: a handler may see a message again (after a crash or an expired lease),
-//!   never two holders at once while a lease is valid.
+//!   never two holders at once while a lease is valid. The [`worker`] never starts a
+//!   delivery whose lease has passed and cancels a handler whose lease is lost; with
+//!   [`Consumer`] directly, check [`Delivery::lease_remaining`].
 //! * Nothing is lost on a consumer crash. Surviving a Redis restart needs AOF
 //!   (`appendonly yes`, `appendfsync always` for every acknowledged send); Redis must not
-//!   evict keys (`maxmemory-policy noeviction`).
+//!   evict keys (`maxmemory-policy noeviction`). At `maxmemory`, sends fail (Redis `OOM`)
+//!   and everything that drains, frees or reads goes on working.
+//! * [`Consumer::receive`] is cancel-safe: a claim whose reply was lost is handed back by
+//!   the next `receive`. Failures worth retrying say so: [`Error::is_retryable`].
 //!
 //! # Layout
 //! * `client.rs`: [`DelayQ`], the connection; makes [`Queue`] handles.
