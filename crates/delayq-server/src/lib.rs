@@ -1,0 +1,1 @@
+//! The `delayq` server and CLI.

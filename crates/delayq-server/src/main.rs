@@ -1,0 +1,3 @@
+//! The `delayq` binary: parses flags and calls the library.
+
+fn main() {}
