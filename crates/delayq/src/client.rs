@@ -10,6 +10,7 @@ use crate::keys::Keys;
 use crate::names::QueueName;
 use crate::options::Config;
 use crate::queue::Queue;
+use crate::wakeup::Subscriptions;
 
 /// A connection to one Redis server, shared by all queue handles made from it. Cheap to clone.
 #[derive(Clone)]
@@ -17,6 +18,8 @@ pub struct DelayQ {
     client: redis::Client,
     conn: ConnectionManager,
     config: Arc<Config>,
+    /// Wake-up subscriptions, one per queue, shared by every consumer made from this client.
+    subscriptions: Arc<Subscriptions>,
 }
 
 impl DelayQ {
@@ -33,6 +36,7 @@ impl DelayQ {
             client,
             conn,
             config: Arc::new(config),
+            subscriptions: Arc::default(),
         })
     }
 
@@ -45,6 +49,32 @@ impl DelayQ {
             self.client.clone(),
             self.conn.clone(),
             self.config.clone(),
+            self.subscriptions.clone(),
         ))
+    }
+
+    /// The queues that exist in this Redis (every queue that was ever sent to and still has
+    /// keys), by name. Walks the keyspace with `SCAN`, so it costs time in proportion to the
+    /// number of keys: meant for admin tools, not hot paths.
+    pub async fn queues(&self) -> Result<Vec<QueueName>> {
+        let mut conn = self.conn.clone();
+        let mut names = std::collections::BTreeSet::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(Keys::seq_pattern())
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await?;
+            names.extend(keys.iter().filter_map(|k| Keys::queue_of_seq(k)));
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        Ok(names.into_iter().collect())
     }
 }

@@ -9,8 +9,10 @@
 //!   waiting consumer hears it, whatever the others are doing;
 //! * the end of the caller's `wait`.
 //!
-//! The consumer subscribes before it claims and clears what it heard just before each claim,
-//! so a wake-up published after a claim has looked is always heard by the next wait.
+//! The consumer subscribes before it claims and notes the wake-ups heard so far just before
+//! each claim, so a wake-up published after a claim has looked is always heard by the next
+//! wait. Consumers of one queue share the subscription (`wakeup.rs`), so they cost no
+//! connection of their own.
 //!
 //! A claim whose reply never arrives (a response timeout, a `receive` future dropped while
 //! its claim was under way) has still taken its messages in Redis. The consumer remembers
@@ -27,7 +29,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::{InvalidInput, Result};
+use crate::options::PayloadKind;
 use crate::queue::{check_count, Queue, MAX_BATCH};
+use std::sync::Arc;
+
 use crate::wakeup::Subscription;
 
 /// A message handed to a consumer under a lease.
@@ -38,6 +43,8 @@ pub struct Delivery {
     pub id: String,
     /// The payload, unchanged.
     pub payload: Vec<u8>,
+    /// What the payload is, as the sender said.
+    pub kind: PayloadKind,
     /// Which delivery this is, counting from 1.
     pub attempt: u32,
     /// When the message was due, ms since the Unix epoch (server clock).
@@ -76,10 +83,11 @@ impl Delivery {
     }
 
     /// A copy without the payload: all that ack, nack and extend need.
-    pub(crate) fn receipt(&self) -> Delivery {
+    pub(crate) fn without_payload(&self) -> Delivery {
         Delivery {
             id: self.id.clone(),
             payload: Vec::new(),
+            kind: self.kind,
             attempt: self.attempt,
             due_ms: self.due_ms,
             lease_deadline_ms: self.lease_deadline_ms,
@@ -88,11 +96,6 @@ impl Delivery {
             seq: self.seq,
             explicit_id: self.explicit_id,
         }
-    }
-
-    /// The lease's name in Redis.
-    pub(crate) fn lease_member(&self) -> [u8; 12] {
-        crate::queue::lease_member(self.seq, self.token)
     }
 }
 
@@ -142,8 +145,10 @@ pub struct Consumer {
     queue: Queue,
     /// This consumer's claim record in Redis: what its last claim took (see the module docs).
     claim_record: String,
-    /// The wake channel subscription; opened before the first claim, renewed once lost.
-    subscription: Option<Subscription>,
+    /// The queue's wake-up subscription (shared); renewed once lost.
+    subscription: Arc<Subscription>,
+    /// Wake-ups heard before the last claim was sent.
+    seen: u64,
     /// Token base of a claim sent whose reply has not been read: the next claim repeats it.
     unanswered: Option<u64>,
     /// How far ahead of a due time to send the claim.
@@ -155,15 +160,15 @@ impl Consumer {
         let claim_record = queue
             .keys()
             .claim_record(&format!("{:016x}", rand::random::<u64>()));
-        let mut consumer = Consumer {
+        let subscription = queue.subscription().await?;
+        Ok(Consumer {
             queue,
             claim_record,
-            subscription: None,
+            subscription,
+            seen: 0,
             unanswered: None,
             lead: Lead::default(),
-        };
-        consumer.subscribed().await?;
-        Ok(consumer)
+        })
     }
 
     /// The queue this consumer receives from (ack, nack and extend deliveries there).
@@ -196,7 +201,7 @@ impl Consumer {
         // None: no end (a wait too long to represent is a wait without end).
         let deadline = Instant::now().checked_add(options.wait);
         loop {
-            self.subscribed().await?.clear();
+            self.seen = self.subscribed().await?.generation();
             let sent = Instant::now();
             let claim = self.claim(options).await?;
             let now = Instant::now();
@@ -218,7 +223,7 @@ impl Consumer {
             if sleep.is_some_and(|s| s.is_zero()) {
                 continue;
             }
-            let subscription = self.subscribed().await?;
+            let (subscription, seen) = (self.subscribed().await?, self.seen);
             let timer = async {
                 match sleep {
                     Some(sleep) => sleep_precisely(sleep).await,
@@ -226,7 +231,7 @@ impl Consumer {
                 }
             };
             tokio::select! {
-                () = subscription.woken() => {}
+                () = subscription.woken_since(seen) => {}
                 () = timer => {}
                 () = &mut stop => return Ok(Vec::new()),
             }
@@ -254,23 +259,12 @@ impl Consumer {
         Ok(claim)
     }
 
-    /// The live subscription, opened anew if there is none or it was lost.
-    async fn subscribed(&mut self) -> Result<&Subscription> {
-        if self
-            .subscription
-            .as_ref()
-            .is_some_and(Subscription::is_lost)
-        {
-            self.subscription = None;
+    /// The live subscription, renewed if it was lost.
+    async fn subscribed(&mut self) -> Result<Arc<Subscription>> {
+        if self.subscription.is_lost() {
+            self.subscription = self.queue.subscription().await?;
         }
-        let subscription = match self.subscription.take() {
-            Some(s) => s,
-            None => {
-                let q = &self.queue;
-                Subscription::open(q.client(), q.config(), q.keys().wake()).await?
-            }
-        };
-        Ok(self.subscription.insert(subscription))
+        Ok(self.subscription.clone())
     }
 }
 

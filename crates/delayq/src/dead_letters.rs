@@ -4,6 +4,7 @@
 use crate::error::Result;
 use crate::message::DeadLetter;
 use crate::queue::{check_count, Queue, MAX_BATCH};
+use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 
@@ -42,6 +43,7 @@ impl<'a> DeadLetters<'a> {
                 max_attempts: r.uint()? as u32,
                 last_error: r.opt_string()?,
                 payload: r.bytes()?,
+                kind: record::kind_of(r.uint()? as u8),
             });
         }
         Ok(out)

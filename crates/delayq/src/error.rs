@@ -104,6 +104,11 @@ pub enum InvalidInput {
         /// The configured limit in bytes.
         limit: usize,
     },
+    /// A receipt that is not one delayq gave out.
+    Receipt {
+        /// The rejected receipt (at most its first 200 characters).
+        receipt: String,
+    },
     /// A delay or due time that is out of range.
     Schedule(String),
     /// An option that is out of range (max attempts, backoff, batch size, lease).
@@ -121,6 +126,7 @@ impl fmt::Display for InvalidInput {
                     "payload of {size} bytes is over the limit of {limit} bytes"
                 )
             }
+            InvalidInput::Receipt { receipt } => write!(f, "receipt {receipt:?} is malformed"),
             InvalidInput::Schedule(why) => write!(f, "schedule: {why}"),
             InvalidInput::Option(why) => write!(f, "option: {why}"),
         }

@@ -45,6 +45,17 @@ impl Keys {
         }
     }
 
+    /// The `SCAN` pattern that matches every queue's sequence key.
+    pub(crate) fn seq_pattern() -> &'static str {
+        "dq:{*}:seq"
+    }
+
+    /// The queue whose sequence key is `key`, if it is one.
+    pub(crate) fn queue_of_seq(key: &str) -> Option<QueueName> {
+        let name = key.strip_prefix("dq:{")?.strip_suffix("}:seq")?;
+        QueueName::new(name).ok()
+    }
+
     /// All keys, in the order the scripts expect them.
     pub(crate) fn all(&self) -> &[String] {
         &self.all

@@ -51,7 +51,8 @@
 //! * `consumer.rs`: [`Consumer`]: receive, waiting for due times without polling.
 //! * `dead_letters.rs`: [`DeadLetters`]: count, list, requeue, purge.
 //! * `worker/`: the worker runtime.
-//! * `options.rs`, `message.rs`, `names.rs`, `error.rs`: what goes in and comes out.
+//! * `options.rs`, `message.rs`, `names.rs`, `receipt.rs`, `error.rs`: what goes in and
+//!   comes out.
 //! * `keys.rs` names every Redis key; `record.rs` is the stored message layout;
 //!   `scripts.rs` and `scripts/*.lua` are the atomic operations; `connection.rs` holds the
 //!   connection rules; `wakeup.rs` is a consumer's subscription to wake-ups; `reply.rs`
@@ -67,6 +68,7 @@ mod message;
 mod names;
 mod options;
 mod queue;
+mod receipt;
 mod record;
 mod reply;
 mod scripts;
@@ -80,6 +82,7 @@ pub use error::{Error, InvalidInput, Result};
 pub use message::{CancelOutcome, DeadLetter, MessageInfo, NackOutcome, Sent, State, Stats};
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
-    Backoff, Config, Message, Schedule, SendOptions, DEFAULT_MAX_ATTEMPTS, MAX_DELAY,
+    Backoff, Config, Message, PayloadKind, Schedule, SendOptions, DEFAULT_MAX_ATTEMPTS, MAX_DELAY,
 };
 pub use queue::{Queue, MAX_BATCH, MAX_BATCH_BYTES};
+pub use receipt::Receipt;

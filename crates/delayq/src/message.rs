@@ -104,6 +104,8 @@ pub struct MessageInfo {
     pub last_error: Option<String>,
     /// The payload.
     pub payload: Vec<u8>,
+    /// What the payload is.
+    pub kind: crate::PayloadKind,
     /// In flight: when the lease ends, ms since the Unix epoch.
     pub lease_deadline_ms: Option<u64>,
     /// Dead: when it died, ms since the Unix epoch.
@@ -152,4 +154,6 @@ pub struct DeadLetter {
     pub last_error: Option<String>,
     /// The payload.
     pub payload: Vec<u8>,
+    /// What the payload is.
+    pub kind: crate::PayloadKind,
 }

@@ -14,7 +14,7 @@ pub const MAX_MESSAGE_ID_LEN: usize = 128;
 ///
 /// The restriction keeps names safe inside a Redis Cluster hash tag (`{` and `}` would break
 /// it) and readable in `redis-cli`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QueueName(String);
 
 impl QueueName {

@@ -156,6 +156,20 @@ impl Default for Backoff {
     }
 }
 
+/// What a payload is, stored with the message and returned with it, so that bytes sent as
+/// bytes never come back as JSON and the other way round. The library stores payloads as
+/// bytes either way and does not check them; the HTTP server uses this to answer JSON with
+/// JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[non_exhaustive]
+pub enum PayloadKind {
+    /// Opaque bytes.
+    #[default]
+    Bytes,
+    /// A JSON document, as UTF-8 text.
+    Json,
+}
+
 /// Default number of deliveries before a message is dead-lettered.
 pub const DEFAULT_MAX_ATTEMPTS: u16 = 5;
 
@@ -166,6 +180,7 @@ pub struct SendOptions {
     pub(crate) id: Option<String>,
     pub(crate) max_attempts: u16,
     pub(crate) backoff: Backoff,
+    pub(crate) kind: PayloadKind,
 }
 
 impl Default for SendOptions {
@@ -175,6 +190,7 @@ impl Default for SendOptions {
             id: None,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             backoff: Backoff::default(),
+            kind: PayloadKind::Bytes,
         }
     }
 }
@@ -219,6 +235,12 @@ impl SendOptions {
     /// The retry policy.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    /// What the payload is (bytes by default); delivered back with it.
+    pub fn kind(mut self, kind: PayloadKind) -> Self {
+        self.kind = kind;
         self
     }
 }

@@ -17,9 +17,11 @@ use crate::keys::Keys;
 use crate::message::{parse_state, CancelOutcome, MessageInfo, NackOutcome, Sent, State, Stats};
 use crate::names::{check_caller_id, check_lookup_id, QueueName};
 use crate::options::{checked_ms, Config, DueSpec, Message, Schedule, SendOptions};
+use crate::receipt::{Held, Receipt};
 use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
+use crate::wakeup::Subscriptions;
 
 /// Most messages in one batch call (sends, claims, acks): keeps each script short, so one
 /// call never holds up Redis for long.
@@ -40,6 +42,7 @@ pub struct Queue {
     client: redis::Client,
     conn: ConnectionManager,
     config: Arc<Config>,
+    subscriptions: Arc<Subscriptions>,
 }
 
 impl Queue {
@@ -49,6 +52,7 @@ impl Queue {
         client: redis::Client,
         conn: ConnectionManager,
         config: Arc<Config>,
+        subscriptions: Arc<Subscriptions>,
     ) -> Self {
         Queue {
             name,
@@ -56,6 +60,7 @@ impl Queue {
             client,
             conn,
             config,
+            subscriptions,
         }
     }
 
@@ -68,12 +73,11 @@ impl Queue {
         &self.keys
     }
 
-    pub(crate) fn client(&self) -> &redis::Client {
-        &self.client
-    }
-
-    pub(crate) fn config(&self) -> &Config {
-        &self.config
+    /// The live wake-up subscription of this queue, shared with its other consumers.
+    pub(crate) async fn subscription(&self) -> Result<Arc<crate::wakeup::Subscription>> {
+        self.subscriptions
+            .get(&self.client, &self.config, self.keys.wake())
+            .await
     }
 
     pub(crate) fn connection(&self) -> ConnectionManager {
@@ -195,6 +199,7 @@ impl Queue {
             options.id.as_deref(),
             options.max_attempts,
             &options.backoff,
+            options.kind,
             payload,
         );
         Ok((due, body))
@@ -251,6 +256,7 @@ impl Queue {
         let last_error = r.opt_string()?;
         let payload = r.bytes()?;
         let extra = r.uint()?;
+        let kind = record::kind_of(r.uint()? as u8);
         Ok(Some(MessageInfo {
             id: id.to_owned(),
             state,
@@ -259,6 +265,7 @@ impl Queue {
             max_attempts,
             last_error,
             payload,
+            kind,
             lease_deadline_ms: (state == State::InFlight).then_some(extra),
             died_at_ms: (state == State::Dead).then_some(extra),
         }))
@@ -277,7 +284,8 @@ impl Queue {
         })
     }
 
-    /// A consumer of this queue, with its own connection for wake-ups.
+    /// A consumer of this queue. Consumers are cheap: those of one queue made from one
+    /// [`DelayQ`](crate::DelayQ) share one connection for wake-ups.
     pub async fn consumer(&self) -> Result<Consumer> {
         Consumer::new(self.clone()).await
     }
@@ -333,6 +341,7 @@ impl Queue {
                     token,
                     seq: rec.seq,
                     explicit_id: rec.explicit_id,
+                    kind: rec.kind,
                 }),
                 Err(e) => undecodable.push((lease_member(seq, token), e.to_string())),
             }
@@ -377,12 +386,21 @@ impl Queue {
     /// Completes many deliveries in one round trip; `true` per delivery that was acked,
     /// `false` where its lease was lost.
     pub async fn ack_many(&self, deliveries: &[Delivery]) -> Result<Vec<bool>> {
-        check_batch(deliveries.len())?;
+        self.ack_held(deliveries).await
+    }
+
+    /// [`ack_many`](Self::ack_many) by receipts.
+    pub async fn ack_receipts(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
+        self.ack_held(receipts).await
+    }
+
+    async fn ack_held(&self, held: &[impl Held]) -> Result<Vec<bool>> {
+        check_batch(held.len())?;
         let mut inv = self.invocation(&SCRIPTS.ack);
-        for d in deliveries {
+        for d in held {
             inv.arg(&d.lease_member()[..])
-                .arg(&d.id)
-                .arg(if d.explicit_id { "1" } else { "0" });
+                .arg(d.id())
+                .arg(if d.explicit_id() { "1" } else { "0" });
         }
         flags(self.invoke(&inv).await?)
     }
@@ -396,18 +414,37 @@ impl Queue {
         error: &str,
         retry_after: Option<Duration>,
     ) -> Result<NackOutcome> {
+        self.nack_held(delivery, error, retry_after).await
+    }
+
+    /// [`nack`](Self::nack) by receipt.
+    pub async fn nack_receipt(
+        &self,
+        receipt: &Receipt,
+        error: &str,
+        retry_after: Option<Duration>,
+    ) -> Result<NackOutcome> {
+        self.nack_held(receipt, error, retry_after).await
+    }
+
+    async fn nack_held(
+        &self,
+        held: &impl Held,
+        error: &str,
+        retry_after: Option<Duration>,
+    ) -> Result<NackOutcome> {
         let retry_ms = match retry_after {
             Some(d) => checked_ms(d, "retry-after")?.to_string(),
             None => String::new(),
         };
         let mut inv = self.invocation(&SCRIPTS.nack);
-        push_failure(&mut inv, delivery, error, &retry_ms);
+        push_failure(&mut inv, held, error, &retry_ms);
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         match r.string()?.as_str() {
             "retry" => Ok(NackOutcome::Retry),
             "dead" => Ok(NackOutcome::Dead),
             "lost" => Err(Error::LeaseLost {
-                id: delivery.id.clone(),
+                id: held.id().to_owned(),
             }),
             other => Err(Error::Protocol(format!("nack returned {other:?}"))),
         }
@@ -438,9 +475,18 @@ impl Queue {
     /// (a worker shutting down uses this). `true` per delivery released, `false` where its
     /// lease was lost.
     pub async fn release(&self, deliveries: &[Delivery]) -> Result<Vec<bool>> {
-        check_batch(deliveries.len())?;
+        self.release_held(deliveries).await
+    }
+
+    /// [`release`](Self::release) by receipts.
+    pub async fn release_receipts(&self, receipts: &[Receipt]) -> Result<Vec<bool>> {
+        self.release_held(receipts).await
+    }
+
+    async fn release_held(&self, held: &[impl Held]) -> Result<Vec<bool>> {
+        check_batch(held.len())?;
         let mut inv = self.invocation(&SCRIPTS.nack);
-        for d in deliveries {
+        for d in held {
             inv.arg(&d.lease_member()[..])
                 .arg("r")
                 .arg("")
@@ -448,7 +494,7 @@ impl Queue {
                 .arg(0);
         }
         let mut r = Reply::new(self.invoke(&inv).await?)?;
-        let mut out = Vec::with_capacity(deliveries.len());
+        let mut out = Vec::with_capacity(held.len());
         while r.remaining() > 0 {
             out.push(r.string()? == "released");
         }
@@ -476,28 +522,44 @@ impl Queue {
         deliveries: &mut [Delivery],
         lease: Duration,
     ) -> Result<Vec<Option<u64>>> {
-        check_batch(deliveries.len())?;
+        let sent = Instant::now();
+        let deadlines = self.extend_held(deliveries, lease).await?;
+        for (d, deadline) in deliveries.iter_mut().zip(&deadlines) {
+            if let Some(deadline) = deadline {
+                d.lease_deadline_ms = *deadline;
+                // The new lease began after `sent` in Redis.
+                d.expires = sent + lease;
+            }
+        }
+        Ok(deadlines)
+    }
+
+    /// [`extend_many`](Self::extend_many) by receipts: the new deadline (ms since the Unix
+    /// epoch) per receipt, `None` where the lease was lost.
+    pub async fn extend_receipts(
+        &self,
+        receipts: &[Receipt],
+        lease: Duration,
+    ) -> Result<Vec<Option<u64>>> {
+        self.extend_held(receipts, lease).await
+    }
+
+    async fn extend_held(&self, held: &[impl Held], lease: Duration) -> Result<Vec<Option<u64>>> {
+        check_batch(held.len())?;
         let lease_ms = checked_ms(lease, "lease")?;
         if lease_ms == 0 {
             return Err(InvalidInput::Option("a lease must be at least 1 ms".into()).into());
         }
         let mut inv = self.invocation(&SCRIPTS.extend);
         inv.arg(lease_ms);
-        for d in deliveries.iter() {
+        for d in held {
             inv.arg(&d.lease_member()[..]);
         }
-        let expires = Instant::now() + lease;
         let mut r = Reply::new(self.invoke(&inv).await?)?;
-        let mut out = Vec::with_capacity(deliveries.len());
-        for d in deliveries.iter_mut() {
+        let mut out = Vec::with_capacity(held.len());
+        while r.remaining() > 0 {
             let deadline = r.uint()?;
-            if deadline > 0 {
-                d.lease_deadline_ms = deadline;
-                d.expires = expires;
-                out.push(Some(deadline));
-            } else {
-                out.push(None);
-            }
+            out.push((deadline > 0).then_some(deadline));
         }
         Ok(out)
     }
@@ -519,8 +581,8 @@ impl Queue {
 
 /// The arguments `nack.lua` takes for one failed delivery; `retry_ms` empty for the
 /// message's backoff policy.
-fn push_failure(inv: &mut ScriptInvocation<'_>, delivery: &Delivery, error: &str, retry_ms: &str) {
-    inv.arg(&delivery.lease_member()[..])
+fn push_failure(inv: &mut ScriptInvocation<'_>, held: &impl Held, error: &str, retry_ms: &str) {
+    inv.arg(&held.lease_member()[..])
         .arg("f")
         .arg(error)
         .arg(retry_ms)

@@ -3,7 +3,7 @@
 //! ```text
 //! [7] due µs, big-endian    } the sort key; written by the script, which knows the
 //! [6] sequence, big-endian  } server's time and allocates the sequence
-//! [1] flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte
+//! [1] flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte, 16 JSON payload
 //! [2] attempts so far  [2] max attempts           (big-endian u16)
 //! policy: varint base ms, [varint cap ms], [factor], [jitter %]
 //! [1+n] id length and id, only for explicit ids; a generated id is `<due µs>-<seq>`
@@ -15,25 +15,30 @@
 //! jemalloc's 128-byte size class.
 
 use crate::error::Error;
-use crate::options::Backoff;
+use crate::options::{Backoff, PayloadKind};
 
 const F_ID: u8 = 1;
 const F_EXP: u8 = 2;
 const F_FACTOR: u8 = 4;
 const F_JITTER: u8 = 8;
+const F_JSON: u8 = 16;
 
 /// The record without its sort key, as `send.lua` takes it. Options must be validated.
 pub(crate) fn encode_body(
     id: Option<&str>,
     max_attempts: u16,
     backoff: &Backoff,
+    kind: PayloadKind,
     payload: &[u8],
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 16 + id.map_or(0, |i| i.len() + 1));
     out.push(0); // flags, filled in below
     out.extend_from_slice(&0u16.to_be_bytes());
     out.extend_from_slice(&max_attempts.to_be_bytes());
-    let mut flags = 0;
+    let mut flags = match kind {
+        PayloadKind::Json => F_JSON,
+        PayloadKind::Bytes => 0,
+    };
     match *backoff {
         Backoff::Fixed { delay } => put_varint(&mut out, delay.as_millis() as u64),
         Backoff::Exponential {
@@ -90,6 +95,7 @@ pub(crate) struct Decoded {
     pub(crate) id: String,
     /// The id was given by the caller (or the message moved), rather than generated.
     pub(crate) explicit_id: bool,
+    pub(crate) kind: PayloadKind,
     pub(crate) payload: Vec<u8>,
 }
 
@@ -142,8 +148,18 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
         attempts,
         id,
         explicit_id: flags & F_ID != 0,
+        kind: kind_of(flags),
         payload,
     })
+}
+
+/// The payload kind a record's flags byte names.
+pub(crate) fn kind_of(flags: u8) -> PayloadKind {
+    if flags & F_JSON != 0 {
+        PayloadKind::Json
+    } else {
+        PayloadKind::Bytes
+    }
 }
 
 fn skip_varint(rec: &[u8], at: &mut usize) -> Option<()> {
@@ -172,7 +188,13 @@ mod tests {
 
     #[test]
     fn default_header_is_small() {
-        let body = encode_body(None, 5, &Backoff::default(), &[b'x'; 100]);
+        let body = encode_body(
+            None,
+            5,
+            &Backoff::default(),
+            PayloadKind::Bytes,
+            &[b'x'; 100],
+        );
         // 13-byte sort key + body must stay within 124 bytes (128 with Redis' sds header).
         assert!(
             13 + body.len() <= 124,
@@ -190,20 +212,33 @@ mod tests {
                 .with_factor(3)
                 .with_jitter(5);
             let mut rec = key.to_vec();
-            rec.extend(encode_body(id, 9, &backoff, b"\x00payload"));
+            rec.extend(encode_body(
+                id,
+                9,
+                &backoff,
+                PayloadKind::Json,
+                b"\x00payload",
+            ));
             let d = decode(rec).expect("well formed");
             assert_eq!(d.due_us, 0x1234);
             assert_eq!(d.seq, [0, 0, 0, 0, 0, 7]);
             assert_eq!(d.attempts, 0);
             assert_eq!(d.id, id.unwrap_or("4660-7"));
             assert_eq!(d.payload, b"\x00payload");
+            assert_eq!(d.kind, PayloadKind::Json);
         }
         assert!(decode(key.to_vec()).is_err(), "truncated record accepted");
     }
 
     #[test]
     fn the_smallest_record_decodes() {
-        let body = encode_body(None, 1, &Backoff::fixed(Duration::ZERO), b"");
+        let body = encode_body(
+            None,
+            1,
+            &Backoff::fixed(Duration::ZERO),
+            PayloadKind::Bytes,
+            b"",
+        );
         let rec = with_sort_key(5, 6, &body);
         assert_eq!(rec.len(), MIN_RECORD);
         let d = decode(rec.clone()).expect("the smallest record is valid");
@@ -217,6 +252,7 @@ mod tests {
             Some("ab"),
             3,
             &Backoff::fixed(Duration::from_millis(300)),
+            PayloadKind::Bytes,
             b"p",
         );
         assert_eq!(body, [F_ID, 0, 0, 0, 3, 0xac, 0x02, 2, b'a', b'b', b'p']);

@@ -5,21 +5,51 @@
 //! consumer that is busy, or gone, cannot swallow a wake-up meant for the idle ones (a list
 //! token popped with `BLPOP`, as delayq once used, reaches exactly one waiter).
 //!
-//! The subscription is a RESP3 connection of the consumer's own: messages arrive as pushes,
-//! which set a flag here instead of queueing, so a consumer that does not wait for a while
-//! holds one pending wake-up, not one per send. A dropped connection is reported as a
-//! wake-up too (the consumer claims, and subscribes afresh before its next wait), since
-//! whatever was published while it was down is lost.
+//! A subscription is a RESP3 connection whose pushes bump a counter instead of queueing, so
+//! a consumer that does not wait for a while holds one pending wake-up, not one per send.
+//! Consumers of one queue made from one [`DelayQ`](crate::DelayQ) share one subscription
+//! (`Subscriptions`): a server with a thousand long-polls on a queue holds one connection
+//! for their wake-ups. A dropped connection is reported as a wake-up too (consumers claim,
+//! and the next one to wait subscribes afresh), since whatever was published while it was
+//! down is lost.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind};
-use tokio::sync::Notify;
+use tokio::sync::{Mutex, Notify};
 
 use crate::error::Result;
 use crate::options::Config;
+
+/// The live subscriptions of one client, one per wake channel, shared by its consumers and
+/// closed when the last of them is dropped.
+#[derive(Default)]
+pub(crate) struct Subscriptions(Mutex<HashMap<String, Weak<Subscription>>>);
+
+impl Subscriptions {
+    /// The live subscription to `channel`, opened if there is none (or it was lost).
+    pub(crate) async fn get(
+        &self,
+        client: &redis::Client,
+        config: &Config,
+        channel: &str,
+    ) -> Result<Arc<Subscription>> {
+        // Held across the open, so that consumers arriving together open one connection.
+        let mut live = self.0.lock().await;
+        if let Some(s) = live.get(channel).and_then(Weak::upgrade) {
+            if !s.is_lost() {
+                return Ok(s);
+            }
+        }
+        live.retain(|_, s| s.strong_count() > 0);
+        let s = Arc::new(Subscription::open(client, config, channel).await?);
+        live.insert(channel.to_owned(), Arc::downgrade(&s));
+        Ok(s)
+    }
+}
 
 /// A live subscription to one wake channel.
 pub(crate) struct Subscription {
@@ -28,11 +58,11 @@ pub(crate) struct Subscription {
     signal: Arc<Signal>,
 }
 
-/// Shared between the connection's push handler and the waiting consumer.
+/// Shared between the connection's push handler and the waiting consumers.
 #[derive(Default)]
 struct Signal {
-    /// A wake-up arrived since the consumer last cleared it.
-    pending: AtomicBool,
+    /// Wake-ups heard so far; each consumer remembers the count it has seen.
+    generation: AtomicU64,
     /// The connection dropped: wake-ups may have been missed, and none will come.
     lost: AtomicBool,
     notify: Notify,
@@ -40,11 +70,7 @@ struct Signal {
 
 impl Subscription {
     /// Opens a connection of its own to the server of `client` and subscribes to `channel`.
-    pub(crate) async fn open(
-        client: &redis::Client,
-        config: &Config,
-        channel: &str,
-    ) -> Result<Subscription> {
+    async fn open(client: &redis::Client, config: &Config, channel: &str) -> Result<Subscription> {
         let info = client.get_connection_info().clone();
         let settings = info
             .redis_settings()
@@ -57,7 +83,7 @@ impl Subscription {
             move |push: PushInfo| -> std::result::Result<(), std::convert::Infallible> {
                 match push.kind {
                     PushKind::SMessage | PushKind::Message => {
-                        signal.pending.store(true, Ordering::SeqCst)
+                        signal.generation.fetch_add(1, Ordering::SeqCst);
                     }
                     PushKind::Disconnection => signal.lost.store(true, Ordering::SeqCst),
                     _ => return Ok(()),
@@ -84,10 +110,11 @@ impl Subscription {
         })
     }
 
-    /// Forgets wake-ups heard so far: the claim about to be sent sees everything they
-    /// announced. Call before each claim, never after.
-    pub(crate) fn clear(&self) {
-        self.signal.pending.store(false, Ordering::SeqCst);
+    /// Wake-ups heard so far. Read it before each claim, never after: the claim sees
+    /// everything they announced, and [`woken_since`](Self::woken_since) that count
+    /// returns on the next one.
+    pub(crate) fn generation(&self) -> u64 {
+        self.signal.generation.load(Ordering::SeqCst)
     }
 
     /// True once the connection has dropped; a new subscription is needed.
@@ -95,15 +122,15 @@ impl Subscription {
         self.signal.lost.load(Ordering::SeqCst)
     }
 
-    /// Waits until a wake-up arrives (returns at once if one arrived since `clear`) or the
-    /// connection drops.
-    pub(crate) async fn woken(&self) {
+    /// Waits until a wake-up beyond `seen` arrives (returns at once if one already has) or
+    /// the connection drops.
+    pub(crate) async fn woken_since(&self, seen: u64) {
         loop {
             let notified = self.signal.notify.notified();
             tokio::pin!(notified);
-            // Registered before the flags are read, so a push in between is not missed.
+            // Registered before the counter is read, so a push in between is not missed.
             notified.as_mut().enable();
-            if self.signal.pending.swap(false, Ordering::SeqCst) || self.is_lost() {
+            if self.generation() != seen || self.is_lost() {
                 return;
             }
             notified.await;

@@ -3,7 +3,8 @@
 -- Read-only (no-writes): served at maxmemory.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV[1]: offset  ARGV[2]: page size
--- Returns per dead letter: id, died-at ms, attempts, max attempts, last error or false, payload.
+-- Returns per dead letter: id, died-at ms, attempts, max attempts, last error or false, payload,
+--   flags byte.
 local ids = redis.call('ZRANGE', k.dead, ARGV[1], tonumber(ARGV[1]) + tonumber(ARGV[2]) - 1, 'WITHSCORES')
 local out = {}
 for i = 1, #ids, 2 do
@@ -15,5 +16,6 @@ for i = 1, #ids, 2 do
   out[#out + 1] = m.max
   out[#out + 1] = redis.call('HGET', k.errors, id)
   out[#out + 1] = m.payload
+  out[#out + 1] = m.flags
 end
 return out

@@ -4,7 +4,7 @@
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV[1]: message id
 -- Returns: { state } when missing, else { state, due ms, attempts, max attempts, last error or
---   false, payload, lease deadline ms (in flight) or died-at ms (dead) or 0 }.
+--   false, payload, lease deadline ms (in flight) or died-at ms (dead) or 0, flags byte }.
 --   For an in-flight or dead message, due ms is the due time of its last delivery.
 local id = ARGV[1]
 local m, key = find_pending(id)
@@ -23,4 +23,4 @@ else
     return { state }
   end
 end
-return { state, to_ms(m.due), m.attempts, m.max, redis.call('HGET', k.errors, id), m.payload, extra }
+return { state, to_ms(m.due), m.attempts, m.max, redis.call('HGET', k.errors, id), m.payload, extra, m.flags }

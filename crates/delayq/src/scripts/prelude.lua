@@ -5,7 +5,8 @@
 --   [1..7]   due in microseconds, big-endian 56-bit } together "K", the sort key: members of
 --   [8..13]  seq, big-endian 48-bit                  } the pending ZSET (all scores 0) sort by
 --                                                      (due, seq)
---   [14]     flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte
+--   [14]     flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte, 16 JSON payload
+--            (the payload's kind: stored and returned, never read by the scripts)
 --   [15..16] attempts so far (u16 BE)   [17..18] max attempts (u16 BE)
 --   policy:  varint base ms, [varint cap ms], [factor u8], [jitter % u8]
 --   [idlen u8, id]  only when flag 1 is set; otherwise the id is "<due us>-<seq>" of K

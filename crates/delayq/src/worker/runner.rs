@@ -122,7 +122,7 @@ where
                 }
                 let handler = self.handler.clone();
                 let (registry, outcomes) = (running.clone(), outcomes.clone());
-                let receipt = delivery.receipt();
+                let receipt = delivery.without_payload();
                 let token = receipt.token;
                 running.insert(&receipt);
                 let task = tasks.spawn(async move {

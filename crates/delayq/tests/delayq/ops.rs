@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use delayq::{CancelOutcome, Error, Message, Queue, Schedule, SendOptions, Sent, State};
+use delayq::{
+    CancelOutcome, Error, Message, NackOutcome, PayloadKind, Queue, Receipt, Schedule, SendOptions,
+    Sent, State,
+};
 
 use crate::common::*;
 
@@ -505,4 +508,123 @@ async fn a_pending_message_costs_little_memory() {
         per_message <= 250,
         "a pending 100-byte message costs {per_message} bytes"
     );
+}
+
+#[tokio::test]
+async fn a_payload_comes_back_as_the_kind_it_was_sent_as() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "kinds");
+    let json = SendOptions::new().kind(PayloadKind::Json).max_attempts(1);
+    let sent_json = q.send(br#"{"order":1}"#, &json).await.expect("send");
+    let sent_bytes = q.send([0u8, 255], &SendOptions::new()).await.expect("send");
+    let batch = [
+        Message::new(&b"[1]"[..], json.clone()),
+        Message::new(&b"[2]"[..], json.clone().id("json-2")),
+    ];
+    q.send_batch(&batch[..1]).await.expect("generated batch");
+    q.send_batch(&batch[1..]).await.expect("scripted batch");
+    for (id, kind) in [
+        (&sent_json.id, PayloadKind::Json),
+        (&sent_bytes.id, PayloadKind::Bytes),
+    ] {
+        let info = q.get(id).await.expect("get").expect("exists");
+        assert_eq!(info.kind, kind, "{id} pending");
+    }
+    let mut consumer = q.consumer().await.expect("consumer");
+    let got = consumer
+        .receive(&receiving(10, Duration::from_secs(30), Duration::ZERO))
+        .await
+        .expect("receive");
+    let kinds: Vec<PayloadKind> = got.iter().map(|d| d.kind).collect();
+    use PayloadKind::{Bytes, Json};
+    assert_eq!(kinds, [Json, Bytes, Json, Json]);
+    q.nack(&got[0], "broken", None).await.expect("nack");
+    let dead = q.dead_letters().list(0, 10).await.expect("list");
+    assert_eq!(
+        (dead[0].id.as_str(), dead[0].kind),
+        (sent_json.id.as_str(), Json)
+    );
+}
+
+#[tokio::test]
+async fn receipts_settle_deliveries_like_the_deliveries_themselves() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "receipts");
+    for i in 0..4 {
+        q.send(format!("m{i}"), &SendOptions::new().id(format!("m{i}")))
+            .await
+            .expect("send");
+    }
+    let mut consumer = q.consumer().await.expect("consumer");
+    let got = consumer
+        .receive(&receiving(4, Duration::from_secs(30), Duration::ZERO))
+        .await
+        .expect("receive");
+    let receipts: Vec<Receipt> = got
+        .iter()
+        .map(|d| {
+            d.receipt()
+                .to_string()
+                .parse()
+                .expect("a receipt parses back")
+        })
+        .collect();
+    assert_eq!(receipts[0].id(), "m0");
+
+    let deadlines = q
+        .extend_receipts(&receipts, Duration::from_secs(60))
+        .await
+        .expect("extend");
+    assert!(deadlines.iter().all(Option::is_some));
+    assert_eq!(q.ack_receipts(&receipts[..1]).await.expect("ack"), [true]);
+    assert_eq!(
+        q.ack_receipts(&receipts[..1]).await.expect("ack"),
+        [false],
+        "stale"
+    );
+    assert_eq!(
+        q.nack_receipt(&receipts[1], "failed", Some(Duration::from_secs(60)))
+            .await
+            .expect("nack"),
+        NackOutcome::Retry
+    );
+    assert_eq!(
+        q.release_receipts(&receipts[2..3]).await.expect("release"),
+        [true]
+    );
+    assert!(matches!(
+        q.nack_receipt(&receipts[2], "late", None).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    assert_eq!(counts(&q).await, [1, 1, 1, 0]);
+    let held = consumer
+        .receive(&receiving(1, Duration::from_secs(30), Duration::ZERO))
+        .await
+        .expect("receive");
+    let tampered = {
+        let mut text = held[0].receipt().to_string();
+        let flipped = if text.starts_with('0') { "1" } else { "0" };
+        text.replace_range(..1, flipped);
+        text.parse::<Receipt>().expect("well formed")
+    };
+    assert_eq!(q.ack_receipts(&[tampered]).await.expect("ack"), [false]);
+}
+
+#[tokio::test]
+async fn queues_lists_every_queue_that_holds_messages() {
+    let (_server, dq) = setup().await;
+    for name in ["b-queue", "a-queue"] {
+        queue(&dq, name)
+            .send(b"x", &SendOptions::new())
+            .await
+            .expect("send");
+    }
+    let names: Vec<String> = dq
+        .queues()
+        .await
+        .expect("queues")
+        .iter()
+        .map(|q| q.to_string())
+        .collect();
+    assert_eq!(names, ["a-queue", "b-queue"]);
 }

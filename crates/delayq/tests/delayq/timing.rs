@@ -171,6 +171,12 @@ async fn reschedule_to_an_earlier_time_wakes_a_waiting_consumer() {
     );
 }
 
+/// Queue "wake-workers" through a client of its own, as on another host.
+async fn other_client(server: &RedisServer) -> Queue {
+    let other = DelayQ::connect(&server.url()).await.expect("connect");
+    queue(&other, "wake-workers")
+}
+
 /// Starts a receive of up to one message on a consumer of its own, in a task.
 async fn receive_in_task(q: &Queue, wait: Duration) -> tokio::task::JoinHandle<Received> {
     let mut consumer = q.consumer().await.expect("consumer");
@@ -203,10 +209,12 @@ async fn every_idle_consumer_hears_a_send_while_another_consumer_is_busy() {
         .expect("receive");
     assert_eq!(first.len(), 1);
 
-    let idle = [
-        receive_in_task(&q, WAIT).await,
-        receive_in_task(&q, WAIT).await,
-    ];
+    // Each idle consumer on a client of its own, as on another host.
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        let other = DelayQ::connect(&server.url()).await.expect("connect");
+        idle.push(receive_in_task(&queue(&other, "wake-many"), WAIT).await);
+    }
     wait_until(
         Duration::from_secs(5),
         "both idle consumers to listen",
@@ -235,7 +243,7 @@ async fn an_idle_worker_hears_a_send_while_another_worker_is_saturated() {
     let q = queue(&dq, "wake-workers");
     let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
     let hold = std::sync::Arc::new(tokio::sync::Notify::new());
-    let worker = |concurrency| {
+    let worker = |concurrency, q: &Queue| {
         let (started_tx, hold) = (started_tx.clone(), hold.clone());
         delayq::worker::WorkerBuilder::new(q.clone())
             .concurrency(concurrency)
@@ -253,7 +261,7 @@ async fn an_idle_worker_hears_a_send_while_another_worker_is_saturated() {
             .expect("build worker")
     };
     // The saturated worker takes its one message by timer and keeps its only slot busy.
-    let saturated = spawn_worker(worker(1));
+    let saturated = spawn_worker(worker(1, &q));
     q.send(
         b"hold",
         &SendOptions::new().delay(Duration::from_millis(300)),
@@ -264,7 +272,7 @@ async fn an_idle_worker_hears_a_send_while_another_worker_is_saturated() {
         .await
         .expect("the saturated worker starts its handler")
         .expect("channel open");
-    let idle = spawn_worker(worker(1));
+    let idle = spawn_worker(worker(1, &other_client(&server).await));
     wait_until(
         Duration::from_secs(5),
         "the idle worker to listen",
@@ -325,4 +333,31 @@ async fn wake_ups_are_heard_again_after_redis_restarts() {
         took < WAIT,
         "woken after {took:?}, when its {WAIT:?} wait ran out"
     );
+}
+
+#[tokio::test]
+async fn consumers_of_one_queue_share_one_connection_for_wake_ups() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "shared");
+    let clients = |server: &RedisServer| server.cli(&["CLIENT", "LIST"]).lines().count();
+    let first = q.consumer().await.expect("consumer");
+    let before = clients(&server);
+    let mut waiting = Vec::new();
+    for _ in 0..50 {
+        waiting.push(receive_in_task(&q, WAIT).await);
+    }
+    assert_eq!(
+        clients(&server),
+        before,
+        "50 more consumers, no more connections"
+    );
+    q.send_batch(&vec![Message::new("x", SendOptions::new()); 50])
+        .await
+        .expect("send");
+    for receiving in waiting {
+        let (got, took, _) = receiving.await.expect("receive task");
+        assert_eq!(got.len(), 1);
+        assert!(took < WAIT, "woken after {took:?}");
+    }
+    drop(first);
 }
