@@ -1,1 +1,16 @@
-//! The `delayq` server and CLI.
+//! The `delayq` server and CLI: the HTTP API over the delayq library, for services in any
+//! language, and admin commands for the people on call.
+//!
+//! # Layout
+//! * `server.rs`: [`server::run`], the entry point (listener, state, shutdown).
+//! * `state.rs`: what handlers share; `limits.rs`, `auth.rs`: what a request may do.
+//! * `api/`: the routes (`produce.rs`, `consume.rs`, `admin.rs`) and `wire.rs`, the JSON
+//!   shapes; `error.rs`: the one error shape every route answers with.
+//! * `embedded.rs`: the private `redis-server` that `serve` runs when given no Redis URL.
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod limits;
+pub mod server;
+pub mod state;

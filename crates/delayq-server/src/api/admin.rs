@@ -1,0 +1,199 @@
+//! Admin routes: queues and their stats, dead letters (list, requeue, purge).
+
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+use axum::Json;
+use delayq::{DeadLetter, Stats};
+use serde::{Deserialize, Serialize};
+
+use super::wire::{parse, Body, PayloadOut};
+use crate::auth::Role;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// A queue's counts.
+#[derive(Serialize)]
+struct StatsOut {
+    name: String,
+    delayed: u64,
+    ready: u64,
+    in_flight: u64,
+    dead: u64,
+    oldest_ready_lag_ms: u64,
+}
+
+impl StatsOut {
+    fn new(name: String, s: Stats) -> Self {
+        StatsOut {
+            name,
+            delayed: s.delayed,
+            ready: s.ready,
+            in_flight: s.in_flight,
+            dead: s.dead,
+            oldest_ready_lag_ms: s.oldest_ready_lag_ms,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct QueuesOut {
+    queues: Vec<StatsOut>,
+}
+
+/// `GET /v1/queues`: every queue with its counts.
+pub async fn queues(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let mut out = Vec::new();
+    for name in state.dq().queues().await? {
+        let stats = state.queue(name.as_str())?.stats().await?;
+        out.push(StatsOut::new(name.to_string(), stats));
+    }
+    Ok(Json(QueuesOut { queues: out }))
+}
+
+/// `GET /v1/queues/{queue}`: one queue's counts (all zero for a queue never used).
+pub async fn stats(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let stats = state.queue(&queue)?.stats().await?;
+    Ok(Json(StatsOut::new(queue, stats)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Page {
+    offset: Option<u64>,
+    limit: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct DeadOut {
+    id: String,
+    died_at_ms: u64,
+    attempts: u32,
+    max_attempts: u32,
+    last_error: Option<String>,
+    #[serde(flatten)]
+    payload: PayloadOut,
+}
+
+impl From<DeadLetter> for DeadOut {
+    fn from(d: DeadLetter) -> Self {
+        DeadOut {
+            id: d.id,
+            died_at_ms: d.died_at_ms,
+            attempts: d.attempts,
+            max_attempts: d.max_attempts,
+            last_error: d.last_error,
+            payload: PayloadOut::new(d.payload, d.kind),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct DeadListOut {
+    total: u64,
+    dead_letters: Vec<DeadOut>,
+}
+
+/// `GET /v1/queues/{queue}/dead?offset=0&limit=100`: oldest death first.
+pub async fn dead_list(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    Query(page): Query<Page>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let q = state.queue(&queue)?;
+    let limit = page.limit.unwrap_or(100);
+    state.limits().check_batch(limit)?;
+    let dead = q.dead_letters();
+    let list = dead.list(page.offset.unwrap_or(0), limit).await?;
+    Ok(Json(DeadListOut {
+        total: dead.count().await?,
+        dead_letters: list.into_iter().map(DeadOut::from).collect(),
+    }))
+}
+
+/// Which dead letters: one by id, or all.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Which {
+    id: Option<String>,
+    all: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct CountOut {
+    count: u64,
+}
+
+/// `POST /v1/queues/{queue}/requeue` with `{"id"}` or `{"all": true}`: dead letters back to
+/// ready, attempts reset. 404 for an id that is not a dead letter.
+pub async fn requeue(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let q = state.queue(&queue)?;
+    let dead = q.dead_letters();
+    let count = match parse::<Which>(&body)? {
+        Which {
+            id: Some(id),
+            all: None | Some(false),
+        } => {
+            if !dead.requeue(&id).await? {
+                return Err(ApiError::not_found(format!("no dead letter {id}")));
+            }
+            1
+        }
+        Which {
+            id: None,
+            all: Some(true),
+        } => dead.requeue_all().await?,
+        _ => return Err(which_error()),
+    };
+    Ok(Json(CountOut { count }))
+}
+
+/// `POST /v1/queues/{queue}/purge` with `{"id"}` or `{"all": true}`: dead letters deleted.
+pub async fn purge(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let q = state.queue(&queue)?;
+    let dead = q.dead_letters();
+    let count = match parse::<Which>(&body)? {
+        Which {
+            id: Some(id),
+            all: None | Some(false),
+        } => {
+            if !dead.purge(&id).await? {
+                return Err(ApiError::not_found(format!("no dead letter {id}")));
+            }
+            1
+        }
+        Which {
+            id: None,
+            all: Some(true),
+        } => dead.purge_all().await?,
+        _ => return Err(which_error()),
+    };
+    Ok(Json(CountOut { count }))
+}
+
+fn which_error() -> ApiError {
+    ApiError::bad_request("invalid_option", "give id (one dead letter) or all: true")
+}

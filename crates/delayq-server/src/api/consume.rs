@@ -1,0 +1,266 @@
+//! Consumer routes: receive (with long-poll), ack, nack, extend, release. A delivery is
+//! named by its receipt, an opaque string.
+//!
+//! Long-polls cost no Redis connection each: every request's consumer shares the queue's one
+//! wake-up subscription (the library shares it per client), and claims go through the one
+//! ordinary connection.
+
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use delayq::{Delivery, NackOutcome, Receipt, ReceiveOptions};
+use serde::{Deserialize, Serialize};
+
+use super::wire::{parse, Body, DurationArg, PayloadOut};
+use crate::auth::Role;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReceiveBody {
+    /// Most messages (default 1).
+    max: Option<usize>,
+    /// Lease of each (default 30 s).
+    lease: Option<DurationArg>,
+    /// Longest wait for something to come due (default 0: answer at once).
+    wait: Option<DurationArg>,
+}
+
+#[derive(Serialize)]
+struct DeliveryOut {
+    receipt: String,
+    id: String,
+    attempt: u32,
+    due_ms: u64,
+    lease_deadline_ms: u64,
+    #[serde(flatten)]
+    payload: PayloadOut,
+}
+
+impl From<Delivery> for DeliveryOut {
+    fn from(d: Delivery) -> Self {
+        DeliveryOut {
+            receipt: d.receipt().to_string(),
+            attempt: d.attempt,
+            due_ms: d.due_ms,
+            lease_deadline_ms: d.lease_deadline_ms,
+            payload: PayloadOut::new(d.payload, d.kind),
+            id: d.id,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ReceiveOut {
+    deliveries: Vec<DeliveryOut>,
+}
+
+/// `POST /v1/queues/{queue}/receive`: `{"max", "lease", "wait"}`. Answers as soon as
+/// something is claimed, or empty when `wait` runs out or the server shuts down.
+pub async fn receive(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Consume)?;
+    let q = state.queue(&queue)?;
+    let req: ReceiveBody = parse(&body)?;
+    let limits = state.limits();
+    let max = req.max.unwrap_or(1);
+    limits.check_batch(max)?;
+    let lease = match &req.lease {
+        Some(l) => l.get("lease")?,
+        None => Duration::from_secs(30),
+    };
+    limits.check_lease(lease)?;
+    let wait = match &req.wait {
+        Some(w) => w.get("wait")?,
+        None => Duration::ZERO,
+    };
+    limits.check_wait(wait)?;
+    let mut consumer = q.consumer().await?;
+    let options = ReceiveOptions { max, lease, wait };
+    let deliveries = consumer
+        .receive_until(&options, state.shutdown_started())
+        .await?;
+    Ok(Json(ReceiveOut {
+        deliveries: deliveries.into_iter().map(DeliveryOut::from).collect(),
+    }))
+}
+
+/// One receipt (`{"receipt": ...}`: the answer is about it alone, 409 when its lease was
+/// lost) or many (`{"receipts": [...]}`: one result each).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Receipts {
+    receipt: Option<String>,
+    receipts: Option<Vec<String>>,
+    /// Extend only: the new lease from now.
+    lease: Option<DurationArg>,
+}
+
+impl Receipts {
+    /// The receipts, and whether a single one was given.
+    fn parse(self, state: &AppState) -> ApiResult<(Vec<Receipt>, bool)> {
+        let (texts, single) = match (self.receipt, self.receipts) {
+            (Some(one), None) => (vec![one], true),
+            (None, Some(many)) => (many, false),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "invalid_receipt",
+                    "give receipt (one) or receipts (a list)",
+                ))
+            }
+        };
+        state.limits().check_batch(texts.len())?;
+        let receipts = texts
+            .iter()
+            .map(|t| t.parse::<Receipt>().map_err(ApiError::from))
+            .collect::<ApiResult<Vec<_>>>()?;
+        Ok((receipts, single))
+    }
+}
+
+#[derive(Serialize)]
+struct SettledOut {
+    results: Vec<Settled>,
+}
+
+#[derive(Serialize)]
+struct Settled {
+    receipt: String,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_deadline_ms: Option<u64>,
+}
+
+/// The answer to a settle call: per receipt, or for a single one 204 / 409.
+fn settled(receipts: &[Receipt], oks: &[Option<u64>], single: bool) -> ApiResult<Response> {
+    if single {
+        return match oks.first() {
+            Some(Some(0)) => Ok(StatusCode::NO_CONTENT.into_response()),
+            Some(Some(deadline)) => {
+                Ok(Json(serde_json::json!({ "lease_deadline_ms": deadline })).into_response())
+            }
+            _ => Err(delayq::Error::LeaseLost {
+                id: receipts
+                    .first()
+                    .map(|r| r.id().to_owned())
+                    .unwrap_or_default(),
+            }
+            .into()),
+        };
+    }
+    let results = receipts
+        .iter()
+        .zip(oks)
+        .map(|(r, ok)| Settled {
+            receipt: r.to_string(),
+            ok: ok.is_some(),
+            lease_deadline_ms: ok.filter(|d| *d > 0),
+        })
+        .collect();
+    Ok(Json(SettledOut { results }).into_response())
+}
+
+/// Per receipt: `Some(0)` settled, `None` lease lost.
+fn as_settled(flags: Vec<bool>) -> Vec<Option<u64>> {
+    flags.into_iter().map(|ok| ok.then_some(0)).collect()
+}
+
+/// `POST /v1/queues/{queue}/ack`.
+pub async fn ack(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    state.authorize(&headers, Role::Consume)?;
+    let q = state.queue(&queue)?;
+    let (receipts, single) = parse::<Receipts>(&body)?.parse(&state)?;
+    let acked = q.ack_receipts(&receipts).await?;
+    settled(&receipts, &as_settled(acked), single)
+}
+
+/// `POST /v1/queues/{queue}/release`: hand deliveries back, ready now, attempt not counted.
+pub async fn release(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    state.authorize(&headers, Role::Consume)?;
+    let q = state.queue(&queue)?;
+    let (receipts, single) = parse::<Receipts>(&body)?.parse(&state)?;
+    let released = q.release_receipts(&receipts).await?;
+    settled(&receipts, &as_settled(released), single)
+}
+
+/// `POST /v1/queues/{queue}/extend` with `"lease"` (default 30 s).
+pub async fn extend(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<Response> {
+    state.authorize(&headers, Role::Consume)?;
+    let q = state.queue(&queue)?;
+    let req: Receipts = parse(&body)?;
+    let lease = match &req.lease {
+        Some(l) => l.get("lease")?,
+        None => Duration::from_secs(30),
+    };
+    state.limits().check_lease(lease)?;
+    let (receipts, single) = req.parse(&state)?;
+    let deadlines = q.extend_receipts(&receipts, lease).await?;
+    settled(&receipts, &deadlines, single)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NackBody {
+    receipt: String,
+    /// What went wrong (kept as the message's last error).
+    error: Option<String>,
+    /// Retry after this long instead of by the message's backoff.
+    retry_after: Option<DurationArg>,
+}
+
+#[derive(Serialize)]
+struct NackOut {
+    outcome: &'static str,
+}
+
+/// `POST /v1/queues/{queue}/nack`: a failed attempt; retried by backoff (or after
+/// `retry_after`), dead after the last attempt.
+pub async fn nack(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Consume)?;
+    let q = state.queue(&queue)?;
+    let req: NackBody = parse(&body)?;
+    let receipt: Receipt = req.receipt.parse()?;
+    let retry_after = match &req.retry_after {
+        Some(d) => {
+            let d = d.get("retry_after")?;
+            state.limits().check_delay(d)?;
+            Some(d)
+        }
+        None => None,
+    };
+    let error = req.error.as_deref().unwrap_or("failed");
+    let outcome = match q.nack_receipt(&receipt, error, retry_after).await? {
+        NackOutcome::Retry => "retry",
+        NackOutcome::Dead => "dead",
+        _ => "settled",
+    };
+    Ok(Json(NackOut { outcome }))
+}

@@ -1,0 +1,291 @@
+//! The JSON shapes the API reads and writes, and their conversion to and from the library's
+//! types: durations (`"15m"` or milliseconds), times (RFC 3339 or Unix milliseconds),
+//! payloads (a JSON value as JSON, bytes as base64, never one taken for the other) and send
+//! options.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use base64::Engine;
+use delayq::{Backoff, PayloadKind, Schedule, SendOptions};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+
+use crate::error::{ApiError, ApiResult};
+use crate::limits::Limits;
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// A request body, read whole; over the body limit it is a 413 in the API's error shape.
+pub struct Body(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match Bytes::from_request(req, state).await {
+            Ok(bytes) => Ok(Body(bytes)),
+            Err(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => Err(
+                ApiError::too_large("body_too_large", "the request body is over the limit"),
+            ),
+            Err(e) => Err(ApiError::bad_request("bad_body", e.body_text())),
+        }
+    }
+}
+
+/// Parses a JSON body; an empty body is `{}`.
+pub fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
+    let body = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}".as_slice()
+    } else {
+        body
+    };
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request("malformed_json", e.to_string()))
+}
+
+/// A duration: a number of milliseconds, or text such as `"15m"`, `"1h 30m"`, `"250ms"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum DurationArg {
+    /// Milliseconds.
+    Millis(u64),
+    /// Human-readable text.
+    Text(String),
+}
+
+impl DurationArg {
+    /// The duration; a 400 naming `field` if it cannot be read.
+    pub fn get(&self, field: &str) -> ApiResult<Duration> {
+        match self {
+            DurationArg::Millis(ms) => Ok(Duration::from_millis(*ms)),
+            DurationArg::Text(text) => humantime::parse_duration(text).map_err(|e| {
+                ApiError::bad_request("invalid_duration", format!("{field}: {text:?}: {e}"))
+            }),
+        }
+    }
+}
+
+/// A point in time: Unix milliseconds, or RFC 3339 text (`"2026-12-01T09:00:00Z"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum TimeArg {
+    /// Milliseconds since the Unix epoch.
+    Millis(u64),
+    /// RFC 3339.
+    Text(String),
+}
+
+impl TimeArg {
+    /// Milliseconds since the Unix epoch; a 400 naming `field` if it cannot be read.
+    pub fn unix_ms(&self, field: &str) -> ApiResult<u64> {
+        match self {
+            TimeArg::Millis(ms) => Ok(*ms),
+            TimeArg::Text(text) => humantime::parse_rfc3339_weak(text)
+                .ok()
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as u64)
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "invalid_time",
+                        format!("{field}: {text:?} is not an RFC 3339 time"),
+                    )
+                }),
+        }
+    }
+}
+
+/// A retry policy: `{"fixed": {"delay": "30s"}}` or
+/// `{"exponential": {"base": "1s", "cap": "10m", "factor": 2, "jitter_percent": 10}}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum BackoffArg {
+    /// The same delay before every retry.
+    Fixed {
+        /// The delay.
+        delay: DurationArg,
+    },
+    /// Growing delays.
+    Exponential {
+        /// First delay.
+        base: DurationArg,
+        /// Largest delay.
+        cap: DurationArg,
+        /// Growth per attempt (default 2).
+        factor: Option<u8>,
+        /// Random shortening in percent (default 0).
+        jitter_percent: Option<u8>,
+    },
+}
+
+/// Where a message is due: after a delay, at a time, or now when neither is given.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleArgs {
+    /// Due this long after Redis receives the request.
+    pub delay: Option<DurationArg>,
+    /// Due at this time.
+    pub deliver_at: Option<TimeArg>,
+}
+
+impl ScheduleArgs {
+    /// The schedule, checked against the longest delay allowed.
+    pub fn schedule(&self, limits: &Limits) -> ApiResult<Schedule> {
+        match (&self.delay, &self.deliver_at) {
+            (Some(_), Some(_)) => Err(ApiError::bad_request(
+                "invalid_schedule",
+                "give delay or deliver_at, not both",
+            )),
+            (Some(delay), None) => {
+                let delay = delay.get("delay")?;
+                limits.check_delay(delay)?;
+                Ok(Schedule::After(delay))
+            }
+            (None, Some(at)) => {
+                let at_ms = at.unix_ms("deliver_at")?;
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                limits.check_delay(Duration::from_millis(at_ms.saturating_sub(now_ms)))?;
+                Ok(Schedule::At(at_ms))
+            }
+            (None, None) => Ok(Schedule::Now),
+        }
+    }
+}
+
+/// One message to send, as JSON. Exactly one of `payload` (any JSON value, delivered back
+/// as the same JSON) and `payload_base64` (bytes).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendBody {
+    /// A JSON payload.
+    #[serde(default, deserialize_with = "present")]
+    pub payload: Option<Box<RawValue>>,
+    /// A bytes payload, base64 (standard alphabet, padded).
+    pub payload_base64: Option<String>,
+    /// Due this long after Redis receives the request.
+    pub delay: Option<DurationArg>,
+    /// Due at this time.
+    pub deliver_at: Option<TimeArg>,
+    /// The caller's id (makes the send idempotent).
+    pub id: Option<String>,
+    /// Deliveries before it goes to the dead letters.
+    pub max_attempts: Option<u64>,
+    /// Retry policy.
+    pub backoff: Option<BackoffArg>,
+}
+
+/// Keeps a present `null` as a JSON payload instead of taking it for "absent".
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
+}
+
+impl SendBody {
+    /// The payload bytes and the send options.
+    pub fn into_message(self, limits: &Limits) -> ApiResult<(Vec<u8>, SendOptions)> {
+        let (payload, kind) = match (self.payload, self.payload_base64) {
+            (Some(json), None) => (json.get().as_bytes().to_vec(), PayloadKind::Json),
+            (None, Some(b64)) => (decode_base64(&b64)?, PayloadKind::Bytes),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "invalid_payload",
+                    "give exactly one of payload (JSON) and payload_base64 (bytes)",
+                ))
+            }
+        };
+        let options = MessageOptions {
+            delay: self.delay,
+            deliver_at: self.deliver_at,
+            id: self.id,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff,
+        }
+        .send_options(limits)?
+        .kind(kind);
+        Ok((payload, options))
+    }
+}
+
+/// The options of a send, from JSON or from a query string (raw-body sends).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageOptions {
+    /// Due this long after Redis receives the request.
+    pub delay: Option<DurationArg>,
+    /// Due at this time.
+    pub deliver_at: Option<TimeArg>,
+    /// The caller's id.
+    pub id: Option<String>,
+    /// Deliveries before the dead letters.
+    pub max_attempts: Option<u64>,
+    /// Retry policy (JSON only).
+    pub backoff: Option<BackoffArg>,
+}
+
+impl MessageOptions {
+    /// As the library takes them (kind left as bytes).
+    pub fn send_options(self, limits: &Limits) -> ApiResult<SendOptions> {
+        let schedule = ScheduleArgs {
+            delay: self.delay,
+            deliver_at: self.deliver_at,
+        };
+        let mut options = SendOptions::new().schedule(schedule.schedule(limits)?);
+        if let Some(id) = self.id {
+            options = options.id(id);
+        }
+        if let Some(n) = self.max_attempts {
+            let n = u16::try_from(n).map_err(|_| {
+                ApiError::bad_request("invalid_option", "max_attempts is 1 to 65535")
+            })?;
+            options = options.max_attempts(n);
+        }
+        if let Some(backoff) = self.backoff {
+            options = options.backoff(match backoff {
+                BackoffArg::Fixed { delay } => Backoff::fixed(delay.get("backoff.delay")?),
+                BackoffArg::Exponential {
+                    base,
+                    cap,
+                    factor,
+                    jitter_percent,
+                } => Backoff::exponential(base.get("backoff.base")?, cap.get("backoff.cap")?)
+                    .with_factor(factor.unwrap_or(2))
+                    .with_jitter(jitter_percent.unwrap_or(0)),
+            });
+        }
+        Ok(options)
+    }
+}
+
+/// Decodes standard base64; a 400 if it is not.
+pub fn decode_base64(text: &str) -> ApiResult<Vec<u8>> {
+    B64.decode(text)
+        .map_err(|e| ApiError::bad_request("invalid_payload", format!("payload_base64: {e}")))
+}
+
+/// A payload as answered: JSON as JSON, bytes as base64.
+#[derive(Debug, Serialize)]
+pub enum PayloadOut {
+    /// Sent as JSON.
+    #[serde(rename = "payload")]
+    Json(Box<RawValue>),
+    /// Sent as bytes.
+    #[serde(rename = "payload_base64")]
+    Bytes(String),
+}
+
+impl PayloadOut {
+    /// The payload of a message of `kind`. A JSON-kind payload that is not valid JSON (it
+    /// can only come from another writer) is answered as bytes rather than not at all.
+    pub fn new(payload: Vec<u8>, kind: PayloadKind) -> Self {
+        if kind == PayloadKind::Json {
+            if let Ok(json) = String::from_utf8(payload.clone())
+                .map_err(|_| ())
+                .and_then(|text| RawValue::from_string(text).map_err(|_| ()))
+            {
+                return PayloadOut::Json(json);
+            }
+        }
+        PayloadOut::Bytes(B64.encode(payload))
+    }
+}

@@ -1,0 +1,149 @@
+//! Bearer tokens and their roles. A token is `send` (produce and read messages), `consume`
+//! (receive and settle) or `admin` (everything). With no tokens configured every request is
+//! allowed; the server then binds loopback only unless told otherwise (`main.rs`).
+
+use std::fmt;
+
+use axum::http::{header, HeaderMap, StatusCode};
+
+use crate::error::{ApiError, ApiResult};
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Send, get, cancel, reschedule.
+    Send,
+    /// Receive, ack, nack, extend, release.
+    Consume,
+    /// Everything, including queue stats and dead letters.
+    Admin,
+}
+
+impl Role {
+    fn parse(text: &str) -> Option<Role> {
+        match text {
+            "send" => Some(Role::Send),
+            "consume" => Some(Role::Consume),
+            "admin" => Some(Role::Admin),
+            _ => None,
+        }
+    }
+
+    fn allows(self, needed: Role) -> bool {
+        self == Role::Admin || self == needed
+    }
+}
+
+/// The configured tokens. Never printed: `Debug` shows only how many there are.
+#[derive(Clone, Default)]
+pub struct Tokens(Vec<(Role, Vec<u8>)>);
+
+impl fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tokens({} configured)", self.0.len())
+    }
+}
+
+impl Tokens {
+    /// Reads `role:token` entries separated by newlines or commas; `#` starts a comment.
+    pub fn parse(text: &str) -> Result<Tokens, String> {
+        let mut tokens = Vec::new();
+        for (n, entry) in text
+            .lines()
+            .flat_map(|l| l.split('#').next().unwrap_or("").split(','))
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .enumerate()
+        {
+            let (role, token) = entry
+                .split_once(':')
+                .ok_or_else(|| format!("token entry {}: expected role:token", n + 1))?;
+            let role = Role::parse(role.trim()).ok_or_else(|| {
+                format!("token entry {}: role must be send, consume or admin", n + 1)
+            })?;
+            let token = token.trim();
+            if token.len() < 16 {
+                return Err(format!(
+                    "token entry {}: a token needs at least 16 characters",
+                    n + 1
+                ));
+            }
+            tokens.push((role, token.as_bytes().to_vec()));
+        }
+        Ok(Tokens(tokens))
+    }
+
+    /// True when no token is configured (auth is off).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Checks the request's bearer token against `needed`: 401 when it is missing or
+    /// unknown, 403 when its role does not allow the route.
+    pub fn authorize(&self, headers: &HeaderMap, needed: Role) -> ApiResult<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let Some(presented) = presented else {
+            return Err(unauthorized("missing bearer token"));
+        };
+        // Every token is compared, each in constant time, so timing reveals nothing.
+        let mut role = None;
+        for (r, token) in &self.0 {
+            if constant_time_eq(token, presented.as_bytes()) {
+                role = Some(*r);
+            }
+        }
+        match role {
+            None => Err(unauthorized("unknown token")),
+            Some(r) if r.allows(needed) => Ok(()),
+            Some(r) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("a {r:?} token cannot do this; it needs {needed:?} or Admin"),
+            )),
+        }
+    }
+}
+
+fn unauthorized(why: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", why)
+}
+
+/// Equality whose time depends only on the lengths, not on where the bytes differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_entries_and_rejects_bad_ones() {
+        let t = Tokens::parse(
+            "admin:aaaaaaaaaaaaaaaa # on call\nsend:bbbbbbbbbbbbbbbb, consume:cccccccccccccccc",
+        )
+        .expect("valid");
+        assert_eq!(t.0.len(), 3);
+        assert!(Tokens::parse("root:aaaaaaaaaaaaaaaa").is_err());
+        assert!(Tokens::parse("admin:short").is_err());
+        assert!(Tokens::parse("admin").is_err());
+        assert!(!format!("{t:?}").contains("aaaa"), "tokens never printed");
+    }
+
+    #[test]
+    fn compares_whole_tokens() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

@@ -1,0 +1,118 @@
+//! The API's errors: one JSON shape, `{"error": {"code": "...", "message": "..."}}`, with a
+//! stable code per kind of failure and the HTTP status that goes with it. Bad input is
+//! always a 4xx; a Redis that went away is a 503; a 500 means a bug.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use delayq::InvalidInput;
+use serde_json::json;
+
+/// An error as the API answers it.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    /// An error with this status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400: the request is wrong in a way the client must fix.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// 404: no such message (or dead letter).
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 413: the body, batch or payload is over a limit.
+    pub fn too_large(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, code, message)
+    }
+
+    /// The same error, said of item `index` of a batch.
+    pub fn at(mut self, index: usize) -> Self {
+        self.message = format!("messages[{index}]: {}", self.message);
+        self
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": { "code": self.code, "message": self.message } });
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<InvalidInput> for ApiError {
+    fn from(e: InvalidInput) -> Self {
+        let code = match &e {
+            InvalidInput::QueueName { .. } => "invalid_queue_name",
+            InvalidInput::MessageId { .. } => "invalid_id",
+            InvalidInput::PayloadTooLarge { .. } => {
+                return ApiError::too_large("payload_too_large", e.to_string())
+            }
+            InvalidInput::Receipt { .. } => "invalid_receipt",
+            InvalidInput::Schedule(_) => "invalid_schedule",
+            _ => "invalid_option",
+        };
+        ApiError::bad_request(code, e.to_string())
+    }
+}
+
+impl From<delayq::Error> for ApiError {
+    fn from(e: delayq::Error) -> Self {
+        match e {
+            delayq::Error::Invalid(invalid) => invalid.into(),
+            delayq::Error::LeaseLost { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "lease_lost", e.to_string())
+            }
+            delayq::Error::WrongState { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "wrong_state", e.to_string())
+            }
+            delayq::Error::NotFound { .. } => ApiError::not_found(e.to_string()),
+            ref redis if redis.is_retryable() => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("Redis is unavailable: {redis}"),
+            ),
+            delayq::Error::Redis(ref r) if r.code() == Some("OOM") => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "redis_full",
+                "Redis is out of memory (maxmemory): sends are refused until it is drained",
+            ),
+            other => {
+                tracing::error!(error = %other, "unexpected failure");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    other.to_string(),
+                )
+            }
+        }
+    }
+}
+
+/// Shorthand for handler results.
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,83 @@
+//! The server's limits, checked before any work is done: body size, batch size, and the
+//! longest wait, lease and delay a request may ask for.
+
+use std::time::Duration;
+
+use crate::error::{ApiError, ApiResult};
+
+/// Limits a request must keep to.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request body in bytes.
+    pub max_body_bytes: usize,
+    /// Most messages (or receipts) in one batch request.
+    pub max_batch: usize,
+    /// Longest long-poll `wait`.
+    pub max_wait: Duration,
+    /// Longest lease a receive or extend may ask for.
+    pub max_lease: Duration,
+    /// Longest delay (or furthest deliver-at) of a send.
+    pub max_delay: Duration,
+}
+
+impl Default for Limits {
+    /// 16 MiB bodies, batches of 1000, 30 s waits, 12 h leases, delays up to delayq's own
+    /// ten-year limit.
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 16 * 1024 * 1024,
+            max_batch: delayq::MAX_BATCH,
+            max_wait: Duration::from_secs(30),
+            max_lease: Duration::from_secs(12 * 3600),
+            max_delay: delayq::MAX_DELAY,
+        }
+    }
+}
+
+impl Limits {
+    /// A batch of `n` items: 1 to `max_batch`.
+    pub fn check_batch(&self, n: usize) -> ApiResult<()> {
+        if n == 0 {
+            return Err(ApiError::bad_request(
+                "empty_batch",
+                "a batch needs at least one item",
+            ));
+        }
+        if n > self.max_batch {
+            return Err(ApiError::too_large(
+                "batch_too_large",
+                format!("a batch holds at most {} items, not {n}", self.max_batch),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A long-poll wait.
+    pub fn check_wait(&self, wait: Duration) -> ApiResult<()> {
+        over("wait", wait, self.max_wait)
+    }
+
+    /// A lease.
+    pub fn check_lease(&self, lease: Duration) -> ApiResult<()> {
+        over("lease", lease, self.max_lease)
+    }
+
+    /// A delay.
+    pub fn check_delay(&self, delay: Duration) -> ApiResult<()> {
+        over("delay", delay, self.max_delay)
+    }
+}
+
+fn over(what: &str, asked: Duration, limit: Duration) -> ApiResult<()> {
+    if asked > limit {
+        return Err(ApiError::bad_request(
+            "over_limit",
+            format!(
+                "{what} of {} is over the limit of {}",
+                humantime::format_duration(asked),
+                humantime::format_duration(limit)
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! Tokens and roles: off by default; when configured every route but the probes needs a
+//! bearer token whose role allows it.
+
+use delayq_server::auth::Tokens;
+use delayq_server::limits::Limits;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::common::*;
+
+const SEND: &str = "send-token-0123456789";
+const CONSUME: &str = "consume-token-0123456789";
+const ADMIN: &str = "admin-token-0123456789";
+
+async fn secured() -> TestServer {
+    let tokens =
+        Tokens::parse(&format!("send:{SEND}\nconsume:{CONSUME}\nadmin:{ADMIN}")).expect("tokens");
+    TestServer::start_with(Limits::default(), tokens).await
+}
+
+#[tokio::test]
+async fn without_tokens_everything_is_open() {
+    let s = TestServer::start().await;
+    let (status, _) = s
+        .post("/v1/queues/open/messages", json!({ "payload": 1 }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(s.get("/v1/queues").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_missing_or_unknown_token_is_a_401() {
+    let mut s = secured().await;
+    let answer = s
+        .post("/v1/queues/q/messages", json!({ "payload": 1 }))
+        .await;
+    assert_error(&answer, StatusCode::UNAUTHORIZED, "unauthorized");
+    s.token = Some("not-a-token-0123456789".into());
+    let answer = s
+        .post("/v1/queues/q/messages", json!({ "payload": 1 }))
+        .await;
+    assert_error(&answer, StatusCode::UNAUTHORIZED, "unauthorized");
+    s.token = None;
+    assert_eq!(
+        s.get("/healthz").await.0,
+        StatusCode::OK,
+        "probes need no token"
+    );
+    assert_eq!(s.get("/readyz").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn each_role_reaches_its_routes_and_no_others() {
+    let mut s = secured().await;
+    let produce = [
+        (
+            Method::POST,
+            "/v1/queues/q/messages",
+            Some(json!({ "payload": 1, "id": "m1" })),
+        ),
+        (
+            Method::POST,
+            "/v1/queues/q/batch",
+            Some(json!({ "messages": [{ "payload": 2 }] })),
+        ),
+        (Method::GET, "/v1/queues/q/messages/m1", None),
+        (
+            Method::POST,
+            "/v1/queues/q/messages/m1/reschedule",
+            Some(json!({ "delay": 0 })),
+        ),
+    ];
+    let consume = [(
+        Method::POST,
+        "/v1/queues/q/receive",
+        Some(json!({ "max": 1 })),
+    )];
+    let admin = [
+        (Method::GET, "/v1/queues", None),
+        (Method::GET, "/v1/queues/q", None),
+        (Method::GET, "/v1/queues/q/dead", None),
+        (
+            Method::POST,
+            "/v1/queues/q/purge",
+            Some(json!({ "all": true })),
+        ),
+    ];
+    let groups = [
+        (SEND, &produce[..]),
+        (CONSUME, &consume[..]),
+        (ADMIN, &admin[..]),
+    ];
+    for (token, allowed) in groups {
+        for (other, routes) in groups {
+            for (method, path, body) in routes {
+                s.token = Some(token.into());
+                let (status, answer) = s.call(method.clone(), path, body.clone()).await;
+                if token == other || token == ADMIN {
+                    assert!(
+                        status.is_success(),
+                        "{token} on {method} {path}: {status} {answer}"
+                    );
+                } else {
+                    assert_error(&(status, answer), StatusCode::FORBIDDEN, "forbidden");
+                }
+            }
+        }
+        let _ = allowed;
+    }
+}

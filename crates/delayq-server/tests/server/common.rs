@@ -1,0 +1,176 @@
+//! A server per test: a fresh redis-server, the delayq server on a free port, and an HTTP
+//! client that speaks to it.
+
+#![allow(dead_code)] // each test module uses its own subset
+
+use std::future::Future;
+use std::time::Duration;
+
+use delayq::{Config, DelayQ};
+use delayq_server::auth::Tokens;
+use delayq_server::limits::Limits;
+use delayq_server::state::AppState;
+pub use redis_fixture::RedisServer;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A running server and what it runs on.
+pub struct TestServer {
+    pub redis: RedisServer,
+    pub base: String,
+    pub http: reqwest::Client,
+    /// The bearer token sent with every request, if any.
+    pub token: Option<String>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+/// A client config with short timeouts, so that a Redis that went away is a quick 503.
+pub fn client_config() -> Config {
+    Config::default().response_timeout(Duration::from_secs(1))
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        Self::start_with(Limits::default(), Tokens::default()).await
+    }
+
+    pub async fn start_with(limits: Limits, tokens: Tokens) -> TestServer {
+        let redis = RedisServer::start();
+        let dq = DelayQ::connect_with(&redis.url(), client_config())
+            .await
+            .expect("connect to redis");
+        let state = AppState::new(dq, limits, tokens);
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(delayq_server::server::run(listener, state, async move {
+            let _ = stopped.await;
+        }));
+        TestServer {
+            redis,
+            base,
+            http: reqwest::Client::new(),
+            token: None,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Sends `method path` with a JSON body (or none) and returns status and JSON body
+    /// (`Value::Null` for an empty body).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.expect("request");
+        read(resp).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    /// Stops the server gracefully and waits for it.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task").expect("server ran");
+        }
+    }
+
+    /// Starts a graceful shutdown without waiting for it.
+    pub fn begin_shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Waits for the server task after `begin_shutdown`.
+    pub async fn join(mut self) {
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task").expect("server ran");
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+pub async fn read(resp: reqwest::Response) -> (StatusCode, Value) {
+    let status = resp.status();
+    let bytes = resp.bytes().await.expect("body");
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            panic!(
+                "{status}: body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&bytes)
+            )
+        })
+    };
+    (status, body)
+}
+
+/// The error code of an error answer, after checking its status.
+#[track_caller]
+pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str) {
+    assert_eq!(answer.0, status, "{}", answer.1);
+    assert_eq!(answer.1["error"]["code"], code, "{}", answer.1);
+    assert!(answer.1["error"]["message"].is_string(), "{}", answer.1);
+}
+
+/// Polls `check` until it returns true, failing the test after `limit`.
+pub async fn wait_until<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Receives up to `max` deliveries from `queue` with a 30 s lease, waiting up to `wait`.
+pub async fn receive(s: &TestServer, queue: &str, max: usize, wait: &str) -> Vec<Value> {
+    let (status, body) = s
+        .post(
+            &format!("/v1/queues/{queue}/receive"),
+            serde_json::json!({ "max": max, "lease": "30s", "wait": wait }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["deliveries"].as_array().cloned().unwrap_or_default()
+}

@@ -1,0 +1,282 @@
+//! Consuming over HTTP: receive with long-poll, ack, nack, extend, release by receipt; many
+//! long-polls on one connection budget; shutdown answers held long-polls; the close-unpaid-
+//! order flow end to end.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+async fn send(s: &TestServer, queue: &str, body: Value) -> Value {
+    let (status, sent) = s.post(&format!("/v1/queues/{queue}/messages"), body).await;
+    assert!(status.is_success(), "{status}: {sent}");
+    sent
+}
+
+#[tokio::test]
+async fn ack_by_receipt_and_a_stale_receipt_is_a_conflict() {
+    let s = TestServer::start().await;
+    send(&s, "work", json!({ "payload": 1 })).await;
+    let got = receive(&s, "work", 1, "0s").await;
+    let receipt = got[0]["receipt"].clone();
+    assert_eq!(got[0]["attempt"], 1);
+    let (status, body) = s
+        .post("/v1/queues/work/ack", json!({ "receipt": receipt }))
+        .await;
+    assert_eq!((status, body), (StatusCode::NO_CONTENT, Value::Null));
+    let again = s
+        .post("/v1/queues/work/ack", json!({ "receipt": receipt }))
+        .await;
+    assert_error(&again, StatusCode::CONFLICT, "lease_lost");
+    let (_, stats) = s.get("/v1/queues/work").await;
+    assert_eq!(
+        (stats["ready"].as_u64(), stats["in_flight"].as_u64()),
+        (Some(0), Some(0))
+    );
+}
+
+#[tokio::test]
+async fn many_receipts_get_one_result_each() {
+    let s = TestServer::start().await;
+    for i in 0..3 {
+        send(&s, "many", json!({ "payload": i })).await;
+    }
+    let got = receive(&s, "many", 3, "0s").await;
+    let receipts: Vec<Value> = got.iter().map(|d| d["receipt"].clone()).collect();
+    s.post("/v1/queues/many/ack", json!({ "receipt": receipts[0] }))
+        .await;
+    let (status, body) = s
+        .post(
+            "/v1/queues/many/extend",
+            json!({ "receipts": receipts, "lease": "1m" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let oks: Vec<bool> = body["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["ok"] == true)
+        .collect();
+    assert_eq!(oks, [false, true, true]);
+    assert!(body["results"][1]["lease_deadline_ms"].as_u64().is_some());
+    let (status, body) = s
+        .post(
+            "/v1/queues/many/release",
+            json!({ "receipts": receipts[1..] }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let again = receive(&s, "many", 3, "0s").await;
+    assert_eq!(again.len(), 2, "released messages are ready at once");
+    assert!(
+        again.iter().all(|d| d["attempt"] == 1),
+        "a release does not count the attempt"
+    );
+}
+
+#[tokio::test]
+async fn nack_retries_by_backoff_then_dead_letters() {
+    let s = TestServer::start().await;
+    let body = json!({ "payload": "x", "id": "flaky", "max_attempts": 2, "backoff": { "fixed": { "delay": "100ms" } } });
+    send(&s, "retry", body).await;
+    let got = receive(&s, "retry", 1, "0s").await;
+    let (status, body) = s
+        .post(
+            "/v1/queues/retry/nack",
+            json!({ "receipt": got[0]["receipt"], "error": "upstream 502" }),
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::OK, json!({ "outcome": "retry" }))
+    );
+    let got = receive(&s, "retry", 1, "5s").await;
+    assert_eq!(got[0]["attempt"], 2);
+    let (_, body) = s
+        .post(
+            "/v1/queues/retry/nack",
+            json!({ "receipt": got[0]["receipt"], "error": "still 502" }),
+        )
+        .await;
+    assert_eq!(body, json!({ "outcome": "dead" }));
+    let (status, dead) = s.get("/v1/queues/retry/dead").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(dead["total"], 1);
+    assert_eq!(dead["dead_letters"][0]["last_error"], "still 502");
+    assert_eq!(dead["dead_letters"][0]["payload"], "x");
+    let (_, body) = s
+        .post("/v1/queues/retry/requeue", json!({ "id": "flaky" }))
+        .await;
+    assert_eq!(body, json!({ "count": 1 }));
+    let got = receive(&s, "retry", 1, "0s").await;
+    assert_eq!(
+        (got[0]["id"].as_str(), got[0]["attempt"].as_u64()),
+        (Some("flaky"), Some(1))
+    );
+    s.post(
+        "/v1/queues/retry/nack",
+        json!({ "receipt": got[0]["receipt"], "retry_after": "1h" }),
+    )
+    .await;
+    let (_, info) = s.get("/v1/queues/retry/messages/flaky").await;
+    assert_eq!(info["state"], "delayed");
+    assert_eq!(info["last_error"], "failed");
+}
+
+#[tokio::test]
+async fn a_long_poll_is_woken_by_a_send() {
+    let s = TestServer::start().await;
+    let base = s.base.clone();
+    let http = s.http.clone();
+    let polling = tokio::spawn(async move {
+        let started = Instant::now();
+        let resp = http
+            .post(format!("{base}/v1/queues/poll/receive"))
+            .json(&json!({ "wait": "10s" }))
+            .send()
+            .await
+            .expect("request");
+        (read(resp).await, started.elapsed())
+    });
+    wait_until(Duration::from_secs(5), "the long-poll to wait", || async {
+        s.redis
+            .cli(&["PUBSUB", "SHARDNUMSUB", "dq:{poll}:wake"])
+            .lines()
+            .nth(1)
+            == Some("1")
+    })
+    .await;
+    let sent_at = Instant::now();
+    let sent = send(&s, "poll", json!({ "payload": "wake up" })).await;
+    let ((status, body), took) = polling.await.expect("poll task");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["deliveries"][0]["id"], sent["id"]);
+    assert!(
+        took < Duration::from_secs(10),
+        "answered by the send, not the wait"
+    );
+    println!("long-poll answered {:?} after the send", sent_at.elapsed());
+}
+
+#[tokio::test]
+async fn many_long_polls_share_one_redis_connection_budget() {
+    let s = TestServer::start().await;
+    let clients = |s: &TestServer| s.redis.cli(&["CLIENT", "LIST"]).lines().count();
+    let n = 300;
+    let mut polls = Vec::new();
+    for _ in 0..n {
+        let (base, http) = (s.base.clone(), s.http.clone());
+        polls.push(tokio::spawn(async move {
+            let resp = http
+                .post(format!("{base}/v1/queues/crowd/receive"))
+                .json(&json!({ "wait": "20s" }))
+                .send()
+                .await
+                .expect("request");
+            read(resp).await
+        }));
+    }
+    wait_until(
+        Duration::from_secs(10),
+        "the long-polls to wait",
+        || async {
+            s.redis
+                .cli(&["PUBSUB", "SHARDNUMSUB", "dq:{crowd}:wake"])
+                .lines()
+                .nth(1)
+                == Some("1")
+        },
+    )
+    .await;
+    let connections = clients(&s);
+    assert!(
+        connections <= 4,
+        "{n} long-polls hold {connections} Redis connections"
+    );
+    let batch: Vec<Value> = (0..n).map(|i| json!({ "payload": i })).collect();
+    s.post("/v1/queues/crowd/batch", json!({ "messages": batch }))
+        .await;
+    let mut delivered = 0;
+    for p in polls {
+        let (status, body) = p.await.expect("poll task");
+        assert_eq!(status, StatusCode::OK);
+        delivered += body["deliveries"].as_array().map_or(0, Vec::len);
+    }
+    assert_eq!(delivered, n, "every long-poll got one message");
+}
+
+#[tokio::test]
+async fn shutdown_answers_held_long_polls_empty() {
+    let mut s = TestServer::start().await;
+    let (base, http) = (s.base.clone(), s.http.clone());
+    let polling = tokio::spawn(async move {
+        let started = Instant::now();
+        let resp = http
+            .post(format!("{base}/v1/queues/bye/receive"))
+            .json(&json!({ "wait": "20s" }))
+            .send()
+            .await
+            .expect("request");
+        (read(resp).await, started.elapsed())
+    });
+    wait_until(Duration::from_secs(5), "the long-poll to wait", || async {
+        s.redis
+            .cli(&["PUBSUB", "SHARDNUMSUB", "dq:{bye}:wake"])
+            .lines()
+            .nth(1)
+            == Some("1")
+    })
+    .await;
+    s.begin_shutdown();
+    let ((status, body), took) = polling.await.expect("poll task");
+    assert_eq!(
+        (status, body),
+        (StatusCode::OK, json!({ "deliveries": [] }))
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "answered at shutdown, not at the end of its wait"
+    );
+    s.join().await;
+}
+
+#[tokio::test]
+async fn close_unpaid_orders_end_to_end() {
+    let s = TestServer::start().await;
+    // Two orders placed; each schedules its own closing 300 ms later.
+    for order in [1, 2] {
+        let body = json!({ "payload": { "order": order }, "id": format!("close-{order}"), "delay": "300ms" });
+        send(&s, "orders", body).await;
+    }
+    // Order 2 is paid: its closing is cancelled.
+    let (status, _) = s
+        .call(
+            reqwest::Method::DELETE,
+            "/v1/queues/orders/messages/close-2",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // The closer long-polls and gets only order 1, once it is due.
+    let got = receive(&s, "orders", 10, "5s").await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["payload"], json!({ "order": 1 }));
+    assert!(got[0]["due_ms"].as_u64() <= Some(now_ms()));
+    let (status, _) = s
+        .post(
+            "/v1/queues/orders/ack",
+            json!({ "receipt": got[0]["receipt"] }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert!(receive(&s, "orders", 10, "500ms").await.is_empty());
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

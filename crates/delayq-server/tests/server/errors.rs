@@ -1,0 +1,241 @@
+//! Bad input and failures: every error has a status, a stable code and a JSON body; limits
+//! are enforced before any work; a Redis that went away is a quick 503, and the server
+//! recovers when it is back.
+
+use std::time::{Duration, Instant};
+
+use delayq_server::auth::Tokens;
+use delayq_server::limits::Limits;
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn bad_input_is_a_400_with_a_stable_code() {
+    let s = TestServer::start().await;
+    let raw = s
+        .http
+        .post(format!("{}/v1/queues/q/messages", s.base))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .expect("request");
+    assert_error(&read(raw).await, StatusCode::BAD_REQUEST, "malformed_json");
+    let cases = [
+        (
+            "/v1/queues/bad%20name/messages",
+            json!({ "payload": 1 }),
+            "invalid_queue_name",
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "id": "a b" }),
+            "invalid_id",
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "id": "12-34" }),
+            "invalid_id",
+        ),
+        ("/v1/queues/q/messages", json!({}), "invalid_payload"),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "payload_base64": "" }),
+            "invalid_payload",
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload_base64": "***" }),
+            "invalid_payload",
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "delay": "soon" }),
+            "invalid_duration",
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "deliver_at": "tomorrow" }),
+            "invalid_time",
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "delay": 1, "deliver_at": 1 }),
+            "invalid_schedule",
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "max_attempts": 0 }),
+            "invalid_option",
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "max_attempts": 70000 }),
+            "invalid_option",
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "colour": "red" }),
+            "malformed_json",
+        ),
+        (
+            "/v1/queues/q/batch",
+            json!({ "messages": [] }),
+            "empty_batch",
+        ),
+        ("/v1/queues/q/receive", json!({ "max": 0 }), "empty_batch"),
+        (
+            "/v1/queues/q/ack",
+            json!({ "receipt": "nonsense" }),
+            "invalid_receipt",
+        ),
+        ("/v1/queues/q/ack", json!({}), "invalid_receipt"),
+        ("/v1/queues/q/requeue", json!({}), "invalid_option"),
+    ];
+    for (path, body, code) in cases {
+        let answer = s.post(path, body.clone()).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, code);
+    }
+    let answer = s.get("/v1/queues/q/messages/has%20space").await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_id");
+    let (_, stats) = s.get("/v1/queues/q").await;
+    assert_eq!(stats["ready"], 0, "nothing was written");
+}
+
+#[tokio::test]
+async fn unknown_things_are_404s_with_a_body() {
+    let s = TestServer::start().await;
+    assert_error(
+        &s.get("/v1/queues/q/messages/nope").await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    assert_error(
+        &s.get("/no/such/route").await,
+        StatusCode::NOT_FOUND,
+        "no_route",
+    );
+    let answer = s
+        .post("/v1/queues/q/requeue", json!({ "id": "nope" }))
+        .await;
+    assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
+    let answer = s.post("/v1/queues/q/purge", json!({ "id": "nope" })).await;
+    assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
+}
+
+#[tokio::test]
+async fn limits_are_enforced_before_any_work() {
+    let limits = Limits {
+        max_body_bytes: 64 * 1024,
+        max_batch: 10,
+        max_wait: Duration::from_secs(5),
+        max_lease: Duration::from_secs(60),
+        max_delay: Duration::from_secs(3600),
+    };
+    let s = TestServer::start_with(limits, Tokens::default()).await;
+    let big = "x".repeat(70 * 1024);
+    assert_error(
+        &s.post("/v1/queues/q/messages", json!({ "payload": big }))
+            .await,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+    );
+    let eleven: Vec<_> = (0..11).map(|i| json!({ "payload": i })).collect();
+    assert_error(
+        &s.post("/v1/queues/q/batch", json!({ "messages": eleven }))
+            .await,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "batch_too_large",
+    );
+    for (path, body) in [
+        ("/v1/queues/q/receive", json!({ "wait": "6s" })),
+        ("/v1/queues/q/receive", json!({ "lease": "2m" })),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "delay": "2h" }),
+        ),
+        (
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "deliver_at": "2099-01-01T00:00:00Z" }),
+        ),
+    ] {
+        assert_error(
+            &s.post(path, body).await,
+            StatusCode::BAD_REQUEST,
+            "over_limit",
+        );
+    }
+    let (_, stats) = s.get("/v1/queues/q").await;
+    assert_eq!(stats["ready"], 0, "nothing was written");
+}
+
+#[tokio::test]
+async fn a_payload_over_the_library_limit_is_a_413() {
+    let s = TestServer::start().await;
+    let resp = s
+        .http
+        .post(format!("{}/v1/queues/q/messages", s.base))
+        .header("content-type", "application/octet-stream")
+        .body(vec![1u8; 1024 * 1024 + 1])
+        .send()
+        .await
+        .expect("request");
+    assert_error(
+        &read(resp).await,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+    );
+}
+
+#[tokio::test]
+async fn a_redis_that_went_away_is_a_quick_503_then_the_server_recovers() {
+    let mut s = TestServer::start().await;
+    assert_eq!(s.get("/readyz").await.0, StatusCode::OK);
+    s.redis.kill();
+    let started = Instant::now();
+    let answer = s
+        .post("/v1/queues/q/messages", json!({ "payload": 1 }))
+        .await;
+    assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    let took = started.elapsed();
+    assert_error(
+        &s.get("/readyz").await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+    );
+    assert_eq!(
+        s.get("/healthz").await.0,
+        StatusCode::OK,
+        "the process is up"
+    );
+    println!("503 after {took:?}");
+    assert!(
+        took < Duration::from_secs(10),
+        "answered in {took:?}, not hung"
+    );
+
+    s.redis.restart();
+    wait_until(
+        Duration::from_secs(10),
+        "the server to reach Redis again",
+        || async { s.get("/readyz").await.0 == StatusCode::OK },
+    )
+    .await;
+    let (status, _) = s
+        .post("/v1/queues/q/messages", json!({ "payload": 1 }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn a_wrong_method_is_an_error_not_a_panic() {
+    let s = TestServer::start().await;
+    let answer = s.call(Method::PUT, "/v1/queues/q/messages", None).await;
+    assert_error(
+        &answer,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+    );
+}

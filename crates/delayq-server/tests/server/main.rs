@@ -1,0 +1,9 @@
+//! The delayq server's tests: one test binary, every test against the real server running
+//! in-process on `127.0.0.1:0`, over real HTTP, with a real `redis-server` from the fixture.
+
+mod common;
+
+mod auth;
+mod consume;
+mod errors;
+mod produce;
