@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod embedded;
 pub mod error;
 pub mod limits;
 pub mod server;

@@ -1,3 +1,32 @@
-//! The `delayq` binary: parses flags and calls the library.
+//! The `delayq` binary: parses flags and hands each command to its module.
+//!
+//! * `delayq serve`: the HTTP API (`cmd/serve.rs`).
+//! * `delayq send | get | cancel | reschedule | stats | queues | dead`: admin commands that
+//!   talk to Redis directly (`cmd/admin.rs`).
 
-fn main() {}
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cmd::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("delayq: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cmd::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("delayq: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

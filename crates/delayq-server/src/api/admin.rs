@@ -143,26 +143,7 @@ pub async fn requeue(
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
-    let q = state.queue(&queue)?;
-    let dead = q.dead_letters();
-    let count = match parse::<Which>(&body)? {
-        Which {
-            id: Some(id),
-            all: None | Some(false),
-        } => {
-            if !dead.requeue(&id).await? {
-                return Err(ApiError::not_found(format!("no dead letter {id}")));
-            }
-            1
-        }
-        Which {
-            id: None,
-            all: Some(true),
-        } => dead.requeue_all().await?,
-        _ => return Err(which_error()),
-    };
-    Ok(Json(CountOut { count }))
+    one_or_all(&state, &queue, &headers, &body, Action::Requeue).await
 }
 
 /// `POST /v1/queues/{queue}/purge` with `{"id"}` or `{"all": true}`: dead letters deleted.
@@ -172,23 +153,56 @@ pub async fn purge(
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
-    let q = state.queue(&queue)?;
+    one_or_all(&state, &queue, &headers, &body, Action::Purge).await
+}
+
+#[derive(Clone, Copy)]
+enum Action {
+    Requeue,
+    Purge,
+}
+
+async fn one_or_all(
+    state: &AppState,
+    queue: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    action: Action,
+) -> ApiResult<Json<CountOut>> {
+    state.authorize(headers, Role::Admin)?;
+    let q = state.queue(queue)?;
     let dead = q.dead_letters();
-    let count = match parse::<Which>(&body)? {
-        Which {
-            id: Some(id),
-            all: None | Some(false),
-        } => {
-            if !dead.purge(&id).await? {
+    let count = match (parse::<Which>(body)?, action) {
+        (
+            Which {
+                id: Some(id),
+                all: None | Some(false),
+            },
+            _,
+        ) => {
+            let found = match action {
+                Action::Requeue => dead.requeue(&id).await?,
+                Action::Purge => dead.purge(&id).await?,
+            };
+            if !found {
                 return Err(ApiError::not_found(format!("no dead letter {id}")));
             }
             1
         }
-        Which {
-            id: None,
-            all: Some(true),
-        } => dead.purge_all().await?,
+        (
+            Which {
+                id: None,
+                all: Some(true),
+            },
+            Action::Requeue,
+        ) => dead.requeue_all().await?,
+        (
+            Which {
+                id: None,
+                all: Some(true),
+            },
+            Action::Purge,
+        ) => dead.purge_all().await?,
         _ => return Err(which_error()),
     };
     Ok(Json(CountOut { count }))

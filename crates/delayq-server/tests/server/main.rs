@@ -4,6 +4,8 @@
 mod common;
 
 mod auth;
+mod cli;
 mod consume;
 mod errors;
 mod produce;
+mod serve;

@@ -1,0 +1,395 @@
+//! Admin commands: each one library call against Redis, answered as a readable table for a
+//! person or as JSON (`--json`) for scripts. Exit code 0 on success; otherwise one line on
+//! stderr (printed by `main.rs`) and a non-zero code.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use delayq::{CancelOutcome, DelayQ, PayloadKind, Schedule, SendOptions, Stats};
+use serde_json::{json, Value};
+
+use super::RedisArgs;
+
+/// The admin commands.
+#[derive(clap::Subcommand)]
+pub enum AdminCommand {
+    /// Send a message.
+    Send {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        /// The payload (text; with --json-payload, a JSON document).
+        payload: String,
+        /// Due after this long (e.g. 15m, 3days).
+        #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "at")]
+        delay: Option<Duration>,
+        /// Due at this time (RFC 3339, e.g. 2026-12-01T09:00:00Z).
+        #[arg(long, value_parser = humantime::parse_rfc3339_weak)]
+        at: Option<std::time::SystemTime>,
+        /// Your own id (idempotent send; cancel by it later).
+        #[arg(long)]
+        id: Option<String>,
+        /// Deliveries before the message goes to the dead letters.
+        #[arg(long)]
+        max_attempts: Option<u16>,
+        /// The payload is JSON: consumers get it back as JSON.
+        #[arg(long)]
+        json_payload: bool,
+    },
+    /// Show one message.
+    Get {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        id: String,
+    },
+    /// Cancel a delayed or ready message.
+    Cancel {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        id: String,
+    },
+    /// Move a delayed or ready message to a new due time.
+    Reschedule {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        id: String,
+        #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "at", required_unless_present = "at")]
+        delay: Option<Duration>,
+        #[arg(long, value_parser = humantime::parse_rfc3339_weak)]
+        at: Option<std::time::SystemTime>,
+    },
+    /// Counts per state of one queue, or of every queue.
+    Stats {
+        #[command(flatten)]
+        common: Common,
+        queue: Option<String>,
+    },
+    /// The queues in this Redis.
+    Queues {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Dead letters: list, requeue, purge.
+    #[command(subcommand)]
+    Dead(DeadCommand),
+}
+
+/// Dead-letter commands.
+#[derive(clap::Subcommand)]
+pub enum DeadCommand {
+    /// List dead letters, oldest death first.
+    List {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Put dead letters back as ready (one by id, or --all).
+    Requeue(DeadTarget),
+    /// Delete dead letters (one by id, or --all).
+    Purge(DeadTarget),
+}
+
+/// One dead letter by id, or all of a queue's.
+#[derive(clap::Args)]
+pub struct DeadTarget {
+    #[command(flatten)]
+    common: Common,
+    queue: String,
+    #[arg(required_unless_present = "all")]
+    id: Option<String>,
+    #[arg(long, conflicts_with = "id")]
+    all: bool,
+}
+
+/// Flags every admin command takes.
+#[derive(clap::Args)]
+pub struct Common {
+    #[command(flatten)]
+    redis: RedisArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Common {
+    async fn connect(&self) -> anyhow::Result<DelayQ> {
+        let url = match &self.redis.redis_url {
+            Some(url) => url.clone(),
+            None => {
+                let socket = self.redis.data_dir.join("redis.sock");
+                if !socket.exists() {
+                    bail!(
+                        "no --redis-url given and no embedded Redis running in {} (start `delayq serve` there, or pass --redis-url)",
+                        self.redis.data_dir.display()
+                    );
+                }
+                let socket = std::fs::canonicalize(&socket)
+                    .with_context(|| format!("cannot resolve {}", socket.display()))?;
+                format!("redis+unix://{}", socket.display())
+            }
+        };
+        DelayQ::connect(&url)
+            .await
+            .context("cannot connect to Redis")
+    }
+}
+
+pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
+    match command {
+        AdminCommand::Send {
+            common,
+            queue,
+            payload,
+            delay,
+            at,
+            id,
+            max_attempts,
+            json_payload,
+        } => {
+            let q = common.connect().await?.queue(&queue)?;
+            let mut options = SendOptions::new().schedule(schedule(delay, at)?);
+            if let Some(id) = id {
+                options = options.id(id);
+            }
+            if let Some(n) = max_attempts {
+                options = options.max_attempts(n);
+            }
+            if json_payload {
+                serde_json::from_str::<Value>(&payload).context("--json-payload: not JSON")?;
+                options = options.kind(PayloadKind::Json);
+            }
+            let sent = q.send(payload.as_bytes(), &options).await?;
+            let out = json!({ "id": sent.id, "due_ms": sent.due_ms, "duplicate": sent.duplicate });
+            print(&common, &out, || {
+                let due = sent.due_ms.map_or("-".into(), time_text);
+                let dup = if sent.duplicate {
+                    " (duplicate: already there)"
+                } else {
+                    ""
+                };
+                format!("{}  due {due}{dup}", sent.id)
+            })
+        }
+        AdminCommand::Get { common, queue, id } => {
+            let q = common.connect().await?.queue(&queue)?;
+            let Some(m) = q.get(&id).await? else {
+                bail!("message {id} not found in {queue}");
+            };
+            let payload = payload_text(&m.payload, m.kind);
+            let out = json!({
+                "id": m.id, "state": m.state.as_str(), "due_ms": m.due_ms,
+                "attempts": m.attempts, "max_attempts": m.max_attempts,
+                "last_error": m.last_error, "payload": payload,
+            });
+            print(&common, &out, || {
+                let mut t = format!(
+                    "id          {}\nstate       {}\ndue         {}\nattempts    {} of {}\n",
+                    m.id,
+                    m.state,
+                    time_text(m.due_ms),
+                    m.attempts,
+                    m.max_attempts
+                );
+                if let Some(e) = &m.last_error {
+                    t.push_str(&format!("last error  {e}\n"));
+                }
+                t.push_str(&format!("payload     {payload}"));
+                t
+            })
+        }
+        AdminCommand::Cancel { common, queue, id } => {
+            let q = common.connect().await?.queue(&queue)?;
+            match q.cancel(&id).await? {
+                CancelOutcome::Cancelled(state) => {
+                    let out = json!({ "cancelled": true, "state": state.as_str() });
+                    print(&common, &out, || format!("cancelled {id} (it was {state})"))
+                }
+                CancelOutcome::NotCancelled(state) => bail!("{id} is {state}: not cancelled"),
+                CancelOutcome::NotFound => bail!("message {id} not found in {queue}"),
+                _ => bail!("unexpected outcome"),
+            }
+        }
+        AdminCommand::Reschedule {
+            common,
+            queue,
+            id,
+            delay,
+            at,
+        } => {
+            let q = common.connect().await?.queue(&queue)?;
+            let due_ms = q.reschedule(&id, schedule(delay, at)?).await?;
+            let out = json!({ "id": id, "due_ms": due_ms });
+            print(&common, &out, || format!("{id}  due {}", time_text(due_ms)))
+        }
+        AdminCommand::Stats { common, queue } => {
+            let dq = common.connect().await?;
+            let names = match queue {
+                Some(q) => vec![q],
+                None => dq.queues().await?.iter().map(|q| q.to_string()).collect(),
+            };
+            let mut rows = Vec::new();
+            for name in names {
+                rows.push((name.clone(), dq.queue(&name)?.stats().await?));
+            }
+            let out = Value::Array(rows.iter().map(|(n, s)| stats_json(n, s)).collect());
+            print(&common, &out, || stats_table(&rows))
+        }
+        AdminCommand::Queues { common } => {
+            let dq = common.connect().await?;
+            let names: Vec<String> = dq.queues().await?.iter().map(|q| q.to_string()).collect();
+            let out = json!(names);
+            print(&common, &out, || names.join("\n"))
+        }
+        AdminCommand::Dead(dead) => run_dead(dead).await,
+    }
+}
+
+async fn run_dead(command: DeadCommand) -> anyhow::Result<()> {
+    match command {
+        DeadCommand::List {
+            common,
+            queue,
+            offset,
+            limit,
+        } => {
+            let q = common.connect().await?.queue(&queue)?;
+            let list = q.dead_letters().list(offset, limit).await?;
+            let out = Value::Array(
+                list.iter()
+                    .map(|d| {
+                        json!({
+                            "id": d.id, "died_at_ms": d.died_at_ms, "attempts": d.attempts,
+                            "last_error": d.last_error, "payload": payload_text(&d.payload, d.kind),
+                        })
+                    })
+                    .collect(),
+            );
+            print(&common, &out, || {
+                let mut t = format!(
+                    "{:<36} {:<24} {:>8}  {}",
+                    "ID", "DIED", "ATTEMPTS", "LAST ERROR"
+                );
+                for d in &list {
+                    t.push_str(&format!(
+                        "\n{:<36} {:<24} {:>8}  {}",
+                        d.id,
+                        time_text(d.died_at_ms),
+                        d.attempts,
+                        d.last_error.as_deref().unwrap_or("-")
+                    ));
+                }
+                t
+            })
+        }
+        DeadCommand::Requeue(target) => {
+            let count = dead_one_or_all(&target, Action::Requeue).await?;
+            print(&target.common, &json!({ "requeued": count }), || {
+                format!("requeued {count}")
+            })
+        }
+        DeadCommand::Purge(target) => {
+            let count = dead_one_or_all(&target, Action::Purge).await?;
+            print(&target.common, &json!({ "purged": count }), || {
+                format!("purged {count}")
+            })
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Action {
+    Requeue,
+    Purge,
+}
+
+/// Requeues or purges one dead letter by id (an error if there is none) or all of them.
+async fn dead_one_or_all(target: &DeadTarget, action: Action) -> anyhow::Result<u64> {
+    let (queue, id) = (&target.queue, target.id.clone());
+    let q = target.common.connect().await?.queue(queue)?;
+    let dead = q.dead_letters();
+    Ok(match (id, target.all, action) {
+        (Some(id), false, _) => {
+            let found = match action {
+                Action::Requeue => dead.requeue(&id).await?,
+                Action::Purge => dead.purge(&id).await?,
+            };
+            if !found {
+                bail!("no dead letter {id} in {queue}");
+            }
+            1
+        }
+        (_, _, Action::Requeue) => dead.requeue_all().await?,
+        (_, _, Action::Purge) => dead.purge_all().await?,
+    })
+}
+
+fn schedule(
+    delay: Option<Duration>,
+    at: Option<std::time::SystemTime>,
+) -> anyhow::Result<Schedule> {
+    Ok(match (delay, at) {
+        (Some(d), _) => Schedule::After(d),
+        (None, Some(t)) => {
+            let ms = t
+                .duration_since(UNIX_EPOCH)
+                .context("--at is before 1970")?;
+            Schedule::At(ms.as_millis() as u64)
+        }
+        (None, None) => Schedule::Now,
+    })
+}
+
+fn print(common: &Common, json: &Value, table: impl FnOnce() -> String) -> anyhow::Result<()> {
+    if common.json {
+        println!("{json}");
+    } else {
+        println!("{}", table());
+    }
+    Ok(())
+}
+
+/// A payload as text: JSON as it is, bytes as UTF-8 where they are, else base64.
+fn payload_text(payload: &[u8], kind: PayloadKind) -> String {
+    use base64::Engine;
+    match std::str::from_utf8(payload) {
+        Ok(text) if kind == PayloadKind::Json || !text.chars().any(char::is_control) => {
+            text.to_owned()
+        }
+        _ => format!(
+            "base64:{}",
+            base64::engine::general_purpose::STANDARD.encode(payload)
+        ),
+    }
+}
+
+fn time_text(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+fn stats_json(name: &str, s: &Stats) -> Value {
+    json!({
+        "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
+        "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms,
+    })
+}
+
+fn stats_table(rows: &[(String, Stats)]) -> String {
+    let mut t = format!(
+        "{:<32} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "QUEUE", "DELAYED", "READY", "IN FLIGHT", "DEAD", "LAG MS"
+    );
+    for (name, s) in rows {
+        t.push_str(&format!(
+            "\n{:<32} {:>10} {:>10} {:>10} {:>10} {:>12}",
+            name, s.delayed, s.ready, s.in_flight, s.dead, s.oldest_ready_lag_ms
+        ));
+    }
+    t
+}

@@ -1,0 +1,207 @@
+//! `delayq serve`: the HTTP API on a Redis given by URL, or on a private, durable
+//! `redis-server` that it starts, supervises and stops (`embedded.rs`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use delayq::{Config, DelayQ};
+use delayq_server::auth::Tokens;
+use delayq_server::embedded::{EmbeddedOptions, EmbeddedRedis};
+use delayq_server::limits::Limits;
+use delayq_server::state::AppState;
+use tokio::net::TcpListener;
+
+use super::RedisArgs;
+
+/// Flags of `delayq serve`.
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+    /// Address to listen on.
+    #[arg(long, env = "DELAYQ_LISTEN", default_value = "127.0.0.1:7400")]
+    listen: SocketAddr,
+    /// Embedded Redis: fsync every write (appendfsync always) instead of once a second.
+    #[arg(long)]
+    fsync_always: bool,
+    /// File of bearer tokens, one `role:token` per line (roles: send, consume, admin).
+    #[arg(long, env = "DELAYQ_TOKENS_FILE")]
+    tokens_file: Option<PathBuf>,
+    /// Bearer tokens as `role:token,role:token` (a file is safer: the environment of a
+    /// process can be read by others of its user).
+    #[arg(long, env = "DELAYQ_TOKENS", hide_env_values = true)]
+    tokens: Option<String>,
+    /// Listen on a non-loopback address without tokens.
+    #[arg(long)]
+    insecure_public: bool,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    max_body_bytes: usize,
+    /// Most messages or receipts in one request.
+    #[arg(long, default_value_t = delayq::MAX_BATCH)]
+    max_batch: usize,
+    /// Longest long-poll wait.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    max_wait: Duration,
+    /// Longest lease.
+    #[arg(long, default_value = "12h", value_parser = humantime::parse_duration)]
+    max_lease: Duration,
+    /// Longest delay.
+    #[arg(long, default_value = "3660days", value_parser = humantime::parse_duration)]
+    max_delay: Duration,
+    /// How long a Redis command may take before the request fails with 503.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    redis_timeout: Duration,
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let tokens = load_tokens(&args)?;
+    if tokens.is_empty() && !args.listen.ip().is_loopback() && !args.insecure_public {
+        bail!(
+            "refusing to listen on {} without tokens: anyone who can reach it could read and \
+             delete messages. Configure tokens (--tokens-file), listen on loopback, or pass \
+             --insecure-public",
+            args.listen
+        );
+    }
+    if tokens.is_empty() {
+        tracing::warn!("no tokens configured: every request is allowed (loopback only)");
+    }
+    if args.max_batch == 0 || args.max_batch > delayq::MAX_BATCH {
+        bail!("--max-batch is 1 to {}", delayq::MAX_BATCH);
+    }
+    let limits = Limits {
+        max_body_bytes: args.max_body_bytes,
+        max_batch: args.max_batch,
+        max_wait: args.max_wait,
+        max_lease: args.max_lease,
+        max_delay: args.max_delay.min(delayq::MAX_DELAY),
+    };
+
+    let embedded = match &args.redis.redis_url {
+        Some(_) => None,
+        None => Some(
+            EmbeddedRedis::start(EmbeddedOptions {
+                data_dir: args.redis.data_dir.clone(),
+                fsync_always: args.fsync_always,
+                redis_server: None,
+            })
+            .await?,
+        ),
+    };
+    let url = match (&args.redis.redis_url, &embedded) {
+        (Some(url), _) => url.clone(),
+        (None, Some(e)) => e.url().to_owned(),
+        (None, None) => bail!("no Redis"),
+    };
+    let served = serve(&args, &url, embedded.is_none(), limits, tokens).await;
+    if let Some(embedded) = embedded {
+        // Last, after every request has finished.
+        embedded.stop().await?;
+    }
+    served
+}
+
+async fn serve(
+    args: &ServeArgs,
+    url: &str,
+    external: bool,
+    limits: Limits,
+    tokens: Tokens,
+) -> anyhow::Result<()> {
+    if external {
+        check_redis_config(url).await;
+    }
+    let config = Config::default().response_timeout(args.redis_timeout);
+    let dq = DelayQ::connect_with(url, config)
+        .await
+        .context("cannot connect to Redis")?;
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    tracing::info!(address = %args.listen, "delayq serving on http://{}", args.listen);
+    let state = AppState::new(dq, limits, tokens);
+    delayq_server::server::run(listener, state, shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn load_tokens(args: &ServeArgs) -> anyhow::Result<Tokens> {
+    let mut text = String::new();
+    if let Some(path) = &args.tokens_file {
+        text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read tokens file {}", path.display()))?;
+    }
+    if let Some(inline) = &args.tokens {
+        text.push('\n');
+        text.push_str(inline);
+    }
+    Tokens::parse(&text).map_err(|e| anyhow::anyhow!("tokens: {e}"))
+}
+
+/// Warns where Redis's settings can lose messages. A managed Redis may refuse `CONFIG GET`;
+/// that is not an error.
+async fn check_redis_config(url: &str) {
+    let get = |name: &'static str| async move {
+        let client = redis::Client::open(url)?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        let pair: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query_async(&mut conn)
+            .await?;
+        Ok::<_, redis::RedisError>(pair.get(1).cloned().unwrap_or_default())
+    };
+    match get("maxmemory-policy").await {
+        Ok(p) if p != "noeviction" => tracing::warn!(
+            policy = %p,
+            "Redis may evict delayq's keys when memory is full, losing messages: set maxmemory-policy noeviction"
+        ),
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read Redis's settings; make sure it runs with appendonly yes and maxmemory-policy noeviction");
+            return;
+        }
+    }
+    if let Ok(aof) = get("appendonly").await {
+        if aof != "yes" {
+            tracing::warn!("Redis runs without AOF (appendonly no): messages sent since its last snapshot are lost if it restarts; set appendonly yes");
+        }
+    }
+    if let Ok(fsync) = get("appendfsync").await {
+        if fsync == "no" {
+            tracing::warn!("appendfsync no: the operating system decides when sends reach disk; use everysec or always");
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutting down: finishing requests in progress");
+}

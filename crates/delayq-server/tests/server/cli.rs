@@ -1,0 +1,166 @@
+//! The admin CLI: every subcommand against a real Redis, its output (table and `--json`)
+//! and its exit codes.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+fn delayq(redis: &RedisServer, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(args)
+        .env("DELAYQ_REDIS_URL", redis.url())
+        .output()
+        .expect("run delayq")
+}
+
+/// Runs a command that must succeed and returns its stdout.
+#[track_caller]
+fn ok(redis: &RedisServer, args: &[&str]) -> String {
+    let out = delayq(redis, args);
+    assert!(
+        out.status.success(),
+        "delayq {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// Runs a command with `--json` and parses its output.
+#[track_caller]
+fn json(redis: &RedisServer, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    serde_json::from_str(&ok(redis, &args)).expect("JSON output")
+}
+
+/// Runs a command that must fail; returns its one-line reason.
+#[track_caller]
+fn fails(redis: &RedisServer, args: &[&str]) -> String {
+    let out = delayq(redis, args);
+    assert!(!out.status.success(), "delayq {args:?} succeeded");
+    let err = String::from_utf8(out.stderr).expect("utf-8");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    err
+}
+
+#[test]
+fn send_get_cancel_and_reschedule() {
+    let redis = RedisServer::start();
+    let sent = json(
+        &redis,
+        &[
+            "send",
+            "orders",
+            r#"{"order":1}"#,
+            "--json-payload",
+            "--delay",
+            "15m",
+            "--id",
+            "close-1",
+        ],
+    );
+    assert_eq!(
+        (sent["id"].as_str(), sent["duplicate"].as_bool()),
+        (Some("close-1"), Some(false))
+    );
+    let again = json(&redis, &["send", "orders", "x", "--id", "close-1"]);
+    assert_eq!(again["duplicate"], true);
+    let table = ok(&redis, &["get", "orders", "close-1"]);
+    assert!(table.contains("state       delayed"), "{table}");
+    assert!(table.contains(r#"payload     {"order":1}"#), "{table}");
+    let got = json(&redis, &["get", "orders", "close-1"]);
+    assert_eq!(got["state"], "delayed");
+    let moved = json(
+        &redis,
+        &[
+            "reschedule",
+            "orders",
+            "close-1",
+            "--at",
+            "2030-01-01T00:00:00Z",
+        ],
+    );
+    assert_eq!(moved["due_ms"], 1_893_456_000_000u64);
+    let cancelled = json(&redis, &["cancel", "orders", "close-1"]);
+    assert_eq!(cancelled["cancelled"], true);
+    assert!(fails(&redis, &["get", "orders", "close-1"]).contains("not found"));
+    assert!(fails(&redis, &["cancel", "orders", "close-1"]).contains("not found"));
+    assert!(fails(&redis, &["send", "bad name", "x"]).contains("queue name"));
+    assert!(fails(&redis, &["send", "q", "{", "--json-payload"]).contains("not JSON"));
+}
+
+#[test]
+fn stats_queues_and_dead_letters() {
+    let redis = RedisServer::start();
+    ok(&redis, &["send", "a", "1"]);
+    ok(&redis, &["send", "b", "2", "--delay", "1h"]);
+    assert_eq!(json(&redis, &["queues"]), serde_json::json!(["a", "b"]));
+    let stats = json(&redis, &["stats"]);
+    assert_eq!(stats[0]["queue"], "a");
+    assert_eq!(
+        (stats[0]["ready"].as_u64(), stats[1]["delayed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let table = ok(&redis, &["stats", "b"]);
+    assert!(
+        table.lines().next().is_some_and(|h| h.starts_with("QUEUE")),
+        "{table}"
+    );
+
+    // A dead letter, made with the library.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let dq = delayq::DelayQ::connect(&redis.url())
+            .await
+            .expect("connect");
+        let q = dq.queue("jobs").expect("queue");
+        for id in ["j1", "j2"] {
+            q.send(id, &delayq::SendOptions::new().id(id).max_attempts(1))
+                .await
+                .expect("send");
+        }
+        let mut c = q.consumer().await.expect("consumer");
+        let opts = delayq::ReceiveOptions {
+            max: 2,
+            ..Default::default()
+        };
+        for d in c.receive(&opts).await.expect("receive") {
+            q.nack(&d, "boom", None).await.expect("nack");
+        }
+    });
+    let dead = json(&redis, &["dead", "list", "jobs"]);
+    assert_eq!(dead.as_array().map(Vec::len), Some(2));
+    assert_eq!(dead[0]["last_error"], "boom");
+    let table = ok(&redis, &["dead", "list", "jobs"]);
+    assert!(table.contains("j1") && table.contains("boom"), "{table}");
+    assert_eq!(
+        json(&redis, &["dead", "requeue", "jobs", "j1"])["requeued"],
+        1
+    );
+    assert!(fails(&redis, &["dead", "requeue", "jobs", "j1"]).contains("no dead letter"));
+    assert_eq!(
+        json(&redis, &["dead", "purge", "jobs", "--all"])["purged"],
+        1
+    );
+    assert_eq!(
+        json(&redis, &["stats", "jobs"])[0]["ready"],
+        1,
+        "j1 is back"
+    );
+}
+
+#[test]
+fn without_a_redis_it_says_what_to_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["queues", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("DELAYQ_REDIS_URL")
+        .output()
+        .expect("run delayq");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--redis-url"), "{err}");
+}

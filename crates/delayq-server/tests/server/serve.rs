@@ -1,0 +1,253 @@
+//! `delayq serve` as a user runs it: the real binary, on an external Redis or its own
+//! embedded one, stopped by SIGTERM or killed outright.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::common::*;
+
+/// A running `delayq serve`; killed on drop.
+struct Serve {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Serve {
+    /// Starts `delayq serve ARGS --listen 127.0.0.1:<free port>` and waits for /healthz.
+    async fn start(args: &[&str], env_path: Option<&str>) -> Serve {
+        let port = redis_fixture::free_port();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+        cmd.arg("serve")
+            .args(args)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .env_remove("DELAYQ_REDIS_URL")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(path) = env_path {
+            cmd.env("PATH", path);
+        }
+        let child = cmd.spawn().expect("spawn delayq serve");
+        let mut serve = Serve {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = serve.child.try_wait() {
+                panic!("delayq serve exited with {status}: {}", serve.stderr());
+            }
+            let url = format!("{}/healthz", serve.base);
+            if serve.http.get(&url).send().await.is_ok() {
+                return serve;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "serve not up: {}",
+                serve.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn stderr(&mut self) -> String {
+        let mut text = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut text);
+        }
+        text
+    }
+
+    async fn post(&self, path: &str, body: serde_json::Value) -> (StatusCode, serde_json::Value) {
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        read(resp).await
+    }
+
+    /// SIGTERM, then waits for a clean exit; returns the log.
+    fn terminate(mut self) -> String {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let status = self.child.wait().expect("wait");
+        let log = self.stderr();
+        assert!(status.success(), "exit {status} after SIGTERM: {log}");
+        log
+    }
+
+    /// SIGKILL, as a crash would.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn on_an_external_redis_it_warns_where_messages_could_be_lost() {
+    let redis = RedisServer::start();
+    let serve = Serve::start(&["--redis-url", &redis.url()], None).await;
+    let (status, _) = serve
+        .post("/v1/queues/q/messages", json!({ "payload": 1 }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let log = serve.terminate();
+    assert!(log.contains("appendonly"), "no AOF warning in: {log}");
+}
+
+/// A `serve` on an embedded Redis in a fresh data directory (fsync always), holding one
+/// message `kept` in queue `q`.
+async fn embedded_with_a_message(dir: &tempfile::TempDir) -> (Serve, std::path::PathBuf) {
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().expect("utf-8 path");
+    let serve = Serve::start(&["--data-dir", data_arg, "--fsync-always"], None).await;
+    let sent = json!({ "payload": { "order": 1 }, "id": "kept" });
+    assert_eq!(
+        serve.post("/v1/queues/q/messages", sent).await.0,
+        StatusCode::CREATED
+    );
+    (serve, data)
+}
+
+/// Receives from queue `q` and checks that it is message `kept`.
+async fn assert_kept(serve: &Serve) {
+    let (status, got) = serve
+        .post("/v1/queues/q/receive", json!({ "max": 1 }))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got["deliveries"][0]["id"], "kept", "{got}");
+    assert_eq!(got["deliveries"][0]["payload"], json!({ "order": 1 }));
+}
+
+#[tokio::test]
+async fn embedded_messages_survive_a_crash_of_the_server_and_its_redis() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (serve, data) = embedded_with_a_message(&dir).await;
+    serve.kill();
+    kill_redis_of(&data);
+    let serve = Serve::start(&["--data-dir", data.to_str().expect("utf-8")], None).await;
+    assert_kept(&serve).await;
+    serve.terminate();
+}
+
+/// Kills the embedded redis-server of `data` with SIGKILL, as a crash of the machine's
+/// process tree would.
+fn kill_redis_of(data: &Path) {
+    if let Ok(pid) = std::fs::read_to_string(data.join("redis.pid")) {
+        let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+    }
+}
+
+#[tokio::test]
+async fn a_second_serve_on_the_same_data_dir_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().expect("utf-8 path");
+    let first = Serve::start(&["--data-dir", data_arg], None).await;
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--data-dir", data_arg, "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another") || err.contains("already"), "{err}");
+    let (status, _) = first
+        .post("/v1/queues/q/messages", json!({ "payload": 1 }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "the first one is untouched");
+    first.terminate();
+}
+
+#[test]
+fn without_redis_server_on_the_path_it_says_how_to_get_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env("PATH", dir.path())
+        .env_remove("DELAYQ_REDIS_URL")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("redis-server") && err.contains("--redis-url"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_public_address_without_tokens_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--redis-url",
+            "redis://127.0.0.1:1/",
+        ])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to listen"), "{err}");
+}
+
+#[tokio::test]
+async fn a_redis_left_running_by_a_killed_serve_is_taken_over() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (serve, data) = embedded_with_a_message(&dir).await;
+    let data_arg = data.to_str().expect("utf-8 path");
+    let orphan = std::fs::read_to_string(data.join("redis.pid")).expect("pidfile");
+    serve.kill();
+    assert!(
+        Path::new(&format!("/proc/{}", orphan.trim())).exists(),
+        "its redis-server outlives a killed serve"
+    );
+
+    let serve = Serve::start(&["--data-dir", data_arg], None).await;
+    let now = std::fs::read_to_string(data.join("redis.pid")).expect("pidfile");
+    assert_ne!(now.trim(), orphan.trim(), "a redis-server of its own");
+    assert_kept(&serve).await;
+    serve.terminate();
+    wait_until(Duration::from_secs(10), "the orphan to be gone", || async {
+        !Path::new(&format!("/proc/{}/cmdline", orphan.trim())).exists()
+            || std::fs::read(format!("/proc/{}/cmdline", orphan.trim())).is_ok_and(|c| c.is_empty())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_crashed_embedded_redis_is_started_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (serve, data) = embedded_with_a_message(&dir).await;
+    kill_redis_of(&data);
+    wait_until(
+        Duration::from_secs(20),
+        "the server to be ready again",
+        || async {
+            let url = format!("{}/readyz", serve.base);
+            matches!(serve.http.get(&url).send().await, Ok(r) if r.status() == StatusCode::OK)
+        },
+    )
+    .await;
+    assert_kept(&serve).await;
+    serve.terminate();
+}
