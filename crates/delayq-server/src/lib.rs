@@ -6,6 +6,7 @@
 //! * `state.rs`: what handlers share; `limits.rs`, `auth.rs`: what a request may do.
 //! * `api/`: the routes (`produce.rs`, `consume.rs`, `admin.rs`) and `wire.rs`, the JSON
 //!   shapes; `error.rs`: the one error shape every route answers with.
+//! * `metrics.rs`: Prometheus text at `/metrics`.
 //! * `embedded.rs`: the private `redis-server` that `serve` runs when given no Redis URL.
 
 pub mod api;
@@ -13,5 +14,6 @@ pub mod auth;
 pub mod embedded;
 pub mod error;
 pub mod limits;
+pub mod metrics;
 pub mod server;
 pub mod state;

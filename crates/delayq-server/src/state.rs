@@ -1,14 +1,22 @@
 //! What every request handler shares: the Redis client, the limits, the tokens, and the
 //! shutdown signal that ends held long-polls.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use delayq::{DelayQ, Queue};
+use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
 use crate::auth::{Role, Tokens};
 use crate::error::ApiResult;
 use crate::limits::Limits;
+use crate::metrics::GaugeCache;
+
+/// Most queue handles kept: a handle holds its metric registrations and keeps its queue's
+/// wake-up subscription open between long-polls; names beyond this are served uncached, so
+/// a client inventing names cannot grow memory without bound.
+const MAX_CACHED_QUEUES: usize = 10_000;
 
 /// Shared server state. Cheap to clone.
 #[derive(Clone)]
@@ -20,17 +28,37 @@ struct Inner {
     tokens: Tokens,
     /// Flipped to true when shutdown starts: long-polls answer at once (empty).
     shutting_down: watch::Sender<bool>,
+    queues: Mutex<HashMap<String, Queue>>,
+    metrics: Option<PrometheusHandle>,
+    gauges: GaugeCache,
 }
 
 impl AppState {
-    /// State for a server on `dq`.
-    pub fn new(dq: DelayQ, limits: Limits, tokens: Tokens) -> Self {
+    /// State for a server on `dq`; `metrics` renders `/metrics` (none: 404).
+    pub fn new(
+        dq: DelayQ,
+        limits: Limits,
+        tokens: Tokens,
+        metrics: Option<PrometheusHandle>,
+    ) -> Self {
         AppState(Arc::new(Inner {
             dq,
             limits,
             tokens,
             shutting_down: watch::channel(false).0,
+            queues: Mutex::default(),
+            metrics,
+            gauges: GaugeCache::default(),
         }))
+    }
+
+    /// The Prometheus handle, if metrics are on.
+    pub fn metrics(&self) -> Option<&PrometheusHandle> {
+        self.0.metrics.as_ref()
+    }
+
+    pub(crate) fn gauge_cache(&self) -> &GaugeCache {
+        &self.0.gauges
     }
 
     /// The Redis client.
@@ -45,7 +73,15 @@ impl AppState {
 
     /// The queue named in a path (400 if the name is invalid).
     pub fn queue(&self, name: &str) -> ApiResult<Queue> {
-        Ok(self.0.dq.queue(name)?)
+        let mut queues = self.0.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(q) = queues.get(name) {
+            return Ok(q.clone());
+        }
+        let q = self.0.dq.queue(name)?;
+        if queues.len() < MAX_CACHED_QUEUES {
+            queues.insert(name.to_owned(), q.clone());
+        }
+        Ok(q)
     }
 
     /// Checks the request's token for `role` (see [`Tokens::authorize`]).

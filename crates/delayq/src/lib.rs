@@ -56,7 +56,7 @@
 //! * `keys.rs` names every Redis key; `record.rs` is the stored message layout;
 //!   `scripts.rs` and `scripts/*.lua` are the atomic operations; `connection.rs` holds the
 //!   connection rules; `wakeup.rs` is a consumer's subscription to wake-ups; `reply.rs`
-//!   reads script replies.
+//!   reads script replies; `recording.rs` names the metrics delayq records.
 
 mod client;
 mod connection;
@@ -70,6 +70,7 @@ mod options;
 mod queue;
 mod receipt;
 mod record;
+mod recording;
 mod reply;
 mod scripts;
 mod wakeup;
@@ -86,3 +87,4 @@ pub use options::{
 };
 pub use queue::{Queue, MAX_BATCH, MAX_BATCH_BYTES};
 pub use receipt::Receipt;
+pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS};

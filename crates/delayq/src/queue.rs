@@ -19,6 +19,7 @@ use crate::names::{check_caller_id, check_lookup_id, QueueName};
 use crate::options::{checked_ms, Config, DueSpec, Message, Schedule, SendOptions};
 use crate::receipt::{Held, Receipt};
 use crate::record;
+use crate::recording::QueueMetrics;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::wakeup::Subscriptions;
@@ -43,6 +44,7 @@ pub struct Queue {
     conn: ConnectionManager,
     config: Arc<Config>,
     subscriptions: Arc<Subscriptions>,
+    metrics: Arc<QueueMetrics>,
 }
 
 impl Queue {
@@ -55,6 +57,7 @@ impl Queue {
         subscriptions: Arc<Subscriptions>,
     ) -> Self {
         Queue {
+            metrics: Arc::new(QueueMetrics::new(&name)),
             name,
             keys,
             client,
@@ -62,6 +65,10 @@ impl Queue {
             config,
             subscriptions,
         }
+    }
+
+    pub(crate) fn metrics(&self) -> &Arc<QueueMetrics> {
+        &self.metrics
     }
 
     /// The queue's name.
@@ -89,6 +96,7 @@ impl Queue {
         let mut inv = self.invocation(&SCRIPTS.send);
         let spec = self.push_message(&mut inv, payload.as_ref(), options)?;
         let mut sent = parse_sent(self.invoke(&inv).await?, &[(options, spec)])?;
+        self.count_sent(&sent);
         sent.pop()
             .ok_or_else(|| Error::Protocol("send returned nothing".into()))
     }
@@ -117,7 +125,14 @@ impl Queue {
                 self.push_message(&mut inv, &m.payload, &m.options)?,
             ));
         }
-        parse_sent(self.invoke(&inv).await?, &specs)
+        let sent = parse_sent(self.invoke(&inv).await?, &specs)?;
+        self.count_sent(&sent);
+        Ok(sent)
+    }
+
+    fn count_sent(&self, sent: &[Sent]) {
+        let new = sent.iter().filter(|s| !s.duplicate).count();
+        self.metrics.sent.increment(new as u64);
     }
 
     /// A batch without caller ids needs no duplicate check, so it skips Lua, whose string
@@ -162,6 +177,7 @@ impl Queue {
             .ignore()
             .query_async::<()>(&mut conn)
             .await?;
+        self.metrics.sent.increment(sent.len() as u64);
         Ok(sent)
     }
 
@@ -216,7 +232,10 @@ impl Queue {
         let cancelled = r.int()? == 1;
         Ok(match (state, cancelled) {
             (None, _) => CancelOutcome::NotFound,
-            (Some(s), true) => CancelOutcome::Cancelled(s),
+            (Some(s), true) => {
+                self.metrics.cancelled.increment(1);
+                CancelOutcome::Cancelled(s)
+            }
             (Some(s), false) => CancelOutcome::NotCancelled(s),
         })
     }
@@ -321,6 +340,12 @@ impl Queue {
         let next_event_us = r.int()?;
         let lease_deadline_ms = r.uint()?;
         let mut token = r.uint()?;
+        let now_us = r.uint()?;
+        let (reclaimed_retry, reclaimed_dead) = (r.uint()?, r.uint()?);
+        let m = &self.metrics;
+        m.lease_expired.increment(reclaimed_retry + reclaimed_dead);
+        m.retried.increment(reclaimed_retry);
+        m.dead_lettered.increment(reclaimed_dead);
         let mut deliveries = Vec::with_capacity(r.remaining());
         let mut undecodable = Vec::new();
         while r.remaining() > 0 {
@@ -330,22 +355,27 @@ impl Queue {
             };
             let seq = record::seq_of(&raw);
             match record::decode(raw) {
-                Ok(rec) => deliveries.push(Delivery {
-                    id: rec.id,
-                    payload: rec.payload,
-                    // The record is as it was pending; this delivery is one more attempt.
-                    attempt: u32::from(rec.attempts) + 1,
-                    due_ms: rec.due_us / 1000,
-                    lease_deadline_ms,
-                    expires,
-                    token,
-                    seq: rec.seq,
-                    explicit_id: rec.explicit_id,
-                    kind: rec.kind,
-                }),
+                Ok(rec) => {
+                    let late_us = now_us.saturating_sub(rec.due_us);
+                    m.lateness.record(late_us as f64 / 1e6);
+                    deliveries.push(Delivery {
+                        id: rec.id,
+                        payload: rec.payload,
+                        // The record is as it was pending; this delivery is one more attempt.
+                        attempt: u32::from(rec.attempts) + 1,
+                        due_ms: rec.due_us / 1000,
+                        lease_deadline_ms,
+                        expires,
+                        token,
+                        seq: rec.seq,
+                        explicit_id: rec.explicit_id,
+                        kind: rec.kind,
+                    })
+                }
                 Err(e) => undecodable.push((lease_member(seq, token), e.to_string())),
             }
         }
+        m.delivered.increment(deliveries.len() as u64);
         if !undecodable.is_empty() {
             self.bury(&undecodable).await;
         }
@@ -402,7 +432,10 @@ impl Queue {
                 .arg(d.id())
                 .arg(if d.explicit_id() { "1" } else { "0" });
         }
-        flags(self.invoke(&inv).await?)
+        let acked = flags(self.invoke(&inv).await?)?;
+        let n = acked.iter().filter(|a| **a).count();
+        self.metrics.acked.increment(n as u64);
+        Ok(acked)
     }
 
     /// Reports a failed delivery. The next attempt is scheduled after `retry_after`, or by
@@ -440,7 +473,9 @@ impl Queue {
         let mut inv = self.invocation(&SCRIPTS.nack);
         push_failure(&mut inv, held, error, &retry_ms);
         let mut r = Reply::new(self.invoke(&inv).await?)?;
-        match r.string()?.as_str() {
+        let outcome = r.string()?;
+        self.count_failures([outcome.as_str()]);
+        match outcome.as_str() {
             "retry" => Ok(NackOutcome::Retry),
             "dead" => Ok(NackOutcome::Dead),
             "lost" => Err(Error::LeaseLost {
@@ -464,11 +499,25 @@ impl Queue {
             push_failure(&mut inv, d, error, "");
         }
         let mut r = Reply::new(self.invoke(&inv).await?)?;
-        let mut out = Vec::with_capacity(deliveries.len());
+        let mut outcomes = Vec::with_capacity(deliveries.len());
         while r.remaining() > 0 {
-            out.push(r.string()? != "lost");
+            outcomes.push(r.string()?);
         }
-        Ok(out)
+        self.count_failures(outcomes.iter().map(String::as_str));
+        Ok(outcomes.iter().map(|o| o != "lost").collect())
+    }
+
+    /// Counts nacks by what `nack.lua` made of them.
+    fn count_failures<'a>(&self, outcomes: impl IntoIterator<Item = &'a str>) {
+        let m = &self.metrics;
+        for outcome in outcomes {
+            match outcome {
+                "retry" => m.retried.increment(1),
+                "dead" => m.dead_lettered.increment(1),
+                _ => continue,
+            }
+            m.nacked.increment(1);
+        }
     }
 
     /// Hands deliveries back unprocessed: ready again at once, without counting the attempt

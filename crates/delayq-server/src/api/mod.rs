@@ -10,6 +10,7 @@
 //! | `POST /v1/queues/{queue}/receive`, `ack`, `nack`, `extend`, `release` | consume |
 //! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats) | admin |
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
+//! | `GET /metrics` (Prometheus text) | admin |
 //! | `GET /healthz` (process up), `GET /readyz` (Redis answers) | none |
 
 mod admin;
@@ -32,6 +33,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/v1/queues", get(admin::queues))
         .route("/v1/queues/{queue}", get(admin::stats))
         .route("/v1/queues/{queue}/messages", post(produce::send))
@@ -79,6 +81,25 @@ async fn method_not_allowed() -> ApiError {
         "method_not_allowed",
         "this route does not take that method",
     )
+}
+
+/// Prometheus text format (admin role).
+async fn metrics(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    state.authorize(&headers, crate::auth::Role::Admin)?;
+    let Some(handle) = state.metrics() else {
+        return Err(ApiError::not_found("metrics are off"));
+    };
+    let text = crate::metrics::render(&state, handle).await?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        text,
+    ))
 }
 
 async fn not_found() -> ApiError {

@@ -129,7 +129,8 @@ async fn serve(
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     tracing::info!(address = %args.listen, "delayq serving on http://{}", args.listen);
-    let state = AppState::new(dq, limits, tokens);
+    let metrics = delayq_server::metrics::install().map_err(|e| anyhow::anyhow!("metrics: {e}"))?;
+    let state = AppState::new(dq, limits, tokens, Some(metrics));
     delayq_server::server::run(listener, state, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())

@@ -43,7 +43,8 @@ impl TestServer {
         let dq = DelayQ::connect_with(&redis.url(), client_config())
             .await
             .expect("connect to redis");
-        let state = AppState::new(dq, limits, tokens);
+        let metrics = delayq_server::metrics::install().expect("metrics recorder");
+        let state = AppState::new(dq, limits, tokens, Some(metrics));
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (stop, stopped) = oneshot::channel::<()>();

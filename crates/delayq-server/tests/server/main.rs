@@ -7,5 +7,6 @@ mod auth;
 mod cli;
 mod consume;
 mod errors;
+mod metrics;
 mod produce;
 mod serve;

@@ -11,9 +11,10 @@
 --     loses its last writes
 --   ARGV[6] '1' when this call repeats a claim whose reply was lost (same token base): the
 --     messages that claim took are returned again, leases renewed, if still held under it
--- Returns: { next_event_us, lease_deadline_ms, token base, then per message its record as it
---   was pending (message j has token base + j, and this delivery is its attempts + 1), or
---   false for a message of a repeated claim that is no longer held under its token }.
+-- Returns: { next_event_us, lease_deadline_ms, token base, now µs, expired leases retried,
+--   expired leases dead-lettered, then per message its record as it was pending (message j
+--   has token base + j, and this delivery is its attempts + 1), or false for a message of a
+--   repeated claim that is no longer held under its token }.
 --   next_event_us: when nothing was claimed, microseconds until the next message comes due or
 --   the next lease expires (-1: nothing pending or leased); 0 when something was claimed.
 -- Smallest valid record: sort key 13, flags 1, attempts 2, max attempts 2, backoff varint 1.
@@ -28,16 +29,16 @@ local deadline = now_ms + lease_ms
 if ARGV[6] == '1' then
   local rec = redis.call('GET', claim_record)
   if rec and rec:sub(1, 6) == be6(base) then
-    local out = { 0, deadline, base }
+    local out = { 0, deadline, base, now, 0, 0 }
     for j = 1, (#rec - 6) / 6 do
       local seq = rec:sub(6 * j + 1, 6 * j + 6)
       local member = seq .. be6(base + j)
       local v = redis.call('HGET', k.held, seq)
       if v and v:sub(1, 6) == member:sub(7) and leased(member, now_ms) then
         redis.call('ZADD', k.leases, 'XX', deadline, member)
-        out[3 + j] = v:sub(9)
+        out[6 + j] = v:sub(9)
       else
-        out[3 + j] = false
+        out[6 + j] = false
       end
     end
     return out
@@ -46,6 +47,7 @@ if ARGV[6] == '1' then
 end
 
 local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
+local retried, buried = 0, 0
 for j, member in ipairs(expired) do
   local seq = member:sub(1, 6)
   local v = redis.call('HGET', k.held, seq)
@@ -57,9 +59,14 @@ for j, member in ipairs(expired) do
   redis.call('ZREM', k.leases, member)
   if ok then
     redis.call('HDEL', k.held, seq)
-    retry_or_bury(m, 'lease expired', backoff_ms(m, nth_random(rnd, j)), now)
+    if retry_or_bury(m, 'lease expired', backoff_ms(m, nth_random(rnd, j)), now) == 'dead' then
+      buried = buried + 1
+    else
+      retried = retried + 1
+    end
   elseif v then
     bury_raw(seq, v, 'undecodable record of ' .. (#v - 8) .. ' bytes', now)
+    buried = buried + 1
   end
 end
 
@@ -72,16 +79,16 @@ if count == 0 then
     next_us = tonumber(lease) * 1000
   end
   if next_us == nil then
-    return { -1, 0, 0 }
+    return { -1, 0, 0, now, retried, buried }
   end
-  return { math.max(next_us - now, 0), 0, 0 }
+  return { math.max(next_us - now, 0), 0, 0, now, retried, buried }
 end
 
 -- The claimed messages are exactly the lowest members, up to the last one taken.
 redis.call('ZREMRANGEBYLEX', k.pending, '-', '[' .. due[count])
 -- Bulk arguments as strings: Lua would format a number argument for every element.
 local deadline_arg = string.format('%d', deadline)
-local out = { 0, deadline, base }
+local out = { 0, deadline, base, now, retried, buried }
 local held, leases, seqs = {}, {}, { be6(base) }
 for j = 1, count do
   local rec = due[j]
@@ -100,7 +107,7 @@ for j = 1, count do
     leases[#leases + 1] = seq .. token
     seqs[j + 1] = seq
   end
-  out[3 + j] = rec
+  out[6 + j] = rec
 end
 if #held > 0 then
   redis.call('HSET', k.held, unpack(held))

@@ -125,8 +125,10 @@ where
                 let receipt = delivery.without_payload();
                 let token = receipt.token;
                 running.insert(&receipt);
+                let metrics = queue.metrics().clone();
                 let task = tasks.spawn(async move {
                     let _permit = permit;
+                    let started = tokio::time::Instant::now();
                     let outcome = tokio::select! {
                         result = CatchUnwind::new(handler(delivery)) => match result {
                             Ok(Ok(())) => Outcome::Done,
@@ -136,6 +138,8 @@ where
                         // Logged there; the message is Redis's to hand out again.
                         () = registry.lease_passed(token) => return,
                     };
+                    let took = started.elapsed().as_secs_f64();
+                    metrics.handler_duration.record(took);
                     // Settle only if nobody else (shutdown, a lost lease) took the delivery.
                     if registry.finish(token) {
                         let _ = outcomes.send((receipt, outcome));

@@ -1,0 +1,96 @@
+//! `/metrics`: Prometheus text with per-queue counters, gauges read from Redis, and the
+//! lateness histogram with its buckets.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::common::*;
+
+/// The value of the sample `name{labels}` in Prometheus text, if present.
+fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_count_what_happened_to_each_queue() {
+    let s = TestServer::start().await;
+    let q = "metered";
+    for (i, id) in ["a", "b", "c", "d"].iter().enumerate() {
+        let body = json!({ "payload": i, "id": id, "max_attempts": 1 });
+        s.post(&format!("/v1/queues/{q}/messages"), body).await;
+    }
+    // A duplicate is not a send.
+    s.post(
+        &format!("/v1/queues/{q}/messages"),
+        json!({ "payload": 0, "id": "a" }),
+    )
+    .await;
+    s.call(Method::DELETE, &format!("/v1/queues/{q}/messages/d"), None)
+        .await;
+    let got = receive(&s, q, 2, "0s").await;
+    s.post(
+        &format!("/v1/queues/{q}/ack"),
+        json!({ "receipt": got[0]["receipt"] }),
+    )
+    .await;
+    s.post(
+        &format!("/v1/queues/{q}/nack"),
+        json!({ "receipt": got[1]["receipt"] }),
+    )
+    .await;
+    // c: delivered under a short lease that expires, then reclaimed (its only attempt: dead).
+    let (_, short) = s
+        .post(
+            &format!("/v1/queues/{q}/receive"),
+            json!({ "lease": "50ms" }),
+        )
+        .await;
+    assert_eq!(short["deliveries"][0]["id"], "c");
+    wait_until(
+        Duration::from_secs(5),
+        "the lease to be reclaimed",
+        || async {
+            receive(&s, q, 1, "0s").await;
+            s.get(&format!("/v1/queues/{q}")).await.1["dead"] == 2
+        },
+    )
+    .await;
+
+    let resp = s
+        .http
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .expect("scrape");
+    assert_eq!(resp.status(), StatusCode::OK);
+    let text = resp.text().await.expect("text");
+    let l = format!("{{queue=\"{q}\"}}");
+    let expect = [
+        ("delayq_messages_sent_total", 4.0),
+        ("delayq_messages_cancelled_total", 1.0),
+        ("delayq_messages_delivered_total", 3.0),
+        ("delayq_messages_acked_total", 1.0),
+        ("delayq_messages_nacked_total", 1.0),
+        ("delayq_messages_dead_lettered_total", 2.0),
+        ("delayq_messages_lease_expired_total", 1.0),
+        ("delayq_delivery_lateness_seconds_count", 3.0),
+    ];
+    for (name, want) in expect {
+        assert_eq!(
+            sample(&text, &format!("{name}{l}")),
+            Some(want),
+            "{name} in:\n{text}"
+        );
+    }
+    let dead = format!("delayq_messages{{queue=\"{q}\",state=\"dead\"}}");
+    assert_eq!(sample(&text, &dead), Some(2.0), "{text}");
+    let bucket = format!("delayq_delivery_lateness_seconds_bucket{{queue=\"{q}\",le=\"0.0005\"}}");
+    assert!(
+        sample(&text, &bucket).is_some(),
+        "lateness has buckets from 0.5 ms:\n{text}"
+    );
+}
