@@ -114,5 +114,20 @@ impl From<delayq::Error> for ApiError {
     }
 }
 
+/// The shape of every error answer, for the OpenAPI document.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable: `malformed_json`, `invalid_id`, `lease_lost`, ...
+    code: String,
+    /// For people.
+    message: String,
+}
+
 /// Shorthand for handler results.
 pub type ApiResult<T> = Result<T, ApiError>;

@@ -9,11 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use super::wire::{parse, Body, PayloadOut};
 use crate::auth::Role;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
+use utoipa::{IntoParams, ToSchema};
 
 /// A queue's counts.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct StatsOut {
     name: String,
     delayed: u64,
@@ -36,12 +37,13 @@ impl StatsOut {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct QueuesOut {
     queues: Vec<StatsOut>,
 }
 
 /// `GET /v1/queues`: every queue with its counts.
+#[utoipa::path(get, path = "/v1/queues", tag = "admin", responses((status = 200, body = QueuesOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn queues(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -56,6 +58,7 @@ pub async fn queues(
 }
 
 /// `GET /v1/queues/{queue}`: one queue's counts (all zero for a queue never used).
+#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "admin", params(("queue" = String, Path, description = "Queue name")), responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn stats(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -66,14 +69,15 @@ pub async fn stats(
     Ok(Json(StatsOut::new(queue, stats)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct Page {
     offset: Option<u64>,
     limit: Option<usize>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct DeadOut {
     id: String,
     died_at_ms: u64,
@@ -97,13 +101,14 @@ impl From<DeadLetter> for DeadOut {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct DeadListOut {
     total: u64,
     dead_letters: Vec<DeadOut>,
 }
 
 /// `GET /v1/queues/{queue}/dead?offset=0&limit=100`: oldest death first.
+#[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "admin", params(("queue" = String, Path, description = "Queue name"), Page), responses((status = 200, body = DeadListOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn dead_list(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -123,20 +128,21 @@ pub async fn dead_list(
 }
 
 /// Which dead letters: one by id, or all.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Which {
     id: Option<String>,
     all: Option<bool>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct CountOut {
     count: u64,
 }
 
 /// `POST /v1/queues/{queue}/requeue` with `{"id"}` or `{"all": true}`: dead letters back to
 /// ready, attempts reset. 404 for an id that is not a dead letter.
+#[utoipa::path(post, path = "/v1/queues/{queue}/requeue", tag = "admin", params(("queue" = String, Path, description = "Queue name")), request_body = Which, responses((status = 200, body = CountOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn requeue(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -147,6 +153,7 @@ pub async fn requeue(
 }
 
 /// `POST /v1/queues/{queue}/purge` with `{"id"}` or `{"all": true}`: dead letters deleted.
+#[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "admin", params(("queue" = String, Path, description = "Queue name")), request_body = Which, responses((status = 200, body = CountOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn purge(
     State(state): State<AppState>,
     Path(queue): Path<String>,

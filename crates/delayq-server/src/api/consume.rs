@@ -16,10 +16,11 @@ use serde::{Deserialize, Serialize};
 
 use super::wire::{parse, Body, DurationArg, PayloadOut};
 use crate::auth::Role;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
+use utoipa::ToSchema;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ReceiveBody {
     /// Most messages (default 1).
@@ -30,7 +31,7 @@ struct ReceiveBody {
     wait: Option<DurationArg>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct DeliveryOut {
     receipt: String,
     id: String,
@@ -54,13 +55,15 @@ impl From<Delivery> for DeliveryOut {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct ReceiveOut {
     deliveries: Vec<DeliveryOut>,
 }
 
 /// `POST /v1/queues/{queue}/receive`: `{"max", "lease", "wait"}`. Answers as soon as
 /// something is claimed, or empty when `wait` runs out or the server shuts down.
+#[utoipa::path(post, path = "/v1/queues/{queue}/receive", tag = "consume", params(("queue" = String, Path, description = "Queue name")), request_body = ReceiveBody,
+    responses((status = 200, body = ReceiveOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn receive(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -95,7 +98,7 @@ pub async fn receive(
 
 /// One receipt (`{"receipt": ...}`: the answer is about it alone, 409 when its lease was
 /// lost) or many (`{"receipts": [...]}`: one result each).
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Receipts {
     receipt: Option<String>,
@@ -126,12 +129,12 @@ impl Receipts {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct SettledOut {
     results: Vec<Settled>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct Settled {
     receipt: String,
     ok: bool,
@@ -174,6 +177,8 @@ fn as_settled(flags: Vec<bool>) -> Vec<Option<u64>> {
 }
 
 /// `POST /v1/queues/{queue}/ack`.
+#[utoipa::path(post, path = "/v1/queues/{queue}/ack", tag = "consume", params(("queue" = String, Path, description = "Queue name")), request_body = Receipts,
+    responses((status = 200, body = SettledOut, description = "Many receipts: a result each"), (status = 204, description = "One receipt: settled"), (status = 409, body = ErrorBody, description = "One receipt: its lease was lost"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn ack(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -188,6 +193,8 @@ pub async fn ack(
 }
 
 /// `POST /v1/queues/{queue}/release`: hand deliveries back, ready now, attempt not counted.
+#[utoipa::path(post, path = "/v1/queues/{queue}/release", tag = "consume", params(("queue" = String, Path, description = "Queue name")), request_body = Receipts,
+    responses((status = 200, body = SettledOut, description = "Many receipts: a result each"), (status = 204, description = "One receipt: settled"), (status = 409, body = ErrorBody, description = "One receipt: its lease was lost"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn release(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -202,6 +209,8 @@ pub async fn release(
 }
 
 /// `POST /v1/queues/{queue}/extend` with `"lease"` (default 30 s).
+#[utoipa::path(post, path = "/v1/queues/{queue}/extend", tag = "consume", params(("queue" = String, Path, description = "Queue name")), request_body = Receipts,
+    responses((status = 200, body = SettledOut, description = "Many receipts: a result each"), (status = 204, description = "One receipt: settled"), (status = 409, body = ErrorBody, description = "One receipt: its lease was lost"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn extend(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -221,7 +230,7 @@ pub async fn extend(
     settled(&receipts, &deadlines, single)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct NackBody {
     receipt: String,
@@ -231,13 +240,15 @@ struct NackBody {
     retry_after: Option<DurationArg>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct NackOut {
     outcome: &'static str,
 }
 
 /// `POST /v1/queues/{queue}/nack`: a failed attempt; retried by backoff (or after
 /// `retry_after`), dead after the last attempt.
+#[utoipa::path(post, path = "/v1/queues/{queue}/nack", tag = "consume", params(("queue" = String, Path, description = "Queue name")), request_body = NackBody,
+    responses((status = 200, body = NackOut), (status = 409, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn nack(
     State(state): State<AppState>,
     Path(queue): Path<String>,

@@ -11,6 +11,7 @@
 //! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats) | admin |
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
 //! | `GET /metrics` (Prometheus text) | admin |
+//! | `GET /openapi.json` (this table, as OpenAPI 3.1) | none |
 //! | `GET /healthz` (process up), `GET /readyz` (Redis answers) | none |
 
 mod admin;
@@ -18,53 +19,103 @@ mod consume;
 mod produce;
 pub mod wire;
 
+use std::sync::Arc;
+
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Json, Router};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
-/// The router with every route.
+/// The router with every route, built together with its OpenAPI document (served at
+/// `/openapi.json`), so that the two cannot disagree.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.limits().max_body_bytes;
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/v1/queues", get(admin::queues))
-        .route("/v1/queues/{queue}", get(admin::stats))
-        .route("/v1/queues/{queue}/messages", post(produce::send))
-        .route("/v1/queues/{queue}/batch", post(produce::send_batch))
+    let (router, api) = routes().split_for_parts();
+    let api = Arc::new(api);
+    router
         .route(
-            "/v1/queues/{queue}/messages/{id}",
-            get(produce::get).delete(produce::cancel),
+            "/openapi.json",
+            get(move || {
+                let api = api.clone();
+                async move { Json(api.as_ref().clone()) }
+            }),
         )
-        .route(
-            "/v1/queues/{queue}/messages/{id}/reschedule",
-            post(produce::reschedule),
-        )
-        .route("/v1/queues/{queue}/receive", post(consume::receive))
-        .route("/v1/queues/{queue}/ack", post(consume::ack))
-        .route("/v1/queues/{queue}/nack", post(consume::nack))
-        .route("/v1/queues/{queue}/extend", post(consume::extend))
-        .route("/v1/queues/{queue}/release", post(consume::release))
-        .route("/v1/queues/{queue}/dead", get(admin::dead_list))
-        .route("/v1/queues/{queue}/requeue", post(admin::requeue))
-        .route("/v1/queues/{queue}/purge", post(admin::purge))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }
 
+/// The OpenAPI document of every route.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    routes().into_openapi()
+}
+
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+        .routes(routes!(admin::queues))
+        .routes(routes!(admin::stats))
+        .routes(routes!(produce::send))
+        .routes(routes!(produce::send_batch))
+        .routes(routes!(produce::get, produce::cancel))
+        .routes(routes!(produce::reschedule))
+        .routes(routes!(consume::receive))
+        .routes(routes!(consume::ack))
+        .routes(routes!(consume::nack))
+        .routes(routes!(consume::extend))
+        .routes(routes!(consume::release))
+        .routes(routes!(admin::dead_list))
+        .routes(routes!(admin::requeue))
+        .routes(routes!(admin::purge))
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(title = "delayq", description = "A reliable delayed-message queue on Redis: send now, deliver later, at least once."),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    tags(
+        (name = "produce", description = "Send, get, cancel, reschedule (role send)"),
+        (name = "consume", description = "Receive and settle by receipt (role consume)"),
+        (name = "admin", description = "Queues, stats, dead letters, metrics (role admin)"),
+        (name = "probes", description = "No token needed"),
+    )
+)]
+struct ApiDoc;
+
+/// Declares the bearer token scheme.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let scheme =
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build());
+        api.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme("bearer", scheme);
+    }
+}
+
+#[utoipa::path(get, path = "/healthz", tag = "probes", security(()),
+    responses((status = 200, description = "The process is up")))]
 async fn healthz() -> impl IntoResponse {
     Json(serde_json::json!({ "status": "ok" }))
 }
 
 /// Ready when Redis answers a read (a queue's stats) in time.
+#[utoipa::path(get, path = "/readyz", tag = "probes", security(()),
+    responses((status = 200, description = "Redis answers"), (status = 503, body = ErrorBody)))]
 async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     match state.queue("readyz") {
         Ok(q) => match q.stats().await {
@@ -84,6 +135,9 @@ async fn method_not_allowed() -> ApiError {
 }
 
 /// Prometheus text format (admin role).
+#[utoipa::path(get, path = "/metrics", tag = "admin",
+    responses((status = 200, description = "Prometheus text", content_type = "text/plain"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn metrics(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,

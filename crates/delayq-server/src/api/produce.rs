@@ -7,13 +7,15 @@ use axum::Json;
 use delayq::{CancelOutcome, Message, MessageInfo, PayloadKind, Sent};
 use serde::{Deserialize, Serialize};
 
-use super::wire::{parse, Body, MessageOptions, PayloadOut, ScheduleArgs, SendBody};
+use super::wire::{parse, Body, PayloadOut, RawPayload, ScheduleArgs, SendBody, SendQuery};
 use crate::auth::Role;
+use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use utoipa::ToSchema;
 
 /// A send's result. A duplicate caller id is not an error: it names the existing message.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct SentOut {
     id: String,
     due_ms: Option<u64>,
@@ -32,17 +34,26 @@ impl From<Sent> for SentOut {
 
 /// `POST /v1/queues/{queue}/messages`: a JSON body (`SendBody`), or any other content type
 /// as the payload bytes with the options in the query string.
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "produce",
+    params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-"), SendQuery),
+    request_body(content(
+        (SendBody = "application/json"),
+        (RawPayload = "application/octet-stream"),
+    ), description = "JSON: the message; any other type: the payload bytes, options in the query"),
+    responses((status = 201, body = SentOut, description = "Sent"),
+        (status = 200, body = SentOut, description = "A message with this caller id exists"),
+        (status = 413, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn send(
     State(state): State<AppState>,
     Path(queue): Path<String>,
-    Query(query): Query<MessageOptions>,
+    Query(query): Query<SendQuery>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<impl IntoResponse> {
     state.authorize(&headers, Role::Send)?;
     let q = state.queue(&queue)?;
     let (payload, options) = if is_json(&headers) {
-        if query.id.is_some() || query.delay.is_some() || query.deliver_at.is_some() {
+        if !query.is_empty() {
             return Err(ApiError::bad_request(
                 "invalid_option",
                 "a JSON send takes its options in the body, not the query string",
@@ -50,7 +61,10 @@ pub async fn send(
         }
         parse::<SendBody>(&body)?.into_message(state.limits())?
     } else {
-        let options = query.send_options(state.limits())?.kind(PayloadKind::Bytes);
+        let options = query
+            .options()
+            .send_options(state.limits())?
+            .kind(PayloadKind::Bytes);
         (body.to_vec(), options)
     };
     let sent = q.send(&payload, &options).await?;
@@ -70,19 +84,22 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct BatchBody {
     messages: Vec<SendBody>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct BatchOut {
     results: Vec<SentOut>,
 }
 
 /// `POST /v1/queues/{queue}/batch`: up to the batch limit, all or nothing: one invalid
 /// message and nothing is written.
+#[utoipa::path(post, path = "/v1/queues/{queue}/batch", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-")),
+    request_body = BatchBody,
+    responses((status = 200, body = BatchOut), (status = 413, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn send_batch(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -105,7 +122,7 @@ pub async fn send_batch(
 }
 
 /// A message as `get` answers it.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct MessageOut {
     id: String,
     state: &'static str,
@@ -138,6 +155,8 @@ impl From<MessageInfo> for MessageOut {
 }
 
 /// `GET /v1/queues/{queue}/messages/{id}`.
+#[utoipa::path(get, path = "/v1/queues/{queue}/messages/{id}", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-"), ("id" = String, Path, description = "Message id")),
+    responses((status = 200, body = MessageOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
     Path((queue, id)): Path<(String, String)>,
@@ -151,7 +170,7 @@ pub async fn get(
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct CancelOut {
     cancelled: bool,
     state: &'static str,
@@ -159,6 +178,9 @@ struct CancelOut {
 
 /// `DELETE /v1/queues/{queue}/messages/{id}`: removes a delayed or ready message; 409 for
 /// one in flight or dead (left alone), 404 for none.
+#[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{id}", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-"), ("id" = String, Path, description = "Message id")),
+    responses((status = 200, body = CancelOut), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "In flight or dead: left alone"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn cancel(
     State(state): State<AppState>,
     Path((queue, id)): Path<(String, String)>,
@@ -181,13 +203,17 @@ pub async fn cancel(
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct RescheduledOut {
     id: String,
     due_ms: u64,
 }
 
 /// `POST /v1/queues/{queue}/messages/{id}/reschedule` with `{"delay"}` or `{"deliver_at"}`.
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages/{id}/reschedule", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-"), ("id" = String, Path, description = "Message id")),
+    request_body = ScheduleArgs,
+    responses((status = 200, body = RescheduledOut), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn reschedule(
     State(state): State<AppState>,
     Path((queue, id)): Path<(String, String)>,

@@ -11,6 +11,7 @@ use base64::Engine;
 use delayq::{Backoff, PayloadKind, Schedule, SendOptions};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ApiResult};
 use crate::limits::Limits;
@@ -45,7 +46,7 @@ pub fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
 }
 
 /// A duration: a number of milliseconds, or text such as `"15m"`, `"1h 30m"`, `"250ms"`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum DurationArg {
     /// Milliseconds.
@@ -67,7 +68,7 @@ impl DurationArg {
 }
 
 /// A point in time: Unix milliseconds, or RFC 3339 text (`"2026-12-01T09:00:00Z"`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum TimeArg {
     /// Milliseconds since the Unix epoch.
@@ -97,7 +98,7 @@ impl TimeArg {
 
 /// A retry policy: `{"fixed": {"delay": "30s"}}` or
 /// `{"exponential": {"base": "1s", "cap": "10m", "factor": 2, "jitter_percent": 10}}`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum BackoffArg {
     /// The same delay before every retry.
@@ -119,7 +120,7 @@ pub enum BackoffArg {
 }
 
 /// Where a message is due: after a delay, at a time, or now when neither is given.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleArgs {
     /// Due this long after Redis receives the request.
@@ -156,11 +157,12 @@ impl ScheduleArgs {
 
 /// One message to send, as JSON. Exactly one of `payload` (any JSON value, delivered back
 /// as the same JSON) and `payload_base64` (bytes).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendBody {
     /// A JSON payload.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<serde_json::Value>)]
     pub payload: Option<Box<RawValue>>,
     /// A bytes payload, base64 (standard alphabet, padded).
     pub payload_base64: Option<String>,
@@ -207,9 +209,44 @@ impl SendBody {
     }
 }
 
-/// The options of a send, from JSON or from a query string (raw-body sends).
-#[derive(Debug, Default, Deserialize)]
+/// The options of a raw-body send, in its query string.
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SendQuery {
+    /// Due this long after Redis receives the request (with a unit: `15m`, `900000ms`).
+    pub delay: Option<String>,
+    /// Due at this time (RFC 3339).
+    pub deliver_at: Option<String>,
+    /// The caller's id.
+    pub id: Option<String>,
+    /// Deliveries before the dead letters.
+    pub max_attempts: Option<u64>,
+}
+
+impl SendQuery {
+    /// True when any option is given.
+    pub fn is_empty(&self) -> bool {
+        self.delay.is_none()
+            && self.deliver_at.is_none()
+            && self.id.is_none()
+            && self.max_attempts.is_none()
+    }
+
+    /// As the options of a JSON send.
+    pub fn options(self) -> MessageOptions {
+        MessageOptions {
+            delay: self.delay.map(DurationArg::Text),
+            deliver_at: self.deliver_at.map(TimeArg::Text),
+            id: self.id,
+            max_attempts: self.max_attempts,
+            backoff: None,
+        }
+    }
+}
+
+/// The options of a send.
+#[derive(Debug, Default)]
 pub struct MessageOptions {
     /// Due this long after Redis receives the request.
     pub delay: Option<DurationArg>,
@@ -219,7 +256,7 @@ pub struct MessageOptions {
     pub id: Option<String>,
     /// Deliveries before the dead letters.
     pub max_attempts: Option<u64>,
-    /// Retry policy (JSON only).
+    /// Retry policy.
     pub backoff: Option<BackoffArg>,
 }
 
@@ -263,7 +300,23 @@ pub fn decode_base64(text: &str) -> ApiResult<Vec<u8>> {
         .map_err(|e| ApiError::bad_request("invalid_payload", format!("payload_base64: {e}")))
 }
 
-/// A payload as answered: JSON as JSON, bytes as base64.
+/// A raw request body: the payload bytes as they are (documentation only).
+pub struct RawPayload;
+
+impl utoipa::PartialSchema for RawPayload {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, SchemaType, Type};
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::String))
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
+            .description(Some("The payload bytes"))
+            .into()
+    }
+}
+
+impl ToSchema for RawPayload {}
+
+/// A payload as answered: JSON as JSON (`payload`), bytes as base64 (`payload_base64`).
 #[derive(Debug, Serialize)]
 pub enum PayloadOut {
     /// Sent as JSON.
@@ -273,6 +326,27 @@ pub enum PayloadOut {
     #[serde(rename = "payload_base64")]
     Bytes(String),
 }
+
+/// Written by hand: one of `{"payload": <any JSON>}` and `{"payload_base64": "..."}`.
+impl utoipa::PartialSchema for PayloadOut {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, SchemaType, Type};
+        let json = ObjectBuilder::new()
+            .property("payload", serde_json::Value::schema())
+            .required("payload");
+        let bytes = ObjectBuilder::new()
+            .property(
+                "payload_base64",
+                ObjectBuilder::new()
+                    .schema_type(SchemaType::Type(Type::String))
+                    .content_encoding("base64"),
+            )
+            .required("payload_base64");
+        OneOfBuilder::new().item(json).item(bytes).into()
+    }
+}
+
+impl ToSchema for PayloadOut {}
 
 impl PayloadOut {
     /// The payload of a message of `kind`. A JSON-kind payload that is not valid JSON (it

@@ -8,5 +8,6 @@ mod cli;
 mod consume;
 mod errors;
 mod metrics;
+mod openapi;
 mod produce;
 mod serve;

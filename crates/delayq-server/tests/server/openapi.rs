@@ -1,0 +1,88 @@
+//! `/openapi.json`: an OpenAPI 3.1 document generated from the code. The router and the
+//! document are built from the same annotations; these tests check that every documented
+//! route is served and that the document lists every route.
+
+use std::collections::BTreeSet;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+/// Every route the server has (besides `/openapi.json` itself), as `METHOD path`.
+const ROUTES: &[&str] = &[
+    "GET /healthz",
+    "GET /readyz",
+    "GET /metrics",
+    "GET /v1/queues",
+    "GET /v1/queues/{queue}",
+    "POST /v1/queues/{queue}/messages",
+    "POST /v1/queues/{queue}/batch",
+    "GET /v1/queues/{queue}/messages/{id}",
+    "DELETE /v1/queues/{queue}/messages/{id}",
+    "POST /v1/queues/{queue}/messages/{id}/reschedule",
+    "POST /v1/queues/{queue}/receive",
+    "POST /v1/queues/{queue}/ack",
+    "POST /v1/queues/{queue}/nack",
+    "POST /v1/queues/{queue}/extend",
+    "POST /v1/queues/{queue}/release",
+    "GET /v1/queues/{queue}/dead",
+    "POST /v1/queues/{queue}/requeue",
+    "POST /v1/queues/{queue}/purge",
+];
+
+async fn document(s: &TestServer) -> Value {
+    let (status, doc) = s.get("/openapi.json").await;
+    assert_eq!(status, StatusCode::OK);
+    doc
+}
+
+fn documented(doc: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("path item").keys() {
+            out.insert(format!("{} {path}", method.to_uppercase()));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn the_document_lists_every_route_and_nothing_else() {
+    let s = TestServer::start().await;
+    let doc = document(&s).await;
+    assert!(
+        doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")),
+        "{}",
+        doc["openapi"]
+    );
+    let expected: BTreeSet<String> = ROUTES.iter().map(|r| r.to_string()).collect();
+    assert_eq!(documented(&doc), expected);
+    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+}
+
+#[tokio::test]
+async fn every_documented_route_is_served() {
+    let s = TestServer::start().await;
+    for route in documented(&document(&s).await) {
+        let (method, path) = route.split_once(' ').expect("METHOD path");
+        let path = path.replace("{queue}", "q").replace("{id}", "some-id");
+        let method: Method = method.parse().expect("method");
+        let body = (method != Method::GET && method != Method::DELETE).then(|| json!({}));
+        let resp = s
+            .http
+            .request(method.clone(), format!("{}{path}", s.base))
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        assert!(
+            !text.contains("no_route") && status != StatusCode::METHOD_NOT_ALLOWED,
+            "{route} is documented but not served: {status} {text}"
+        );
+    }
+}
