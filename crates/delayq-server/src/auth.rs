@@ -1,6 +1,7 @@
 //! Bearer tokens and their roles. A token is `send` (produce and read messages), `consume`
-//! (receive and settle) or `admin` (everything). With no tokens configured every request is
-//! allowed; the server then binds loopback only unless told otherwise (`main.rs`).
+//! (receive and settle) or `admin` (everything); `/readyz` and `/openapi.json` take any
+//! token, `/healthz` none. With no tokens configured every request is allowed; the server
+//! then binds loopback only unless told otherwise (`cmd/serve.rs`).
 
 use std::fmt;
 
@@ -81,8 +82,21 @@ impl Tokens {
     /// Checks the request's bearer token against `needed`: 401 when it is missing or
     /// unknown, 403 when its role does not allow the route.
     pub fn authorize(&self, headers: &HeaderMap, needed: Role) -> ApiResult<()> {
+        match self.authenticate(headers)? {
+            Some(r) if !r.allows(needed) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("a {r:?} token cannot do this; it needs {needed:?} or Admin"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The role of the request's bearer token (`None` when auth is off); 401 when it is
+    /// missing or unknown.
+    pub fn authenticate(&self, headers: &HeaderMap) -> ApiResult<Option<Role>> {
         if self.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let presented = headers
             .get(header::AUTHORIZATION)
@@ -101,12 +115,7 @@ impl Tokens {
         }
         match role {
             None => Err(unauthorized("unknown token")),
-            Some(r) if r.allows(needed) => Ok(()),
-            Some(r) => Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                format!("a {r:?} token cannot do this; it needs {needed:?} or Admin"),
-            )),
+            Some(r) => Ok(Some(r)),
         }
     }
 }

@@ -89,6 +89,11 @@ impl AppState {
         self.0.tokens.authorize(headers, role)
     }
 
+    /// Checks that the request carries a valid token, whatever its role.
+    pub fn authenticate(&self, headers: &axum::http::HeaderMap) -> ApiResult<()> {
+        self.0.tokens.authenticate(headers).map(drop)
+    }
+
     /// Starts shutting down: held long-polls return.
     pub fn begin_shutdown(&self) {
         self.0.shutting_down.send_replace(true);

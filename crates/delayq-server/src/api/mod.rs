@@ -11,8 +11,8 @@
 //! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats) | admin |
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
 //! | `GET /metrics` (Prometheus text) | admin |
-//! | `GET /openapi.json` (this table, as OpenAPI 3.1) | none |
-//! | `GET /healthz` (process up), `GET /readyz` (Redis answers) | none |
+//! | `GET /openapi.json` (this table, as OpenAPI 3.1), `GET /readyz` (Redis answers) | any |
+//! | `GET /healthz` (process up) | none |
 
 mod admin;
 mod consume;
@@ -42,10 +42,15 @@ pub fn router(state: AppState) -> Router {
     router
         .route(
             "/openapi.json",
-            get(move || {
-                let api = api.clone();
-                async move { Json(api.as_ref().clone()) }
-            }),
+            get(
+                move |State(state): State<AppState>, headers: axum::http::HeaderMap| {
+                    let api = api.clone();
+                    async move {
+                        state.authenticate(&headers)?;
+                        Ok::<_, ApiError>(Json(api.as_ref().clone()))
+                    }
+                },
+            ),
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -88,7 +93,7 @@ fn routes() -> OpenApiRouter<AppState> {
         (name = "produce", description = "Send, get, cancel, reschedule (role send)"),
         (name = "consume", description = "Receive and settle by receipt (role consume)"),
         (name = "admin", description = "Queues, stats, dead letters, metrics (role admin)"),
-        (name = "probes", description = "No token needed"),
+        (name = "probes", description = "Health (no token) and readiness (any token)"),
     )
 )]
 struct ApiDoc;
@@ -114,9 +119,16 @@ async fn healthz() -> impl IntoResponse {
 }
 
 /// Ready when Redis answers a read (a queue's stats) in time.
-#[utoipa::path(get, path = "/readyz", tag = "probes", security(()),
-    responses((status = 200, description = "Redis answers"), (status = 503, body = ErrorBody)))]
-async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+#[utoipa::path(get, path = "/readyz", tag = "probes",
+    responses((status = 200, description = "Redis answers"), (status = 401, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
+async fn readyz(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> impl IntoResponse {
+    if let Err(e) = state.authenticate(&headers) {
+        return e.into_response();
+    }
     match state.queue("readyz") {
         Ok(q) => match q.stats().await {
             Ok(_) => Json(serde_json::json!({ "status": "ready" })).into_response(),

@@ -44,9 +44,19 @@ async fn a_missing_or_unknown_token_is_a_401() {
     assert_eq!(
         s.get("/healthz").await.0,
         StatusCode::OK,
-        "probes need no token"
+        "health needs no token"
     );
-    assert_eq!(s.get("/readyz").await.0, StatusCode::OK);
+    for path in ["/readyz", "/openapi.json", "/metrics"] {
+        assert_error(&s.get(path).await, StatusCode::UNAUTHORIZED, "unauthorized");
+    }
+    s.token = Some(SEND.into());
+    assert_eq!(
+        s.get("/readyz").await.0,
+        StatusCode::OK,
+        "readiness takes any token"
+    );
+    assert_eq!(s.get("/openapi.json").await.0, StatusCode::OK);
+    assert_error(&s.get("/metrics").await, StatusCode::FORBIDDEN, "forbidden");
 }
 
 #[tokio::test]
