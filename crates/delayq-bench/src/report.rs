@@ -20,6 +20,8 @@ pub struct WorkloadResult {
     pub workload: Workload,
     /// The system under test.
     pub system: String,
+    /// How the agents reached it: `library` or `http`.
+    pub via: String,
     /// Its version, from the agents' `ready`.
     pub system_version: Option<String>,
     /// N.
@@ -67,9 +69,18 @@ impl WorkloadResult {
             || (check && self.metrics.duplicates.unwrap_or(0) > 0)
     }
 
-    /// Writes `dir/<workload>.json`.
+    /// The workload id, with `/http` for runs through the HTTP API.
+    pub fn label(&self) -> String {
+        if self.via == "library" {
+            self.workload.to_string()
+        } else {
+            format!("{}/{}", self.workload, self.via)
+        }
+    }
+
+    /// Writes `dir/<workload>.json` (`<workload>-http.json` through HTTP).
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(format!("{}.json", self.workload));
+        let path = dir.join(format!("{}.json", self.label().replace('/', "-")));
         let json = serde_json::to_string_pretty(self)?;
         std::fs::write(&path, json + "\n")
             .map_err(|e| format!("cannot write {}: {e}", path.display()).into())
@@ -102,7 +113,7 @@ pub fn summary(results: &[WorkloadResult], ceiling: Option<&Ceiling>) -> String 
             .then_some(m.e2e_rate)
             .flatten();
         rows.push(vec![
-            r.workload.to_string(),
+            r.label(),
             r.n.to_string(),
             num(m.enqueue_rate, 0),
             num(e2e, 0),
@@ -144,18 +155,18 @@ pub fn summary(results: &[WorkloadResult], ceiling: Option<&Ceiling>) -> String 
     push_table(&mut s, &rows);
     for r in results {
         for e in &r.errors {
-            let _ = writeln!(s, "  {} error: {e}", r.workload);
+            let _ = writeln!(s, "  {} error: {e}", r.label());
         }
         if let Some(ids) = r.metrics.dup_ids.as_ref().filter(|ids| !ids.is_empty()) {
             let shown: Vec<String> = ids.iter().take(20).map(u64::to_string).collect();
             let more = if ids.len() > 20 { ", …" } else { "" };
-            let _ = writeln!(s, "  {} dup_ids: {}{more}", r.workload, shown.join(", "));
+            let _ = writeln!(s, "  {} dup_ids: {}{more}", r.label(), shown.join(", "));
         }
         if let Some((w, d)) = r.metrics.bytes_per_msg.zip(r.metrics.dataset_bytes_per_msg) {
             let _ = writeln!(
                 s,
                 "  {} bytes/msg: used_memory {w:.1}, used_memory_dataset {d:.1}",
-                r.workload
+                r.label()
             );
         }
     }
@@ -222,7 +233,7 @@ fn ceiling_tables(results: &[WorkloadResult], c: &Ceiling) -> String {
         for (what, v) in figures {
             let Some(v) = v else { continue };
             rows.push(vec![
-                format!("{} {what}", r.workload),
+                format!("{} {what}", r.label()),
                 format!("{v:.0}"),
                 num(zadd.map(|z| v / z), 4),
                 num(best.as_ref().map(|(_, b)| v / b), 4),

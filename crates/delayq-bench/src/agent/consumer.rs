@@ -15,7 +15,8 @@ use delayq::{Delivery, Queue};
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::{emit, Commands, VERSION};
+use super::http::HttpQueue;
+use super::{emit, Commands, Target, VERSION};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::protocol::{Command, Event};
@@ -65,25 +66,43 @@ impl Log {
 }
 
 /// Runs the consumer agent.
-pub(super) async fn run(queue: Queue, n: u64, file: PathBuf, mut commands: Commands) -> Result<()> {
-    emit(&Event::Ready {
-        system: "delayq".into(),
-        version: VERSION.into(),
-        config: json!({
+pub(super) async fn run(
+    queue: Target,
+    n: u64,
+    file: PathBuf,
+    mut commands: Commands,
+) -> Result<()> {
+    let config = match &queue {
+        Target::Library(_) => json!({
             "runtime": "delayq::worker (WorkerBuilder::run)",
             "concurrency": CONCURRENCY,
             "batch_size": BATCH_SIZE,
             "lease_s": LEASE.as_secs(),
             "ack": "handler returns Ok; the worker acks finished handlers in batches (one ack script call each)",
-            "queue": queue.name().to_string(),
+            "queue": crate::workload::QUEUE_NAME,
         }),
+        Target::Http(_) => json!({
+            "runtime": "HTTP long-poll loops (POST receive, then POST ack of the whole batch)",
+            "pollers": HTTP_POLLERS,
+            "batch_size": BATCH_SIZE,
+            "lease_s": LEASE.as_secs(),
+            "queue": crate::workload::QUEUE_NAME,
+        }),
+    };
+    emit(&Event::Ready {
+        system: "delayq".into(),
+        version: VERSION.into(),
+        config,
     })?;
     let log = Arc::new(Log {
         records: Mutex::new(Vec::with_capacity(n as usize)),
         ..Log::default()
     });
     if commands.wait_for(&[Command::Start, Command::Stop]).await == Some(Command::Start) {
-        consume(queue, &log, &mut commands).await?;
+        match queue {
+            Target::Library(q) => consume(q, &log, &mut commands).await?,
+            Target::Http(h) => consume_http(h, &log, &mut commands).await?,
+        }
     }
     let records = log.take();
     write_deliveries(&file, &records)?;
@@ -160,6 +179,69 @@ async fn consume(queue: Queue, log: &Arc<Log>, commands: &mut Commands) -> Resul
         total = log.total.load(Ordering::Relaxed),
         "worker stopped"
     );
+    Ok(())
+}
+
+/// HTTP consumers: long-poll loops in flight at once, so that one loop's ack overlaps
+/// another's receive.
+const HTTP_POLLERS: usize = 4;
+/// How long one long-poll waits.
+const HTTP_WAIT: Duration = Duration::from_secs(1);
+
+/// Consumes over HTTP until `stop`: each loop receives up to a batch, logs each delivery as
+/// "handled" when it is read, and acks the batch in one call.
+async fn consume_http(http: HttpQueue, log: &Arc<Log>, commands: &mut Commands) -> Result<()> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut loops = tokio::task::JoinSet::new();
+    for _ in 0..HTTP_POLLERS {
+        let (http, log, mut stop) = (http.clone(), log.clone(), stop_rx.clone());
+        loops.spawn(async move {
+            while !*stop.borrow() {
+                let got = tokio::select! {
+                    got = http.receive(BATCH_SIZE, HTTP_WAIT) => got?,
+                    _ = stop.changed() => break,
+                };
+                let mut receipts = Vec::with_capacity(got.len());
+                for d in got {
+                    let start_ms = now_ms();
+                    match parse_payload(&d.payload) {
+                        Some((seq, due_ms)) => log.push(Record {
+                            seq,
+                            due_ms,
+                            start_ms,
+                        }),
+                        None => {
+                            log.bad_payloads.fetch_add(1, Ordering::Relaxed);
+                            log.total.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    receipts.push(d.receipt);
+                }
+                if !receipts.is_empty() {
+                    http.ack(receipts).await?;
+                }
+            }
+            Ok::<(), crate::error::BoxError>(())
+        });
+    }
+    emit(&Event::Started { t_ms: now_ms() })?;
+    let mut tick = tokio::time::interval(PROGRESS_EVERY);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => emit(&Event::Progress {
+                total: log.total.load(Ordering::Relaxed),
+                t_ms: now_ms(),
+            })?,
+            cmd = commands.next() => match cmd {
+                Some(Command::Stop) | None => break,
+                Some(other) => tracing::warn!("ignoring {other:?} while consuming"),
+            },
+        }
+    }
+    let _ = stop_tx.send(true);
+    while let Some(ended) = loops.join_next().await {
+        ended.map_err(|e| format!("poll loop failed: {e}"))??;
+    }
     Ok(())
 }
 

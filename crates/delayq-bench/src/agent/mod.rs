@@ -5,6 +5,7 @@
 //! readings are not skewed by buffering. Everything else it has to say goes to stderr.
 
 mod consumer;
+mod http;
 mod producer;
 
 use std::io::{BufRead, Write};
@@ -38,6 +39,32 @@ impl Role {
     }
 }
 
+/// How an agent reaches the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Default)]
+pub enum Via {
+    /// The delayq library, straight to Redis.
+    #[default]
+    Library,
+    /// `delayq serve`'s HTTP API.
+    Http,
+}
+
+impl Via {
+    /// The name used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Library => "library",
+            Via::Http => "http",
+        }
+    }
+}
+
+/// The queue, one way or the other.
+pub(crate) enum Target {
+    Library(Queue),
+    Http(http::HttpQueue),
+}
+
 /// Command line of `delayq-bench agent`.
 #[derive(Args, Debug)]
 pub struct AgentArgs {
@@ -56,6 +83,12 @@ pub struct AgentArgs {
     /// Consumer: where to write `seq<TAB>due_ms<TAB>start_ms` per handler invocation.
     #[arg(long)]
     pub deliveries: Option<PathBuf>,
+    /// Through the library (Redis at --port) or HTTP (`delayq serve` at --http-port).
+    #[arg(long, value_enum, default_value_t)]
+    pub via: Via,
+    /// `delayq serve`'s port on 127.0.0.1, with `--via http`.
+    #[arg(long)]
+    pub http_port: Option<u16>,
 }
 
 /// Runs an agent to the end; a fatal error is reported as an `error` event and exit code 1.
@@ -83,7 +116,13 @@ fn fail(msg: &str) -> ExitCode {
 }
 
 async fn run(args: AgentArgs) -> Result<()> {
-    let queue = connect(args.port).await?;
+    let queue = match args.via {
+        Via::Library => Target::Library(connect(args.port).await?),
+        Via::Http => {
+            let port = args.http_port.ok_or("--via http needs --http-port")?;
+            Target::Http(http::HttpQueue::new(port)?)
+        }
+    };
     let commands = Commands::spawn();
     match args.role {
         Role::Producer => producer::run(queue, args.workload, args.n, commands).await,

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use delayq::{Message, Queue, SendOptions};
+use delayq::{Message, SendOptions};
 use serde_json::json;
 
-use super::{emit, Commands, VERSION};
+use super::{emit, Commands, Target, VERSION};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::protocol::{Command, Event, Produced};
@@ -15,26 +15,36 @@ use crate::workload::{payload, Workload, BATCH_SIZE, W3_DELAY_MS, W3_INTERVAL_MS
 
 /// Runs the producer agent.
 pub(super) async fn run(
-    queue: Queue,
+    queue: Target,
     workload: Workload,
     n: u64,
     mut commands: Commands,
 ) -> Result<()> {
+    let (bulk_api, single_api) = match queue {
+        Target::Library(_) => (
+            "Queue::send_batch (generated ids: two MULTI round trips per batch, in sequence)",
+            "Queue::send",
+        ),
+        Target::Http(_) => (
+            "POST /v1/queues/{q}/batch (JSON string payloads)",
+            "POST /v1/queues/{q}/messages",
+        ),
+    };
     let config = if workload.bulk() {
         json!({
             "bulk_api": true,
-            "api": "Queue::send_batch (generated ids: two MULTI round trips per batch, in sequence)",
+            "api": bulk_api,
             "batch_size": BATCH_SIZE,
             "bulk_calls_in_flight": 1,
-            "queue": queue.name().to_string(),
+            "queue": crate::workload::QUEUE_NAME,
         })
     } else {
         json!({
             "bulk_api": false,
-            "api": "Queue::send",
+            "api": single_api,
             "pipelined": false,
             "pacing_ms": W3_INTERVAL_MS,
-            "queue": queue.name().to_string(),
+            "queue": crate::workload::QUEUE_NAME,
         })
     };
     emit(&Event::Ready {
@@ -54,8 +64,13 @@ pub(super) async fn run(
     };
     if workload == Workload::W4 {
         // Read after the last acknowledgement: the system's own count, as a sanity check.
-        let stats = queue.stats().await?;
-        produced.pending_after = Some(stats.delayed + stats.ready);
+        produced.pending_after = Some(match &queue {
+            Target::Library(q) => {
+                let stats = q.stats().await?;
+                stats.delayed + stats.ready
+            }
+            Target::Http(h) => h.pending().await?,
+        });
     }
     tracing::info!(?produced, "produced");
     emit(&Event::Produced(produced))?;
@@ -84,7 +99,7 @@ impl DueRange {
 }
 
 /// W1, W2a, W2b, W4: batches of 1000 through `send_batch`, one call in flight at a time.
-async fn produce_bulk(queue: &Queue, workload: Workload, n: u64) -> Result<Produced> {
+async fn produce_bulk(queue: &Target, workload: Workload, n: u64) -> Result<Produced> {
     let mut due_range = DueRange::new();
     let mut start_ms = None;
     let mut seq = 0;
@@ -98,21 +113,12 @@ async fn produce_bulk(queue: &Queue, workload: Workload, n: u64) -> Result<Produ
             let delay = workload.delay_ms(s);
             let due = t_send + delay.unwrap_or(0) as f64;
             due_range.add(due);
-            let options = match delay {
-                Some(ms) => SendOptions::new().delay(Duration::from_millis(ms)),
-                // The immediate path: delay omitted.
-                None => SendOptions::new(),
-            };
-            batch.push(Message::new(payload(s, due)?, options));
+            batch.push((payload(s, due)?, delay));
         }
-        let sent = queue.send_batch(&batch).await?;
-        if sent.len() != batch.len() {
-            return Err(format!(
-                "send_batch of {} messages acknowledged {}",
-                batch.len(),
-                sent.len()
-            )
-            .into());
+        let len = batch.len();
+        let sent = send_batch(queue, batch).await?;
+        if sent != len {
+            return Err(format!("send_batch of {len} messages acknowledged {sent}").into());
         }
         seq = end;
     }
@@ -129,7 +135,7 @@ async fn produce_bulk(queue: &Queue, workload: Workload, n: u64) -> Result<Produ
 
 /// W3: one `send` per message at `T0 + seq × 5 ms`; a late send goes at once, without
 /// catching up in bursts beyond that.
-async fn produce_paced(queue: &Queue, n: u64) -> Result<Produced> {
+async fn produce_paced(queue: &Target, n: u64) -> Result<Produced> {
     let mut due_range = DueRange::new();
     let t0 = tokio::time::Instant::now();
     let start_ms = now_ms();
@@ -140,7 +146,10 @@ async fn produce_paced(queue: &Queue, n: u64) -> Result<Produced> {
         let t_send = now_ms();
         let due = t_send + W3_DELAY_MS as f64;
         due_range.add(due);
-        queue.send(payload(seq, due)?, &options).await?;
+        match queue {
+            Target::Library(q) => drop(q.send(payload(seq, due)?, &options).await?),
+            Target::Http(h) => h.send(&payload(seq, due)?, Some(W3_DELAY_MS)).await?,
+        }
     }
     let end_ms = now_ms();
     Ok(Produced {
@@ -151,4 +160,25 @@ async fn produce_paced(queue: &Queue, n: u64) -> Result<Produced> {
         max_due_ms: due_range.max,
         pending_after: None,
     })
+}
+
+/// One batch of `(payload, delay ms)`, with the immediate path (delay omitted) where there
+/// is no delay; the number acknowledged.
+async fn send_batch(queue: &Target, batch: Vec<(Vec<u8>, Option<u64>)>) -> Result<usize> {
+    match queue {
+        Target::Library(q) => {
+            let messages: Vec<Message> = batch
+                .into_iter()
+                .map(|(p, delay)| {
+                    let options = match delay {
+                        Some(ms) => SendOptions::new().delay(Duration::from_millis(ms)),
+                        None => SendOptions::new(),
+                    };
+                    Message::new(p, options)
+                })
+                .collect();
+            Ok(q.send_batch(&messages).await?.len())
+        }
+        Target::Http(h) => h.send_batch(&batch).await,
+    }
 }

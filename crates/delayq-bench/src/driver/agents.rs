@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::agent::Role;
+use crate::agent::{Role, Via};
 use crate::error::Result;
 use crate::protocol::{self, Command, Event, Produced};
 use crate::workload::Workload;
@@ -30,6 +30,9 @@ pub struct AgentSpec {
     pub deliveries: Option<PathBuf>,
     /// Where its stderr goes.
     pub log: PathBuf,
+    /// How it reaches the queue, and `delayq serve`'s port when through HTTP.
+    pub via: Via,
+    pub http_port: Option<u16>,
 }
 
 /// What a reader thread reports.
@@ -119,6 +122,10 @@ impl Fleet {
         ]);
         if let Some(file) = &spec.deliveries {
             cmd.arg("--deliveries").arg(file);
+        }
+        cmd.args(["--via", spec.via.as_str()]);
+        if let Some(port) = spec.http_port {
+            cmd.arg("--http-port").arg(port.to_string());
         }
         let mut child = cmd
             .stdin(Stdio::piped())

@@ -9,6 +9,7 @@
 
 mod agents;
 pub mod env;
+mod http_server;
 pub mod server;
 mod workload_run;
 
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::agent::Via;
 use crate::ceiling::{self, Ceiling};
 use crate::error::Result;
 use crate::report::{self, WorkloadResult};
@@ -45,6 +47,13 @@ pub struct RunArgs {
     /// Also fail (exit non-zero) on duplicate deliveries.
     #[arg(long)]
     pub check: bool,
+    /// How the agents reach delayq, comma-separated: `library` (straight to Redis), `http`
+    /// (through `delayq serve`, started per workload); each runs every workload.
+    #[arg(long, value_delimiter = ',', default_value = "library")]
+    pub via: Vec<Via>,
+    /// The `delayq` binary for `--via http` (default: beside this one).
+    #[arg(long)]
+    pub delayq_bin: Option<PathBuf>,
 }
 
 /// What every workload run needs to know.
@@ -61,6 +70,8 @@ pub struct RunContext {
     pub environment: Environment,
     /// The ceiling, recorded in every result.
     pub ceiling: Option<Ceiling>,
+    /// The `delayq` binary, for HTTP runs.
+    pub delayq_bin: PathBuf,
 }
 
 /// Runs the benchmark; the exit code says whether it was clean.
@@ -124,6 +135,13 @@ fn run(args: &RunArgs) -> Result<bool> {
         }
     };
 
+    let delayq_bin = match &args.delayq_bin {
+        Some(bin) => bin.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .ok_or("this executable has no directory")?
+            .join("delayq"),
+    };
     let ctx = RunContext {
         scale,
         raw_dir,
@@ -131,14 +149,17 @@ fn run(args: &RunArgs) -> Result<bool> {
         redis_extra,
         environment,
         ceiling,
+        delayq_bin,
     };
     let mut results: Vec<WorkloadResult> = Vec::new();
-    for &workload in &args.workloads {
-        let result = workload_run::run(&ctx, workload);
-        if let Err(e) = result.write(&out) {
-            tracing::error!("{e}");
+    for &via in &args.via {
+        for &workload in &args.workloads {
+            let result = workload_run::run(&ctx, workload, via);
+            if let Err(e) = result.write(&out) {
+                tracing::error!("{e}");
+            }
+            results.push(result);
         }
-        results.push(result);
     }
 
     let summary = report::summary(&results, ctx.ceiling.as_ref());
@@ -165,7 +186,7 @@ fn run(args: &RunArgs) -> Result<bool> {
     let failed: Vec<String> = results
         .iter()
         .filter(|r| r.failed(args.check))
-        .map(|r| r.workload.to_string())
+        .map(|r| r.label())
         .collect();
     if failed.is_empty() {
         println!(

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::agents::{AgentSpec, Fleet};
+use super::http_server::HttpServer;
 use super::server::BenchServer;
 use super::RunContext;
-use crate::agent::Role;
+use crate::agent::{Role, Via};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::metrics::{self, DeliveryRecord, Inputs};
@@ -39,8 +40,9 @@ struct Observed {
     memory: Option<(crate::metrics::MemoryInfo, crate::metrics::MemoryInfo)>,
 }
 
-/// Runs `workload` and returns its result (errors are recorded in it, never returned).
-pub fn run(ctx: &RunContext, workload: Workload) -> WorkloadResult {
+/// Runs `workload` with agents reaching delayq `via` the library or HTTP, and returns its
+/// result (errors are recorded in it, never returned).
+pub fn run(ctx: &RunContext, workload: Workload, via: Via) -> WorkloadResult {
     let began = Instant::now();
     let n = workload.scaled_n(ctx.scale);
     tracing::info!(%workload, n, "workload starts");
@@ -49,15 +51,20 @@ pub fn run(ctx: &RunContext, workload: Workload) -> WorkloadResult {
     } else {
         0
     };
+    let tag = match via {
+        Via::Library => workload.to_string(),
+        Via::Http => format!("{workload}-http"),
+    };
     let deliveries_files: Vec<PathBuf> = (0..consumers)
-        .map(|i| ctx.raw_dir.join(format!("{workload}-deliveries-{i}.tsv")))
+        .map(|i| ctx.raw_dir.join(format!("{tag}-deliveries-{i}.tsv")))
         .collect();
-    let logs: Vec<PathBuf> = std::iter::once(ctx.raw_dir.join(format!("{workload}-producer.log")))
-        .chain((0..consumers).map(|i| consumer_log(&ctx.raw_dir, workload, i)))
+    let logs: Vec<PathBuf> = std::iter::once(ctx.raw_dir.join(format!("{tag}-producer.log")))
+        .chain((0..consumers).map(|i| consumer_log(&ctx.raw_dir, &tag, i)))
         .collect();
     let mut result = WorkloadResult {
         workload,
         system: "delayq".into(),
+        via: via.as_str().into(),
         system_version: None,
         n,
         scale: ctx.scale,
@@ -94,6 +101,19 @@ pub fn run(ctx: &RunContext, workload: Workload) -> WorkloadResult {
         }
     };
     result.redis_args = server.args();
+    let http = match via {
+        Via::Library => None,
+        Via::Http => {
+            let log = ctx.raw_dir.join(format!("{tag}-serve.log"));
+            match HttpServer::start(&ctx.delayq_bin, server.port(), &log) {
+                Ok(http) => Some(http),
+                Err(e) => {
+                    result.errors.push(e.to_string());
+                    return result;
+                }
+            }
+        }
+    };
     let hard_deadline = began + ctx.hard_timeout;
     let mut fleet = Fleet::new();
     let mut observed = Observed::default();
@@ -102,6 +122,7 @@ pub fn run(ctx: &RunContext, workload: Workload) -> WorkloadResult {
         workload,
         n,
         server.port(),
+        (via, http.as_ref().map(HttpServer::port)),
         &deliveries_files,
         &logs,
     );
@@ -187,11 +208,11 @@ pub fn run(ctx: &RunContext, workload: Workload) -> WorkloadResult {
     result
 }
 
-fn consumer_log(raw_dir: &Path, workload: Workload, i: usize) -> PathBuf {
+fn consumer_log(raw_dir: &Path, tag: &str, i: usize) -> PathBuf {
     if CONSUMER_PROCESSES == 1 {
-        raw_dir.join(format!("{workload}-consumer.log"))
+        raw_dir.join(format!("{tag}-consumer.log"))
     } else {
-        raw_dir.join(format!("{workload}-consumer-{i}.log"))
+        raw_dir.join(format!("{tag}-consumer-{i}.log"))
     }
 }
 
@@ -200,6 +221,7 @@ fn spawn_agents(
     workload: Workload,
     n: u64,
     port: u16,
+    (via, http_port): (Via, Option<u16>),
     deliveries_files: &[PathBuf],
     logs: &[PathBuf],
 ) -> Result<()> {
@@ -212,6 +234,8 @@ fn spawn_agents(
             n,
             deliveries: Some(file.clone()),
             log: logs.get(i + 1).cloned().ok_or("no log path")?,
+            via,
+            http_port,
         })?;
     }
     fleet.spawn(&AgentSpec {
@@ -221,6 +245,8 @@ fn spawn_agents(
         n,
         deliveries: None,
         log: logs.first().cloned().ok_or("no log path")?,
+        via,
+        http_port,
     })?;
     Ok(())
 }
