@@ -100,7 +100,7 @@ pub(super) async fn run(
     });
     if commands.wait_for(&[Command::Start, Command::Stop]).await == Some(Command::Start) {
         match queue {
-            Target::Library(q) => consume(q, &log, &mut commands).await?,
+            Target::Library(q) => consume(*q, &log, &mut commands).await?,
             Target::Http(h) => consume_http(h, &log, &mut commands).await?,
         }
     }

@@ -61,7 +61,7 @@ impl Via {
 
 /// The queue, one way or the other.
 pub(crate) enum Target {
-    Library(Queue),
+    Library(Box<Queue>),
     Http(http::HttpQueue),
 }
 
@@ -117,7 +117,7 @@ fn fail(msg: &str) -> ExitCode {
 
 async fn run(args: AgentArgs) -> Result<()> {
     let queue = match args.via {
-        Via::Library => Target::Library(connect(args.port).await?),
+        Via::Library => Target::Library(Box::new(connect(args.port).await?)),
         Via::Http => {
             let port = args.http_port.ok_or("--via http needs --http-port")?;
             Target::Http(http::HttpQueue::new(port)?)

@@ -251,3 +251,183 @@ async fn a_crashed_embedded_redis_is_started_again() {
     assert_kept(&serve).await;
     serve.terminate();
 }
+
+/// A TLS-only redis-server with a certificate from a CA made for the test; killed on drop.
+struct TlsRedis {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl TlsRedis {
+    fn start() -> TlsRedis {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(d)
+                .output()
+                .expect("openssl must be installed (.ci/run installs it)");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=delayq test CA",
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ]);
+        std::fs::write(
+            d.join("san.ext"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+        )
+        .expect("write");
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "1",
+            "-extfile",
+            "san.ext",
+        ]);
+        let port = redis_fixture::free_port();
+        let child = Command::new(redis_fixture::redis_server_binary())
+            .args([
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .args([
+                "--tls-cert-file",
+                "server.crt",
+                "--tls-key-file",
+                "server.key",
+            ])
+            .args(["--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no"])
+            .args(["--save", "", "--appendonly", "no", "--logfile", "redis.log"])
+            .current_dir(d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        TlsRedis { child, port, dir }
+    }
+
+    fn ca(&self) -> std::path::PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn rediss_urls_reach_a_tls_redis() {
+    let redis = TlsRedis::start();
+    let url = format!("rediss://127.0.0.1:{}/", redis.port);
+    let port = redis_fixture::free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "serve",
+            "--redis-url",
+            &url,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        // Trust the test's CA, as a user with a private CA would.
+        .env("SSL_CERT_FILE", redis.ca())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn delayq serve");
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let ready = async {
+        loop {
+            if let Ok(r) = http.get(format!("{base}/readyz")).send().await {
+                if r.status() == StatusCode::OK {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(30), ready)
+        .await
+        .is_err()
+    {
+        let _ = child.kill();
+        let mut log = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut log);
+        }
+        panic!("delayq serve never reached the TLS Redis: {log}");
+    }
+    let post =
+        |path: &str, body: serde_json::Value| http.post(format!("{base}{path}")).json(&body).send();
+    let sent = post("/v1/queues/tls/messages", json!({ "payload": "over tls" }))
+        .await
+        .expect("send");
+    assert_eq!(sent.status(), StatusCode::CREATED);
+    let got = post("/v1/queues/tls/receive", json!({ "wait": "5s" }))
+        .await
+        .expect("receive");
+    let (status, body) = read(got).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["deliveries"][0]["payload"], "over tls", "{body}");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // Without trusting the test's CA, the certificate is rejected: no silent plain text,
+    // no unverified TLS.
+    let refused = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--redis-url", &url, "--listen", "127.0.0.1:0"])
+        .env("SSL_CERT_FILE", "/nonexistent")
+        .env("SSL_CERT_DIR", "/nonexistent")
+        .output()
+        .expect("run delayq serve");
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("cannot connect to Redis"), "{err}");
+}
