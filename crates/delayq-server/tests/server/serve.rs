@@ -431,3 +431,74 @@ async fn rediss_urls_reach_a_tls_redis() {
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("cannot connect to Redis"), "{err}");
 }
+
+#[tokio::test]
+async fn tokens_come_from_a_file_or_the_environment() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, "# on call\nadmin:file-token-0123456789\n").expect("write");
+    let file_arg = file.to_str().expect("utf-8");
+    let serve = Serve::start(
+        &["--redis-url", &redis.url(), "--tokens-file", file_arg],
+        None,
+    )
+    .await;
+    let get = |token: Option<&'static str>| {
+        let mut req = serve.http.get(format!("{}/v1/queues", serve.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send()
+    };
+    assert_eq!(
+        get(None).await.expect("get").status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        get(Some("file-token-0123456789"))
+            .await
+            .expect("get")
+            .status(),
+        StatusCode::OK
+    );
+    let log = serve.terminate();
+    assert!(
+        !log.contains("file-token-0123456789"),
+        "a token was logged: {log}"
+    );
+
+    let port = redis_fixture::free_port();
+    let mut env_serve = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "serve",
+            "--redis-url",
+            &redis.url(),
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .env("DELAYQ_TOKENS", "send:env-token-0123456789")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let http = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/v1/queues/q/messages");
+    let mut status = None;
+    for _ in 0..500 {
+        let sent = http
+            .post(&url)
+            .bearer_auth("env-token-0123456789")
+            .json(&json!({ "payload": 1 }))
+            .send()
+            .await;
+        if let Ok(resp) = sent {
+            status = Some(resp.status());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = env_serve.kill();
+    let _ = env_serve.wait();
+    assert_eq!(status, Some(StatusCode::CREATED));
+}
