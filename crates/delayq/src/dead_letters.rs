@@ -5,6 +5,10 @@ use crate::error::Result;
 use crate::message::DeadLetter;
 use crate::queue::{check_count, Queue, MAX_BATCH};
 use crate::record;
+
+/// Offsets from here on are past the end of any page: 2^53 is where Lua's numbers stop being
+/// exact integers.
+const MAX_OFFSET: u64 = 1 << 53;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 
@@ -31,6 +35,11 @@ impl<'a> DeadLetters<'a> {
     /// One page, oldest death first: `limit` (1 to 1000) entries from `offset`.
     pub async fn list(&self, offset: u64, limit: usize) -> Result<Vec<DeadLetter>> {
         check_count("a page", limit)?;
+        if offset >= MAX_OFFSET {
+            // No queue holds that many; and Lua would turn the number into a float that
+            // Redis refuses as an index.
+            return Ok(Vec::new());
+        }
         let mut inv = self.queue.invocation(&SCRIPTS.dead_list);
         inv.arg(offset).arg(limit);
         let mut r = Reply::new(self.queue.invoke(&inv).await?)?;

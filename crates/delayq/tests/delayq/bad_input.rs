@@ -449,3 +449,19 @@ async fn a_generated_id_with_a_leading_zero_names_no_message() {
     }
     q.ack(&d).await.expect("ack");
 }
+
+#[tokio::test]
+async fn a_dead_letter_page_far_beyond_the_end_is_empty() {
+    let (_server, q) = empty_queue().await;
+    q.send(b"x", &SendOptions::new().max_attempts(1))
+        .await
+        .expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let d = receive_one(&mut consumer, Duration::from_secs(30)).await;
+    q.nack(&d, "boom", None).await.expect("nack");
+    for offset in [1, 1 << 53, i64::MAX as u64, u64::MAX] {
+        let page = q.dead_letters().list(offset, 10).await.expect("a page");
+        assert!(page.is_empty(), "offset {offset}");
+    }
+    assert_eq!(q.dead_letters().list(0, 10).await.expect("page").len(), 1);
+}
