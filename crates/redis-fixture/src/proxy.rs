@@ -1,6 +1,7 @@
 //! A TCP proxy between clients and a `redis-server`, for faults that a server alone cannot
 //! produce: replies that arrive late (a network stall right after Redis ran a command),
-//! requests that arrive late, and every connection cut at once.
+//! requests that arrive late, every connection cut at once, and a connection left half-open
+//! (it stays established but nothing gets through, as behind a dead router).
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
@@ -23,9 +24,24 @@ struct Shared {
     request_delay_us: AtomicU64,
     /// Microseconds each chunk from server to client is held back.
     reply_delay_us: AtomicU64,
-    /// Both ends of every connection, so that `cut_all` can close them.
-    streams: Mutex<Vec<TcpStream>>,
+    /// Every open connection, so that `cut_all` can close them and `hold_half_open` can
+    /// silence one.
+    links: Mutex<Vec<Link>>,
     stopped: AtomicBool,
+}
+
+/// One proxied connection: both of its sockets and what its pumps share.
+struct Link {
+    streams: [TcpStream; 2],
+    state: Arc<LinkState>,
+}
+
+#[derive(Default)]
+struct LinkState {
+    /// Held half-open: whatever arrives is swallowed.
+    silenced: AtomicBool,
+    /// Set once either direction has ended.
+    closed: AtomicBool,
 }
 
 impl Proxy {
@@ -62,19 +78,50 @@ impl Proxy {
         self.shared.request_delay_us.store(us, Ordering::SeqCst);
     }
 
-    /// Closes every connection open now (clients see them dropped); new ones are accepted.
+    /// Closes every connection open now (clients see them dropped), except those held
+    /// half-open, which stay silent; new ones are accepted.
     pub fn cut_all(&self) {
-        let streams = std::mem::take(&mut *lock(&self.shared.streams));
-        for s in streams {
-            let _ = s.shutdown(Shutdown::Both);
+        self.close(|l| !l.state.silenced.load(Ordering::SeqCst));
+    }
+
+    fn close(&self, which: impl Fn(&Link) -> bool) {
+        let mut links = lock(&self.shared.links);
+        for link in links.iter().filter(|l| which(l)) {
+            for s in &link.streams {
+                let _ = s.shutdown(Shutdown::Both);
+            }
         }
+        links.retain(|l| !which(l));
+    }
+
+    /// Leaves connection number `pick` (modulo the open ones, oldest first) half-open: it
+    /// stays established, but from now on whatever either side sends is swallowed and no
+    /// close is passed on (not even by [`cut_all`](Self::cut_all) or a dying server), so its
+    /// client hears nothing until it gives up on its own. Returns false when
+    /// no connection is open.
+    pub fn hold_half_open(&self, pick: usize) -> bool {
+        let mut links = lock(&self.shared.links);
+        // Connections whose pumps ended are gone already; forget them.
+        links.retain(|l| !l.state.closed.load(Ordering::SeqCst));
+        let live: Vec<&Link> = links
+            .iter()
+            .filter(|l| !l.state.silenced.load(Ordering::SeqCst))
+            .collect();
+        if live.is_empty() {
+            return false;
+        }
+        live[pick % live.len()]
+            .state
+            .silenced
+            .store(true, Ordering::SeqCst);
+        true
     }
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
-        self.cut_all();
+        self.close(|_| true);
         // Wakes the accept loop so that it sees `stopped`.
         let _ = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port));
     }
@@ -96,29 +143,34 @@ fn accept(listener: TcpListener, target_port: u16, shared: Arc<Shared>) {
         };
         let _ = client.set_nodelay(true);
         let _ = server.set_nodelay(true);
-        let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
+        let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = (
+            client.try_clone(),
+            server.try_clone(),
+            client.try_clone(),
+            server.try_clone(),
+        ) else {
             continue;
         };
-        {
-            let mut streams = lock(&shared.streams);
-            for s in [&client, &server] {
-                if let Ok(s) = s.try_clone() {
-                    streams.push(s);
-                }
-            }
-        }
+        let state = Arc::new(LinkState::default());
+        lock(&shared.links).push(Link {
+            streams: [c3, s3],
+            state: state.clone(),
+        });
         let up = shared.clone();
-        thread::spawn(move || pump(client, server, &up, |s| &s.request_delay_us));
+        let up_state = state.clone();
+        thread::spawn(move || pump(client, server, &up, &up_state, |s| &s.request_delay_us));
         let down = shared.clone();
-        thread::spawn(move || pump(s2, c2, &down, |s| &s.reply_delay_us));
+        thread::spawn(move || pump(s2, c2, &down, &state, |s| &s.reply_delay_us));
     }
 }
 
-/// Copies `from` to `to`, holding each chunk back by the delay current when it arrived.
+/// Copies `from` to `to`, holding each chunk back by the delay current when it arrived, and
+/// swallowing it once the connection is silenced.
 fn pump(
     mut from: TcpStream,
     mut to: TcpStream,
     shared: &Shared,
+    link: &LinkState,
     delay: impl Fn(&Shared) -> &AtomicU64,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
@@ -127,6 +179,9 @@ fn pump(
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        if link.silenced.load(Ordering::SeqCst) {
+            continue;
+        }
         let hold = Duration::from_micros(delay(shared).load(Ordering::SeqCst));
         if !hold.is_zero() {
             thread::sleep(hold);
@@ -134,6 +189,11 @@ fn pump(
         if to.write_all(&buf[..n]).is_err() {
             break;
         }
+    }
+    link.closed.store(true, Ordering::SeqCst);
+    if link.silenced.load(Ordering::SeqCst) {
+        // Half-open: the other side hears of nothing, not even a close.
+        return;
     }
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);

@@ -123,6 +123,11 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// The process id of the running server, for signals such as `SIGSTOP`.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The server's working directory (AOF, `nodes.conf`, `redis.log`).
     pub fn dir(&self) -> &Path {
         self.dir.path()

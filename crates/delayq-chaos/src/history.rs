@@ -1,0 +1,171 @@
+//! The run's history. Every process appends what it did to a JSON-lines file of its own, one
+//! line per event, written through at once so that a `kill -9` loses nothing it recorded.
+//! The checker reads them all at the end.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// Microseconds since the Unix epoch by this host's clock. Every process of a run is on the
+/// same host as Redis, so their times and Redis's can be compared.
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// One thing that happened.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Event {
+    /// A send that was acknowledged: message `n` of the run is in Redis as `id`.
+    Sent {
+        n: u64,
+        id: String,
+        /// Not due before this (µs): the producer's clock before its first try plus the delay.
+        nb_us: u64,
+        at_us: u64,
+        via: String,
+        batch: bool,
+        caller_id: bool,
+        duplicate: bool,
+    },
+    /// A handler started on a delivery.
+    Start {
+        pid: u32,
+        id: String,
+        n: u64,
+        token: String,
+        attempt: u32,
+        due_ms: u64,
+        nb_us: u64,
+        at_us: u64,
+    },
+    /// That handler stopped.
+    End {
+        pid: u32,
+        id: String,
+        token: String,
+        outcome: Outcome,
+        at_us: u64,
+    },
+    /// What became of an HTTP consumer's ack or nack, or a library worker's warning about a
+    /// delivery (`id`) or about all it held (`id` absent).
+    Settle {
+        pid: u32,
+        id: Option<String>,
+        token: Option<String>,
+        result: String,
+        at_us: u64,
+    },
+    /// Something the controller did or saw.
+    Fault {
+        fault: Fault,
+        pid: Option<u32>,
+        at_us: u64,
+    },
+}
+
+/// How a handler stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Done: the work happened.
+    Ok,
+    /// Failed on purpose; the message is nacked.
+    Failed,
+    /// Stopped before done: its lease passed or was lost, or shutdown handed it back.
+    Cancelled,
+}
+
+/// What the controller did (or saw happen) to a process or a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    KillWorker,
+    TermWorker,
+    WorkerExited,
+    KillRedis,
+    RestartRedis,
+    FreezeRedis,
+    ThawRedis,
+    KillServer,
+    RestartServer,
+    CutConnections,
+    HalfOpen,
+    /// A process that was not killed died on its own: always a failure.
+    Crashed,
+}
+
+/// Appends events to one history file.
+pub struct Recorder {
+    file: Mutex<File>,
+}
+
+impl Recorder {
+    /// Creates (or appends to) the file at `path`.
+    pub fn create(path: &Path) -> std::io::Result<Recorder> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(Recorder {
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Writes one event as one line, straight to the file (no user-space buffer to lose).
+    pub fn record(&self, event: &Event) {
+        let mut line = match serde_json::to_vec(event) {
+            Ok(line) => line,
+            Err(e) => panic!("an event always serialises: {e}"),
+        };
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = file.write_all(&line) {
+            // A history with holes would make the checker lie: stop here instead.
+            eprintln!("cannot write history: {e}");
+            std::process::exit(3);
+        }
+    }
+}
+
+/// Reads every `*.jsonl` file in `dir`. A process killed mid-write may leave its last line
+/// cut short; such a line is skipped and counted.
+pub fn read_all(dir: &Path) -> std::io::Result<(Vec<Event>, usize)> {
+    let mut events = Vec::new();
+    let mut torn = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        for line in BufReader::new(File::open(&path)?).lines() {
+            match serde_json::from_str(&line?) {
+                Ok(event) => events.push(event),
+                Err(_) => torn += 1,
+            }
+        }
+    }
+    Ok((events, torn))
+}
+
+/// The payload of message `n`: its number and the earliest time it may be delivered.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Payload {
+    pub n: u64,
+    pub nb: u64,
+}
+
+impl Payload {
+    /// Reads a payload; `None` for bytes that are not one.
+    pub fn parse(bytes: &[u8]) -> Option<Payload> {
+        serde_json::from_slice(bytes).ok()
+    }
+
+    /// As JSON.
+    pub fn to_json(self) -> String {
+        format!(r#"{{"n":{},"nb":{}}}"#, self.n, self.nb)
+    }
+}

@@ -1,0 +1,89 @@
+//! `delayq-chaos`: proves delayq's promise under faults, the way Jepsen does: real processes,
+//! real kills, a recorded history, and a checker that reads it.
+//!
+//! * `delayq-chaos run` (full: 20,000 messages, 150 s of faults) or `run --short` (CI: 2,000
+//!   messages, 40 s) does everything: see `controller.rs`.
+//! * `produce`, `work` and `consume` are the processes the controller starts.
+//!
+//! Layout: `plan.rs` (what each message is), `history.rs` (the recorded events),
+//! `producer.rs`, `worker.rs`, `http_consumer.rs`, `holding.rs` (the processes' sides),
+//! `processes.rs` and `controller.rs` (starting and hurting them), `checker.rs` (the verdict).
+
+mod checker;
+mod controller;
+mod history;
+mod holding;
+mod http;
+mod http_consumer;
+mod plan;
+mod processes;
+mod producer;
+mod worker;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "Fault-injection run for delayq")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// A whole run: start everything, inject faults, drain, check.
+    Run(controller::RunArgs),
+    /// A producer process (started by `run`).
+    Produce(producer::ProduceArgs),
+    /// A library worker process (started by `run`).
+    Work(worker::WorkArgs),
+    /// An HTTP consumer process (started by `run`).
+    Consume(http_consumer::ConsumeArgs),
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Run(args) => controller::run(args).map(|passed| {
+            if passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }),
+        Command::Produce(args) => block_on(producer::run(args)),
+        Command::Work(args) => block_on(worker::run(args)),
+        Command::Consume(args) => block_on(http_consumer::run(args)),
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("delayq-chaos: {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn block_on(
+    work: impl std::future::Future<Output = Result<(), String>>,
+) -> Result<ExitCode, String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(work).map(|()| ExitCode::SUCCESS)
+}
+
+/// Completes on SIGTERM (or Ctrl-C).
+async fn sigterm() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        // Without a handler, SIGTERM kills the process anyway.
+        Err(_) => std::future::pending().await,
+    }
+}

@@ -1,0 +1,55 @@
+//! What each message of a run is and how its handler behaves, decided by its number alone so
+//! that producers, workers and the checker agree without talking to each other.
+
+use std::time::Duration;
+
+use delayq::Backoff;
+
+/// The queue every run uses.
+pub const QUEUE: &str = "chaos";
+
+/// Attempts per message: high enough that kills and lease losses (each of which uses an
+/// attempt) never push a message to the dead letters, which would count as never processed.
+pub const MAX_ATTEMPTS: u16 = 100;
+
+/// Lease of every delivery. Short, so that a frozen Redis outlives it.
+pub const LEASE: Duration = Duration::from_secs(2);
+
+/// Retry policy of every message: quick, so that retries happen within the run.
+pub fn backoff() -> Backoff {
+    Backoff::exponential(Duration::from_millis(100), Duration::from_secs(2)).with_jitter(20)
+}
+
+/// Half the messages carry a caller id.
+pub fn caller_id(n: u64) -> Option<String> {
+    n.is_multiple_of(2).then(|| format!("m{n}"))
+}
+
+/// A third are sent with an absolute due time, the rest with a delay.
+pub fn uses_deliver_at(n: u64) -> bool {
+    n.is_multiple_of(3)
+}
+
+/// Messages are sent in groups of ten; every third group as one batch.
+pub const GROUP: u64 = 10;
+
+/// Whether group `g` goes as one batch.
+pub fn is_batch(group: u64) -> bool {
+    group.is_multiple_of(3)
+}
+
+/// One message in ten fails its first two attempts on purpose, so that retries and backoff
+/// run under faults too.
+pub fn fails(n: u64, attempt: u32) -> bool {
+    n % 10 == 3 && attempt <= 2
+}
+
+/// How long handling takes: a few ms, and for one message in 97 longer than a lease, so that
+/// leases must be extended while it runs.
+pub fn work_time(n: u64) -> Duration {
+    if n % 97 == 5 {
+        LEASE + Duration::from_millis(500)
+    } else {
+        Duration::from_millis(n % 20)
+    }
+}

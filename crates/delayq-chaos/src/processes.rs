@@ -1,0 +1,140 @@
+//! The processes of a run: this binary again as producers, workers and HTTP consumers, and
+//! `delayq serve`. Each writes its history into the run directory and its log beside it.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Which kind of process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A library worker (`delayq-chaos work`).
+    Worker,
+    /// An HTTP consumer (`delayq-chaos consume`).
+    Consumer,
+    /// A producer (`delayq-chaos produce`).
+    Producer,
+    /// `delayq serve`.
+    Server,
+}
+
+/// A started process.
+pub struct Proc {
+    pub role: Role,
+    pub child: Child,
+    /// When SIGTERM was sent, if it was.
+    pub terminated: Option<Instant>,
+}
+
+impl Proc {
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its exit status if it has exited (`None` while it runs).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+/// Starts processes into one run directory, numbering their files.
+pub struct Launcher {
+    dir: PathBuf,
+    me: PathBuf,
+    delayq_bin: PathBuf,
+    started: usize,
+}
+
+impl Launcher {
+    /// Launches this binary (`me`) and `delayq_bin` with files in `dir`.
+    pub fn new(dir: &Path, me: PathBuf, delayq_bin: PathBuf) -> Launcher {
+        Launcher {
+            dir: dir.to_path_buf(),
+            me,
+            delayq_bin,
+            started: 0,
+        }
+    }
+
+    /// Starts this binary with `args` (then `--out` its history file).
+    pub fn chaos(&mut self, role: Role, args: &[String]) -> std::io::Result<Proc> {
+        self.started += 1;
+        let name = format!("{:?}-{}", role, self.started).to_lowercase();
+        let child = Command::new(&self.me)
+            .args(args)
+            .arg("--out")
+            .arg(self.dir.join(format!("{name}.jsonl")))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(self.dir.join(format!("{name}.log")))?)
+            .spawn()?;
+        Ok(Proc {
+            role,
+            child,
+            terminated: None,
+        })
+    }
+
+    /// Starts `delayq serve` on `port` against `redis_url` and waits until it answers.
+    pub fn server(&mut self, redis_url: &str, port: u16) -> Result<Proc, String> {
+        self.started += 1;
+        let log = self.dir.join(format!("server-{}.log", self.started));
+        let log_file = File::create(&log).map_err(|e| format!("{log:?}: {e}"))?;
+        let child = Command::new(&self.delayq_bin)
+            .args(["serve", "--redis-url", redis_url, "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .map_err(|e| format!("cannot start {:?}: {e}", self.delayq_bin))?;
+        let mut server = Proc {
+            role: Role::Server,
+            child,
+            terminated: None,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !healthy(port) {
+            if let Some(status) = server.exited() {
+                return Err(format!("delayq serve exited with {status}; see {log:?}"));
+            }
+            if Instant::now() > deadline {
+                return Err("delayq serve did not answer /healthz within 30 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(server)
+    }
+}
+
+fn healthy(port: u16) -> bool {
+    let Ok(mut conn) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
+    if conn.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    conn.read_exact(&mut head).is_ok() && head.ends_with(b"200")
+}
+
+/// Sends `signal` (`TERM`, `STOP`, `CONT`) to `pid` with kill(1).
+pub fn signal(pid: u32, signal: &str) -> Result<(), String> {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .map_err(|e| format!("kill -{signal} {pid}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill -{signal} {pid}: {status}"))
+    }
+}
