@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
-
 use crate::connection;
 use crate::error::Result;
 use crate::keys::Keys;
@@ -16,7 +14,7 @@ use crate::wakeup::Subscriptions;
 #[derive(Clone)]
 pub struct DelayQ {
     client: redis::Client,
-    conn: ConnectionManager,
+    conn: connection::Ordinary,
     config: Arc<Config>,
     /// Wake-up subscriptions, one per queue, shared by every consumer made from this client.
     subscriptions: Arc<Subscriptions>,
@@ -31,7 +29,7 @@ impl DelayQ {
     /// Connects with `config`.
     pub async fn connect_with(url: &str, config: Config) -> Result<Self> {
         let client = redis::Client::open(url)?;
-        let conn = connection::ordinary(&client, &config).await?;
+        let conn = connection::Ordinary::connect(&client, &config).await?;
         Ok(DelayQ {
             client,
             conn,
@@ -57,7 +55,7 @@ impl DelayQ {
     /// keys), by name. Walks the keyspace with `SCAN`, so it costs time in proportion to the
     /// number of keys: meant for admin tools, not hot paths.
     pub async fn queues(&self) -> Result<Vec<QueueName>> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.get();
         let mut names = std::collections::BTreeSet::new();
         let mut cursor = 0u64;
         loop {

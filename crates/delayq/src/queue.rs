@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::{Script, ScriptInvocation, Value};
 use tokio::time::Instant;
 
+use crate::connection;
 use crate::consumer::{Claim, Consumer, Delivery, ReceiveOptions};
 use crate::dead_letters::DeadLetters;
 use crate::error::{Error, InvalidInput, Result};
@@ -41,7 +41,7 @@ pub struct Queue {
     name: QueueName,
     keys: Arc<Keys>,
     client: redis::Client,
-    conn: ConnectionManager,
+    conn: connection::Ordinary,
     config: Arc<Config>,
     subscriptions: Arc<Subscriptions>,
     metrics: Arc<QueueMetrics>,
@@ -52,7 +52,7 @@ impl Queue {
         keys: Arc<Keys>,
         name: QueueName,
         client: redis::Client,
-        conn: ConnectionManager,
+        conn: connection::Ordinary,
         config: Arc<Config>,
         subscriptions: Arc<Subscriptions>,
     ) -> Self {
@@ -87,8 +87,8 @@ impl Queue {
             .await
     }
 
-    pub(crate) fn connection(&self) -> ConnectionManager {
-        self.conn.clone()
+    pub(crate) fn connection(&self) -> connection::Conn {
+        self.conn.get()
     }
 
     /// Sends one message.
@@ -145,7 +145,7 @@ impl Queue {
         for m in messages {
             prepared.push(self.prepare(&m.payload, &m.options)?);
         }
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.get();
         let (first_seq, (secs, micros)): (u64, (u64, u64)) = redis::pipe()
             .atomic()
             .incr(self.keys.seq(), messages.len())
@@ -623,7 +623,7 @@ impl Queue {
     }
 
     pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.get();
         Ok(inv.invoke_async(&mut conn).await?)
     }
 }

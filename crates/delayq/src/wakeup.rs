@@ -11,11 +11,14 @@
 //! (`Subscriptions`): a server with a thousand long-polls on a queue holds one connection
 //! for their wake-ups. A dropped connection is reported as a wake-up too (consumers claim,
 //! and the next one to wait subscribes afresh), since whatever was published while it was
-//! down is lost.
+//! down is lost. A connection that stays up while nothing gets through (half-open) would
+//! never report a drop, so each subscription pings Redis every [`PING_EVERY`] and counts a
+//! ping that fails or goes unanswered for the response timeout as a drop.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind};
@@ -23,6 +26,9 @@ use tokio::sync::{Mutex, Notify};
 
 use crate::error::Result;
 use crate::options::Config;
+
+/// How often a subscription checks that its connection still carries anything.
+const PING_EVERY: Duration = Duration::from_secs(1);
 
 /// The live subscriptions of one client, one per wake channel, shared by its consumers and
 /// closed when the last of them is dropped.
@@ -56,6 +62,14 @@ pub(crate) struct Subscription {
     /// Kept only to keep the connection open; dropping it unsubscribes.
     _conn: MultiplexedConnection,
     signal: Arc<Signal>,
+    /// The task that pings the connection (it holds a clone of it); stopped on drop.
+    keepalive: tokio::task::AbortHandle,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.keepalive.abort();
+    }
 }
 
 /// Shared between the connection's push handler and the waiting consumers.
@@ -104,9 +118,11 @@ impl Subscription {
             .arg(channel)
             .query_async::<redis::Value>(&mut conn)
             .await?;
+        let keepalive = tokio::spawn(keep_alive(conn.clone(), signal.clone())).abort_handle();
         Ok(Subscription {
             _conn: conn,
             signal,
+            keepalive,
         })
     }
 
@@ -134,6 +150,25 @@ impl Subscription {
                 return;
             }
             notified.await;
+        }
+    }
+}
+
+/// Pings the subscription's connection until a ping fails (or times out): then the
+/// subscription is lost, and its waiters are woken to claim and subscribe afresh.
+async fn keep_alive(mut conn: MultiplexedConnection, signal: Arc<Signal>) {
+    loop {
+        tokio::time::sleep(PING_EVERY).await;
+        if signal.lost.load(Ordering::SeqCst) {
+            return;
+        }
+        let ping = redis::cmd("PING")
+            .query_async::<redis::Value>(&mut conn)
+            .await;
+        if ping.is_err() {
+            signal.lost.store(true, Ordering::SeqCst);
+            signal.notify.notify_waiters();
+            return;
         }
     }
 }

@@ -15,5 +15,6 @@ mod ops;
 // Runtime behaviour under load and faults.
 mod concurrency;
 mod durability;
+mod half_open;
 mod timing;
 mod worker;
