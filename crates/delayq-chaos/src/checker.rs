@@ -297,3 +297,206 @@ pub fn check(
     let _ = writeln!(t, "{}", if passed { "PASSED" } else { "FAILED" });
     Ok(Report { passed, table: t })
 }
+
+#[cfg(test)]
+mod tests {
+    //! The checker must catch what it exists to catch: each test writes a small history
+    //! with one violation and expects it to fail the run, beside a clean one that passes.
+
+    use super::*;
+    use crate::history::Recorder;
+
+    fn sent(n: u64) -> Event {
+        Event::Sent {
+            n,
+            id: format!("m{n}"),
+            nb_us: 1_000,
+            at_us: 500,
+            via: "library".into(),
+            batch: false,
+            caller_id: true,
+            duplicate: false,
+        }
+    }
+
+    fn start(pid: u32, n: u64, token: &str, at_us: u64) -> Event {
+        Event::Start {
+            pid,
+            id: format!("m{n}"),
+            n,
+            token: token.into(),
+            attempt: 1,
+            due_ms: 1,
+            nb_us: 1_000,
+            at_us,
+        }
+    }
+
+    fn end(pid: u32, n: u64, token: &str, at_us: u64) -> Event {
+        Event::End {
+            pid,
+            id: format!("m{n}"),
+            token: token.into(),
+            outcome: Outcome::Ok,
+            at_us,
+        }
+    }
+
+    fn acked(pid: u32, n: u64, token: &str) -> Event {
+        Event::Settle {
+            pid,
+            id: Some(format!("m{n}")),
+            token: Some(token.into()),
+            result: "/ack settled".into(),
+            at_us: 0,
+        }
+    }
+
+    fn kill(pid: u32, at_us: u64) -> Event {
+        Event::Fault {
+            fault: Fault::KillWorker,
+            pid: Some(pid),
+            at_us,
+        }
+    }
+
+    fn verdict(events: &[Event], in_redis: bool) -> Report {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let recorder = Recorder::create(&dir.path().join("all.jsonl")).expect("history");
+        for e in events {
+            recorder.record(e);
+        }
+        check(dir.path(), &Leftovers::default(), &BTreeMap::new(), &|_| {
+            in_redis
+        })
+        .expect("check")
+    }
+
+    #[test]
+    fn a_clean_history_passes() {
+        let r = verdict(
+            &[sent(1), start(7, 1, "a", 2_000), end(7, 1, "a", 3_000)],
+            false,
+        );
+        assert!(r.passed, "{}", r.table);
+    }
+
+    #[test]
+    fn an_acknowledged_send_never_processed_fails() {
+        let r = verdict(
+            &[
+                sent(1),
+                sent(2),
+                start(7, 1, "a", 2_000),
+                end(7, 1, "a", 3_000),
+            ],
+            false,
+        );
+        assert!(!r.passed, "{}", r.table);
+        assert!(
+            r.table
+                .contains("| acknowledged sends lost (never processed, not in Redis) | 1 |"),
+            "{}",
+            r.table
+        );
+    }
+
+    #[test]
+    fn two_live_holders_at_once_fail() {
+        let r = verdict(
+            &[
+                sent(1),
+                start(7, 1, "a", 2_000),
+                start(8, 1, "b", 2_500),
+                end(8, 1, "b", 2_600),
+                end(7, 1, "a", 3_000),
+            ],
+            false,
+        );
+        assert!(!r.passed, "{}", r.table);
+        assert!(
+            r.table.contains("| held by two live holders at once | 1 |"),
+            "{}",
+            r.table
+        );
+    }
+
+    #[test]
+    fn a_killed_holder_stops_holding_at_its_kill() {
+        // Holder 7 is killed at 2,400 µs; holder 8 starts after that: a duplicate explained
+        // by the kill, and no double hold.
+        let r = verdict(
+            &[
+                sent(1),
+                start(7, 1, "a", 2_000),
+                end(7, 1, "a", 2_300),
+                kill(7, 2_400),
+                start(8, 1, "b", 2_500),
+                end(8, 1, "b", 2_600),
+            ],
+            false,
+        );
+        assert!(r.passed, "{}", r.table);
+        assert!(
+            r.table
+                .contains("| duplicates: earlier holder killed (-9) before its ack landed | 1 |"),
+            "{}",
+            r.table
+        );
+    }
+
+    #[test]
+    fn a_delivery_before_its_due_time_fails() {
+        let r = verdict(
+            &[sent(1), start(7, 1, "a", 900), end(7, 1, "a", 3_000)],
+            false,
+        );
+        assert!(!r.passed, "{}", r.table);
+        assert!(
+            r.table.contains("| delivered before due | 1 |"),
+            "{}",
+            r.table
+        );
+    }
+
+    #[test]
+    fn a_duplicate_after_a_confirmed_ack_is_unexplained() {
+        let r = verdict(
+            &[
+                sent(1),
+                start(7, 1, "a", 2_000),
+                end(7, 1, "a", 2_100),
+                acked(7, 1, "a"),
+                start(8, 1, "b", 3_000),
+                end(8, 1, "b", 3_100),
+            ],
+            false,
+        );
+        assert!(!r.passed, "{}", r.table);
+        assert!(
+            r.table.contains("| duplicates: unexplained | 1 |"),
+            "{}",
+            r.table
+        );
+    }
+
+    #[test]
+    fn a_holder_that_vanished_fails() {
+        let r = verdict(
+            &[
+                sent(1),
+                start(7, 1, "a", 2_000),
+                start(8, 1, "b", 5_000),
+                end(8, 1, "b", 5_100),
+            ],
+            false,
+        );
+        assert!(!r.passed, "{}", r.table);
+        assert!(
+            r.table
+                .contains("| holders that vanished (no end, not killed) | 1 |"),
+            "{}",
+            r.table
+        );
+    }
+}
