@@ -165,7 +165,7 @@ pub fn check(
                 .cloned()
                 .unwrap_or_default();
             let cause = if results.iter().any(|r| r.contains("lease")) {
-                "earlier ack refused: its lease had passed"
+                "earlier ack refused, its lease had passed"
             } else if results
                 .iter()
                 .any(|r| r.contains("not settled") || r.contains("could not settle"))

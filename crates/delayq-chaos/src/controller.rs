@@ -73,6 +73,10 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
         None => std::env::temp_dir().join(format!("delayq-chaos-{}", now_us())),
     };
     std::fs::create_dir_all(&dir).map_err(|e| format!("{dir:?}: {e}"))?;
+    // Histories are appended to: an old run's would mix with this one's.
+    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(format!("{} is not empty", dir.display()));
+    }
     let me = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
     let delayq_bin = match &args.delayq_bin {
         Some(bin) => bin.clone(),

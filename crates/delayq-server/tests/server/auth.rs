@@ -118,3 +118,68 @@ async fn each_role_reaches_its_routes_and_no_others() {
         let _ = allowed;
     }
 }
+
+/// Every operation the OpenAPI document lists, with the role its tag names; a token of any
+/// other role but admin is refused with 403, and the refused request changes nothing.
+#[tokio::test]
+async fn every_documented_route_refuses_the_roles_it_is_not_for() {
+    let mut s = secured().await;
+    s.token = Some(ADMIN.into());
+    let (status, doc) = s.get("/openapi.json").await;
+    assert_eq!(status, StatusCode::OK);
+    // A delayed message (so that no lag grows meanwhile), which a request let through would
+    // change.
+    let (status, _) = s
+        .post(
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "id": "m1", "delay": "1h" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let before = state_of(&s).await;
+
+    let mut checked = 0;
+    let paths = doc["paths"].as_object().expect("paths");
+    for (template, operations) in paths {
+        let path = template.replace("{queue}", "q").replace("{id}", "m1");
+        for (method, operation) in operations.as_object().expect("operations") {
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
+            let tag = operation["tags"][0].as_str().unwrap_or("");
+            let owner = match tag {
+                "produce" => SEND,
+                "consume" => CONSUME,
+                "admin" => ADMIN,
+                "probes" => continue,
+                other => panic!("{method} {template}: tag {other:?} names no role"),
+            };
+            let body = (method == Method::POST)
+                .then(|| json!({ "all": true, "receipts": [], "messages": [] }));
+            for token in [SEND, CONSUME] {
+                if token == owner {
+                    continue;
+                }
+                s.token = Some(token.into());
+                let answer = s.call(method.clone(), &path, body.clone()).await;
+                assert_error(&answer, StatusCode::FORBIDDEN, "forbidden");
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 20,
+        "only {checked} refusals checked: is the document complete?"
+    );
+    s.token = Some(ADMIN.into());
+    assert_eq!(
+        state_of(&s).await,
+        before,
+        "refused requests changed nothing"
+    );
+}
+
+/// The queue's counts and its one message, as an admin sees them.
+async fn state_of(s: &TestServer) -> (serde_json::Value, serde_json::Value) {
+    let (_, stats) = s.get("/v1/queues/q").await;
+    let (_, message) = s.get("/v1/queues/q/messages/m1").await;
+    (stats, message)
+}
