@@ -1,5 +1,6 @@
 //! The server's limits, checked before any work is done: body size, batch size, and the
-//! longest wait, lease and delay a request may ask for.
+//! longest wait, lease and delay a request may ask for; and the limits on connections that
+//! keep slow or idle clients from holding the server (`server.rs`).
 
 use std::time::Duration;
 
@@ -18,11 +19,20 @@ pub struct Limits {
     pub max_lease: Duration,
     /// Longest delay (or furthest deliver-at) of a send.
     pub max_delay: Duration,
+    /// Longest a client may take to send a request's headers; also how long a connection
+    /// may sit idle between requests.
+    pub header_timeout: Duration,
+    /// Longest a client may take to send a request's body, once its headers are in.
+    pub body_timeout: Duration,
+    /// Largest request head (request line and headers), in bytes.
+    pub max_header_bytes: usize,
+    /// Most connections open at once; more are closed as soon as they are accepted.
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
     /// 16 MiB bodies, batches of 1000, 30 s waits, 12 h leases, delays up to delayq's own
-    /// ten-year limit.
+    /// ten-year limit; 10 s for headers, 30 s for a body, 16 KiB heads, 4096 connections.
     fn default() -> Self {
         Limits {
             max_body_bytes: 16 * 1024 * 1024,
@@ -30,6 +40,10 @@ impl Default for Limits {
             max_wait: Duration::from_secs(30),
             max_lease: Duration::from_secs(12 * 3600),
             max_delay: delayq::MAX_DELAY,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_header_bytes: 16 * 1024,
+            max_connections: 4096,
         }
     }
 }

@@ -1,9 +1,24 @@
 //! Running the server: a bound listener, the state, and a shutdown future. Tests bind
 //! `127.0.0.1:0` and run it in-process; `main.rs` adds flags, signals and Redis.
+//!
+//! Connections are served by hyper (HTTP/1.1) with a timer, rather than by `axum::serve`,
+//! which sets none: there, a client that trickles its headers (slowloris) or opens
+//! connections and sends nothing holds them for ever. Here (`Limits`): the head of each
+//! request, and the wait for the next one on a kept-alive connection, must arrive within the
+//! header timeout; a head is at most `max_header_bytes` (431 beyond); a body must arrive
+//! within the body timeout (408, in `api/wire.rs`); and beyond `max_connections` new
+//! connections are closed as soon as they are accepted, so a flood of them costs one file
+//! descriptor each for an instant, not a slot.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use crate::state::AppState;
 
@@ -14,11 +29,44 @@ pub async fn run(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = crate::api::router(state.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            state.begin_shutdown();
-        })
-        .await
+    let limits = state.limits().clone();
+    let service = TowerToHyperService::new(crate::api::router(state.clone()));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_header_size(limits.max_header_bytes);
+    let open = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors, most likely: wait for some to close.
+                tracing::warn!(error = %e, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = open.clone().try_acquire_owned() else {
+            // Closed unanswered: the client fails fast instead of waiting in a queue.
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        tokio::spawn(async move {
+            // A client that goes away mid-request is its own problem, not the server's.
+            let _ = conn.await;
+            drop(slot);
+        });
+    }
+    drop(listener);
+    state.begin_shutdown();
+    graceful.shutdown().await;
+    Ok(())
 }

@@ -37,6 +37,7 @@ use crate::state::AppState;
 /// `/openapi.json`), so that the two cannot disagree.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.limits().max_body_bytes;
+    let body_timeout = wire::BodyTimeout(state.limits().body_timeout);
     let (router, api) = routes().split_for_parts();
     let api = Arc::new(api);
     router
@@ -55,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::Extension(body_timeout))
         .with_state(state)
 }
 

@@ -18,14 +18,34 @@ use crate::limits::Limits;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
-/// A request body, read whole; over the body limit it is a 413 in the API's error shape.
+/// A request body, read whole; over the body limit it is a 413 in the API's error shape, and
+/// one that does not arrive within [`BodyTimeout`] a 408.
 pub struct Body(pub Bytes);
+
+/// How long a body may take to arrive (a request extension set by the router).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyTimeout(pub Duration);
 
 impl<S: Send + Sync> FromRequest<S> for Body {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match Bytes::from_request(req, state).await {
+        let limit = req.extensions().get::<BodyTimeout>().map(|t| t.0);
+        let read = Bytes::from_request(req, state);
+        let read = match limit {
+            Some(limit) => tokio::time::timeout(limit, read).await.map_err(|_| {
+                ApiError::new(
+                    axum::http::StatusCode::REQUEST_TIMEOUT,
+                    "body_timeout",
+                    format!(
+                        "the request body did not arrive within {}",
+                        humantime::format_duration(limit)
+                    ),
+                )
+            })?,
+            None => read.await,
+        };
+        match read {
             Ok(bytes) => Ok(Body(bytes)),
             Err(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => Err(
                 ApiError::too_large("body_too_large", "the request body is over the limit"),

@@ -54,6 +54,15 @@ pub struct ServeArgs {
     /// How long a Redis command may take before the request fails with 503.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     redis_timeout: Duration,
+    /// Longest a client may take to send a request's headers (and may idle between requests).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    header_timeout: Duration,
+    /// Longest a client may take to send a request's body.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    body_timeout: Duration,
+    /// Most connections open at once.
+    #[arg(long, default_value_t = 4096)]
+    max_connections: usize,
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -85,6 +94,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_wait: args.max_wait,
         max_lease: args.max_lease,
         max_delay: args.max_delay.min(delayq::MAX_DELAY),
+        header_timeout: args.header_timeout,
+        body_timeout: args.body_timeout,
+        max_connections: args.max_connections,
+        ..Limits::default()
     };
 
     let embedded = match &args.redis.redis_url {

@@ -133,6 +133,7 @@ async fn limits_are_enforced_before_any_work() {
         max_wait: Duration::from_secs(5),
         max_lease: Duration::from_secs(60),
         max_delay: Duration::from_secs(3600),
+        ..Limits::default()
     };
     let s = TestServer::start_with(limits, Tokens::default()).await;
     let big = "x".repeat(70 * 1024);

@@ -11,3 +11,4 @@ mod metrics;
 mod openapi;
 mod produce;
 mod serve;
+mod slow_clients;
