@@ -39,7 +39,11 @@ impl TestServer {
     }
 
     pub async fn start_with(limits: Limits, tokens: Tokens) -> TestServer {
-        let redis = RedisServer::start();
+        Self::start_on(RedisServer::start(), limits, tokens).await
+    }
+
+    /// A server on a Redis the test started (with the config it needs).
+    pub async fn start_on(redis: RedisServer, limits: Limits, tokens: Tokens) -> TestServer {
         let dq = DelayQ::connect_with(&redis.url(), client_config())
             .await
             .expect("connect to redis");
