@@ -27,6 +27,7 @@ pub(crate) struct Ordinary(Arc<Shared>);
 
 struct Shared {
     client: redis::Client,
+    /// How replacements connect.
     config: ConnectionManagerConfig,
     /// The connection in use, and how many times it has been replaced.
     current: RwLock<(u64, ConnectionManager)>,
@@ -37,9 +38,13 @@ impl Ordinary {
     pub(crate) async fn connect(client: &redis::Client, config: &Config) -> Result<Ordinary> {
         let cfg = base_config(config).set_response_timeout(Some(config.response_timeout));
         let manager = ConnectionManager::new_with_config(client.clone(), cfg.clone()).await?;
+        // A replacement is made because Redis did not answer within the response timeout;
+        // connecting is given no longer, or a frozen Redis would hold each call for several
+        // connection timeouts instead of failing it quickly.
+        let impatient = config.connection_timeout.min(config.response_timeout);
         Ok(Ordinary(Arc::new(Shared {
             client: client.clone(),
-            config: cfg,
+            config: cfg.set_connection_timeout(Some(impatient)),
             current: RwLock::new((0, manager)),
         })))
     }
