@@ -335,3 +335,68 @@ async fn redis_down_for_ten_seconds_is_quick_503s_and_nothing_lost() {
         "nothing refused was written: {payloads:?}"
     );
 }
+
+/// Redis at `maxmemory` (noeviction): a send is a 503 `redis_full` and writes nothing, the
+/// queue still drains over the API, and sends work again once memory frees.
+#[tokio::test]
+async fn a_full_redis_refuses_sends_with_a_code_and_still_drains() {
+    let s = TestServer::start().await;
+    for id in ["a", "b"] {
+        let (status, _) = s
+            .post("/v1/queues/q/messages", json!({ "payload": id, "id": id }))
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let keys_before = s.redis.cli(&["DBSIZE"]);
+    s.redis
+        .cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    s.redis.cli(&["CONFIG", "SET", "maxmemory", "1"]);
+
+    for body in [
+        json!({ "payload": "c", "id": "c" }),
+        json!({ "payload": "d" }),
+    ] {
+        let answer = s.post("/v1/queues/q/messages", body).await;
+        assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "redis_full");
+    }
+    let answer = s
+        .post(
+            "/v1/queues/q/batch",
+            json!({ "messages": [{ "payload": "e" }, { "payload": "f", "id": "f" }] }),
+        )
+        .await;
+    assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "redis_full");
+    assert_eq!(s.redis.cli(&["DBSIZE"]), keys_before, "no key was added");
+    let (_, stats) = s.get("/v1/queues/q").await;
+    assert_eq!(stats["ready"], 2, "only a and b: {stats}");
+    assert_error(
+        &s.get("/v1/queues/q/messages/c").await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+
+    // Draining works while full.
+    let got = receive(&s, "q", 10, "0s").await;
+    assert_eq!(got.len(), 2);
+    let receipts: Vec<&str> = got.iter().filter_map(|d| d["receipt"].as_str()).collect();
+    let (status, acked) = s
+        .post("/v1/queues/q/ack", json!({ "receipts": receipts }))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{acked}");
+    assert!(acked["results"]
+        .as_array()
+        .is_some_and(|r| r.iter().all(|r| r["ok"] == true)));
+
+    s.redis.cli(&["CONFIG", "SET", "maxmemory", "0"]);
+    let (status, _) = s
+        .post(
+            "/v1/queues/q/messages",
+            json!({ "payload": "c", "id": "c" }),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "sends work again once memory frees"
+    );
+}
