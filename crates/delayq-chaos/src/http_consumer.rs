@@ -110,25 +110,61 @@ async fn handle(
         if tick == done_at {
             break;
         }
-        let sent_at = Instant::now();
         let body = json!({ "receipts": [receipt], "lease": plan::LEASE.as_millis() as u64 });
-        match http.post("/extend", &body).await {
-            Ok(answer) if answer["results"][0]["ok"] == json!(true) => {
-                expires = sent_at + plan::LEASE;
-            }
-            Ok(_) => {
+        match extend_within_lease(http.post("/extend", &body), expires).await {
+            Renewal::Renewed(new_expiry) => expires = new_expiry,
+            Renewal::Refused => {
                 drop(hold);
                 record(&recorder, id, receipt, "extend refused: lease lost");
                 return Ok(());
             }
+            Renewal::LeasePassed => {
+                drop(hold);
+                record(&recorder, id, receipt, "extend unanswered: lease passed");
+                return Ok(());
+            }
             // Unreachable: keep working while the lease we know of lasts.
-            Err(_) => {}
+            Renewal::Failed => {}
         }
     }
     hold.finish(Outcome::Ok);
     let body = json!({ "receipts": [receipt] });
     settle(&http, &recorder, id, receipt, "/ack", &body, expires).await;
     Ok(())
+}
+
+/// What came of one extend call.
+#[derive(Debug, PartialEq, Eq)]
+enum Renewal {
+    /// Renewed: the lease now surely lasts until this instant.
+    Renewed(Instant),
+    /// The server says the lease is lost.
+    Refused,
+    /// The lease we knew of passed before the server answered: stop work now.
+    LeasePassed,
+    /// The server or Redis was unreachable, and the lease still lasts.
+    Failed,
+}
+
+/// Sends an extend but waits for its answer only while the current lease lasts: an answer
+/// can take as long as the server's Redis timeout (a half-open connection), and work that
+/// goes on past the lease while it waits may overlap the next holder's.
+async fn extend_within_lease(
+    call: impl std::future::Future<Output = Result<Value, crate::http::CallError>>,
+    expires: Instant,
+) -> Renewal {
+    let sent_at = Instant::now();
+    tokio::select! {
+        answer = call => match answer {
+            Ok(answer) if answer["results"][0]["ok"] == json!(true) => {
+                Renewal::Renewed(sent_at + plan::LEASE)
+            }
+            Ok(_) => Renewal::Refused,
+            Err(_) if Instant::now() >= expires => Renewal::LeasePassed,
+            Err(_) => Renewal::Failed,
+        },
+        () = tokio::time::sleep_until(expires) => Renewal::LeasePassed,
+    }
 }
 
 /// Acks or nacks, retrying while the server or Redis is unreachable and the lease lasts,
@@ -166,4 +202,57 @@ fn record(recorder: &Recorder, id: &str, receipt: &str, result: &str) {
         result: result.to_owned(),
         at_us: now_us(),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::CallError;
+
+    /// Found by a short chaos run: an extend sent just as the server's Redis connection went
+    /// half-open was answered only after the Redis timeout (2 s), and the consumer held the
+    /// message until then, past its lease, while another consumer had reclaimed it.
+    #[tokio::test(start_paused = true)]
+    async fn an_extend_answered_after_the_lease_ends_the_hold_at_the_lease() {
+        let expires = Instant::now() + Duration::from_millis(1300);
+        let slow_ok = async {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Ok(json!({ "results": [{ "ok": true }] }))
+        };
+        assert_eq!(
+            extend_within_lease(slow_ok, expires).await,
+            Renewal::LeasePassed
+        );
+        assert_eq!(Instant::now(), expires);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_prompt_extend_renews_from_when_it_was_sent() {
+        let start = Instant::now();
+        let expires = start + Duration::from_millis(1300);
+        let ok = async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Ok(json!({ "results": [{ "ok": true }] }))
+        };
+        assert_eq!(
+            extend_within_lease(ok, expires).await,
+            Renewal::Renewed(start + plan::LEASE)
+        );
+        let refused = async { Ok(json!({ "results": [{ "ok": false }] })) };
+        assert_eq!(
+            extend_within_lease(refused, expires).await,
+            Renewal::Refused
+        );
+        let unreachable = async {
+            Err(CallError {
+                retryable: true,
+                status: Some(503),
+                message: "unavailable".into(),
+            })
+        };
+        assert_eq!(
+            extend_within_lease(unreachable, expires).await,
+            Renewal::Failed
+        );
+    }
 }
