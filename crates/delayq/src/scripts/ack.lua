@@ -4,6 +4,7 @@
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV: per delivery a triple: lease member (seq .. token), id, '1' if the id is explicit
 -- Returns per delivery: 1 acked, 0 lease lost (token stale or lease expired; nothing changed).
+check_groups(3, 'ack')
 local now_ms = to_ms(now_us())
 local members = {}
 for i = 1, #ARGV, 3 do

@@ -5,6 +5,7 @@
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
 -- ARGV: per delivery a pair: lease member (seq .. token), error text
 -- Returns per delivery: the id it is a dead letter under, or false when the lease was lost.
+check_groups(2, 'bury')
 local now = now_us()
 local now_ms = to_ms(now)
 local out = {}

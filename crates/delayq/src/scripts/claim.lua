@@ -19,8 +19,9 @@
 --   the next lease expires (-1: nothing pending or leased); 0 when something was claimed.
 -- Smallest valid record: sort key 13, flags 1, attempts 2, max attempts 2, backoff varint 1.
 local MIN_RECORD = 19
-local max, lease_ms, rnd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local base = tonumber(ARGV[5])
+local max, lease_ms = arg_number(1, 'max'), arg_number(2, 'lease ms')
+local rnd, base = arg_number(3, 'rnd'), arg_number(5, 'token base')
+local reclaim_max = arg_number(4, 'most expired leases')
 local claim_record = KEYS[10]
 local now = now_us()
 local now_ms = to_ms(now)
@@ -46,7 +47,7 @@ if ARGV[6] == '1' then
   -- The lost claim never ran (or took nothing): claim afresh under the same token base.
 end
 
-local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, tonumber(ARGV[4]))
+local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, reclaim_max)
 local retried, buried = 0, 0
 for j, member in ipairs(expired) do
   local seq = member:sub(1, 6)

@@ -6,7 +6,9 @@
 -- Returns: how many were purged.
 local ids = { ARGV[2] }
 if ARGV[1] == 'oldest' then
-  ids = redis.call('ZRANGE', k.dead, 0, tonumber(ARGV[2]) - 1)
+  ids = redis.call('ZRANGE', k.dead, 0, arg_number(2, 'how many') - 1)
+elseif ARGV[1] ~= 'id' or ARGV[2] == nil then
+  error('delayq: give id and an id, or oldest and a count')
 end
 local purged = 0
 for _, id in ipairs(ids) do

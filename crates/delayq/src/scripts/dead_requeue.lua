@@ -7,21 +7,33 @@
 -- Returns: how many were requeued.
 local ids = { ARGV[2] }
 if ARGV[1] == 'oldest' then
-  ids = redis.call('ZRANGE', k.dead, 0, tonumber(ARGV[2]) - 1)
+  ids = redis.call('ZRANGE', k.dead, 0, arg_number(2, 'how many') - 1)
+elseif ARGV[1] ~= 'id' or ARGV[2] == nil then
+  error('delayq: give id and an id, or oldest and a count')
+end
+-- Every record is read before the first write: one that cannot be read fails the call
+-- and moves nothing.
+local found = {}
+for _, id in ipairs(ids) do
+  local rec = redis.call('HGET', k.dead_msgs, id)
+  if rec then
+    local ok, m = pcall(parse, rec)
+    if not ok then
+      error('delayq: the dead letter ' .. id .. ' cannot be read')
+    end
+    found[#found + 1] = { id, m }
+  end
 end
 local now = now_us()
 local old_head = head_due()
 local moved = 0
-for _, id in ipairs(ids) do
-  local rec = redis.call('HGET', k.dead_msgs, id)
-  if rec then
-    local m = parse(rec)
-    m.attempts = 0
-    redis.call('ZREM', k.dead, id)
-    redis.call('HDEL', k.dead_msgs, id)
-    put_pending(m, now)
-    moved = moved + 1
-  end
+for _, pair in ipairs(found) do
+  local id, m = pair[1], pair[2]
+  m.attempts = 0
+  redis.call('ZREM', k.dead, id)
+  redis.call('HDEL', k.dead_msgs, id)
+  put_pending(m, now)
+  moved = moved + 1
 end
 if moved > 0 then
   wake_for(now, old_head, now)

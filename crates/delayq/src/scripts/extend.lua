@@ -6,7 +6,7 @@
 --   (seq .. token)
 -- Returns per delivery: the new deadline in ms, or 0 when the lease was lost (nothing changed).
 local now_ms = to_ms(now_us())
-local deadline = now_ms + tonumber(ARGV[1])
+local deadline = now_ms + arg_number(1, 'lease ms')
 local out = {}
 for i = 2, #ARGV do
   local member = ARGV[i]

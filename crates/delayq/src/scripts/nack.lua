@@ -10,18 +10,35 @@
 --   retry_ms   delay before the next attempt, or '' for the message's backoff policy
 --   rnd        random number in [0,1) for backoff jitter
 -- Returns per delivery: 'retry', 'dead', 'released' or 'lost' (lease lost; nothing changed).
+check_groups(5, 'nack')
+for i = 1, #ARGV, 5 do
+  local mode, retry_ms = ARGV[i + 1], ARGV[i + 3]
+  if mode ~= 'f' and mode ~= 'r' then
+    error('delayq: nack mode must be f or r, not ' .. mode)
+  end
+  if retry_ms ~= '' then
+    arg_number(i + 3, 'retry_ms')
+  end
+  arg_number(i + 4, 'rnd')
+end
 local now = now_us()
 local now_ms = to_ms(now)
 local out = {}
 for i = 1, #ARGV, 5 do
   local member, mode = ARGV[i], ARGV[i + 1]
-  if not leased(member, now_ms) then
+  local seq = member:sub(1, 6)
+  local v = leased(member, now_ms) and redis.call('HGET', k.held, seq)
+  if not v or v:sub(1, 6) ~= member:sub(7, 12) then
     out[#out + 1] = 'lost'
   else
-    local seq = member:sub(1, 6)
-    local m = parse_held(seq, redis.call('HGET', k.held, seq))
+    -- Parsed before the first write of this delivery; a record that cannot be read is kept
+    -- as a dead letter, bytes intact, as a claim would.
+    local ok, m = pcall(parse_held, seq, v)
     release_lease(member)
-    if mode == 'r' then
+    if not ok then
+      bury_raw(seq, v, 'undecodable record of ' .. (#v - 8) .. ' bytes', now)
+      out[#out + 1] = 'dead'
+    elseif mode == 'r' then
       m.attempts = math.max(m.attempts - 1, 0)
       local old_head = head_due()
       put_pending(m, now)

@@ -286,6 +286,23 @@ local function nth_random(rnd, j)
   return (rnd + j * 0.6180339887498949) % 1
 end
 
+-- Redis does not undo what a script wrote before an error, so every script checks its
+-- arguments with these before its first write: a malformed call fails and changes nothing.
+local function check_groups(size, what)
+  if #ARGV % size ~= 0 then
+    error('delayq: ' .. what .. ' takes arguments in groups of ' .. size .. ', not ' .. #ARGV)
+  end
+end
+
+-- ARGV[i] as a number, or an error that names it.
+local function arg_number(i, what)
+  local n = tonumber(ARGV[i])
+  if n == nil then
+    error('delayq: ' .. what .. ' (argument ' .. i .. ') is not a number')
+  end
+  return n
+end
+
 -- True when lease `member` (seq .. token) is held and unexpired.
 local function leased(member, now_ms)
   local deadline = tonumber(redis.call('ZSCORE', k.leases, member))

@@ -10,8 +10,18 @@
 --   existed (nothing written for it): its position (1-based), its due ms or -1 if in flight }.
 --   Message i gets sequence first + i; the client derives due times and generated ids from
 --   these, exactly as computed here.
+check_groups(3, 'send')
 local now = now_us()
 local n = #ARGV / 3
+-- Due times first: a bad one fails the call before INCRBY, its first write.
+local dues = {}
+for i = 1, n do
+  local spec = ARGV[3 * i - 1]
+  if not tonumber(spec:sub(spec:byte(1) == 64 and 2 or 1)) then
+    error('delayq: send due time ' .. i .. ' is not <ms> or @<ms>')
+  end
+  dues[i] = due_from(spec, now)
+end
 local old_head = head_due()
 local first = redis.call('INCRBY', k.seq, n) - n
 local out = { now, first }
@@ -29,7 +39,7 @@ for i = 1, n do
     out[#out + 1] = i
     out[#out + 1] = existing_due
   else
-    local due = due_from(ARGV[3 * i - 1], now)
+    local due = dues[i]
     local key = key_of(due, first + i)
     members[#members + 1] = '0'
     members[#members + 1] = key .. body

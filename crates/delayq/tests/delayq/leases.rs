@@ -371,6 +371,31 @@ async fn reclaiming_an_undecodable_held_record_loses_nothing() {
     assert_eq!(counts(&q).await, [0, 0, 0, 1]);
 }
 
+/// A nack used to parse the held record with nothing to catch a failure: an undecodable one
+/// failed the call with a Lua error and stayed in flight for the rest of its lease.
+#[tokio::test]
+async fn nacking_an_undecodable_held_record_dead_letters_it_at_once() {
+    let (server, q, mut consumer) = queue_and_consumer().await;
+    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
+    let d = receive_one(&mut consumer, LONG).await;
+    server.cli(&[
+        "EVAL",
+        "local s = redis.call('HKEYS', KEYS[1])[1] \
+         local v = redis.call('HGET', KEYS[1], s) \
+         redis.call('HSET', KEYS[1], s, v:sub(1, 21) .. string.char(0, 0, 0, 0, 5)) return 1",
+        "1",
+        "dq:{leases}:held",
+    ]);
+
+    let outcome = q.nack(&d, "boom", None).await.expect("nack is answered");
+    assert_eq!(outcome, delayq::NackOutcome::Dead);
+    let info = q.get(&sent.id).await.expect("get").expect("not lost");
+    assert_eq!(info.state, State::Dead);
+    let error = info.last_error.expect("an error");
+    assert!(error.contains("undecodable"), "{error}");
+    assert_eq!(counts(&q).await, [0, 0, 0, 1]);
+}
+
 #[tokio::test]
 async fn a_mass_lease_expiry_retries_each_message_with_its_own_jitter() {
     let (_server, q, mut consumer) = queue_and_consumer().await;
