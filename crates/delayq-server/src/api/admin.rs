@@ -1,6 +1,8 @@
 //! Admin routes: queues and their stats, dead letters (list, requeue, purge).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
+
+use super::path::Path;
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::Json;

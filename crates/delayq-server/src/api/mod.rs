@@ -16,6 +16,7 @@
 
 mod admin;
 mod consume;
+mod path;
 mod produce;
 pub mod wire;
 

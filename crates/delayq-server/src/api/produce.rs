@@ -1,6 +1,8 @@
 //! Producer routes: send one (JSON or a raw body), send a batch, get, cancel, reschedule.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
+
+use super::path::Path;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;

@@ -400,3 +400,160 @@ async fn a_full_redis_refuses_sends_with_a_code_and_still_drains() {
         "sends work again once memory frees"
     );
 }
+
+/// Queue names and ids that try to reach another queue's keys (hash-tag braces, key
+/// separators, glob characters, newlines, very long, not UTF-8) are refused on every route
+/// that takes them, and the queue they aim at is untouched.
+#[tokio::test]
+async fn names_and_ids_cannot_break_out_of_the_key_space() {
+    let s = TestServer::start().await;
+    let (status, _) = s
+        .post(
+            "/v1/queues/orders/messages",
+            json!({ "payload": 1, "id": "close-1", "delay": "1h" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let keys_before = all_keys(&s);
+
+    let long_name = "q".repeat(65);
+    let names = [
+        "%7Borders%7D",   // {orders}: the victim's hash tag
+        "orders%7D",      // orders}
+        "%7B",            // {
+        "orders:pending", // a key separator
+        "dq:%7Borders%7D:pending",
+        "*",
+        "orders*",
+        "orders%0A",        // newline
+        "orders%0D%0APING", // an inline command
+        "orders%00",
+        "%FF%FE", // not UTF-8
+        "%C3%A9", // é: UTF-8, but not in the alphabet
+        long_name.as_str(),
+    ];
+    for name in names {
+        let q = format!("/v1/queues/{name}");
+        let calls = [
+            (
+                Method::POST,
+                format!("{q}/messages"),
+                Some(json!({ "payload": 1 })),
+            ),
+            (
+                Method::POST,
+                format!("{q}/batch"),
+                Some(json!({ "messages": [{ "payload": 1 }] })),
+            ),
+            (Method::GET, format!("{q}/messages/close-1"), None),
+            (Method::DELETE, format!("{q}/messages/close-1"), None),
+            (
+                Method::POST,
+                format!("{q}/messages/close-1/reschedule"),
+                Some(json!({ "delay": 0 })),
+            ),
+            (
+                Method::POST,
+                format!("{q}/receive"),
+                Some(json!({ "max": 10 })),
+            ),
+            (Method::GET, q.clone(), None),
+            (Method::GET, format!("{q}/dead"), None),
+            (
+                Method::POST,
+                format!("{q}/purge"),
+                Some(json!({ "all": true })),
+            ),
+            (
+                Method::POST,
+                format!("{q}/requeue"),
+                Some(json!({ "all": true })),
+            ),
+        ];
+        for (method, path, body) in calls {
+            let answer = s.call(method.clone(), &path, body).await;
+            assert_eq!(
+                answer.1["error"]["code"], "invalid_queue_name",
+                "{method} {path}"
+            );
+            assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_queue_name");
+        }
+    }
+
+    let long_id = "i".repeat(129);
+    let ids = [
+        "%7Borders%7D",
+        "close-1*",
+        "close-*",
+        "close-1%0A",
+        "close-1%0D%0AFLUSHALL",
+        "%FF",
+        "close%201",
+        long_id.as_str(),
+    ];
+    for id in ids {
+        let m = format!("/v1/queues/orders/messages/{id}");
+        for (method, path, body) in [
+            (Method::GET, m.clone(), None),
+            (Method::DELETE, m.clone(), None),
+            (
+                Method::POST,
+                format!("{m}/reschedule"),
+                Some(json!({ "delay": 0 })),
+            ),
+        ] {
+            let answer = s.call(method.clone(), &path, body).await;
+            assert_eq!(answer.1["error"]["code"], "invalid_id", "{method} {path}");
+            assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_id");
+        }
+        let decoded = percent_decode(id);
+        let answer = s
+            .post(
+                "/v1/queues/orders/messages",
+                json!({ "payload": 1, "id": decoded }),
+            )
+            .await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_id");
+    }
+
+    assert_eq!(all_keys(&s), keys_before, "a refused request wrote a key");
+    let (status, message) = s.get("/v1/queues/orders/messages/close-1").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(message["state"], "delayed", "{message}");
+}
+
+/// Every key in Redis, sorted.
+fn all_keys(s: &TestServer) -> Vec<String> {
+    let mut keys: Vec<String> = s
+        .redis
+        .cli(&["KEYS", "*"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// `%XX` escapes decoded (lossily: an id that is not UTF-8 cannot be JSON anyway).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match (
+            bytes[i],
+            s.get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok()),
+        ) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
