@@ -1,0 +1,58 @@
+"""Schemathesis hooks for delayq's API fuzzing (run.sh): a request the server rejects (4xx)
+must change nothing in Redis.
+
+Before each call the whole Redis data set is digested (every key's DUMP, in one script call);
+after a 4xx answer it is digested again and must be the same. Claim records are left out:
+they expire by themselves with their lease, whatever the request did.
+"""
+
+import os
+import subprocess
+
+import schemathesis
+
+SOCKET = os.environ["DELAYQ_FUZZ_REDIS_SOCKET"]
+
+DIGEST = """
+local keys = redis.call('KEYS', '*')
+table.sort(keys)
+local parts = {}
+for _, key in ipairs(keys) do
+  if not string.find(key, ':claim:', 1, true) then
+    parts[#parts + 1] = key .. '=' .. redis.sha1hex(redis.call('DUMP', key))
+  end
+end
+return redis.sha1hex(table.concat(parts, '\\n'))
+"""
+
+_before = {}
+
+
+def digest():
+    out = subprocess.run(
+        ["redis-cli", "-s", SOCKET, "EVAL", DIGEST, "0"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    return out.stdout.strip()
+
+
+@schemathesis.hook
+def before_call(ctx, case, kwargs):
+    _before[id(case)] = digest()
+
+
+@schemathesis.check
+def rejected_request_changes_nothing(ctx, response, case):
+    before = _before.pop(id(case), None)
+    if before is None or not 400 <= response.status_code < 500:
+        return None
+    after = digest()
+    if after != before:
+        raise AssertionError(
+            f"{case.method} {case.formatted_path} was rejected with "
+            f"{response.status_code} but changed Redis"
+        )
+    return None
