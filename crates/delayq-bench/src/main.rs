@@ -4,6 +4,7 @@
 //!   over the JSON-lines Agent protocol on stdin/stdout.
 //! * `delayq-bench run …` is the driver: fresh redis-server per workload, agents as separate
 //!   processes, end-of-run rules, metrics, one JSON per workload and a summary table.
+//! * `delayq-bench slowlog` measures how long each operation blocks Redis on a big queue.
 //!
 //! This file only parses the command line and hands over.
 
@@ -15,6 +16,7 @@ mod error;
 mod metrics;
 mod protocol;
 mod report;
+mod slowlog;
 mod workload;
 
 use std::process::ExitCode;
@@ -35,6 +37,8 @@ enum Cmd {
     Agent(agent::AgentArgs),
     /// Run the benchmark: drive agents through the workloads and report.
     Run(driver::RunArgs),
+    /// Measure with SLOWLOG how long each operation blocks Redis on a queue of a million.
+    Slowlog(slowlog::SlowlogArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +46,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Cmd::Agent(args) => agent::main(args),
         Cmd::Run(args) => driver::main(args),
+        Cmd::Slowlog(args) => slowlog::main(args),
     }
 }
 
