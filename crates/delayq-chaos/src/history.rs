@@ -115,8 +115,9 @@ impl Recorder {
         })
     }
 
-    /// Writes one event as one line, straight to the file (no user-space buffer to lose).
-    pub fn record(&self, event: &Event) {
+    /// Writes one event (or any other record) as one line, straight to the file (no
+    /// user-space buffer to lose).
+    pub fn record(&self, event: &impl serde::Serialize) {
         let mut line = match serde_json::to_vec(event) {
             Ok(line) => line,
             Err(e) => panic!("an event always serialises: {e}"),

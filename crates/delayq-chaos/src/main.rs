@@ -4,6 +4,8 @@
 //! * `delayq-chaos run` (full: 20,000 messages, 150 s of faults) or `run --short` (CI: 2,000
 //!   messages, 40 s) does everything: see `controller.rs`.
 //! * `produce`, `work` and `consume` are the processes the controller starts.
+//! * `delayq-chaos soak` is the long steady-rate run (by hand: 30 min at 5,000 msgs/s), with
+//!   its processes `soak-produce`, `soak-work` and `soak-consume` (`soak/`).
 //!
 //! Layout: `plan.rs` (what each message is), `history.rs` (the recorded events),
 //! `producer.rs`, `worker.rs`, `http_consumer.rs`, `holding.rs` (the processes' sides),
@@ -18,6 +20,7 @@ mod http_consumer;
 mod plan;
 mod processes;
 mod producer;
+mod soak;
 mod worker;
 
 use std::process::ExitCode;
@@ -41,6 +44,14 @@ enum Command {
     Work(worker::WorkArgs),
     /// An HTTP consumer process (started by `run`).
     Consume(http_consumer::ConsumeArgs),
+    /// A long run at a steady rate: memory and lateness over time.
+    Soak(soak::SoakArgs),
+    /// The soak run's producer (started by `soak`).
+    SoakProduce(soak::load::ProduceArgs),
+    /// The soak run's library worker (started by `soak`).
+    SoakWork(soak::load::ConsumeArgs),
+    /// The soak run's HTTP consumer (started by `soak`).
+    SoakConsume(soak::load::ConsumeArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +63,16 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }),
+        Command::Soak(args) => soak::run(args).map(|passed| {
+            if passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }),
+        Command::SoakProduce(args) => block_on(soak::load::produce(args)),
+        Command::SoakWork(args) => block_on(soak::load::work(args)),
+        Command::SoakConsume(args) => block_on(soak::load::consume(args)),
         Command::Produce(args) => block_on(producer::run(args)),
         Command::Work(args) => block_on(worker::run(args)),
         Command::Consume(args) => block_on(http_consumer::run(args)),
