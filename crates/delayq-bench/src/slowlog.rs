@@ -237,11 +237,7 @@ const THRESHOLD_US: &str = "100";
 
 /// Runs `operation` and reads what Redis recorded of it: its longest call from SLOWLOG, its
 /// calls and their time from the command statistics.
-async fn measure<F, Fut>(
-    server: &RedisServer,
-    name: &str,
-    operation: F,
-) -> Result<Measured, String>
+async fn measure<F, Fut>(server: &RedisServer, name: &str, operation: F) -> Result<Measured, String>
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = delayq::Result<()>>,
@@ -300,7 +296,9 @@ where
 fn command_stats(server: &RedisServer) -> std::collections::HashMap<String, (i64, i64)> {
     let mut out = std::collections::HashMap::new();
     for line in server.cli(&["INFO", "commandstats"]).lines() {
-        let Some((name, rest)) = line.strip_prefix("cmdstat_").and_then(|l| l.split_once(':'))
+        let Some((name, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
         else {
             continue;
         };

@@ -46,7 +46,8 @@ impl<'a> DeadLetters<'a> {
         while out.len() < limit {
             let want = (limit - out.len()).min(CHUNK);
             let before = out.len();
-            self.list_chunk(offset + before as u64, want, &mut out).await?;
+            self.list_chunk(offset + before as u64, want, &mut out)
+                .await?;
             if out.len() - before < want {
                 break;
             }
