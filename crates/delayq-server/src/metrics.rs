@@ -2,6 +2,7 @@
 //! module for their names), plus per-queue gauges of messages by state, read from Redis when
 //! scraped and cached for a second so that scrapers cannot hammer Redis.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,14 @@ use crate::state::AppState;
 
 /// How long gauges read from Redis are reused.
 const GAUGE_TTL: Duration = Duration::from_secs(1);
+
+/// How often histogram samples are folded into their buckets. The recorder keeps every raw
+/// sample until a scrape or an upkeep does that, so a server nobody scraped grew by every
+/// delivery's lateness: 28 KB/s at 5,000 msgs/s, found by the soak run.
+const UPKEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Upkeeps run so far (tests wait on it).
+static UPKEEPS: AtomicU64 = AtomicU64::new(0);
 
 /// Installs the process-wide Prometheus recorder (once; later calls return the same
 /// handle). Call it before making queue handles: they register their metrics when made.
@@ -33,8 +42,24 @@ pub fn install() -> Result<PrometheusHandle, String> {
                 .map_err(|e| e.to_string())?
                 .install_recorder()
                 .map_err(|e| e.to_string())
+                .and_then(spawn_upkeep)
         })
         .clone()
+}
+
+/// Runs the recorder's upkeep every [`UPKEEP_EVERY`] for the life of the process, on a thread
+/// of its own: the recorder may be installed before (or without) a Tokio runtime.
+fn spawn_upkeep(handle: PrometheusHandle) -> Result<PrometheusHandle, String> {
+    let upkeep = handle.clone();
+    std::thread::Builder::new()
+        .name("metrics-upkeep".into())
+        .spawn(move || loop {
+            std::thread::sleep(UPKEEP_EVERY);
+            upkeep.run_upkeep();
+            UPKEEPS.fetch_add(1, Ordering::SeqCst);
+        })
+        .map_err(|e| format!("cannot start the metrics upkeep thread: {e}"))?;
+    Ok(handle)
 }
 
 /// When the gauges were last read from Redis.
@@ -74,4 +99,54 @@ pub async fn render(state: &AppState, handle: &PrometheusHandle) -> ApiResult<St
             .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
     }
     Ok(handle.render())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resident memory of this process, in kB.
+    fn rss_kb() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines().find_map(|l| {
+                    l.strip_prefix("VmRSS:")?
+                        .trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse()
+                        .ok()
+                })
+            })
+            .expect("VmRSS in /proc/self/status")
+    }
+
+    /// Waits until an upkeep has run since this moment.
+    fn wait_for_upkeep() {
+        let seen = UPKEEPS.load(Ordering::SeqCst);
+        let deadline = Instant::now() + UPKEEP_EVERY * 10;
+        while UPKEEPS.load(Ordering::SeqCst) <= seen {
+            assert!(Instant::now() < deadline, "no metrics upkeep ran");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn histograms_nobody_scrapes_stay_bounded() {
+        let _handle = install().expect("recorder");
+        let lateness =
+            metrics::histogram!("delayq_delivery_lateness_seconds", "queue" => "unscraped");
+        wait_for_upkeep();
+        let before = rss_kb();
+        for _ in 0..8 {
+            for _ in 0..500_000 {
+                lateness.record(0.0015);
+            }
+            wait_for_upkeep();
+        }
+        // Kept raw, the 4,000,000 samples would hold at least 32 MB.
+        let grown = rss_kb().saturating_sub(before);
+        assert!(grown < 16 * 1024, "RSS grew by {grown} kB");
+    }
 }
