@@ -60,7 +60,7 @@ pub async fn queues(
 }
 
 /// `GET /v1/queues/{queue}`: one queue's counts (all zero for a queue never used).
-#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "admin", params(("queue" = String, Path, description = "Queue name")), responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn stats(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -110,7 +110,7 @@ struct DeadListOut {
 }
 
 /// `GET /v1/queues/{queue}/dead?offset=0&limit=100`: oldest death first.
-#[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "admin", params(("queue" = String, Path, description = "Queue name"), Page), responses((status = 200, body = DeadListOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), Page), responses((status = 200, body = DeadListOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn dead_list(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -133,6 +133,7 @@ pub async fn dead_list(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Which {
+    #[schema(pattern = "^[A-Za-z0-9._:@/-]{1,128}$")]
     id: Option<String>,
     all: Option<bool>,
 }
@@ -144,7 +145,7 @@ struct CountOut {
 
 /// `POST /v1/queues/{queue}/requeue` with `{"id"}` or `{"all": true}`: dead letters back to
 /// ready, attempts reset. 404 for an id that is not a dead letter.
-#[utoipa::path(post, path = "/v1/queues/{queue}/requeue", tag = "admin", params(("queue" = String, Path, description = "Queue name")), request_body = Which, responses((status = 200, body = CountOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+#[utoipa::path(post, path = "/v1/queues/{queue}/requeue", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = Which, responses((status = 200, body = CountOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn requeue(
     State(state): State<AppState>,
     Path(queue): Path<String>,
@@ -155,7 +156,7 @@ pub async fn requeue(
 }
 
 /// `POST /v1/queues/{queue}/purge` with `{"id"}` or `{"all": true}`: dead letters deleted.
-#[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "admin", params(("queue" = String, Path, description = "Queue name")), request_body = Which, responses((status = 200, body = CountOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+#[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = Which, responses((status = 200, body = CountOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn purge(
     State(state): State<AppState>,
     Path(queue): Path<String>,

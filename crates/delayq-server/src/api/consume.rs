@@ -26,6 +26,7 @@ use utoipa::ToSchema;
 #[serde(deny_unknown_fields)]
 struct ReceiveBody {
     /// Most messages (default 1).
+    #[schema(minimum = 1, maximum = 1000)]
     max: Option<usize>,
     /// Lease of each (default 30 s).
     lease: Option<DurationArg>,
@@ -64,7 +65,7 @@ struct ReceiveOut {
 
 /// `POST /v1/queues/{queue}/receive`: `{"max", "lease", "wait"}`. Answers as soon as
 /// something is claimed, or empty when `wait` runs out or the server shuts down.
-#[utoipa::path(post, path = "/v1/queues/{queue}/receive", tag = "consume", params(("queue" = String, Path, description = "Queue name")), request_body = ReceiveBody,
+#[utoipa::path(post, path = "/v1/queues/{queue}/receive", tag = "consume", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = ReceiveBody,
     responses((status = 200, body = ReceiveOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn receive(
     State(state): State<AppState>,
@@ -103,6 +104,7 @@ pub async fn receive(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Receipts {
+    #[schema(pattern = "^[0-9a-f]{24}[eg][A-Za-z0-9._:@/-]{1,128}$")]
     receipt: Option<String>,
     receipts: Option<Vec<String>>,
     /// Extend only: the new lease from now.
@@ -179,7 +181,7 @@ fn as_settled(flags: Vec<bool>) -> Vec<Option<u64>> {
 }
 
 /// `POST /v1/queues/{queue}/ack`.
-#[utoipa::path(post, path = "/v1/queues/{queue}/ack", tag = "consume", params(("queue" = String, Path, description = "Queue name")), request_body = Receipts,
+#[utoipa::path(post, path = "/v1/queues/{queue}/ack", tag = "consume", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = Receipts,
     responses((status = 200, body = SettledOut, description = "Many receipts: a result each"), (status = 204, description = "One receipt: settled"), (status = 409, body = ErrorBody, description = "One receipt: its lease was lost"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn ack(
     State(state): State<AppState>,
@@ -195,7 +197,7 @@ pub async fn ack(
 }
 
 /// `POST /v1/queues/{queue}/release`: hand deliveries back, ready now, attempt not counted.
-#[utoipa::path(post, path = "/v1/queues/{queue}/release", tag = "consume", params(("queue" = String, Path, description = "Queue name")), request_body = Receipts,
+#[utoipa::path(post, path = "/v1/queues/{queue}/release", tag = "consume", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = Receipts,
     responses((status = 200, body = SettledOut, description = "Many receipts: a result each"), (status = 204, description = "One receipt: settled"), (status = 409, body = ErrorBody, description = "One receipt: its lease was lost"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn release(
     State(state): State<AppState>,
@@ -211,7 +213,7 @@ pub async fn release(
 }
 
 /// `POST /v1/queues/{queue}/extend` with `"lease"` (default 30 s).
-#[utoipa::path(post, path = "/v1/queues/{queue}/extend", tag = "consume", params(("queue" = String, Path, description = "Queue name")), request_body = Receipts,
+#[utoipa::path(post, path = "/v1/queues/{queue}/extend", tag = "consume", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = Receipts,
     responses((status = 200, body = SettledOut, description = "Many receipts: a result each"), (status = 204, description = "One receipt: settled"), (status = 409, body = ErrorBody, description = "One receipt: its lease was lost"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn extend(
     State(state): State<AppState>,
@@ -235,6 +237,7 @@ pub async fn extend(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct NackBody {
+    #[schema(pattern = "^[0-9a-f]{24}[eg][A-Za-z0-9._:@/-]{1,128}$")]
     receipt: String,
     /// What went wrong (kept as the message's last error).
     error: Option<String>,
@@ -249,7 +252,7 @@ struct NackOut {
 
 /// `POST /v1/queues/{queue}/nack`: a failed attempt; retried by backoff (or after
 /// `retry_after`), dead after the last attempt.
-#[utoipa::path(post, path = "/v1/queues/{queue}/nack", tag = "consume", params(("queue" = String, Path, description = "Queue name")), request_body = NackBody,
+#[utoipa::path(post, path = "/v1/queues/{queue}/nack", tag = "consume", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = NackBody,
     responses((status = 200, body = NackOut), (status = 409, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn nack(
     State(state): State<AppState>,

@@ -37,7 +37,7 @@ impl From<Sent> for SentOut {
 /// `POST /v1/queues/{queue}/messages`: a JSON body (`SendBody`), or any other content type
 /// as the payload bytes with the options in the query string.
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "produce",
-    params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-"), SendQuery),
+    params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-", pattern = "^[A-Za-z0-9._-]{1,64}$"), SendQuery),
     request_body(content(
         (SendBody = "application/json"),
         (RawPayload = "application/octet-stream"),
@@ -99,7 +99,7 @@ struct BatchOut {
 
 /// `POST /v1/queues/{queue}/batch`: up to the batch limit, all or nothing: one invalid
 /// message and nothing is written.
-#[utoipa::path(post, path = "/v1/queues/{queue}/batch", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-")),
+#[utoipa::path(post, path = "/v1/queues/{queue}/batch", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-", pattern = "^[A-Za-z0-9._-]{1,64}$")),
     request_body = BatchBody,
     responses((status = 200, body = BatchOut), (status = 413, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn send_batch(
@@ -157,7 +157,7 @@ impl From<MessageInfo> for MessageOut {
 }
 
 /// `GET /v1/queues/{queue}/messages/{id}`.
-#[utoipa::path(get, path = "/v1/queues/{queue}/messages/{id}", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-"), ("id" = String, Path, description = "Message id")),
+#[utoipa::path(get, path = "/v1/queues/{queue}/messages/{id}", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-", pattern = "^[A-Za-z0-9._-]{1,64}$"), ("id" = String, Path, description = "Message id", pattern = "^[A-Za-z0-9._:@/-]{1,128}$")),
     responses((status = 200, body = MessageOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
@@ -180,7 +180,7 @@ struct CancelOut {
 
 /// `DELETE /v1/queues/{queue}/messages/{id}`: removes a delayed or ready message; 409 for
 /// one in flight or dead (left alone), 404 for none.
-#[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{id}", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-"), ("id" = String, Path, description = "Message id")),
+#[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{id}", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-", pattern = "^[A-Za-z0-9._-]{1,64}$"), ("id" = String, Path, description = "Message id", pattern = "^[A-Za-z0-9._:@/-]{1,128}$")),
     responses((status = 200, body = CancelOut), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "In flight or dead: left alone"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn cancel(
@@ -212,7 +212,7 @@ struct RescheduledOut {
 }
 
 /// `POST /v1/queues/{queue}/messages/{id}/reschedule` with `{"delay"}` or `{"deliver_at"}`.
-#[utoipa::path(post, path = "/v1/queues/{queue}/messages/{id}/reschedule", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-"), ("id" = String, Path, description = "Message id")),
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages/{id}/reschedule", tag = "produce", params(("queue" = String, Path, description = "Queue name: 1-64 of A-Za-z0-9._-", pattern = "^[A-Za-z0-9._-]{1,64}$"), ("id" = String, Path, description = "Message id", pattern = "^[A-Za-z0-9._:@/-]{1,128}$")),
     request_body = ScheduleArgs,
     responses((status = 200, body = RescheduledOut), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]

@@ -191,8 +191,10 @@ pub struct SendBody {
     /// Due at this time.
     pub deliver_at: Option<TimeArg>,
     /// The caller's id (makes the send idempotent).
+    #[schema(pattern = "^[A-Za-z0-9._:@/-]{1,128}$")]
     pub id: Option<String>,
     /// Deliveries before it goes to the dead letters.
+    #[schema(minimum = 1, maximum = 65535)]
     pub max_attempts: Option<u64>,
     /// Retry policy.
     pub backoff: Option<BackoffArg>,

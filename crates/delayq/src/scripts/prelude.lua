@@ -82,12 +82,18 @@ local function to_ms(us)
   return math.floor(us / 1000)
 end
 
--- Due time in microseconds from '<ms>' (delay from now) or '@<ms>' (absolute unix ms).
+-- Due time in microseconds from '<ms>' (delay from now) or '@<ms>' (absolute unix ms); an
+-- error for anything else.
 local function due_from(spec, now)
-  if spec:byte(1) == 64 then
-    return tonumber(spec:sub(2)) * 1000
+  local absolute = spec:byte(1) == 64
+  local ms = tonumber(absolute and spec:sub(2) or spec)
+  if ms == nil then
+    error('delayq: a due time is <ms> or @<ms>, not ' .. spec)
   end
-  return now + tonumber(spec) * 1000
+  if absolute then
+    return ms * 1000
+  end
+  return now + ms * 1000
 end
 
 -- Sort key: due time and sequence number.

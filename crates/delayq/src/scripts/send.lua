@@ -16,11 +16,7 @@ local n = #ARGV / 3
 -- Due times first: a bad one fails the call before INCRBY, its first write.
 local dues = {}
 for i = 1, n do
-  local spec = ARGV[3 * i - 1]
-  if not tonumber(spec:sub(spec:byte(1) == 64 and 2 or 1)) then
-    error('delayq: send due time ' .. i .. ' is not <ms> or @<ms>')
-  end
-  dues[i] = due_from(spec, now)
+  dues[i] = due_from(ARGV[3 * i - 1], now)
 end
 local old_head = head_due()
 local first = redis.call('INCRBY', k.seq, n) - n

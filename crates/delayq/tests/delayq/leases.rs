@@ -343,12 +343,8 @@ async fn an_undecodable_record_is_dead_lettered_and_the_rest_of_its_claim_delive
     assert_eq!(counts(&q).await, [0, 0, 0, 1]);
 }
 
-#[tokio::test]
-async fn reclaiming_an_undecodable_held_record_loses_nothing() {
-    let (server, q, mut consumer) = queue_and_consumer().await;
-    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
-    let d = receive_one(&mut consumer, SHORT).await;
-    // Cut the held record short, keeping lease token, attempts and sort key.
+/// Cuts the (only) held record short, keeping its lease token, attempts and sort key.
+fn cut_short_the_held_record(server: &RedisServer) {
     server.cli(&[
         "EVAL",
         "local s = redis.call('HKEYS', KEYS[1])[1] \
@@ -357,6 +353,23 @@ async fn reclaiming_an_undecodable_held_record_loses_nothing() {
         "1",
         "dq:{leases}:held",
     ]);
+}
+
+/// The message `id` is the queue's one dead letter, with an "undecodable" error.
+async fn assert_dead_as_undecodable(q: &Queue, id: &str) {
+    let info = q.get(id).await.expect("get").expect("not lost");
+    assert_eq!(info.state, State::Dead);
+    let error = info.last_error.expect("an error");
+    assert!(error.contains("undecodable"), "{error}");
+    assert_eq!(counts(q).await, [0, 0, 0, 1]);
+}
+
+#[tokio::test]
+async fn reclaiming_an_undecodable_held_record_loses_nothing() {
+    let (server, q, mut consumer) = queue_and_consumer().await;
+    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
+    let d = receive_one(&mut consumer, SHORT).await;
+    cut_short_the_held_record(&server);
     wait_for_expiry(&d).await;
 
     let got = consumer
@@ -364,11 +377,7 @@ async fn reclaiming_an_undecodable_held_record_loses_nothing() {
         .await
         .expect("reclaiming does not fail");
     assert!(got.is_empty());
-    let info = q.get(&sent.id).await.expect("get").expect("not lost");
-    assert_eq!(info.state, State::Dead);
-    let error = info.last_error.expect("an error");
-    assert!(error.contains("undecodable"), "{error}");
-    assert_eq!(counts(&q).await, [0, 0, 0, 1]);
+    assert_dead_as_undecodable(&q, &sent.id).await;
 }
 
 /// A nack used to parse the held record with nothing to catch a failure: an undecodable one
@@ -378,22 +387,11 @@ async fn nacking_an_undecodable_held_record_dead_letters_it_at_once() {
     let (server, q, mut consumer) = queue_and_consumer().await;
     let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
     let d = receive_one(&mut consumer, LONG).await;
-    server.cli(&[
-        "EVAL",
-        "local s = redis.call('HKEYS', KEYS[1])[1] \
-         local v = redis.call('HGET', KEYS[1], s) \
-         redis.call('HSET', KEYS[1], s, v:sub(1, 21) .. string.char(0, 0, 0, 0, 5)) return 1",
-        "1",
-        "dq:{leases}:held",
-    ]);
+    cut_short_the_held_record(&server);
 
     let outcome = q.nack(&d, "boom", None).await.expect("nack is answered");
     assert_eq!(outcome, delayq::NackOutcome::Dead);
-    let info = q.get(&sent.id).await.expect("get").expect("not lost");
-    assert_eq!(info.state, State::Dead);
-    let error = info.last_error.expect("an error");
-    assert!(error.contains("undecodable"), "{error}");
-    assert_eq!(counts(&q).await, [0, 0, 0, 1]);
+    assert_dead_as_undecodable(&q, &sent.id).await;
 }
 
 #[tokio::test]
