@@ -16,6 +16,7 @@ pub struct WorkerBuilder {
     pub(crate) lease: Duration,
     pub(crate) batch: usize,
     pub(crate) shutdown_grace: Duration,
+    pub(crate) handler_timeout: Option<Duration>,
 }
 
 impl WorkerBuilder {
@@ -27,6 +28,7 @@ impl WorkerBuilder {
             lease: Duration::from_secs(30),
             batch: 8,
             shutdown_grace: Duration::from_secs(10),
+            handler_timeout: None,
         }
     }
 
@@ -54,6 +56,15 @@ impl WorkerBuilder {
         self
     }
 
+    /// Longest a handler may run (default: no limit). Past it the handler's future is dropped,
+    /// which cancels it, and the attempt fails with "handler timed out after ...", retried by
+    /// the message's backoff like any failure. Until then its lease is extended as usual, so
+    /// the timeout may be longer than the lease.
+    pub fn handler_timeout(mut self, timeout: Duration) -> Self {
+        self.handler_timeout = Some(timeout);
+        self
+    }
+
     /// The worker, running `handler` on each delivery.
     pub fn build<H, Fut, E>(self, handler: H) -> Result<Worker<H>>
     where
@@ -74,6 +85,13 @@ impl WorkerBuilder {
             return Err(InvalidInput::Option("worker lease must be at least 30 ms".into()).into());
         }
         crate::options::checked_ms(self.lease, "lease")?;
+        if let Some(timeout) = self.handler_timeout {
+            if crate::options::checked_ms(timeout, "handler timeout")? == 0 {
+                return Err(
+                    InvalidInput::Option("a handler timeout must be at least 1 ms".into()).into(),
+                );
+            }
+        }
         Ok(Worker {
             settings: self,
             handler: std::sync::Arc::new(handler),

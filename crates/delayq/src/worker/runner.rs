@@ -126,14 +126,27 @@ where
                 let token = receipt.token;
                 running.insert(&receipt);
                 let metrics = queue.metrics().clone();
+                let timeout = s.handler_timeout;
                 let task = tasks.spawn(async move {
                     let _permit = permit;
                     let started = tokio::time::Instant::now();
+                    let handled = CatchUnwind::new(handler(delivery));
+                    // None: the handler ran out of time (its future is dropped here).
+                    let handled = async move {
+                        match timeout {
+                            Some(t) => tokio::time::timeout(t, handled).await.ok(),
+                            None => Some(handled.await),
+                        }
+                    };
                     let outcome = tokio::select! {
-                        result = CatchUnwind::new(handler(delivery)) => match result {
-                            Ok(Ok(())) => Outcome::Done,
-                            Ok(Err(e)) => Outcome::Failed(e.to_string()),
-                            Err(panic) => Outcome::Failed(panic_text(panic)),
+                        result = handled => match result {
+                            Some(Ok(Ok(()))) => Outcome::Done,
+                            Some(Ok(Err(e))) => Outcome::Failed(e.to_string()),
+                            Some(Err(panic)) => Outcome::Failed(panic_text(panic)),
+                            None => Outcome::Failed(format!(
+                                "handler timed out after {:?}",
+                                timeout.unwrap_or_default()
+                            )),
                         },
                         // Logged there; the message is Redis's to hand out again.
                         () = registry.lease_passed(token) => return,

@@ -358,6 +358,25 @@ async fn worker_concurrency_beyond_the_limit_is_rejected() {
 }
 
 #[tokio::test]
+async fn a_handler_timeout_under_a_millisecond_is_rejected() {
+    let (_server, q) = empty_queue().await;
+    let build = |timeout: Duration| {
+        delayq::worker::WorkerBuilder::new(q.clone())
+            .handler_timeout(timeout)
+            .build(|_d| async { Ok::<(), String>(()) })
+            .map(drop)
+    };
+    assert_option_error("timeout 0", build(Duration::ZERO));
+    assert_option_error("timeout 500 µs", build(Duration::from_micros(500)));
+    let too_long = build(Duration::MAX);
+    assert!(
+        matches!(too_long, Err(delayq::Error::Invalid(_))),
+        "timeout Duration::MAX: {too_long:?}"
+    );
+    build(Duration::from_millis(1)).expect("1 ms is accepted");
+}
+
+#[tokio::test]
 async fn an_extend_shorter_than_a_millisecond_is_rejected() {
     let (_server, q) = empty_queue().await;
     q.send(b"x", &SendOptions::new()).await.expect("send");

@@ -150,6 +150,111 @@ async fn handler_error_is_retried_by_backoff_then_dead_lettered() {
     }
 }
 
+/// Counts the handler futures dropped before they finished.
+struct DroppedUnfinished(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for DroppedUnfinished {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_handler_past_its_timeout_is_cancelled_and_the_attempt_failed() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "timeouts");
+    let options = SendOptions::new()
+        .max_attempts(2)
+        .backoff(Backoff::fixed(Duration::from_millis(50)));
+    let hung = q
+        .send(b"hang", &options.clone().id("hung"))
+        .await
+        .expect("send");
+    let cancelled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = Seen::default();
+    let worker = WorkerBuilder::new(q.clone())
+        .concurrency(2)
+        .handler_timeout(Duration::from_millis(200))
+        .build({
+            let (cancelled, seen) = (cancelled.clone(), seen.clone());
+            move |d: Delivery| {
+                let (cancelled, seen) = (cancelled.clone(), seen.clone());
+                async move {
+                    if d.payload == b"hang" {
+                        let _guard = DroppedUnfinished(cancelled);
+                        std::future::pending::<()>().await;
+                    }
+                    seen.insert(&d.id);
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+
+    wait_until(Duration::from_secs(10), "the hung message dead", || async {
+        q.get(&hung.id).await.expect("get").map(|i| i.state) == Some(State::Dead)
+    })
+    .await;
+    let info = q.get(&hung.id).await.expect("get").expect("dead letter");
+    assert_eq!(info.attempts, 2, "each timeout counts as an attempt");
+    assert_eq!(
+        info.last_error.as_deref(),
+        Some("handler timed out after 200ms")
+    );
+    assert_eq!(
+        cancelled.load(Ordering::SeqCst),
+        2,
+        "both runs were dropped"
+    );
+
+    // The worker goes on with other messages.
+    let fine = q.send(b"fine", &options).await.expect("send").id;
+    wait_until(
+        Duration::from_secs(10),
+        "the next message acked",
+        || async { seen.contains_all([&fine]) && counts(&q).await == [0, 0, 0, 1] },
+    )
+    .await;
+    running.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_handler_within_its_timeout_keeps_its_lease_past_the_lease_length() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "slow-in-time");
+    let sent = q.send(b"slow", &SendOptions::new()).await.expect("send");
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let worker = WorkerBuilder::new(q.clone())
+        .lease(Duration::from_millis(300))
+        .handler_timeout(Duration::from_secs(5))
+        .build({
+            let runs = runs.clone();
+            move |_d: Delivery| {
+                let runs = runs.clone();
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(1000)).await;
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+    wait_until(
+        Duration::from_secs(10),
+        "the slow message acked",
+        || async { q.get(&sent.id).await.expect("get").is_none() },
+    )
+    .await;
+    running.shutdown().await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "ran once: its lease was extended"
+    );
+}
+
 #[tokio::test]
 async fn handler_panic_is_a_failed_attempt_and_the_worker_carries_on() {
     let (_server, dq) = setup().await;
