@@ -83,7 +83,8 @@ pub use error::{Error, InvalidInput, Result};
 pub use message::{CancelOutcome, DeadLetter, MessageInfo, NackOutcome, Sent, State, Stats};
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
-    Backoff, Config, Message, PayloadKind, Schedule, SendOptions, DEFAULT_MAX_ATTEMPTS, MAX_DELAY,
+    Backoff, Config, Message, PayloadKind, Schedule, SendOptions, StepDelays, DEFAULT_MAX_ATTEMPTS,
+    MAX_BACKOFF_STEPS, MAX_DELAY,
 };
 pub use queue::{Queue, MAX_BATCH, MAX_BATCH_BYTES};
 pub use receipt::Receipt;

@@ -67,7 +67,12 @@ impl DueSpec {
     }
 }
 
-/// How long to wait before retrying a failed delivery.
+/// Most delays an explicit backoff list ([`Backoff::steps`]) holds.
+pub const MAX_BACKOFF_STEPS: usize = 8;
+
+/// How long to wait before retrying a failed delivery. Every kind can be shortened at random
+/// by up to `jitter_percent` percent ([`with_jitter`](Backoff::with_jitter)), so that
+/// failures that happened together are not retried together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Backoff {
@@ -75,9 +80,10 @@ pub enum Backoff {
     Fixed {
         /// Delay before each retry.
         delay: Duration,
+        /// Random shortening, 0 to 100 percent.
+        jitter_percent: u8,
     },
-    /// `base * factor^(attempt-1)`, at most `cap`, shortened by up to `jitter_percent` percent
-    /// at random so that failures that happened together are not retried together.
+    /// `base * factor^(retry-1)`, at most `cap`.
     Exponential {
         /// Delay before the first retry.
         base: Duration,
@@ -88,12 +94,53 @@ pub enum Backoff {
         /// Random shortening, 0 to 100 percent.
         jitter_percent: u8,
     },
+    /// `base * retry`, at most `cap`: 30 s, 60 s, 90 s, ...
+    Linear {
+        /// Delay before the first retry, and the step by which each next one grows.
+        base: Duration,
+        /// Largest delay.
+        cap: Duration,
+        /// Random shortening, 0 to 100 percent.
+        jitter_percent: u8,
+    },
+    /// An explicit list: the n-th retry waits the n-th delay, and the last one repeats.
+    Steps {
+        /// The delays.
+        delays: StepDelays,
+        /// Random shortening, 0 to 100 percent.
+        jitter_percent: u8,
+    },
+}
+
+/// The delays of a [`Backoff::Steps`], kept inline (at most [`MAX_BACKOFF_STEPS`]) so that
+/// a backoff stays `Copy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepDelays {
+    ms: [u64; MAX_BACKOFF_STEPS],
+    /// As many as were given, which validation holds to 1..=MAX_BACKOFF_STEPS.
+    given: usize,
+}
+
+impl StepDelays {
+    /// The delays, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Duration> + '_ {
+        self.ms[..self.given.min(MAX_BACKOFF_STEPS)]
+            .iter()
+            .map(|ms| Duration::from_millis(*ms))
+    }
+
+    pub(crate) fn ms(&self) -> &[u64] {
+        &self.ms[..self.given.min(MAX_BACKOFF_STEPS)]
+    }
 }
 
 impl Backoff {
     /// A fixed delay between attempts.
     pub fn fixed(delay: Duration) -> Self {
-        Backoff::Fixed { delay }
+        Backoff::Fixed {
+            delay,
+            jitter_percent: 0,
+        }
     }
 
     /// Doubling delays from `base` up to `cap`, without jitter.
@@ -106,7 +153,34 @@ impl Backoff {
         }
     }
 
-    /// Sets the growth factor of an exponential backoff (no effect on a fixed one).
+    /// Delays growing by `base` per retry (`base`, `2 * base`, ...) up to `cap`, without
+    /// jitter.
+    pub fn linear(base: Duration, cap: Duration) -> Self {
+        Backoff::Linear {
+            base,
+            cap,
+            jitter_percent: 0,
+        }
+    }
+
+    /// The listed delays in turn, the last one repeating (`30s, 2m, 10m`: 30 s before the
+    /// first retry, 2 min before the second, 10 min before every later one). 1 to
+    /// [`MAX_BACKOFF_STEPS`] delays; more or none fail the send.
+    pub fn steps(delays: &[Duration]) -> Self {
+        let mut ms = [0u64; MAX_BACKOFF_STEPS];
+        for (slot, d) in ms.iter_mut().zip(delays) {
+            *slot = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        }
+        Backoff::Steps {
+            delays: StepDelays {
+                ms,
+                given: delays.len(),
+            },
+            jitter_percent: 0,
+        }
+    }
+
+    /// Sets the growth factor of an exponential backoff (no effect on the others).
     pub fn with_factor(mut self, new_factor: u8) -> Self {
         if let Backoff::Exponential { factor, .. } = &mut self {
             *factor = new_factor;
@@ -114,22 +188,36 @@ impl Backoff {
         self
     }
 
-    /// Sets the jitter of an exponential backoff (no effect on a fixed one).
+    /// Sets the jitter: each delay is shortened at random by up to `percent` percent.
     pub fn with_jitter(mut self, percent: u8) -> Self {
-        if let Backoff::Exponential { jitter_percent, .. } = &mut self {
-            *jitter_percent = percent;
+        match &mut self {
+            Backoff::Fixed { jitter_percent, .. }
+            | Backoff::Exponential { jitter_percent, .. }
+            | Backoff::Linear { jitter_percent, .. }
+            | Backoff::Steps { jitter_percent, .. } => *jitter_percent = percent,
         }
         self
     }
 
-    pub(crate) fn validate(&self) -> Result<(), InvalidInput> {
+    pub(crate) fn jitter_percent(&self) -> u8 {
         match *self {
-            Backoff::Fixed { delay } => checked_ms(delay, "backoff delay").map(drop),
+            Backoff::Fixed { jitter_percent, .. }
+            | Backoff::Exponential { jitter_percent, .. }
+            | Backoff::Linear { jitter_percent, .. }
+            | Backoff::Steps { jitter_percent, .. } => jitter_percent,
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), InvalidInput> {
+        if self.jitter_percent() > 100 {
+            return Err(InvalidInput::Option(
+                "backoff jitter is a percentage, 0 to 100".into(),
+            ));
+        }
+        match *self {
+            Backoff::Fixed { delay, .. } => checked_ms(delay, "backoff delay").map(drop),
             Backoff::Exponential {
-                base,
-                cap,
-                factor,
-                jitter_percent,
+                base, cap, factor, ..
             } => {
                 checked_ms(base, "backoff base")?;
                 checked_ms(cap, "backoff cap")?;
@@ -138,10 +226,21 @@ impl Backoff {
                         "backoff factor must be at least 1".into(),
                     ));
                 }
-                if jitter_percent > 100 {
-                    return Err(InvalidInput::Option(
-                        "backoff jitter is a percentage, 0 to 100".into(),
-                    ));
+                Ok(())
+            }
+            Backoff::Linear { base, cap, .. } => {
+                checked_ms(base, "backoff base")?;
+                checked_ms(cap, "backoff cap").map(drop)
+            }
+            Backoff::Steps { delays, .. } => {
+                if delays.given == 0 || delays.given > MAX_BACKOFF_STEPS {
+                    return Err(InvalidInput::Option(format!(
+                        "a backoff list holds 1 to {MAX_BACKOFF_STEPS} delays, not {}",
+                        delays.given
+                    )));
+                }
+                for d in delays.iter() {
+                    checked_ms(d, "backoff delay")?;
                 }
                 Ok(())
             }

@@ -3,9 +3,11 @@
 //! ```text
 //! [7] due µs, big-endian    } the sort key; written by the script, which knows the
 //! [6] sequence, big-endian  } server's time and allocates the sequence
-//! [1] flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte, 16 JSON payload
+//! [1] flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte, 16 JSON payload,
+//!     32 linear, 64 list of delays
 //! [2] attempts so far  [2] max attempts           (big-endian u16)
-//! policy: varint base ms, [varint cap ms], [factor], [jitter %]
+//! policy: varint base ms (the count, for a list), [varint cap ms] (exponential, linear) or
+//!         [count varint ms] (list), [factor], [jitter %]
 //! [1+n] id length and id, only for explicit ids; a generated id is `<due µs>-<seq>`
 //! payload
 //! ```
@@ -22,6 +24,8 @@ const F_EXP: u8 = 2;
 const F_FACTOR: u8 = 4;
 const F_JITTER: u8 = 8;
 const F_JSON: u8 = 16;
+const F_LINEAR: u8 = 32;
+const F_STEPS: u8 = 64;
 
 /// The record without its sort key, as `send.lua` takes it. Options must be validated.
 pub(crate) fn encode_body(
@@ -40,12 +44,9 @@ pub(crate) fn encode_body(
         PayloadKind::Bytes => 0,
     };
     match *backoff {
-        Backoff::Fixed { delay } => put_varint(&mut out, delay.as_millis() as u64),
+        Backoff::Fixed { delay, .. } => put_varint(&mut out, delay.as_millis() as u64),
         Backoff::Exponential {
-            base,
-            cap,
-            factor,
-            jitter_percent,
+            base, cap, factor, ..
         } => {
             flags |= F_EXP;
             put_varint(&mut out, base.as_millis() as u64);
@@ -54,11 +55,24 @@ pub(crate) fn encode_body(
                 flags |= F_FACTOR;
                 out.push(factor);
             }
-            if jitter_percent != 0 {
-                flags |= F_JITTER;
-                out.push(jitter_percent);
+        }
+        Backoff::Linear { base, cap, .. } => {
+            flags |= F_LINEAR;
+            put_varint(&mut out, base.as_millis() as u64);
+            put_varint(&mut out, cap.as_millis() as u64);
+        }
+        Backoff::Steps { delays, .. } => {
+            flags |= F_STEPS;
+            put_varint(&mut out, delays.ms().len() as u64);
+            for ms in delays.ms() {
+                put_varint(&mut out, *ms);
             }
         }
+    }
+    let jitter = backoff.jitter_percent();
+    if jitter != 0 {
+        flags |= F_JITTER;
+        out.push(jitter);
     }
     if let Some(id) = id {
         flags |= F_ID;
@@ -123,9 +137,14 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
     let flags = rec[13];
     let attempts = u16::from_be_bytes([rec[14], rec[15]]);
     let mut at = 18;
-    skip_varint(&rec, &mut at).ok_or_else(bad)?;
-    if flags & F_EXP != 0 {
-        skip_varint(&rec, &mut at).ok_or_else(bad)?;
+    let first = read_varint(&rec, &mut at).ok_or_else(bad)?;
+    let more = if flags & F_STEPS != 0 {
+        first
+    } else {
+        u64::from(flags & (F_EXP | F_LINEAR) != 0)
+    };
+    for _ in 0..more {
+        read_varint(&rec, &mut at).ok_or_else(bad)?;
     }
     at += usize::from(flags & F_FACTOR != 0) + usize::from(flags & F_JITTER != 0);
     let id = if flags & F_ID != 0 {
@@ -162,14 +181,17 @@ pub(crate) fn kind_of(flags: u8) -> PayloadKind {
     }
 }
 
-fn skip_varint(rec: &[u8], at: &mut usize) -> Option<()> {
-    loop {
+fn read_varint(rec: &[u8], at: &mut usize) -> Option<u64> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
         let b = *rec.get(*at)?;
         *at += 1;
+        n |= u64::from(b & 0x7f) << shift;
         if b < 0x80 {
-            return Some(());
+            return Some(n);
         }
     }
+    None
 }
 
 fn put_varint(out: &mut Vec<u8>, mut n: u64) {
@@ -207,15 +229,28 @@ mod tests {
     fn decode_reads_what_encode_wrote() {
         let key = [0, 0, 0, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 7];
         assert_eq!(with_sort_key(0x1234, 7, b""), key);
-        for id in [None, Some("order-1")] {
-            let backoff = Backoff::exponential(Duration::from_secs(1), Duration::from_secs(60))
+        let backoffs = [
+            Backoff::exponential(Duration::from_secs(1), Duration::from_secs(60))
                 .with_factor(3)
-                .with_jitter(5);
+                .with_jitter(5),
+            Backoff::fixed(Duration::from_secs(300)).with_jitter(10),
+            Backoff::linear(Duration::from_secs(30), Duration::from_secs(600)),
+            Backoff::steps(&[
+                Duration::from_secs(30),
+                Duration::from_secs(120),
+                Duration::from_secs(600),
+            ])
+            .with_jitter(20),
+        ];
+        for (id, backoff) in [None, Some("order-1")]
+            .into_iter()
+            .flat_map(|id| backoffs.iter().map(move |b| (id, b)))
+        {
             let mut rec = key.to_vec();
             rec.extend(encode_body(
                 id,
                 9,
-                &backoff,
+                backoff,
                 PayloadKind::Json,
                 b"\x00payload",
             ));

@@ -116,8 +116,10 @@ impl TimeArg {
     }
 }
 
-/// A retry policy: `{"fixed": {"delay": "30s"}}` or
-/// `{"exponential": {"base": "1s", "cap": "10m", "factor": 2, "jitter_percent": 10}}`.
+/// A retry policy: `{"fixed": {"delay": "30s"}}`,
+/// `{"exponential": {"base": "1s", "cap": "10m", "factor": 2, "jitter_percent": 10}}`,
+/// `{"linear": {"base": "30s", "cap": "10m"}}` or `{"list": {"delays": ["30s", "2m", "10m"]}}`
+/// (the last delay repeats); each takes `jitter_percent`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum BackoffArg {
@@ -125,6 +127,8 @@ pub enum BackoffArg {
     Fixed {
         /// The delay.
         delay: DurationArg,
+        /// Random shortening in percent (default 0).
+        jitter_percent: Option<u8>,
     },
     /// Growing delays.
     Exponential {
@@ -134,6 +138,22 @@ pub enum BackoffArg {
         cap: DurationArg,
         /// Growth per attempt (default 2).
         factor: Option<u8>,
+        /// Random shortening in percent (default 0).
+        jitter_percent: Option<u8>,
+    },
+    /// Delays growing by `base` per retry, up to `cap`.
+    Linear {
+        /// First delay, and the step of growth.
+        base: DurationArg,
+        /// Largest delay.
+        cap: DurationArg,
+        /// Random shortening in percent (default 0).
+        jitter_percent: Option<u8>,
+    },
+    /// The listed delays in turn; the last one repeats.
+    List {
+        /// 1 to 8 delays.
+        delays: Vec<DurationArg>,
         /// Random shortening in percent (default 0).
         jitter_percent: Option<u8>,
     },
@@ -300,17 +320,41 @@ impl MessageOptions {
             options = options.max_attempts(n);
         }
         if let Some(backoff) = self.backoff {
-            options = options.backoff(match backoff {
-                BackoffArg::Fixed { delay } => Backoff::fixed(delay.get("backoff.delay")?),
+            let (policy, jitter) = match backoff {
+                BackoffArg::Fixed {
+                    delay,
+                    jitter_percent,
+                } => (Backoff::fixed(delay.get("backoff.delay")?), jitter_percent),
                 BackoffArg::Exponential {
                     base,
                     cap,
                     factor,
                     jitter_percent,
-                } => Backoff::exponential(base.get("backoff.base")?, cap.get("backoff.cap")?)
-                    .with_factor(factor.unwrap_or(2))
-                    .with_jitter(jitter_percent.unwrap_or(0)),
-            });
+                } => (
+                    Backoff::exponential(base.get("backoff.base")?, cap.get("backoff.cap")?)
+                        .with_factor(factor.unwrap_or(2)),
+                    jitter_percent,
+                ),
+                BackoffArg::Linear {
+                    base,
+                    cap,
+                    jitter_percent,
+                } => (
+                    Backoff::linear(base.get("backoff.base")?, cap.get("backoff.cap")?),
+                    jitter_percent,
+                ),
+                BackoffArg::List {
+                    delays,
+                    jitter_percent,
+                } => {
+                    let delays = delays
+                        .iter()
+                        .map(|d| d.get("backoff.delays"))
+                        .collect::<ApiResult<Vec<_>>>()?;
+                    (Backoff::steps(&delays), jitter_percent)
+                }
+            };
+            options = options.backoff(policy.with_jitter(jitter.unwrap_or(0)));
         }
         Ok(options)
     }

@@ -126,6 +126,68 @@ async fn nack_retries_by_backoff_then_dead_letters() {
     assert_eq!(info["last_error"], "failed");
 }
 
+/// Linear and listed backoffs over HTTP: each nack puts the message as far out as its policy
+/// says (checked against the host clock, which the local Redis shares).
+#[tokio::test]
+async fn linear_and_list_backoffs_space_retries_as_sent() {
+    let s = TestServer::start().await;
+    let cases = [
+        (
+            json!({ "linear": { "base": "10s", "cap": "25s" } }),
+            [10_000, 20_000, 25_000],
+        ),
+        (
+            json!({ "list": { "delays": ["30s", "2m"] } }),
+            [30_000, 120_000, 120_000],
+        ),
+    ];
+    for (i, (backoff, expected)) in cases.into_iter().enumerate() {
+        let (q, id) = (format!("spaced{i}"), format!("b{i}"));
+        send(
+            &s,
+            &q,
+            json!({ "payload": 1, "id": id, "backoff": backoff }),
+        )
+        .await;
+        for delay in expected {
+            let got = receive(&s, &q, 1, "0s").await;
+            assert_eq!(got[0]["id"], id.as_str());
+            let before = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0);
+            let (_, body) = s
+                .post(
+                    &format!("/v1/queues/{q}/nack"),
+                    json!({ "receipt": got[0]["receipt"] }),
+                )
+                .await;
+            assert_eq!(
+                body,
+                json!({ "outcome": "retry" }),
+                "{id}, retry after {delay} ms"
+            );
+            let (_, info) = s.get(&format!("/v1/queues/{q}/messages/{id}")).await;
+            let due = info["due_ms"].as_u64().unwrap_or(0);
+            assert!(
+                (before + delay..before + delay + 1000).contains(&due),
+                "{id}: due {} ms after the nack, expected {delay}",
+                due.saturating_sub(before)
+            );
+            let (status, moved) = s
+                .post(
+                    &format!("/v1/queues/{q}/messages/{id}/reschedule"),
+                    json!({ "delay": 0 }),
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "{moved}");
+        }
+    }
+    let too_many = json!({ "payload": 1, "backoff": { "list": { "delays": vec!["1s"; 9] } } });
+    let answer = s.post("/v1/queues/spaced/messages", too_many).await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_option");
+}
+
 #[tokio::test]
 async fn a_long_poll_is_woken_by_a_send() {
     let s = TestServer::start().await;

@@ -6,9 +6,11 @@
 --   [8..13]  seq, big-endian 48-bit                  } the pending ZSET (all scores 0) sort by
 --                                                      (due, seq)
 --   [14]     flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte, 16 JSON payload
---            (the payload's kind: stored and returned, never read by the scripts)
+--            (the payload's kind: stored and returned, never read by the scripts), 32 linear,
+--            64 list of delays
 --   [15..16] attempts so far (u16 BE)   [17..18] max attempts (u16 BE)
---   policy:  varint base ms, [varint cap ms], [factor u8], [jitter % u8]
+--   policy:  varint base ms (the count, for a list), [varint cap ms] (exponential, linear) or
+--            [count varint ms] (list), [factor u8], [jitter % u8]
 --   [idlen u8, id]  only when flag 1 is set; otherwise the id is "<due us>-<seq>" of K
 --   payload: the rest
 --
@@ -29,6 +31,7 @@ local k = {
 }
 
 local F_ID, F_EXP, F_FACTOR, F_JITTER = 1, 2, 4, 8
+local F_LINEAR, F_STEPS = 32, 64
 local TWO48 = 281474976710656
 
 local function has(flags, f)
@@ -108,9 +111,15 @@ end
 
 -- Index of the first byte after the retry policy of a record with `flags`.
 local function policy_end(rec, flags)
-  local _, i = uvarint(rec, 19)
-  if has(flags, F_EXP) then
-    _, i = uvarint(rec, i)
+  local n, i = uvarint(rec, 19)
+  local skip = 0
+  if has(flags, F_STEPS) then
+    skip = n
+  elseif has(flags, F_EXP) or has(flags, F_LINEAR) then
+    skip = 1
+  end
+  for _ = 1, skip do
+    n, i = uvarint(rec, i)
   end
   if has(flags, F_FACTOR) then
     i = i + 1
@@ -139,7 +148,12 @@ local function parse(rec)
   local i = 19
   m.base, i = uvarint(rec, i)
   m.cap, m.factor, m.jitter = m.base, 2, 0
-  if has(m.flags, F_EXP) then
+  if has(m.flags, F_STEPS) then
+    m.steps = {}
+    for j = 1, m.base do
+      m.steps[j], i = uvarint(rec, i)
+    end
+  elseif has(m.flags, F_EXP) or has(m.flags, F_LINEAR) then
     m.cap, i = uvarint(rec, i)
   end
   if has(m.flags, F_FACTOR) then
@@ -274,7 +288,12 @@ end
 -- Delay before the next attempt; `rnd` in [0,1) comes from the client (scripts stay deterministic).
 local function backoff_ms(m, rnd)
   local d = m.base
-  if has(m.flags, F_EXP) and d > 0 then
+  local retry = math.max(m.attempts, 1)
+  if has(m.flags, F_STEPS) then
+    d = m.steps[math.min(retry, #m.steps)]
+  elseif has(m.flags, F_LINEAR) then
+    d = math.min(m.base * retry, m.cap)
+  elseif has(m.flags, F_EXP) and d > 0 then
     -- Capping the exponent keeps the power finite (255^64 < 2^512), so a zero base never
     -- meets infinity and no attempt count makes NaN.
     d = math.min(m.base * m.factor ^ math.min(math.max(m.attempts - 1, 0), 64), m.cap)

@@ -358,6 +358,31 @@ async fn worker_concurrency_beyond_the_limit_is_rejected() {
 }
 
 #[tokio::test]
+async fn a_backoff_list_of_none_or_too_many_delays_is_rejected() {
+    let (_server, q) = empty_queue().await;
+    let send = |backoff: Backoff| {
+        let q = q.clone();
+        async move {
+            q.send(b"x", &SendOptions::new().backoff(backoff))
+                .await
+                .map(drop)
+        }
+    };
+    let nine = [Duration::from_secs(1); delayq::MAX_BACKOFF_STEPS + 1];
+    assert_option_error("no delays", send(Backoff::steps(&[])).await);
+    assert_option_error("nine delays", send(Backoff::steps(&nine)).await);
+    assert_option_error(
+        "jitter 101 %",
+        send(Backoff::linear(Duration::from_secs(1), Duration::from_secs(9)).with_jitter(101))
+            .await,
+    );
+    send(Backoff::steps(&nine[..delayq::MAX_BACKOFF_STEPS]))
+        .await
+        .expect("eight delays are accepted");
+    assert_eq!(counts(&q).await, [0, 1, 0, 0], "only the valid send wrote");
+}
+
+#[tokio::test]
 async fn a_handler_timeout_under_a_millisecond_is_rejected() {
     let (_server, q) = empty_queue().await;
     let build = |timeout: Duration| {

@@ -154,6 +154,78 @@ async fn exponential_backoff_grows_by_its_factor_up_to_the_cap() {
     assert_eq!(d.attempt, 5);
 }
 
+/// Fails message `m` (sent with `backoff`) once per expected delay, checking each retry's due
+/// time, and redelivers it at once in between.
+async fn assert_retry_delays(backoff: Backoff, expected_ms: &[u64]) {
+    let (_server, q) = fresh_queue().await;
+    let options = SendOptions::new().id("m").backoff(backoff).max_attempts(20);
+    q.send(b"x", &options).await.expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let mut d = receive_one(&mut consumer, LEASE).await;
+    for expected in expected_ms {
+        assert_retried_after(&q, &d, None, *expected).await;
+        d = redeliver_now(&q, &mut consumer, "m").await;
+    }
+}
+
+#[tokio::test]
+async fn linear_backoff_grows_by_its_base_up_to_the_cap() {
+    let backoff = Backoff::linear(Duration::from_secs(10), Duration::from_secs(35));
+    assert_retry_delays(backoff, &[10_000, 20_000, 30_000, 35_000, 35_000]).await;
+}
+
+#[tokio::test]
+async fn a_list_backoff_waits_each_listed_delay_then_repeats_the_last() {
+    let backoff = Backoff::steps(&[
+        Duration::from_secs(30),
+        Duration::from_secs(120),
+        Duration::from_secs(600),
+    ]);
+    assert_retry_delays(backoff, &[30_000, 120_000, 600_000, 600_000, 600_000]).await;
+}
+
+#[tokio::test]
+async fn every_kind_of_backoff_takes_jitter() {
+    let (_server, q) = fresh_queue().await;
+    let full = Duration::from_secs(100);
+    let kinds = [
+        ("fixed", Backoff::fixed(full)),
+        ("linear", Backoff::linear(full, full * 10)),
+        ("list", Backoff::steps(&[full, full * 2])),
+    ];
+    let mut consumer = q.consumer().await.expect("consumer");
+    for (kind, backoff) in kinds {
+        for i in 0..5 {
+            let options = SendOptions::new()
+                .id(format!("{kind}{i}"))
+                .backoff(backoff.with_jitter(50));
+            q.send(b"x", &options).await.expect("send");
+        }
+        let got = consumer
+            .receive(&receiving(5, LEASE, Duration::ZERO))
+            .await
+            .expect("receive");
+        assert_eq!(got.len(), 5);
+        let mut shortened = 0;
+        for d in &got {
+            let before = now_ms();
+            q.nack(d, "failed", None).await.expect("nack");
+            let after = now_ms();
+            let due = q.get(&d.id).await.expect("get").expect("exists").due_ms;
+            assert!(
+                (before + 50_000..=after + 100_000).contains(&due),
+                "{}: due {due} is not 50-100 s after the nack",
+                d.id
+            );
+            if due + 1000 < before + 100_000 {
+                shortened += 1;
+            }
+        }
+        // Uniform over 50 s: five retries all within 1 s of the full delay is (1/50)^5.
+        assert!(shortened > 0, "{kind}: jitter never shortened a retry");
+    }
+}
+
 #[tokio::test]
 async fn jitter_shortens_retries_within_its_percentage() {
     let (_server, q) = fresh_queue().await;
