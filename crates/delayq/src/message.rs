@@ -138,6 +138,21 @@ pub enum NackOutcome {
     Dead,
 }
 
+/// What comes after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Next {
+    /// Another attempt, after the message's backoff; a dead letter after its last attempt.
+    #[default]
+    Backoff,
+    /// Another attempt after this long (an upstream said "try again in 90 s"); a dead letter
+    /// after its last attempt.
+    After(std::time::Duration),
+    /// A dead letter now, whatever attempts are left: the failure is permanent (a malformed
+    /// order id will not parse on the next attempt either).
+    Dead,
+}
+
 /// One dead letter, as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

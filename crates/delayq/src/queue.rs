@@ -14,7 +14,9 @@ use crate::consumer::{Claim, Consumer, Delivery, ReceiveOptions};
 use crate::dead_letters::DeadLetters;
 use crate::error::{Error, InvalidInput, Result};
 use crate::keys::Keys;
-use crate::message::{parse_state, CancelOutcome, MessageInfo, NackOutcome, Sent, State, Stats};
+use crate::message::{
+    parse_state, CancelOutcome, MessageInfo, NackOutcome, Next, Sent, State, Stats,
+};
 use crate::names::{check_caller_id, check_lookup_id, QueueName};
 use crate::options::{checked_ms, Config, DueSpec, Message, Schedule, SendOptions};
 use crate::receipt::{Held, Receipt};
@@ -460,18 +462,36 @@ impl Queue {
         self.nack_held(receipt, error, retry_after).await
     }
 
+    /// Reports a failed delivery and what should come next: another attempt by the backoff
+    /// or after a given time (a dead letter after the last attempt either way), or a dead
+    /// letter now.
+    pub async fn fail(&self, delivery: &Delivery, error: &str, next: Next) -> Result<NackOutcome> {
+        self.fail_held(delivery, error, next).await
+    }
+
+    /// [`fail`](Self::fail) by receipt.
+    pub async fn fail_receipt(
+        &self,
+        receipt: &Receipt,
+        error: &str,
+        next: Next,
+    ) -> Result<NackOutcome> {
+        self.fail_held(receipt, error, next).await
+    }
+
     async fn nack_held(
         &self,
         held: &impl Held,
         error: &str,
         retry_after: Option<Duration>,
     ) -> Result<NackOutcome> {
-        let retry_ms = match retry_after {
-            Some(d) => checked_ms(d, "retry-after")?.to_string(),
-            None => String::new(),
-        };
+        self.fail_held(held, error, retry_after.map_or(Next::Backoff, Next::After))
+            .await
+    }
+
+    async fn fail_held(&self, held: &impl Held, error: &str, next: Next) -> Result<NackOutcome> {
         let mut inv = self.invocation(&SCRIPTS.nack);
-        push_failure(&mut inv, held, error, &retry_ms);
+        push_failure(&mut inv, held, error, next)?;
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let outcome = r.string()?;
         self.count_failures([outcome.as_str()]);
@@ -485,18 +505,17 @@ impl Queue {
         }
     }
 
-    /// Reports many failed deliveries in one round trip, each with its error, retried by its
-    /// backoff policy; `true` per delivery settled (retry or dead), `false` where its lease
-    /// was lost.
+    /// Reports many failed deliveries in one round trip, each with its error and what comes
+    /// next; `true` per delivery settled (retry or dead), `false` where its lease was lost.
     pub(crate) async fn fail_many(
         &self,
         deliveries: &[Delivery],
-        errors: &[String],
+        failures: &[(String, Next)],
     ) -> Result<Vec<bool>> {
         check_batch(deliveries.len())?;
         let mut inv = self.invocation(&SCRIPTS.nack);
-        for (d, error) in deliveries.iter().zip(errors) {
-            push_failure(&mut inv, d, error, "");
+        for (d, (error, next)) in deliveries.iter().zip(failures) {
+            push_failure(&mut inv, d, error, *next)?;
         }
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let mut outcomes = Vec::with_capacity(deliveries.len());
@@ -628,14 +647,24 @@ impl Queue {
     }
 }
 
-/// The arguments `nack.lua` takes for one failed delivery; `retry_ms` empty for the
-/// message's backoff policy.
-fn push_failure(inv: &mut ScriptInvocation<'_>, held: &impl Held, error: &str, retry_ms: &str) {
+/// The arguments `nack.lua` takes for one failed delivery.
+fn push_failure(
+    inv: &mut ScriptInvocation<'_>,
+    held: &impl Held,
+    error: &str,
+    next: Next,
+) -> Result<()> {
+    let (mode, retry_ms) = match next {
+        Next::Backoff => ("f", String::new()),
+        Next::After(d) => ("f", checked_ms(d, "retry-after")?.to_string()),
+        Next::Dead => ("d", String::new()),
+    };
     inv.arg(&held.lease_member()[..])
-        .arg("f")
+        .arg(mode)
         .arg(error)
         .arg(retry_ms)
         .arg(rand::random::<f64>());
+    Ok(())
 }
 
 fn check_batch(len: usize) -> Result<()> {

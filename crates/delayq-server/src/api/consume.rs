@@ -13,7 +13,7 @@ use super::path::Path;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use delayq::{Delivery, NackOutcome, Receipt, ReceiveOptions};
+use delayq::{Delivery, NackOutcome, Next, Receipt, ReceiveOptions};
 use serde::{Deserialize, Serialize};
 
 use super::wire::{parse, Body, DurationArg, PayloadOut};
@@ -243,6 +243,8 @@ struct NackBody {
     error: Option<String>,
     /// Retry after this long instead of by the message's backoff.
     retry_after: Option<DurationArg>,
+    /// A dead letter now, whatever attempts are left (a permanent failure).
+    dead: Option<bool>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -251,7 +253,7 @@ struct NackOut {
 }
 
 /// `POST /v1/queues/{queue}/nack`: a failed attempt; retried by backoff (or after
-/// `retry_after`), dead after the last attempt.
+/// `retry_after`), dead after the last attempt, or dead now with `"dead": true`.
 #[utoipa::path(post, path = "/v1/queues/{queue}/nack", tag = "consume", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = NackBody,
     responses((status = 200, body = NackOut), (status = 409, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn nack(
@@ -264,16 +266,23 @@ pub async fn nack(
     let q = state.queue(&queue)?;
     let req: NackBody = parse(&body)?;
     let receipt: Receipt = req.receipt.parse()?;
-    let retry_after = match &req.retry_after {
-        Some(d) => {
+    let next = match (&req.retry_after, req.dead.unwrap_or(false)) {
+        (Some(_), true) => {
+            return Err(ApiError::bad_request(
+                "invalid_option",
+                "give retry_after or dead, not both",
+            ))
+        }
+        (Some(d), false) => {
             let d = d.get("retry_after")?;
             state.limits().check_delay(d)?;
-            Some(d)
+            Next::After(d)
         }
-        None => None,
+        (None, true) => Next::Dead,
+        (None, false) => Next::Backoff,
     };
     let error = req.error.as_deref().unwrap_or("failed");
-    let outcome = match q.nack_receipt(&receipt, error, retry_after).await? {
+    let outcome = match q.fail_receipt(&receipt, error, next).await? {
         NackOutcome::Retry => "retry",
         NackOutcome::Dead => "dead",
         _ => "settled",

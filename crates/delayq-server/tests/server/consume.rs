@@ -189,6 +189,36 @@ async fn linear_and_list_backoffs_space_retries_as_sent() {
 }
 
 #[tokio::test]
+async fn a_nack_can_dead_letter_at_once() {
+    let s = TestServer::start().await;
+    send(
+        &s,
+        "permanent",
+        json!({ "payload": 1, "id": "p", "max_attempts": 5 }),
+    )
+    .await;
+    let got = receive(&s, "permanent", 1, "0s").await;
+    let receipt = got[0]["receipt"].clone();
+    let both = json!({ "receipt": receipt, "dead": true, "retry_after": "1s" });
+    let answer = s.post("/v1/queues/permanent/nack", both).await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_option");
+    let (status, body) = s
+        .post(
+            "/v1/queues/permanent/nack",
+            json!({ "receipt": receipt, "dead": true, "error": "malformed" }),
+        )
+        .await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::OK, json!({ "outcome": "dead" }))
+    );
+    let (_, info) = s.get("/v1/queues/permanent/messages/p").await;
+    assert_eq!(info["state"], "dead");
+    assert_eq!(info["attempts"], 1);
+    assert_eq!(info["last_error"], "malformed");
+}
+
+#[tokio::test]
 async fn a_long_poll_is_woken_by_a_send() {
     let s = TestServer::start().await;
     let base = s.base.clone();

@@ -6,6 +6,7 @@
 --   lease member (seq .. token),
 --   mode       'f' failed attempt: retried by backoff, dead-lettered after the last attempt
 --              'r' released unprocessed (worker shutdown): ready now, the attempt is not counted
+--              'd' failed for good: a dead letter now, whatever attempts are left
 --   error      text kept as the message's last error (mode 'f')
 --   retry_ms   delay before the next attempt, or '' for the message's backoff policy
 --   rnd        random number in [0,1) for backoff jitter
@@ -13,8 +14,8 @@
 check_groups(5, 'nack')
 for i = 1, #ARGV, 5 do
   local mode, retry_ms = ARGV[i + 1], ARGV[i + 3]
-  if mode ~= 'f' and mode ~= 'r' then
-    error('delayq: nack mode must be f or r, not ' .. mode)
+  if mode ~= 'f' and mode ~= 'r' and mode ~= 'd' then
+    error('delayq: nack mode must be f, r or d, not ' .. mode)
   end
   if retry_ms ~= '' then
     arg_number(i + 3, 'retry_ms')
@@ -46,7 +47,7 @@ for i = 1, #ARGV, 5 do
       out[#out + 1] = 'released'
     else
       local delay = tonumber(ARGV[i + 3]) or backoff_ms(m, tonumber(ARGV[i + 4]))
-      out[#out + 1] = retry_or_bury(m, ARGV[i + 2], delay, now)
+      out[#out + 1] = retry_or_bury(m, ARGV[i + 2], delay, now, mode == 'd')
     end
   end
 end

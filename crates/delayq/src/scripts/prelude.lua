@@ -339,11 +339,11 @@ local function release_lease(member)
   redis.call('HDEL', k.held, member:sub(1, 6))
 end
 
--- Ends a delivery that failed: dead letter after the last attempt, otherwise back to pending
--- `delay_ms` after `now` (microseconds).
-local function retry_or_bury(m, err, delay_ms, now)
+-- Ends a delivery that failed: dead letter after the last attempt (or at once when `dead`),
+-- otherwise back to pending `delay_ms` after `now` (microseconds).
+local function retry_or_bury(m, err, delay_ms, now, dead)
   redis.call('HSET', k.errors, m.id, err)
-  if m.attempts >= m.max then
+  if dead or m.attempts >= m.max then
     redis.call('ZADD', k.dead, to_ms(now), m.id)
     redis.call('HSET', k.dead_msgs, m.id, encode(m))
     if has(m.flags, F_ID) then

@@ -2,8 +2,9 @@
 //! concurrency, lease heartbeats and graceful shutdown.
 //!
 //! * Handler `Ok` acks the message; `Err` nacks it with the error's text (retried by its
-//!   backoff policy, dead-lettered after the last attempt); a panic is a failed attempt too,
-//!   never a dead worker.
+//!   backoff policy, dead-lettered after the last attempt); a [`Failure`] error can ask for
+//!   a retry after a given time or a dead letter now instead. A panic is a failed attempt
+//!   too, never a dead worker; so is a handler past its `handler_timeout`.
 //! * While handlers run, their leases are extended every third of the lease, so a slow
 //!   handler is never doubled up with another consumer.
 //! * A handler runs only while its lease surely holds. A delivery whose lease has passed by
@@ -21,14 +22,17 @@
 //!   while the previous call was under way.
 //!
 //! Layout: `builder.rs` (settings), `runner.rs` (the loop), `settle.rs` (batched ack/nack with
-//! retries, and the registry of running handlers), `catch_unwind.rs` (panics as values).
+//! retries, and the registry of running handlers), `failure.rs` (errors that say what comes
+//! next), `catch_unwind.rs` (panics as values).
 
 mod builder;
 mod catch_unwind;
+mod failure;
 mod runner;
 mod settle;
 
 pub use builder::{Worker, WorkerBuilder};
+pub use failure::Failure;
 pub use runner::StopReason;
 
 /// Most handlers one worker runs at once.

@@ -14,6 +14,9 @@ use super::catch_unwind::CatchUnwind;
 use super::settle::{self, Outcome, Running};
 use crate::consumer::{Consumer, Delivery, ReceiveOptions};
 use crate::error::Result;
+use crate::message::Next;
+
+use super::failure::Failure;
 
 /// Why a worker stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,12 +144,12 @@ where
                     let outcome = tokio::select! {
                         result = handled => match result {
                             Some(Ok(Ok(()))) => Outcome::Done,
-                            Some(Ok(Err(e))) => Outcome::Failed(e.to_string()),
-                            Some(Err(panic)) => Outcome::Failed(panic_text(panic)),
-                            None => Outcome::Failed(format!(
-                                "handler timed out after {:?}",
-                                timeout.unwrap_or_default()
-                            )),
+                            Some(Ok(Err(e))) => Outcome::Failed(e.to_string(), next_after(&e)),
+                            Some(Err(panic)) => Outcome::Failed(panic_text(panic), Next::Backoff),
+                            None => Outcome::Failed(
+                                format!("handler timed out after {:?}", timeout.unwrap_or_default()),
+                                Next::Backoff,
+                            ),
                         },
                         // Logged there; the message is Redis's to hand out again.
                         () = registry.lease_passed(token) => return,
@@ -221,6 +224,18 @@ async fn reconnecting_consumer(
                 pause = (pause * 2).min(Duration::from_secs(5));
             }
         }
+    }
+}
+
+/// What a handler's error asks for: a [`Failure`] says; any other error is retried by the
+/// message's backoff.
+fn next_after<E: 'static>(error: &E) -> Next {
+    let any: &dyn std::any::Any = error;
+    match any.downcast_ref::<Failure>().map(Failure::next) {
+        // Settled in a batch with others: a delay out of range must not fail theirs.
+        Some(Next::After(d)) => Next::After(d.min(crate::MAX_DELAY)),
+        Some(next) => next,
+        None => Next::Backoff,
     }
 }
 

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
+use crate::message::Next;
 use crate::names::QueueName;
 use crate::queue::{Queue, MAX_BATCH};
 
@@ -146,7 +147,7 @@ pub(crate) async fn heartbeat(queue: &Queue, running: &Running, lease: Duration)
 /// How a handler ended.
 pub(crate) enum Outcome {
     Done,
-    Failed(String),
+    Failed(String, Next),
 }
 
 /// Settles what handlers report until every sender is gone: all that arrived together in
@@ -158,20 +159,20 @@ pub(crate) async fn settler(
 ) {
     let mut batch = Vec::new();
     while outcomes.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let (mut done, mut failed, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut done, mut failed, mut failures) = (Vec::new(), Vec::new(), Vec::new());
         for (delivery, outcome) in batch.drain(..) {
             match outcome {
                 Outcome::Done => done.push(delivery),
-                Outcome::Failed(error) => {
+                Outcome::Failed(error, next) => {
                     failed.push(delivery);
-                    errors.push(error);
+                    failures.push((error, next));
                 }
             }
         }
         if !failed.is_empty() {
-            let errors = &errors;
+            let failures = &failures;
             retrying(&queue, lease, &failed, |q, d| async move {
-                q.fail_many(d, errors).await
+                q.fail_many(d, failures).await
             })
             .await;
         }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use delayq::{
-    Backoff, CancelOutcome, Delivery, Error, Message, MessageInfo, NackOutcome, Queue, Schedule,
-    SendOptions, State, MAX_BATCH,
+    Backoff, CancelOutcome, Delivery, Error, Message, MessageInfo, NackOutcome, Next, Queue,
+    Schedule, SendOptions, State, MAX_BATCH,
 };
 
 use crate::common::*;
@@ -119,6 +119,45 @@ async fn retry_after_overrides_the_backoff() {
     let info = assert_retried_after(&q, &d, Some(Duration::from_secs(5)), 5000).await;
     assert_eq!(info.attempts, 1);
     assert_eq!(info.last_error.as_deref(), Some("failed"));
+}
+
+#[tokio::test]
+async fn a_failure_can_be_dead_now_or_retried_after_a_given_time() {
+    let (_server, q) = fresh_queue().await;
+    let options = SendOptions::new().max_attempts(5);
+    q.send(b"x", &options.clone().id("permanent"))
+        .await
+        .expect("send");
+    q.send(b"x", &options.id("throttled")).await.expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let got = consumer
+        .receive(&receiving(2, LEASE, Duration::ZERO))
+        .await
+        .expect("receive");
+    for d in &got {
+        let before = now_ms();
+        let (next, expected) = if d.id == "permanent" {
+            (Next::Dead, NackOutcome::Dead)
+        } else {
+            (Next::After(Duration::from_secs(90)), NackOutcome::Retry)
+        };
+        let outcome = q.fail(d, "upstream says no", next).await.expect("fail");
+        assert_eq!(outcome, expected, "{}", d.id);
+        let info = q.get(&d.id).await.expect("get").expect("kept");
+        assert_eq!(info.attempts, 1);
+        assert_eq!(info.last_error.as_deref(), Some("upstream says no"));
+        if d.id == "permanent" {
+            assert_eq!(info.state, State::Dead, "dead with four attempts left");
+        } else {
+            assert_eq!(info.state, State::Delayed);
+            let after = info.due_ms - before;
+            assert!(
+                (90_000..91_000).contains(&after),
+                "retried {after} ms later"
+            );
+        }
+    }
+    assert_eq!(q.dead_letters().count().await.expect("count"), 1);
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayq::worker::{StopReason, WorkerBuilder};
+use delayq::worker::{Failure, StopReason, WorkerBuilder};
 use delayq::{Backoff, DelayQ, Delivery, Message, SendOptions, State, Stats};
 use tokio::sync::{mpsc, Notify};
 use tracing_subscriber::filter::LevelFilter;
@@ -217,6 +217,45 @@ async fn a_handler_past_its_timeout_is_cancelled_and_the_attempt_failed() {
     )
     .await;
     running.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_handler_can_fail_for_good_or_ask_for_a_later_retry() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "outcomes");
+    let options = SendOptions::new().max_attempts(5);
+    let permanent = q.send(b"malformed", &options).await.expect("send").id;
+    let throttled = q.send(b"throttled", &options).await.expect("send").id;
+    let worker = WorkerBuilder::new(q.clone())
+        .build(|d: Delivery| async move {
+            if d.payload == b"malformed" {
+                Err(Failure::dead("order id is malformed"))
+            } else {
+                Err(Failure::retry_after(
+                    Duration::from_secs(3600),
+                    "upstream said 429",
+                ))
+            }
+        })
+        .expect("build worker");
+    let before = now_ms();
+    let running = spawn_worker(worker);
+    wait_until(Duration::from_secs(10), "both settled", || async {
+        counts(&q).await == [1, 0, 0, 1]
+    })
+    .await;
+    running.shutdown().await;
+    let dead = q.get(&permanent).await.expect("get").expect("kept");
+    assert_eq!((dead.state, dead.attempts), (State::Dead, 1));
+    assert_eq!(dead.last_error.as_deref(), Some("order id is malformed"));
+    let later = q.get(&throttled).await.expect("get").expect("kept");
+    assert_eq!((later.state, later.attempts), (State::Delayed, 1));
+    assert_eq!(later.last_error.as_deref(), Some("upstream said 429"));
+    assert!(
+        later.due_ms >= before + 3_600_000 && later.due_ms < now_ms() + 3_600_000,
+        "due {} ms from the start",
+        later.due_ms - before
+    );
 }
 
 #[tokio::test]
