@@ -65,12 +65,19 @@ impl<'a> DeadLetters<'a> {
         inv.arg(offset).arg(limit);
         let mut r = Reply::new(self.queue.invoke(&inv).await?)?;
         while r.remaining() > 0 {
+            let (id, died_at_ms) = (r.string()?, r.uint()?);
+            let (attempts, max_attempts) = (r.uint()? as u32, r.uint()? as u32);
+            let errors = r
+                .opt_bytes()?
+                .map(|b| crate::error_history::decode(&b))
+                .unwrap_or_default();
             out.push(DeadLetter {
-                id: r.string()?,
-                died_at_ms: r.uint()?,
-                attempts: r.uint()? as u32,
-                max_attempts: r.uint()? as u32,
-                last_error: r.opt_string()?,
+                id,
+                died_at_ms,
+                attempts,
+                max_attempts,
+                last_error: errors.last().map(|e| e.error.clone()),
+                errors,
                 payload: r.bytes()?,
                 kind: record::kind_of(r.uint()? as u8),
             });

@@ -50,6 +50,7 @@
 //! * `queue.rs`: [`Queue`]: send, cancel, reschedule, get, stats, ack, nack, extend.
 //! * `consumer.rs`: [`Consumer`]: receive, waiting for due times without polling.
 //! * `dead_letters.rs`: [`DeadLetters`]: count, list, requeue, purge.
+//! * `error_history.rs`: a message's last few failures ([`FailedAttempt`]), as Redis keeps them.
 //! * `worker/`: the worker runtime.
 //! * `options.rs`, `message.rs`, `names.rs`, `receipt.rs`, `error.rs`: what goes in and
 //!   comes out.
@@ -63,6 +64,7 @@ mod connection;
 mod consumer;
 mod dead_letters;
 mod error;
+mod error_history;
 mod keys;
 mod message;
 mod names;
@@ -80,6 +82,7 @@ pub use client::DelayQ;
 pub use consumer::{Consumer, Delivery, ReceiveOptions};
 pub use dead_letters::DeadLetters;
 pub use error::{Error, InvalidInput, Result};
+pub use error_history::FailedAttempt;
 pub use message::{CancelOutcome, DeadLetter, MessageInfo, NackOutcome, Next, Sent, State, Stats};
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{

@@ -102,6 +102,8 @@ pub struct MessageInfo {
     pub max_attempts: u32,
     /// Error text of the last failed attempt.
     pub last_error: Option<String>,
+    /// The last few failed attempts (up to five), oldest first.
+    pub errors: Vec<crate::FailedAttempt>,
     /// The payload.
     pub payload: Vec<u8>,
     /// What the payload is.
@@ -167,6 +169,8 @@ pub struct DeadLetter {
     pub max_attempts: u32,
     /// Error text of its last attempt.
     pub last_error: Option<String>,
+    /// Its last few failed attempts (up to five), oldest first.
+    pub errors: Vec<crate::FailedAttempt>,
     /// The payload.
     pub payload: Vec<u8>,
     /// What the payload is.

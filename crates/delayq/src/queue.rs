@@ -13,6 +13,7 @@ use crate::connection;
 use crate::consumer::{Claim, Consumer, Delivery, ReceiveOptions};
 use crate::dead_letters::DeadLetters;
 use crate::error::{Error, InvalidInput, Result};
+use crate::error_history;
 use crate::keys::Keys;
 use crate::message::{
     parse_state, CancelOutcome, MessageInfo, NackOutcome, Next, Sent, State, Stats,
@@ -274,7 +275,10 @@ impl Queue {
         let due_ms = r.uint()?;
         let attempts = r.uint()? as u32;
         let max_attempts = r.uint()? as u32;
-        let last_error = r.opt_string()?;
+        let errors = r
+            .opt_bytes()?
+            .map(|b| error_history::decode(&b))
+            .unwrap_or_default();
         let payload = r.bytes()?;
         let extra = r.uint()?;
         let kind = record::kind_of(r.uint()? as u8);
@@ -284,7 +288,8 @@ impl Queue {
             due_ms,
             attempts,
             max_attempts,
-            last_error,
+            last_error: errors.last().map(|e| e.error.clone()),
+            errors,
             payload,
             kind,
             lease_deadline_ms: (state == State::InFlight).then_some(extra),

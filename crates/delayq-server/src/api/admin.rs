@@ -9,7 +9,7 @@ use axum::Json;
 use delayq::{DeadLetter, Stats};
 use serde::{Deserialize, Serialize};
 
-use super::wire::{parse, Body, PayloadOut};
+use super::wire::{errors_out, parse, Body, ErrorOut, PayloadOut};
 use crate::auth::Role;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
@@ -86,6 +86,8 @@ struct DeadOut {
     attempts: u32,
     max_attempts: u32,
     last_error: Option<String>,
+    /// The last few failed attempts, oldest first.
+    errors: Vec<ErrorOut>,
     #[serde(flatten)]
     payload: PayloadOut,
 }
@@ -98,6 +100,7 @@ impl From<DeadLetter> for DeadOut {
             attempts: d.attempts,
             max_attempts: d.max_attempts,
             last_error: d.last_error,
+            errors: errors_out(d.errors),
             payload: PayloadOut::new(d.payload, d.kind),
         }
     }

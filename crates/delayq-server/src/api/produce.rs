@@ -9,7 +9,9 @@ use axum::Json;
 use delayq::{CancelOutcome, Message, MessageInfo, PayloadKind, Sent};
 use serde::{Deserialize, Serialize};
 
-use super::wire::{parse, Body, PayloadOut, RawPayload, ScheduleArgs, SendBody, SendQuery};
+use super::wire::{
+    errors_out, parse, Body, ErrorOut, PayloadOut, RawPayload, ScheduleArgs, SendBody, SendQuery,
+};
 use crate::auth::Role;
 use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
@@ -132,6 +134,8 @@ struct MessageOut {
     attempts: u32,
     max_attempts: u32,
     last_error: Option<String>,
+    /// The last few failed attempts, oldest first.
+    errors: Vec<ErrorOut>,
     #[serde(flatten)]
     payload: PayloadOut,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -149,6 +153,7 @@ impl From<MessageInfo> for MessageOut {
             attempts: m.attempts,
             max_attempts: m.max_attempts,
             last_error: m.last_error,
+            errors: errors_out(m.errors),
             payload: PayloadOut::new(m.payload, m.kind),
             lease_deadline_ms: m.lease_deadline_ms,
             died_at_ms: m.died_at_ms,

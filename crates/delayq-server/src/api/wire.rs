@@ -429,3 +429,26 @@ impl PayloadOut {
         PayloadOut::Bytes(B64.encode(payload))
     }
 }
+
+/// One failed attempt of a message, as `get` and the dead-letter list show its history.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorOut {
+    /// Which delivery failed (0: kept before histories were).
+    attempt: u32,
+    /// When, ms since the Unix epoch (0: not known).
+    at_ms: u64,
+    /// What went wrong.
+    error: String,
+}
+
+/// A message's last few failures, oldest first.
+pub fn errors_out(history: Vec<delayq::FailedAttempt>) -> Vec<ErrorOut> {
+    history
+        .into_iter()
+        .map(|e| ErrorOut {
+            attempt: e.attempt,
+            at_ms: e.at_ms,
+            error: e.error,
+        })
+        .collect()
+}

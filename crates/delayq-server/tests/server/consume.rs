@@ -106,6 +106,16 @@ async fn nack_retries_by_backoff_then_dead_letters() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(dead["total"], 1);
     assert_eq!(dead["dead_letters"][0]["last_error"], "still 502");
+    let history: Vec<(u64, &str)> = dead["dead_letters"][0]["errors"]
+        .as_array()
+        .map(|errors| {
+            errors
+                .iter()
+                .filter_map(|e| Some((e["attempt"].as_u64()?, e["error"].as_str()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(history, [(1, "upstream 502"), (2, "still 502")]);
     assert_eq!(dead["dead_letters"][0]["payload"], "x");
     let (_, body) = s
         .post("/v1/queues/retry/requeue", json!({ "id": "flaky" }))

@@ -339,10 +339,39 @@ local function release_lease(member)
   redis.call('HDEL', k.held, member:sub(1, 6))
 end
 
+-- A message's error history: its last MAX_ERRORS failures, oldest first, in one field of the
+-- errors hash. Each is \1, attempt (u16), time in ms (6 bytes), text length (u16), text (at
+-- most MAX_ERROR_BYTES). See src/error_history.rs.
+local MAX_ERRORS, MAX_ERROR_BYTES = 5, 512
+
+-- The entries of a history, as strings; whatever does not parse (an older plain-text error)
+-- is dropped, never an error: callers have written already.
+local function error_entries(history)
+  local entries, i = {}, 1
+  while history and i + 10 <= #history and history:byte(i) == 1 do
+    local n = history:byte(i + 9) * 256 + history:byte(i + 10)
+    if i + 10 + n > #history then
+      break
+    end
+    entries[#entries + 1] = history:sub(i, i + 10 + n)
+    i = i + 11 + n
+  end
+  return entries
+end
+
+-- Appends a failure of attempt `attempt` at `now` (µs) to the history of `id`.
+local function add_error(id, attempt, now, err)
+  local text = err:sub(1, MAX_ERROR_BYTES)
+  local entries = error_entries(redis.call('HGET', k.errors, id))
+  entries[#entries + 1] = '\1' .. u16(math.min(attempt, 65535)) .. be6(to_ms(now)) .. u16(#text) .. text
+  local from = math.max(1, #entries - MAX_ERRORS + 1)
+  redis.call('HSET', k.errors, id, table.concat(entries, '', from))
+end
+
 -- Ends a delivery that failed: dead letter after the last attempt (or at once when `dead`),
 -- otherwise back to pending `delay_ms` after `now` (microseconds).
 local function retry_or_bury(m, err, delay_ms, now, dead)
-  redis.call('HSET', k.errors, m.id, err)
+  add_error(m.id, m.attempts, now, err)
   if dead or m.attempts >= m.max then
     redis.call('ZADD', k.dead, to_ms(now), m.id)
     redis.call('HSET', k.dead_msgs, m.id, encode(m))
@@ -385,7 +414,7 @@ local function bury_raw(seq, v, err, now)
   local attempts = (struct.unpack('>H', v .. '\0\0', 7))
   local id = string.format('%d-%d', unbe7(key, 1), unbe6(key, 8))
   redis.call('HDEL', k.held, seq)
-  redis.call('HSET', k.errors, id, err)
+  add_error(id, attempts, now, err)
   redis.call('ZADD', k.dead, to_ms(now), id)
   redis.call('HSET', k.dead_msgs, id, key .. '\0' .. u16(attempts) .. u16(attempts) .. '\0' .. raw)
   return id

@@ -161,6 +161,40 @@ async fn a_failure_can_be_dead_now_or_retried_after_a_given_time() {
 }
 
 #[tokio::test]
+async fn a_message_keeps_its_last_five_errors_bounded_in_size() {
+    let (server, q) = fresh_queue().await;
+    q.send(b"x", &SendOptions::new().id("m").max_attempts(7))
+        .await
+        .expect("send");
+    let long = "x".repeat(2000);
+    let errors = ["e1", "e2", "e3", "e4", "e5", long.as_str(), "e7"];
+    let mut consumer = q.consumer().await.expect("consumer");
+    let started = now_ms();
+    fail_until_dead(&q, &mut consumer, &errors).await;
+
+    let info = q.get("m").await.expect("get").expect("dead letter");
+    let attempts: Vec<u32> = info.errors.iter().map(|e| e.attempt).collect();
+    assert_eq!(attempts, [3, 4, 5, 6, 7], "the last five, oldest first");
+    let texts: Vec<&str> = info.errors.iter().map(|e| e.error.as_str()).collect();
+    assert_eq!(texts, ["e3", "e4", "e5", &long[..512], "e7"]);
+    assert!(info.errors.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+    assert!(info
+        .errors
+        .iter()
+        .all(|e| (started..=now_ms()).contains(&e.at_ms)));
+    assert_eq!(info.last_error.as_deref(), Some("e7"));
+    let listed = q.dead_letters().list(0, 10).await.expect("list");
+    assert_eq!(listed[0].errors, info.errors);
+
+    // Requeued and acked, the message leaves no history behind.
+    q.dead_letters().requeue("m").await.expect("requeue");
+    let d = receive_one(&mut consumer, LEASE).await;
+    q.ack(&d).await.expect("ack");
+    assert_eq!(q.get("m").await.expect("get"), None);
+    assert_eq!(server.cli(&["HLEN", "dq:{retries}:errors"]), "0");
+}
+
+#[tokio::test]
 async fn fixed_backoff_waits_the_same_before_every_retry() {
     let (_server, q) = fresh_queue().await;
     let backoff = Backoff::fixed(Duration::from_secs(7));
