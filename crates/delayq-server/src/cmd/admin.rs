@@ -5,7 +5,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use delayq::{CancelOutcome, DelayQ, PayloadKind, Schedule, SendOptions, Stats};
+use delayq::{Backoff, CancelOutcome, DelayQ, PayloadKind, Schedule, SendOptions, Stats};
 use serde_json::{json, Value};
 
 use super::RedisArgs;
@@ -32,6 +32,13 @@ pub enum AdminCommand {
         /// Deliveries before the message goes to the dead letters.
         #[arg(long)]
         max_attempts: Option<u16>,
+        /// Retry policy: fixed:30s, exponential:1s..10m, linear:30s..10m or list:30s,2m,10m
+        /// (the last delay repeats).
+        #[arg(long)]
+        backoff: Option<String>,
+        /// Shorten each retry delay at random by up to this percentage.
+        #[arg(long, requires = "backoff")]
+        jitter: Option<u8>,
         /// The payload is JSON: consumers get it back as JSON.
         #[arg(long)]
         json_payload: bool,
@@ -151,6 +158,8 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             at,
             id,
             max_attempts,
+            backoff,
+            jitter,
             json_payload,
         } => {
             let q = common.connect().await?.queue(&queue)?;
@@ -160,6 +169,10 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             }
             if let Some(n) = max_attempts {
                 options = options.max_attempts(n);
+            }
+            if let Some(spec) = backoff {
+                let backoff = parse_backoff(&spec).map_err(|e| anyhow::anyhow!("--backoff {e}"))?;
+                options = options.backoff(backoff.with_jitter(jitter.unwrap_or(0)));
             }
             if json_payload {
                 serde_json::from_str::<Value>(&payload).context("--json-payload: not JSON")?;
@@ -187,6 +200,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 "id": m.id, "state": m.state.as_str(), "due_ms": m.due_ms,
                 "attempts": m.attempts, "max_attempts": m.max_attempts,
                 "last_error": m.last_error, "payload": payload,
+                "errors": m.errors.iter().map(|e| json!({
+                    "attempt": e.attempt, "at_ms": e.at_ms, "error": e.error,
+                })).collect::<Vec<_>>(),
             });
             print(&common, &out, || {
                 let mut t = format!(
@@ -197,8 +213,13 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                     m.attempts,
                     m.max_attempts
                 );
-                if let Some(e) = &m.last_error {
-                    t.push_str(&format!("last error  {e}\n"));
+                for e in &m.errors {
+                    t.push_str(&format!(
+                        "error       attempt {} at {}: {}\n",
+                        e.attempt,
+                        time_text(e.at_ms),
+                        e.error
+                    ));
                 }
                 t.push_str(&format!("payload     {payload}"));
                 t
@@ -392,4 +413,31 @@ fn stats_table(rows: &[(String, Stats)]) -> String {
         ));
     }
     t
+}
+
+/// `--backoff`: `fixed:30s`, `exponential:1s..10m`, `linear:30s..10m` or `list:30s,2m,10m`.
+fn parse_backoff(spec: &str) -> Result<Backoff, String> {
+    let duration =
+        |text: &str| humantime::parse_duration(text.trim()).map_err(|e| format!("{text:?}: {e}"));
+    let range = |text: &str| -> Result<(Duration, Duration), String> {
+        let (base, cap) = text
+            .split_once("..")
+            .ok_or_else(|| format!("{text:?}: give BASE..CAP, e.g. 1s..10m"))?;
+        Ok((duration(base)?, duration(cap)?))
+    };
+    match spec.split_once(':') {
+        Some(("fixed", delay)) => Ok(Backoff::fixed(duration(delay)?)),
+        Some(("exponential", r)) => range(r).map(|(base, cap)| Backoff::exponential(base, cap)),
+        Some(("linear", r)) => range(r).map(|(base, cap)| Backoff::linear(base, cap)),
+        Some(("list", delays)) => {
+            let delays = delays
+                .split(',')
+                .map(duration)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Backoff::steps(&delays))
+        }
+        _ => Err(format!(
+            "{spec:?}: give fixed:30s, exponential:1s..10m, linear:30s..10m or list:30s,2m,10m"
+        )),
+    }
 }

@@ -152,6 +152,58 @@ fn stats_queues_and_dead_letters() {
 }
 
 #[test]
+fn send_takes_a_backoff_and_get_shows_the_error_history() {
+    let redis = RedisServer::start();
+    let sent = json(
+        &redis,
+        &[
+            "send",
+            "hooks",
+            "x",
+            "--id",
+            "h1",
+            "--backoff",
+            "list:30s,2m",
+            "--jitter",
+            "0",
+        ],
+    );
+    assert_eq!(sent["duplicate"], false);
+    assert!(fails(&redis, &["send", "hooks", "x", "--backoff", "wobbly:1s"]).contains("list:"));
+    assert!(fails(&redis, &["send", "hooks", "x", "--backoff", "linear:1s"]).contains("BASE..CAP"));
+
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let before = rt.block_on(async {
+        let dq = delayq::DelayQ::connect(&redis.url())
+            .await
+            .expect("connect");
+        let q = dq.queue("hooks").expect("queue");
+        let mut c = q.consumer().await.expect("consumer");
+        let got = c.receive(&Default::default()).await.expect("receive");
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        q.nack(&got[0], "boom", None).await.expect("nack");
+        before
+    });
+    let info = json(&redis, &["get", "hooks", "h1"]);
+    let due = info["due_ms"].as_u64().unwrap_or(0);
+    assert!(
+        (before + 30_000..before + 31_000).contains(&due),
+        "due {} ms after the nack, not 30 s",
+        due.saturating_sub(before)
+    );
+    assert_eq!(info["errors"][0]["attempt"], 1);
+    assert_eq!(info["errors"][0]["error"], "boom");
+    let table = ok(&redis, &["get", "hooks", "h1"]);
+    assert!(
+        table.contains("attempt 1 at") && table.contains("boom"),
+        "{table}"
+    );
+}
+
+#[test]
 fn without_a_redis_it_says_what_to_do() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
