@@ -83,7 +83,9 @@ pub use consumer::{Consumer, Delivery, ReceiveOptions};
 pub use dead_letters::DeadLetters;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
-pub use message::{CancelOutcome, DeadLetter, MessageInfo, NackOutcome, Next, Sent, State, Stats};
+pub use message::{
+    Amend, CancelOutcome, DeadLetter, MessageInfo, NackOutcome, Next, Sent, State, Stats,
+};
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
     Backoff, Config, Message, PayloadKind, Schedule, SendOptions, StepDelays, DEFAULT_MAX_ATTEMPTS,

@@ -155,6 +155,33 @@ pub enum Next {
     Dead,
 }
 
+/// Changes a failure makes to its message, applied in the same script call as the failure
+/// (with the lease checked): the payload of the attempts that follow, and how many attempts
+/// are allowed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Amend {
+    /// The payload of the next attempts (and of the dead letter) instead of the current one.
+    pub payload: Option<Vec<u8>>,
+    /// Added to the attempts allowed (negative: fewer); the result is kept between the
+    /// attempts made so far (none left: a dead letter now) and 65,535.
+    pub extra_attempts: i32,
+}
+
+impl Amend {
+    /// Replaces the payload of the attempts that follow.
+    pub fn payload(mut self, payload: impl Into<Vec<u8>>) -> Self {
+        self.payload = Some(payload.into());
+        self
+    }
+
+    /// Changes the attempts allowed by `n`.
+    pub fn extra_attempts(mut self, n: i32) -> Self {
+        self.extra_attempts = n;
+        self
+    }
+}
+
 /// One dead letter, as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -16,7 +16,7 @@ use crate::error::{Error, InvalidInput, Result};
 use crate::error_history;
 use crate::keys::Keys;
 use crate::message::{
-    parse_state, CancelOutcome, MessageInfo, NackOutcome, Next, Sent, State, Stats,
+    parse_state, Amend, CancelOutcome, MessageInfo, NackOutcome, Next, Sent, State, Stats,
 };
 use crate::names::{check_caller_id, check_lookup_id, QueueName};
 use crate::options::{checked_ms, Config, DueSpec, Message, Schedule, SendOptions};
@@ -471,17 +471,31 @@ impl Queue {
     /// or after a given time (a dead letter after the last attempt either way), or a dead
     /// letter now.
     pub async fn fail(&self, delivery: &Delivery, error: &str, next: Next) -> Result<NackOutcome> {
-        self.fail_held(delivery, error, next).await
+        self.fail_held(delivery, error, next, &Amend::default())
+            .await
     }
 
-    /// [`fail`](Self::fail) by receipt.
+    /// [`fail`](Self::fail), changing the message for the attempts that follow (a new
+    /// payload, more or fewer attempts) in the same atomic step.
+    pub async fn fail_amended(
+        &self,
+        delivery: &Delivery,
+        error: &str,
+        next: Next,
+        amend: &Amend,
+    ) -> Result<NackOutcome> {
+        self.fail_held(delivery, error, next, amend).await
+    }
+
+    /// [`fail_amended`](Self::fail_amended) by receipt.
     pub async fn fail_receipt(
         &self,
         receipt: &Receipt,
         error: &str,
         next: Next,
+        amend: &Amend,
     ) -> Result<NackOutcome> {
-        self.fail_held(receipt, error, next).await
+        self.fail_held(receipt, error, next, amend).await
     }
 
     async fn nack_held(
@@ -490,13 +504,20 @@ impl Queue {
         error: &str,
         retry_after: Option<Duration>,
     ) -> Result<NackOutcome> {
-        self.fail_held(held, error, retry_after.map_or(Next::Backoff, Next::After))
-            .await
+        let next = retry_after.map_or(Next::Backoff, Next::After);
+        self.fail_held(held, error, next, &Amend::default()).await
     }
 
-    async fn fail_held(&self, held: &impl Held, error: &str, next: Next) -> Result<NackOutcome> {
+    async fn fail_held(
+        &self,
+        held: &impl Held,
+        error: &str,
+        next: Next,
+        amend: &Amend,
+    ) -> Result<NackOutcome> {
+        self.check_amend(amend)?;
         let mut inv = self.invocation(&SCRIPTS.nack);
-        push_failure(&mut inv, held, error, next)?;
+        push_failure(&mut inv, held, error, next, amend)?;
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let outcome = r.string()?;
         self.count_failures([outcome.as_str()]);
@@ -515,12 +536,13 @@ impl Queue {
     pub(crate) async fn fail_many(
         &self,
         deliveries: &[Delivery],
-        failures: &[(String, Next)],
+        failures: &[(String, Next, Amend)],
     ) -> Result<Vec<bool>> {
         check_batch(deliveries.len())?;
         let mut inv = self.invocation(&SCRIPTS.nack);
-        for (d, (error, next)) in deliveries.iter().zip(failures) {
-            push_failure(&mut inv, d, error, *next)?;
+        for (d, (error, next, amend)) in deliveries.iter().zip(failures) {
+            self.check_amend(amend)?;
+            push_failure(&mut inv, d, error, *next, amend)?;
         }
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let mut outcomes = Vec::with_capacity(deliveries.len());
@@ -529,6 +551,20 @@ impl Queue {
         }
         self.count_failures(outcomes.iter().map(String::as_str));
         Ok(outcomes.iter().map(|o| o != "lost").collect())
+    }
+
+    /// A new payload is held to the same limit as a sent one.
+    pub(crate) fn check_amend(&self, amend: &Amend) -> Result<()> {
+        match &amend.payload {
+            Some(p) if p.len() > self.config.max_payload_bytes => {
+                Err(InvalidInput::PayloadTooLarge {
+                    size: p.len(),
+                    limit: self.config.max_payload_bytes,
+                }
+                .into())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Counts nacks by what `nack.lua` made of them.
@@ -564,7 +600,9 @@ impl Queue {
                 .arg("r")
                 .arg("")
                 .arg("")
-                .arg(0);
+                .arg(0)
+                .arg("")
+                .arg("");
         }
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let mut out = Vec::with_capacity(held.len());
@@ -658,6 +696,7 @@ fn push_failure(
     held: &impl Held,
     error: &str,
     next: Next,
+    amend: &Amend,
 ) -> Result<()> {
     let (mode, retry_ms) = match next {
         Next::Backoff => ("f", String::new()),
@@ -669,6 +708,14 @@ fn push_failure(
         .arg(error)
         .arg(retry_ms)
         .arg(rand::random::<f64>());
+    match &amend.payload {
+        Some(p) => inv.arg([b"=".as_slice(), p].concat()),
+        None => inv.arg(""),
+    };
+    match amend.extra_attempts {
+        0 => inv.arg(""),
+        n => inv.arg(n),
+    };
     Ok(())
 }
 

@@ -282,7 +282,10 @@ pub async fn nack(
         (None, false) => Next::Backoff,
     };
     let error = req.error.as_deref().unwrap_or("failed");
-    let outcome = match q.fail_receipt(&receipt, error, next).await? {
+    let outcome = match q
+        .fail_receipt(&receipt, error, next, &delayq::Amend::default())
+        .await?
+    {
         NackOutcome::Retry => "retry",
         NackOutcome::Dead => "dead",
         _ => "settled",

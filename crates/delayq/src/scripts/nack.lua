@@ -2,7 +2,7 @@
 -- nack.lua: ends deliveries that did not succeed.
 -- Allowed at maxmemory: a retry only moves the record back, a death moves it on.
 -- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
--- ARGV: per delivery five values
+-- ARGV: per delivery seven values
 --   lease member (seq .. token),
 --   mode       'f' failed attempt: retried by backoff, dead-lettered after the last attempt
 --              'r' released unprocessed (worker shutdown): ready now, the attempt is not counted
@@ -10,9 +10,12 @@
 --   error      text kept as the message's last error (mode 'f')
 --   retry_ms   delay before the next attempt, or '' for the message's backoff policy
 --   rnd        random number in [0,1) for backoff jitter
+--   payload    '' to keep the payload, or '=' .. the payload of the next attempts (mode f, d)
+--   attempts   '' or a signed number added to the message's attempts allowed, kept between
+--              the attempts made and 65535 (mode f, d)
 -- Returns per delivery: 'retry', 'dead', 'released' or 'lost' (lease lost; nothing changed).
-check_groups(5, 'nack')
-for i = 1, #ARGV, 5 do
+check_groups(7, 'nack')
+for i = 1, #ARGV, 7 do
   local mode, retry_ms = ARGV[i + 1], ARGV[i + 3]
   if mode ~= 'f' and mode ~= 'r' and mode ~= 'd' then
     error('delayq: nack mode must be f, r or d, not ' .. mode)
@@ -21,11 +24,17 @@ for i = 1, #ARGV, 5 do
     arg_number(i + 3, 'retry_ms')
   end
   arg_number(i + 4, 'rnd')
+  if ARGV[i + 5] ~= '' and ARGV[i + 5]:byte(1) ~= 61 then
+    error('delayq: a new payload starts with =')
+  end
+  if ARGV[i + 6] ~= '' then
+    arg_number(i + 6, 'attempts')
+  end
 end
 local now = now_us()
 local now_ms = to_ms(now)
 local out = {}
-for i = 1, #ARGV, 5 do
+for i = 1, #ARGV, 7 do
   local member, mode = ARGV[i], ARGV[i + 1]
   local seq = member:sub(1, 6)
   local v = leased(member, now_ms) and redis.call('HGET', k.held, seq)
@@ -46,6 +55,12 @@ for i = 1, #ARGV, 5 do
       wake_for(now, old_head, now)
       out[#out + 1] = 'released'
     else
+      if ARGV[i + 5] ~= '' then
+        m.payload = ARGV[i + 5]:sub(2)
+      end
+      if ARGV[i + 6] ~= '' then
+        m.max = math.max(m.attempts, math.min(m.max + tonumber(ARGV[i + 6]), 65535))
+      end
       local delay = tonumber(ARGV[i + 3]) or backoff_ms(m, tonumber(ARGV[i + 4]))
       out[#out + 1] = retry_or_bury(m, ARGV[i + 2], delay, now, mode == 'd')
     end

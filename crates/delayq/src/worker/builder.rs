@@ -4,6 +4,7 @@ use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;
 
+use super::failure::{FailedDelivery, FailureHook, Verdict};
 use crate::consumer::Delivery;
 use crate::error::{InvalidInput, Result};
 use crate::queue::{check_count, Queue};
@@ -17,6 +18,7 @@ pub struct WorkerBuilder {
     pub(crate) batch: usize,
     pub(crate) shutdown_grace: Duration,
     pub(crate) handler_timeout: Option<Duration>,
+    pub(crate) on_failure: Option<FailureHook>,
 }
 
 impl WorkerBuilder {
@@ -29,6 +31,7 @@ impl WorkerBuilder {
             batch: 8,
             shutdown_grace: Duration::from_secs(10),
             handler_timeout: None,
+            on_failure: None,
         }
     }
 
@@ -62,6 +65,20 @@ impl WorkerBuilder {
     /// the timeout may be longer than the lease.
     pub fn handler_timeout(mut self, timeout: Duration) -> Self {
         self.handler_timeout = Some(timeout);
+        self
+    }
+
+    /// Calls `hook` on every failed attempt (a handler error, a panic, a timeout) before it
+    /// is recorded. Its [`Verdict`] may leave the failure as it is, choose what comes next
+    /// (a dead letter now, say), replace the payload for the next attempts, or change the
+    /// attempts allowed; all of it is applied in the same script call as the failure, with
+    /// the lease checked. A hook that panics changes nothing: the failure counts as it was.
+    /// It runs on the handler's task: keep it quick.
+    pub fn on_failure<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&FailedDelivery<'_>) -> Verdict + Send + Sync + 'static,
+    {
+        self.on_failure = Some(std::sync::Arc::new(hook));
         self
     }
 

@@ -1,11 +1,17 @@
-//! A handler error that says what comes next. A handler may return any `Display` error (a
-//! failed attempt, retried by the message's backoff); returning a [`Failure`] instead lets
-//! it choose: retry after a given time, or a dead letter now.
+//! Failures and what comes after them. A handler may return any `Display` error (a failed
+//! attempt, retried by the message's backoff); returning a [`Failure`] instead lets it
+//! choose: retry after a given time, or a dead letter now. A failure hook
+//! ([`WorkerBuilder::on_failure`](super::WorkerBuilder::on_failure)) then sees every failed
+//! attempt and may overrule that, replace the payload or change the attempts allowed
+//! ([`Verdict`]); all of it is applied in the one script call that records the failure.
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::message::Next;
+use std::sync::Arc;
+
+use crate::consumer::Delivery;
+use crate::message::{Amend, Next};
 
 /// A handler's error with what should come next.
 ///
@@ -62,3 +68,58 @@ impl fmt::Display for Failure {
 }
 
 impl std::error::Error for Failure {}
+
+/// One failed attempt, as a failure hook sees it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct FailedDelivery<'a> {
+    /// The delivery, with its payload; `attempt` says which attempt failed.
+    pub delivery: &'a Delivery,
+    /// What went wrong (a handler error, a panic, a timeout).
+    pub error: &'a str,
+    /// What comes next unless the hook says otherwise.
+    pub next: Next,
+}
+
+/// What a failure hook decides. The default leaves everything as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Verdict {
+    /// What comes next instead (`None`: as the failure said).
+    pub next: Option<Next>,
+    /// Changes to the message for the attempts that follow.
+    pub amend: Amend,
+}
+
+impl Verdict {
+    /// Leaves the failure as it is.
+    pub fn keep() -> Self {
+        Verdict::default()
+    }
+
+    /// Sends the message to the dead letters now.
+    pub fn dead() -> Self {
+        Verdict::default().then(Next::Dead)
+    }
+
+    /// Chooses what comes next.
+    pub fn then(mut self, next: Next) -> Self {
+        self.next = Some(next);
+        self
+    }
+
+    /// Replaces the payload of the attempts that follow.
+    pub fn payload(mut self, payload: impl Into<Vec<u8>>) -> Self {
+        self.amend = self.amend.payload(payload);
+        self
+    }
+
+    /// Changes the attempts allowed by `n` (negative: fewer).
+    pub fn extra_attempts(mut self, n: i32) -> Self {
+        self.amend = self.amend.extra_attempts(n);
+        self
+    }
+}
+
+/// A worker's failure hook.
+pub(crate) type FailureHook = Arc<dyn Fn(&FailedDelivery<'_>) -> Verdict + Send + Sync>;

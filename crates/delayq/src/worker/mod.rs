@@ -32,7 +32,7 @@ mod runner;
 mod settle;
 
 pub use builder::{Worker, WorkerBuilder};
-pub use failure::Failure;
+pub use failure::{FailedDelivery, Failure, Verdict};
 pub use runner::StopReason;
 
 /// Most handlers one worker runs at once.

@@ -16,7 +16,8 @@ use crate::consumer::{Consumer, Delivery, ReceiveOptions};
 use crate::error::Result;
 use crate::message::Next;
 
-use super::failure::Failure;
+use super::failure::{FailedDelivery, Failure, FailureHook};
+use crate::message::Amend;
 
 /// Why a worker stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +131,9 @@ where
                 running.insert(&receipt);
                 let metrics = queue.metrics().clone();
                 let timeout = s.handler_timeout;
+                let on_failure = s.on_failure.clone();
+                // The hook sees the payload; the handler takes the delivery.
+                let kept = on_failure.as_ref().map(|_| delivery.clone());
                 let task = tasks.spawn(async move {
                     let _permit = permit;
                     let started = tokio::time::Instant::now();
@@ -144,11 +148,13 @@ where
                     let outcome = tokio::select! {
                         result = handled => match result {
                             Some(Ok(Ok(()))) => Outcome::Done,
-                            Some(Ok(Err(e))) => Outcome::Failed(e.to_string(), next_after(&e)),
-                            Some(Err(panic)) => Outcome::Failed(panic_text(panic), Next::Backoff),
-                            None => Outcome::Failed(
+                            Some(Ok(Err(e))) => failed(e.to_string(), next_after(&e), on_failure, kept),
+                            Some(Err(panic)) => failed(panic_text(panic), Next::Backoff, on_failure, kept),
+                            None => failed(
                                 format!("handler timed out after {:?}", timeout.unwrap_or_default()),
                                 Next::Backoff,
+                                on_failure,
+                                kept,
                             ),
                         },
                         // Logged there; the message is Redis's to hand out again.
@@ -223,6 +229,30 @@ async fn reconnecting_consumer(
                 }
                 pause = (pause * 2).min(Duration::from_secs(5));
             }
+        }
+    }
+}
+
+/// A failed attempt's outcome, after the failure hook (if any) has had its say.
+fn failed(
+    error: String,
+    next: Next,
+    hook: Option<FailureHook>,
+    delivery: Option<Delivery>,
+) -> Outcome {
+    let (Some(hook), Some(delivery)) = (hook, delivery) else {
+        return Outcome::Failed(error, next, Amend::default());
+    };
+    let seen = FailedDelivery {
+        delivery: &delivery,
+        error: &error,
+        next,
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&seen))) {
+        Ok(verdict) => Outcome::Failed(error, verdict.next.unwrap_or(next), verdict.amend),
+        Err(panic) => {
+            tracing::error!(id = %delivery.id, panic = %panic_text(panic), "failure hook panicked; the failure counts as it was");
+            Outcome::Failed(error, next, Amend::default())
         }
     }
 }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
-use crate::message::Next;
+use crate::message::{Amend, Next};
 use crate::names::QueueName;
 use crate::queue::{Queue, MAX_BATCH};
 
@@ -147,7 +147,7 @@ pub(crate) async fn heartbeat(queue: &Queue, running: &Running, lease: Duration)
 /// How a handler ended.
 pub(crate) enum Outcome {
     Done,
-    Failed(String, Next),
+    Failed(String, Next, Amend),
 }
 
 /// Settles what handlers report until every sender is gone: all that arrived together in
@@ -163,9 +163,14 @@ pub(crate) async fn settler(
         for (delivery, outcome) in batch.drain(..) {
             match outcome {
                 Outcome::Done => done.push(delivery),
-                Outcome::Failed(error, next) => {
+                Outcome::Failed(error, next, mut amend) => {
+                    // One bad change must not fail the batch it is settled with.
+                    if let Err(e) = queue.check_amend(&amend) {
+                        tracing::warn!(queue = %queue.name(), id = %delivery.id, error = %e, "failure hook's change ignored");
+                        amend = Amend::default();
+                    }
                     failed.push(delivery);
-                    failures.push((error, next));
+                    failures.push((error, next, amend));
                 }
             }
         }

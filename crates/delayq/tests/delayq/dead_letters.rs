@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use delayq::{
-    Backoff, CancelOutcome, Delivery, Error, Message, MessageInfo, NackOutcome, Next, Queue,
+    Amend, Backoff, CancelOutcome, Delivery, Error, Message, MessageInfo, NackOutcome, Next, Queue,
     Schedule, SendOptions, State, MAX_BATCH,
 };
 
@@ -192,6 +192,53 @@ async fn a_message_keeps_its_last_five_errors_bounded_in_size() {
     q.ack(&d).await.expect("ack");
     assert_eq!(q.get("m").await.expect("get"), None);
     assert_eq!(server.cli(&["HLEN", "dq:{retries}:errors"]), "0");
+}
+
+#[tokio::test]
+async fn a_failure_can_amend_the_payload_and_the_attempts_allowed() {
+    let (_server, q) = fresh_queue().await;
+    let options = SendOptions::new().max_attempts(3);
+    q.send(b"v1", &options.clone().id("a")).await.expect("send");
+    q.send(b"x", &options.id("b")).await.expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let got = consumer
+        .receive(&receiving(2, LEASE, Duration::ZERO))
+        .await
+        .expect("receive");
+    let (a, b) = if got[0].id == "a" {
+        (&got[0], &got[1])
+    } else {
+        (&got[1], &got[0])
+    };
+
+    let huge = Amend::default().payload(vec![0u8; 2 * 1024 * 1024]);
+    let refused = q.fail_amended(a, "e", Next::Backoff, &huge).await;
+    assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
+
+    let amend = Amend::default().payload("v2").extra_attempts(10);
+    let outcome = q
+        .fail_amended(a, "e", Next::Backoff, &amend)
+        .await
+        .expect("fail");
+    assert_eq!(outcome, NackOutcome::Retry);
+    let info = q.get("a").await.expect("get").expect("kept");
+    assert_eq!(
+        (info.payload.as_slice(), info.max_attempts),
+        (b"v2".as_slice(), 13)
+    );
+
+    // Fewer attempts than already made: none left, a dead letter now.
+    let fewer = Amend::default().extra_attempts(-10);
+    let outcome = q
+        .fail_amended(b, "e", Next::Backoff, &fewer)
+        .await
+        .expect("fail");
+    assert_eq!(outcome, NackOutcome::Dead);
+    let info = q.get("b").await.expect("get").expect("kept");
+    assert_eq!(
+        (info.state, info.attempts, info.max_attempts),
+        (State::Dead, 1, 1)
+    );
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use delayq::worker::{Failure, StopReason, WorkerBuilder};
+use delayq::worker::{FailedDelivery, Failure, StopReason, Verdict, WorkerBuilder};
 use delayq::{Backoff, DelayQ, Delivery, Message, SendOptions, State, Stats};
 use tokio::sync::{mpsc, Notify};
 use tracing_subscriber::filter::LevelFilter;
@@ -256,6 +256,116 @@ async fn a_handler_can_fail_for_good_or_ask_for_a_later_retry() {
         "due {} ms from the start",
         later.due_ms - before
     );
+}
+
+/// Payloads each handler run saw, in order.
+#[derive(Clone, Default)]
+struct Payloads(Arc<Mutex<Vec<String>>>);
+
+impl Payloads {
+    fn push(&self, p: &[u8]) {
+        let text = String::from_utf8_lossy(p).into_owned();
+        self.0.lock().expect("payloads lock").push(text);
+    }
+
+    fn get(&self) -> Vec<String> {
+        self.0.lock().expect("payloads lock").clone()
+    }
+}
+
+#[tokio::test]
+async fn a_failure_hook_can_amend_the_message_or_bury_it() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "hooked");
+    let quick = SendOptions::new().backoff(Backoff::fixed(Duration::from_millis(20)));
+    // Fails while its payload is "v1"; the hook rewrites it to "v2".
+    let rewritten = q
+        .send(b"v1", &quick.clone().id("rewritten").max_attempts(5))
+        .await
+        .expect("send");
+    // One attempt allowed, fails twice: the hook grants two more.
+    let granted = q
+        .send(b"stubborn", &quick.clone().id("granted").max_attempts(1))
+        .await
+        .expect("send");
+    // Five attempts allowed; the hook buries it at the first failure.
+    let buried = q
+        .send(b"poison", &quick.clone().id("buried").max_attempts(5))
+        .await
+        .expect("send");
+    // The hook panics on it: the failure counts as it was, by the backoff.
+    let panicky = q
+        .send(b"panicky", &quick.id("panicky").max_attempts(2))
+        .await
+        .expect("send");
+    let seen = Payloads::default();
+    let hook_calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let worker = WorkerBuilder::new(q.clone())
+        .concurrency(4)
+        .on_failure({
+            let calls = hook_calls.clone();
+            move |f: &FailedDelivery<'_>| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                match f.delivery.id.as_str() {
+                    "rewritten" => Verdict::keep().payload("v2"),
+                    "granted" if f.delivery.attempt == 1 => Verdict::keep().extra_attempts(2),
+                    "buried" => Verdict::dead(),
+                    "panicky" => panic!("hook bug"),
+                    _ => Verdict::keep(),
+                }
+            }
+        })
+        .build({
+            let seen = seen.clone();
+            move |d: Delivery| {
+                let seen = seen.clone();
+                async move {
+                    seen.push(&d.payload);
+                    let fail = d.payload == b"v1"
+                        || d.payload == b"poison"
+                        || d.payload == b"panicky"
+                        || (d.payload == b"stubborn" && d.attempt <= 2);
+                    if fail {
+                        Err(format!("attempt {} failed", d.attempt))
+                    } else {
+                        Ok(())
+                    }
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+    wait_until(Duration::from_secs(10), "everything settled", || async {
+        counts(&q).await == [0, 0, 0, 2]
+    })
+    .await;
+    running.shutdown().await;
+
+    assert_eq!(
+        q.get(&rewritten.id).await.expect("get"),
+        None,
+        "acked as v2"
+    );
+    assert_eq!(
+        q.get(&granted.id).await.expect("get"),
+        None,
+        "acked at attempt 3"
+    );
+    let dead = q.get(&buried.id).await.expect("get").expect("dead letter");
+    assert_eq!((dead.state, dead.attempts), (State::Dead, 1));
+    let dead = q.get(&panicky.id).await.expect("get").expect("dead letter");
+    assert_eq!(
+        (dead.state, dead.attempts),
+        (State::Dead, 2),
+        "both failures counted"
+    );
+    let runs = seen.get();
+    let count = |p: &str| runs.iter().filter(|r| r.as_str() == p).count();
+    assert_eq!((count("v1"), count("v2")), (1, 1), "{runs:?}");
+    assert_eq!(count("stubborn"), 3, "{runs:?}");
+    assert_eq!(count("poison"), 1, "{runs:?}");
+    // v1, stubborn twice, poison, panicky twice.
+    assert_eq!(hook_calls.load(Ordering::SeqCst), 6);
 }
 
 #[tokio::test]
