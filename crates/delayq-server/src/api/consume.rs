@@ -245,6 +245,15 @@ struct NackBody {
     retry_after: Option<DurationArg>,
     /// A dead letter now, whatever attempts are left (a permanent failure).
     dead: Option<bool>,
+    /// The payload of the next attempts, as JSON (the message keeps its kind: use this for
+    /// a message sent as JSON).
+    #[serde(default, deserialize_with = "super::wire::present")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    payload: Option<Box<serde_json::value::RawValue>>,
+    /// The payload of the next attempts, as base64 bytes (for a message sent as bytes).
+    payload_base64: Option<String>,
+    /// Added to the attempts allowed (negative: fewer).
+    extra_attempts: Option<i32>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -281,11 +290,20 @@ pub async fn nack(
         (None, true) => Next::Dead,
         (None, false) => Next::Backoff,
     };
+    let mut amend = delayq::Amend::default().extra_attempts(req.extra_attempts.unwrap_or(0));
+    match (req.payload, req.payload_base64) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "invalid_payload",
+                "give payload or payload_base64, not both",
+            ))
+        }
+        (Some(json), None) => amend = amend.payload(json.get().as_bytes()),
+        (None, Some(b64)) => amend = amend.payload(super::wire::decode_base64(&b64)?),
+        (None, None) => {}
+    }
     let error = req.error.as_deref().unwrap_or("failed");
-    let outcome = match q
-        .fail_receipt(&receipt, error, next, &delayq::Amend::default())
-        .await?
-    {
+    let outcome = match q.fail_receipt(&receipt, error, next, &amend).await? {
         NackOutcome::Retry => "retry",
         NackOutcome::Dead => "dead",
         _ => "settled",

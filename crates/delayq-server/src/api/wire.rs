@@ -221,7 +221,7 @@ pub struct SendBody {
 }
 
 /// Keeps a present `null` as a JSON payload instead of taking it for "absent".
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+pub(crate) fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
     Box::<RawValue>::deserialize(d).map(Some)
 }
 

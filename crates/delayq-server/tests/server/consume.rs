@@ -229,6 +229,27 @@ async fn a_nack_can_dead_letter_at_once() {
 }
 
 #[tokio::test]
+async fn a_nack_can_replace_the_payload_and_grant_attempts() {
+    let s = TestServer::start().await;
+    let body = json!({ "payload": { "v": 1 }, "id": "m", "max_attempts": 2 });
+    send(&s, "amended", body).await;
+    let got = receive(&s, "amended", 1, "0s").await;
+    let receipt = got[0]["receipt"].clone();
+    let both = json!({ "receipt": receipt, "payload": 1, "payload_base64": "AA==" });
+    let answer = s.post("/v1/queues/amended/nack", both).await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_payload");
+    let nack =
+        json!({ "receipt": receipt, "retry_after": 0, "payload": { "v": 2 }, "extra_attempts": 1 });
+    let (_, body) = s.post("/v1/queues/amended/nack", nack).await;
+    assert_eq!(body, json!({ "outcome": "retry" }));
+    let (_, info) = s.get("/v1/queues/amended/messages/m").await;
+    assert_eq!(info["max_attempts"], 3);
+    let got = receive(&s, "amended", 1, "5s").await;
+    assert_eq!(got[0]["payload"], json!({ "v": 2 }));
+    assert_eq!(got[0]["attempt"], 2);
+}
+
+#[tokio::test]
 async fn a_long_poll_is_woken_by_a_send() {
     let s = TestServer::start().await;
     let base = s.base.clone();
