@@ -67,16 +67,13 @@ impl<'a> DeadLetters<'a> {
         while r.remaining() > 0 {
             let (id, died_at_ms) = (r.string()?, r.uint()?);
             let (attempts, max_attempts) = (r.uint()? as u32, r.uint()? as u32);
-            let errors = r
-                .opt_bytes()?
-                .map(|b| crate::error_history::decode(&b))
-                .unwrap_or_default();
+            let (last_error, errors) = crate::error_history::read(r.opt_bytes()?);
             out.push(DeadLetter {
                 id,
                 died_at_ms,
                 attempts,
                 max_attempts,
-                last_error: errors.last().map(|e| e.error.clone()),
+                last_error,
                 errors,
                 payload: r.bytes()?,
                 kind: record::kind_of(r.uint()? as u8),

@@ -14,6 +14,13 @@ pub struct FailedAttempt {
     pub error: String,
 }
 
+/// A history field as a script returns it (absent: no failures): the last error's text, and
+/// every entry.
+pub(crate) fn read(field: Option<Vec<u8>>) -> (Option<String>, Vec<FailedAttempt>) {
+    let history = field.map(|b| decode(&b)).unwrap_or_default();
+    (history.last().map(|e| e.error.clone()), history)
+}
+
 /// Takes a history apart. A field that does not start with an entry is one plain error text,
 /// as kept before histories.
 pub(crate) fn decode(bytes: &[u8]) -> Vec<FailedAttempt> {

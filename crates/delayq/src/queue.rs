@@ -199,13 +199,7 @@ impl Queue {
 
     /// Validates a message and encodes its record body.
     fn prepare(&self, payload: &[u8], options: &SendOptions) -> Result<(DueSpec, Vec<u8>)> {
-        if payload.len() > self.config.max_payload_bytes {
-            return Err(InvalidInput::PayloadTooLarge {
-                size: payload.len(),
-                limit: self.config.max_payload_bytes,
-            }
-            .into());
-        }
+        self.check_payload(payload)?;
         if let Some(id) = &options.id {
             check_caller_id(id)?;
         }
@@ -275,10 +269,7 @@ impl Queue {
         let due_ms = r.uint()?;
         let attempts = r.uint()? as u32;
         let max_attempts = r.uint()? as u32;
-        let errors = r
-            .opt_bytes()?
-            .map(|b| error_history::decode(&b))
-            .unwrap_or_default();
+        let (last_error, errors) = error_history::read(r.opt_bytes()?);
         let payload = r.bytes()?;
         let extra = r.uint()?;
         let kind = record::kind_of(r.uint()? as u8);
@@ -288,7 +279,7 @@ impl Queue {
             due_ms,
             attempts,
             max_attempts,
-            last_error: errors.last().map(|e| e.error.clone()),
+            last_error,
             errors,
             payload,
             kind,
@@ -555,16 +546,21 @@ impl Queue {
 
     /// A new payload is held to the same limit as a sent one.
     pub(crate) fn check_amend(&self, amend: &Amend) -> Result<()> {
-        match &amend.payload {
-            Some(p) if p.len() > self.config.max_payload_bytes => {
-                Err(InvalidInput::PayloadTooLarge {
-                    size: p.len(),
-                    limit: self.config.max_payload_bytes,
-                }
-                .into())
+        amend
+            .payload
+            .as_deref()
+            .map_or(Ok(()), |p| self.check_payload(p))
+    }
+
+    fn check_payload(&self, payload: &[u8]) -> Result<()> {
+        if payload.len() > self.config.max_payload_bytes {
+            return Err(InvalidInput::PayloadTooLarge {
+                size: payload.len(),
+                limit: self.config.max_payload_bytes,
             }
-            _ => Ok(()),
+            .into());
         }
+        Ok(())
     }
 
     /// Counts nacks by what `nack.lua` made of them.

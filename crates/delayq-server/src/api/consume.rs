@@ -291,16 +291,9 @@ pub async fn nack(
         (None, false) => Next::Backoff,
     };
     let mut amend = delayq::Amend::default().extra_attempts(req.extra_attempts.unwrap_or(0));
-    match (req.payload, req.payload_base64) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request(
-                "invalid_payload",
-                "give payload or payload_base64, not both",
-            ))
-        }
-        (Some(json), None) => amend = amend.payload(json.get().as_bytes()),
-        (None, Some(b64)) => amend = amend.payload(super::wire::decode_base64(&b64)?),
-        (None, None) => {}
+    // The message keeps the kind it was sent with, whichever form the new payload takes.
+    if let Some((payload, _kind)) = super::wire::payload_of(req.payload, req.payload_base64)? {
+        amend = amend.payload(payload);
     }
     let error = req.error.as_deref().unwrap_or("failed");
     let outcome = match q.fail_receipt(&receipt, error, next, &amend).await? {

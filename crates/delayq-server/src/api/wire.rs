@@ -225,18 +225,30 @@ pub(crate) fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawV
     Box::<RawValue>::deserialize(d).map(Some)
 }
 
+/// A payload given as `payload` (JSON) or `payload_base64` (bytes), if one was; both is a 400.
+pub fn payload_of(
+    json: Option<Box<RawValue>>,
+    base64: Option<String>,
+) -> ApiResult<Option<(Vec<u8>, PayloadKind)>> {
+    match (json, base64) {
+        (Some(json), None) => Ok(Some((json.get().as_bytes().to_vec(), PayloadKind::Json))),
+        (None, Some(b64)) => Ok(Some((decode_base64(&b64)?, PayloadKind::Bytes))),
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            "invalid_payload",
+            "give payload (JSON) or payload_base64 (bytes), not both",
+        )),
+    }
+}
+
 impl SendBody {
     /// The payload bytes and the send options.
     pub fn into_message(self, limits: &Limits) -> ApiResult<(Vec<u8>, SendOptions)> {
-        let (payload, kind) = match (self.payload, self.payload_base64) {
-            (Some(json), None) => (json.get().as_bytes().to_vec(), PayloadKind::Json),
-            (None, Some(b64)) => (decode_base64(&b64)?, PayloadKind::Bytes),
-            _ => {
-                return Err(ApiError::bad_request(
-                    "invalid_payload",
-                    "give exactly one of payload (JSON) and payload_base64 (bytes)",
-                ))
-            }
+        let Some((payload, kind)) = payload_of(self.payload, self.payload_base64)? else {
+            return Err(ApiError::bad_request(
+                "invalid_payload",
+                "give exactly one of payload (JSON) and payload_base64 (bytes)",
+            ));
         };
         let options = MessageOptions {
             delay: self.delay,
