@@ -9,6 +9,11 @@
 //!   waiting consumer hears it, whatever the others are doing;
 //! * the end of the caller's `wait`.
 //!
+//! A consumer of a [`QueueSet`] does the same for each of its queues at once: it claims from
+//! them in the set's order (strict or weighted, `queue_set.rs`) until it has `max`; with
+//! nothing due anywhere it waits on all their wake-ups and on the earliest of their due
+//! times, then claims only where a wake-up or a due time says something may be due.
+//!
 //! The consumer subscribes before it claims and notes the wake-ups heard so far just before
 //! each claim, so a wake-up published after a claim has looked is always heard by the next
 //! wait. Consumers of one queue share the subscription (`wakeup.rs`), so they cost no
@@ -29,16 +34,20 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::{InvalidInput, Result};
+use crate::names::QueueName;
 use crate::options::PayloadKind;
 use crate::queue::{check_count, Queue, MAX_BATCH};
 use std::sync::Arc;
 
+use crate::queue_set::{Picker, QueueSet};
 use crate::wakeup::Subscription;
 
 /// A message handed to a consumer under a lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Delivery {
+    /// The queue it came from.
+    pub queue: QueueName,
     /// The message id.
     pub id: String,
     /// The payload, unchanged.
@@ -85,6 +94,7 @@ impl Delivery {
     /// A copy without the payload: all that ack, nack and extend need.
     pub(crate) fn without_payload(&self) -> Delivery {
         Delivery {
+            queue: self.queue.clone(),
             id: self.id.clone(),
             payload: Vec::new(),
             kind: self.kind,
@@ -139,9 +149,18 @@ impl ReceiveOptions {
     }
 }
 
-/// Receives messages from one queue. One consumer serves one task at a time (`receive`
-/// takes `&mut self`); make one per concurrent receiver.
+/// Receives messages from one queue, or from a [`QueueSet`] (waiting on all its queues at
+/// once). One consumer serves one task at a time (`receive` takes `&mut self`); make one per
+/// concurrent receiver.
 pub struct Consumer {
+    lanes: Vec<Lane>,
+    picker: Picker,
+    /// How far ahead of a due time to send the claim.
+    lead: Lead,
+}
+
+/// One queue of a consumer.
+struct Lane {
     queue: Queue,
     /// This consumer's claim record in Redis: what its last claim took (see the module docs).
     claim_record: String,
@@ -151,95 +170,37 @@ pub struct Consumer {
     seen: u64,
     /// Token base of a claim sent whose reply has not been read: the next claim repeats it.
     unanswered: Option<u64>,
-    /// How far ahead of a due time to send the claim.
-    lead: Lead,
+    /// What the last claim said of the time before anything comes due here.
+    quiet: Quiet,
 }
 
-impl Consumer {
-    pub(crate) async fn new(queue: Queue) -> Result<Self> {
-        let claim_record = queue
-            .keys()
-            .claim_record(&format!("{:016x}", rand::random::<u64>()));
-        let subscription = queue.subscription().await?;
-        Ok(Consumer {
-            queue,
-            claim_record,
-            subscription,
-            seen: 0,
-            unanswered: None,
-            lead: Lead::default(),
-        })
-    }
+/// What a consumer knows of a queue's next due time, from its last claim there.
+#[derive(Debug, Clone, Copy)]
+enum Quiet {
+    /// Claim to find out.
+    Unknown,
+    /// Nothing due (nor any lease ending) before this moment.
+    Until(Instant),
+    /// Nothing pending or leased at all.
+    Idle,
+}
 
-    /// The queue this consumer receives from (ack, nack and extend deliveries there).
-    pub fn queue(&self) -> &Queue {
-        &self.queue
-    }
-
-    /// Takes up to `max` due messages under a lease, waiting up to `wait` for one to come due.
-    /// Also reclaims messages whose lease expired (counting the attempt). Returns an empty
-    /// list when nothing came due in time.
-    ///
-    /// Cancel safety: a `receive` dropped while its claim is under way, or failed because
-    /// the reply timed out, loses nothing: the next `receive` on this consumer returns what
-    /// that claim took (up to its `max`), before claiming anything new. A consumer dropped
-    /// in that state leaves its messages to come back when their lease expires.
-    pub async fn receive(&mut self, options: &ReceiveOptions) -> Result<Vec<Delivery>> {
-        self.receive_until(options, std::future::pending()).await
-    }
-
-    /// Like [`receive`](Self::receive), but also returns (empty) as soon as `stop` completes.
-    /// Only the waiting is cut short, never a claim in progress, so no message is claimed
-    /// without being returned.
-    pub async fn receive_until(
-        &mut self,
-        options: &ReceiveOptions,
-        stop: impl Future<Output = ()>,
-    ) -> Result<Vec<Delivery>> {
-        options.validate()?;
-        tokio::pin!(stop);
-        // None: no end (a wait too long to represent is a wait without end).
-        let deadline = Instant::now().checked_add(options.wait);
-        loop {
-            self.seen = self.subscribed().await?.generation();
-            let sent = Instant::now();
-            let claim = self.claim(options).await?;
-            let now = Instant::now();
-            self.lead.observe(now - sent);
-            if !claim.deliveries.is_empty() {
-                return Ok(claim.deliveries);
+impl Lane {
+    /// Whether a claim here could find something at `now`, with claims sent `lead` early.
+    fn may_have_due(&self, now: Instant, lead: Duration) -> bool {
+        self.unanswered.is_some()
+            || self.subscription.is_lost()
+            || self.subscription.generation() != self.seen
+            || match self.quiet {
+                Quiet::Unknown => true,
+                Quiet::Until(at) => now + lead >= at,
+                Quiet::Idle => false,
             }
-            let mut sleep = match deadline {
-                Some(deadline) if now >= deadline => return Ok(Vec::new()),
-                Some(deadline) => Some(deadline - now),
-                None => None,
-            };
-            if let Some(next) = claim.next_event {
-                // Claim a little ahead so that the request reaches Redis as the message comes
-                // due; one that arrives early just comes back with a shorter wait.
-                let next = next.saturating_sub(self.lead.get());
-                sleep = Some(sleep.map_or(next, |s| s.min(next)));
-            }
-            if sleep.is_some_and(|s| s.is_zero()) {
-                continue;
-            }
-            let (subscription, seen) = (self.subscribed().await?, self.seen);
-            let timer = async {
-                match sleep {
-                    Some(sleep) => sleep_precisely(sleep).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = subscription.woken_since(seen) => {}
-                () = timer => {}
-                () = &mut stop => return Ok(Vec::new()),
-            }
-        }
     }
 
     /// One claim; repeats the last one instead if its reply was never read.
     async fn claim(&mut self, options: &ReceiveOptions) -> Result<Claim> {
+        self.seen = self.subscribed().await?.generation();
         let (base, repeat) = match self.unanswered {
             Some(base) => (base, true),
             // Tokens base + 1 ..= base + max must stay within 48 bits.
@@ -265,6 +226,186 @@ impl Consumer {
             self.subscription = self.queue.subscription().await?;
         }
         Ok(self.subscription.clone())
+    }
+}
+
+impl Consumer {
+    pub(crate) async fn new(set: QueueSet) -> Result<Self> {
+        let mut lanes = Vec::with_capacity(set.queues.len());
+        for (queue, _) in &set.queues {
+            lanes.push(Lane {
+                claim_record: queue
+                    .keys()
+                    .claim_record(&format!("{:016x}", rand::random::<u64>())),
+                subscription: queue.subscription().await?,
+                queue: queue.clone(),
+                seen: 0,
+                unanswered: None,
+                quiet: Quiet::Unknown,
+            });
+        }
+        Ok(Consumer {
+            picker: Picker::new(&set),
+            lanes,
+            lead: Lead::default(),
+        })
+    }
+
+    /// The queue this consumer receives from (the first, for a set): ack, nack and extend
+    /// its deliveries there. A delivery names its queue in [`Delivery::queue`].
+    pub fn queue(&self) -> &Queue {
+        &self.lanes[0].queue
+    }
+
+    /// The queues this consumer receives from, in the order of its set.
+    pub fn queues(&self) -> impl Iterator<Item = &Queue> {
+        self.lanes.iter().map(|l| &l.queue)
+    }
+
+    /// Takes up to `max` due messages under a lease, waiting up to `wait` for one to come due.
+    /// Also reclaims messages whose lease expired (counting the attempt). Returns an empty
+    /// list when nothing came due in time. A consumer of a set claims from its queues in the
+    /// set's order; each delivery names its queue.
+    ///
+    /// Cancel safety: a `receive` dropped while its claim is under way, or failed because
+    /// the reply timed out, loses nothing: the next `receive` on this consumer returns what
+    /// that claim took (up to its `max`), before claiming anything new. A consumer dropped
+    /// in that state leaves its messages to come back when their lease expires.
+    pub async fn receive(&mut self, options: &ReceiveOptions) -> Result<Vec<Delivery>> {
+        self.receive_until(options, std::future::pending()).await
+    }
+
+    /// Like [`receive`](Self::receive), but also returns (empty) as soon as `stop` completes.
+    /// Only the waiting is cut short, never a claim in progress, so no message is claimed
+    /// without being returned.
+    pub async fn receive_until(
+        &mut self,
+        options: &ReceiveOptions,
+        stop: impl Future<Output = ()>,
+    ) -> Result<Vec<Delivery>> {
+        Ok(self
+            .receive_from_lanes(options, stop)
+            .await?
+            .into_iter()
+            .map(|(_, d)| d)
+            .collect())
+    }
+
+    /// [`receive_until`](Self::receive_until), each delivery with the position of its queue
+    /// in the set.
+    pub(crate) async fn receive_from_lanes(
+        &mut self,
+        options: &ReceiveOptions,
+        stop: impl Future<Output = ()>,
+    ) -> Result<Vec<(usize, Delivery)>> {
+        options.validate()?;
+        tokio::pin!(stop);
+        // None: no end (a wait too long to represent is a wait without end).
+        let deadline = Instant::now().checked_add(options.wait);
+        // The first round claims everywhere: a send just before this call may not have
+        // been heard yet. Later rounds claim where a wake-up or a due time says to.
+        let mut everywhere = true;
+        loop {
+            let taken = self.claim_round(options, everywhere).await?;
+            everywhere = false;
+            if !taken.is_empty() {
+                return Ok(taken);
+            }
+            let now = Instant::now();
+            let mut sleep = match deadline {
+                Some(deadline) if now >= deadline => return Ok(Vec::new()),
+                Some(deadline) => Some(deadline - now),
+                None => None,
+            };
+            for lane in &self.lanes {
+                if let Quiet::Until(at) = lane.quiet {
+                    // Claim a little ahead so that the request reaches Redis as the message
+                    // comes due; one that arrives early just comes back with a shorter wait.
+                    let next = at.saturating_duration_since(now + self.lead.get());
+                    sleep = Some(sleep.map_or(next, |s| s.min(next)));
+                }
+            }
+            if sleep.is_some_and(|s| s.is_zero()) {
+                continue;
+            }
+            let mut woken = Vec::with_capacity(self.lanes.len());
+            for lane in &mut self.lanes {
+                let subscription = lane.subscribed().await?;
+                let seen = lane.seen;
+                woken.push(Box::pin(
+                    async move { subscription.woken_since(seen).await },
+                ));
+            }
+            let any_woken = std::future::poll_fn(|cx| {
+                for w in &mut woken {
+                    if w.as_mut().poll(cx).is_ready() {
+                        return std::task::Poll::Ready(());
+                    }
+                }
+                std::task::Poll::Pending
+            });
+            let timer = async {
+                match sleep {
+                    Some(sleep) => sleep_precisely(sleep).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = any_woken => {}
+                () = timer => {}
+                () = &mut stop => return Ok(Vec::new()),
+            }
+        }
+    }
+
+    /// Claims up to `options.max` from the queues that may have something due (or from all,
+    /// `everywhere`), in the set's order, until `max` are taken. A failed claim after others took messages returns those: nothing
+    /// claimed goes unreturned.
+    async fn claim_round(
+        &mut self,
+        options: &ReceiveOptions,
+        everywhere: bool,
+    ) -> Result<Vec<(usize, Delivery)>> {
+        let now = Instant::now();
+        let lead = self.lead.get();
+        let eligible: Vec<bool> = self
+            .lanes
+            .iter()
+            .map(|l| everywhere || l.may_have_due(now, lead))
+            .collect();
+        let mut taken = Vec::new();
+        for i in self.picker.order(&eligible) {
+            let wanted = options.max - taken.len();
+            if wanted == 0 {
+                break;
+            }
+            let lane_options = ReceiveOptions {
+                max: wanted,
+                ..*options
+            };
+            let sent = Instant::now();
+            let claim = match self.lanes[i].claim(&lane_options).await {
+                Ok(claim) => claim,
+                Err(e) if taken.is_empty() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(queue = %self.lanes[i].queue.name(), error = %e, "claim failed; returning what the other queues gave");
+                    return Ok(taken);
+                }
+            };
+            let replied = Instant::now();
+            self.lead.observe(replied - sent);
+            let lane = &mut self.lanes[i];
+            lane.quiet = if !claim.deliveries.is_empty() {
+                Quiet::Unknown
+            } else {
+                match claim.next_event {
+                    Some(next) => Quiet::Until(replied + next),
+                    None => Quiet::Idle,
+                }
+            };
+            taken.extend(claim.deliveries.into_iter().map(|d| (i, d)));
+        }
+        Ok(taken)
     }
 }
 

@@ -49,6 +49,7 @@
 //! * `client.rs`: [`DelayQ`], the connection; makes [`Queue`] handles.
 //! * `queue.rs`: [`Queue`]: send, cancel, reschedule, get, stats, ack, nack, extend.
 //! * `consumer.rs`: [`Consumer`]: receive, waiting for due times without polling.
+//! * `queue_set.rs`: [`QueueSet`]: several queues served together, strictly or by weight.
 //! * `dead_letters.rs`: [`DeadLetters`]: count, list, requeue, purge.
 //! * `error_history.rs`: a message's last few failures ([`FailedAttempt`]), as Redis keeps them.
 //! * `worker/`: the worker runtime.
@@ -70,6 +71,7 @@ mod message;
 mod names;
 mod options;
 mod queue;
+mod queue_set;
 mod receipt;
 mod record;
 mod recording;
@@ -92,5 +94,6 @@ pub use options::{
     MAX_BACKOFF_STEPS, MAX_DELAY,
 };
 pub use queue::{Queue, MAX_BATCH, MAX_BATCH_BYTES};
+pub use queue_set::{Order, QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
 pub use receipt::Receipt;
 pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS};

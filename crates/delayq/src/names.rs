@@ -13,9 +13,9 @@ pub const MAX_MESSAGE_ID_LEN: usize = 128;
 /// A queue name: 1 to 64 characters from `[A-Za-z0-9._-]`.
 ///
 /// The restriction keeps names safe inside a Redis Cluster hash tag (`{` and `}` would break
-/// it) and readable in `redis-cli`.
+/// it) and readable in `redis-cli`. Cheap to clone: every delivery carries its queue's name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct QueueName(String);
+pub struct QueueName(std::sync::Arc<str>);
 
 impl QueueName {
     /// Validates `name`.
@@ -38,7 +38,7 @@ impl QueueName {
         {
             return reject("only A-Z, a-z, 0-9, '.', '_' and '-' are allowed");
         }
-        Ok(QueueName(name.to_owned()))
+        Ok(QueueName(name.into()))
     }
 
     /// The name as a string.

@@ -304,7 +304,7 @@ impl Queue {
     /// A consumer of this queue. Consumers are cheap: those of one queue made from one
     /// [`DelayQ`](crate::DelayQ) share one connection for wake-ups.
     pub async fn consumer(&self) -> Result<Consumer> {
-        Consumer::new(self.clone()).await
+        Consumer::new(crate::queue_set::QueueSet::single(self.clone())).await
     }
 
     /// The dead letters of this queue.
@@ -357,6 +357,7 @@ impl Queue {
                     let late_us = now_us.saturating_sub(rec.due_us);
                     m.lateness.record(late_us as f64 / 1e6);
                     deliveries.push(Delivery {
+                        queue: self.name.clone(),
                         id: rec.id,
                         payload: rec.payload,
                         // The record is as it was pending; this delivery is one more attempt.

@@ -13,7 +13,7 @@ use super::path::Path;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use delayq::{Delivery, NackOutcome, Next, Receipt, ReceiveOptions};
+use delayq::{Delivery, NackOutcome, Next, QueueSet, Receipt, ReceiveOptions};
 use serde::{Deserialize, Serialize};
 
 use super::wire::{parse, Body, DurationArg, PayloadOut};
@@ -34,8 +34,27 @@ struct ReceiveBody {
     wait: Option<DurationArg>,
 }
 
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct ReceiveManyBody {
+    /// Queues in strict priority order, the first highest (or give `weights`).
+    #[schema(min_items = 1, max_items = 64)]
+    queues: Option<Vec<String>>,
+    /// Queues served in proportion to their weights, 1 to 1000 (or give `queues`).
+    weights: Option<std::collections::BTreeMap<String, u32>>,
+    /// Most messages in all (default 1).
+    #[schema(minimum = 1, maximum = 1000)]
+    max: Option<usize>,
+    /// Lease of each (default 30 s).
+    lease: Option<DurationArg>,
+    /// Longest wait for something to come due on any of the queues (default 0).
+    wait: Option<DurationArg>,
+}
+
 #[derive(Serialize, ToSchema)]
 struct DeliveryOut {
+    /// The queue it came from: settle it there.
+    queue: String,
     receipt: String,
     id: String,
     attempt: u32,
@@ -48,6 +67,7 @@ struct DeliveryOut {
 impl From<Delivery> for DeliveryOut {
     fn from(d: Delivery) -> Self {
         DeliveryOut {
+            queue: d.queue.to_string(),
             receipt: d.receipt().to_string(),
             attempt: d.attempt,
             due_ms: d.due_ms,
@@ -76,23 +96,77 @@ pub async fn receive(
     state.authorize(&headers, Role::Consume)?;
     let q = state.queue(&queue)?;
     let req: ReceiveBody = parse(&body)?;
+    let options = receive_options(&state, req.max, req.lease.as_ref(), req.wait.as_ref())?;
+    deliver(&state, QueueSet::single(q), &options).await
+}
+
+/// `POST /v1/receive`: one receive over several queues, `{"queues": [...]}` in strict
+/// order or `{"weights": {"queue": weight, ...}}`, with `max`, `lease` and `wait` as for one
+/// queue. Waits on all of them at once; each delivery names its queue.
+#[utoipa::path(post, path = "/v1/receive", tag = "consume", request_body = ReceiveManyBody,
+    responses((status = 200, body = ReceiveOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn receive_many(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Consume)?;
+    let req: ReceiveManyBody = parse(&body)?;
+    let set = match (req.queues, req.weights) {
+        (Some(names), None) => QueueSet::strict(
+            names
+                .iter()
+                .map(|n| state.queue(n))
+                .collect::<ApiResult<Vec<_>>>()?,
+        )?,
+        (None, Some(weights)) => QueueSet::weighted(
+            weights
+                .iter()
+                .map(|(n, w)| Ok((state.queue(n)?, *w)))
+                .collect::<ApiResult<Vec<_>>>()?,
+        )?,
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_option",
+                "give either queues (strict order) or weights, not both",
+            ))
+        }
+    };
+    let options = receive_options(&state, req.max, req.lease.as_ref(), req.wait.as_ref())?;
+    deliver(&state, set, &options).await
+}
+
+/// Receive options from a request, within the server's limits.
+fn receive_options(
+    state: &AppState,
+    max: Option<usize>,
+    lease: Option<&DurationArg>,
+    wait: Option<&DurationArg>,
+) -> ApiResult<ReceiveOptions> {
     let limits = state.limits();
-    let max = req.max.unwrap_or(1);
+    let max = max.unwrap_or(1);
     limits.check_batch(max)?;
-    let lease = match &req.lease {
+    let lease = match lease {
         Some(l) => l.get("lease")?,
         None => Duration::from_secs(30),
     };
     limits.check_lease(lease)?;
-    let wait = match &req.wait {
+    let wait = match wait {
         Some(w) => w.get("wait")?,
         None => Duration::ZERO,
     };
     limits.check_wait(wait)?;
-    let mut consumer = q.consumer().await?;
-    let options = ReceiveOptions { max, lease, wait };
+    Ok(ReceiveOptions { max, lease, wait })
+}
+
+async fn deliver(
+    state: &AppState,
+    set: QueueSet,
+    options: &ReceiveOptions,
+) -> ApiResult<Json<ReceiveOut>> {
+    let mut consumer = set.consumer().await?;
     let deliveries = consumer
-        .receive_until(&options, state.shutdown_started())
+        .receive_until(options, state.shutdown_started())
         .await?;
     Ok(Json(ReceiveOut {
         deliveries: deliveries.into_iter().map(DeliveryOut::from).collect(),

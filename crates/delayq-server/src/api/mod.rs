@@ -8,6 +8,7 @@
 //! | `GET /v1/queues/{queue}/messages/{id}`, `DELETE` (cancel) | send |
 //! | `POST /v1/queues/{queue}/messages/{id}/reschedule` | send |
 //! | `POST /v1/queues/{queue}/receive`, `ack`, `nack`, `extend`, `release` | consume |
+//! | `POST /v1/receive` (several queues: strict order or weights) | consume |
 //! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats) | admin |
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
 //! | `GET /metrics` (Prometheus text) | admin |
@@ -78,6 +79,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(produce::get, produce::cancel))
         .routes(routes!(produce::reschedule))
         .routes(routes!(consume::receive))
+        .routes(routes!(consume::receive_many))
         .routes(routes!(consume::ack))
         .routes(routes!(consume::nack))
         .routes(routes!(consume::extend))

@@ -403,3 +403,79 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
+
+#[tokio::test]
+async fn one_receive_serves_several_queues_strictly_or_by_weight() {
+    let s = TestServer::start().await;
+    send(&s, "low", json!({ "payload": "l" })).await;
+    send(&s, "high", json!({ "payload": "h" })).await;
+
+    // Strict: the first queue listed goes first; each delivery names its queue.
+    let (status, body) = s
+        .post(
+            "/v1/receive",
+            json!({ "queues": ["high", "low"], "max": 1, "wait": "1s" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["deliveries"][0]["queue"], "high");
+    assert_eq!(body["deliveries"][0]["payload"], "h");
+    let (status, _) = s
+        .post(
+            "/v1/queues/high/ack",
+            json!({ "receipt": body["deliveries"][0]["receipt"] }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    // Weighted: what is due on any of the queues.
+    let weighted = json!({ "weights": { "low": 1, "mid": 5 }, "max": 5, "wait": "20s" });
+    let (status, body) = s.post("/v1/receive", weighted.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["deliveries"][0]["queue"], "low");
+    assert_eq!(body["deliveries"].as_array().map(Vec::len), Some(1));
+
+    // As a long-poll: a send to a queue that was empty answers it (unheard, it would
+    // answer empty after 20 s).
+    let polling = {
+        let (base, http) = (s.base.clone(), s.http.clone());
+        tokio::spawn(async move {
+            let resp = http
+                .post(format!("{base}/v1/receive"))
+                .json(&weighted)
+                .send()
+                .await
+                .expect("request");
+            read(resp).await
+        })
+    };
+    wait_until(Duration::from_secs(5), "the long-poll to wait", || async {
+        s.redis
+            .cli(&["PUBSUB", "SHARDNUMSUB", "dq:{mid}:wake"])
+            .lines()
+            .nth(1)
+            == Some("1")
+    })
+    .await;
+    send(&s, "mid", json!({ "payload": "m" })).await;
+    let (status, body) = polling.await.expect("long-poll");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["deliveries"][0]["queue"], "mid");
+    assert_eq!(body["deliveries"][0]["payload"], "m");
+
+    // Bad sets are refused before anything is claimed.
+    for (bad, code) in [
+        (
+            json!({ "queues": ["a"], "weights": { "a": 1 } }),
+            "invalid_option",
+        ),
+        (json!({}), "invalid_option"),
+        (json!({ "queues": [] }), "invalid_option"),
+        (json!({ "queues": ["a", "a"] }), "invalid_option"),
+        (json!({ "weights": { "a": 0 } }), "invalid_option"),
+        (json!({ "queues": ["bad name"] }), "invalid_queue_name"),
+    ] {
+        let answer = s.post("/v1/receive", bad.clone()).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, code);
+    }
+}

@@ -8,11 +8,12 @@ use super::failure::{FailedDelivery, FailureHook, Verdict};
 use crate::consumer::Delivery;
 use crate::error::{InvalidInput, Result};
 use crate::queue::{check_count, Queue};
+use crate::queue_set::QueueSet;
 
 /// Settings of a [`Worker`].
 #[derive(Clone)]
 pub struct WorkerBuilder {
-    pub(crate) queue: Queue,
+    pub(crate) queues: QueueSet,
     pub(crate) concurrency: usize,
     pub(crate) lease: Duration,
     pub(crate) batch: usize,
@@ -24,8 +25,16 @@ pub struct WorkerBuilder {
 impl WorkerBuilder {
     /// A worker for `queue`: 8 handlers at once, 30 s leases, claims of up to 8, 10 s grace.
     pub fn new(queue: Queue) -> Self {
+        Self::serving(QueueSet::single(queue))
+    }
+
+    /// A worker for every queue of `set`, one pool of handler slots for all of them: as
+    /// slots free up it claims from the set's queues in the set's order (strict or by
+    /// weight), waiting on all of them at once when none has anything due. Each delivery
+    /// names its queue ([`Delivery::queue`]).
+    pub fn serving(set: QueueSet) -> Self {
         WorkerBuilder {
-            queue,
+            queues: set,
             concurrency: 8,
             lease: Duration::from_secs(30),
             batch: 8,

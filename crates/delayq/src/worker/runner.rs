@@ -15,6 +15,8 @@ use super::settle::{self, Outcome, Running};
 use crate::consumer::{Consumer, Delivery, ReceiveOptions};
 use crate::error::Result;
 use crate::message::Next;
+use crate::queue::Queue;
+use crate::queue_set::QueueSet;
 
 use super::failure::{FailedDelivery, Failure, FailureHook};
 use crate::message::Amend;
@@ -55,27 +57,15 @@ where
 
     async fn work(self, mut stop: watch::Receiver<bool>) -> Result<StopReason> {
         let s = &self.settings;
-        let queue = s.queue.clone();
-        let mut consumer = reconnecting_consumer(&queue, &mut stop).await;
+        let mut consumer = reconnecting_consumer(&s.queues, &mut stop).await;
         // Bounds the handlers running at once; a permit travels with each handler task.
         let slots = Arc::new(Semaphore::new(s.concurrency));
-        let running = Running::new(queue.name().clone());
+        let lanes: Vec<Lane> = s
+            .queues
+            .queues()
+            .map(|(q, _)| Lane::start(q, s.lease))
+            .collect();
         let mut tasks = JoinSet::new();
-        // Handlers report here; one settler acks them in batches (one script call for many).
-        let (outcomes, settle_rx) = mpsc::unbounded_channel();
-        let settler = tokio::spawn(settle::settler(queue.clone(), settle_rx, s.lease));
-        let _settler_guard = AbortOnDrop(settler.abort_handle());
-        let _heartbeat = {
-            let (queue, running, lease) = (queue.clone(), running.clone(), s.lease);
-            AbortOnDrop::spawn(async move {
-                let mut tick = tokio::time::interval(lease / 3);
-                tick.tick().await;
-                loop {
-                    tick.tick().await;
-                    settle::heartbeat(&queue, &running, lease).await;
-                }
-            })
-        };
 
         let mut pause = Duration::from_millis(100);
         while let Some(consumer) = consumer.as_mut() {
@@ -103,13 +93,13 @@ where
             let stopped = async move {
                 let _ = stop_wait.wait_for(|stopped| *stopped).await;
             };
-            let deliveries = match consumer.receive_until(&options, stopped).await {
+            let deliveries = match consumer.receive_from_lanes(&options, stopped).await {
                 Ok(d) => {
                     pause = Duration::from_millis(100);
                     d
                 }
                 Err(e) => {
-                    tracing::warn!(queue = %queue.name(), error = %e, retry_in = ?pause, "receive failed");
+                    tracing::warn!(queue = %consumer.queue().name(), error = %e, retry_in = ?pause, "receive failed");
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
                         _ = stop.wait_for(|stopped| *stopped) => break,
@@ -118,18 +108,21 @@ where
                     continue;
                 }
             };
-            for (delivery, permit) in deliveries.into_iter().zip(permits) {
+            let mut deliveries = deliveries.into_iter();
+            // Permits first: zip then stops without taking a delivery it has no slot for.
+            for (permit, (lane, delivery)) in permits.into_iter().zip(deliveries.by_ref()) {
+                let lane = &lanes[lane];
                 if delivery.lease_expired() {
                     // Its claim reply came too late: another consumer may hold it by now.
-                    tracing::warn!(queue = %queue.name(), id = %delivery.id, "delivery arrived after its lease ended; not started, Redis hands it out again");
+                    tracing::warn!(queue = %delivery.queue, id = %delivery.id, "delivery arrived after its lease ended; not started, Redis hands it out again");
                     continue;
                 }
                 let handler = self.handler.clone();
-                let (registry, outcomes) = (running.clone(), outcomes.clone());
+                let (registry, outcomes) = (lane.running.clone(), lane.outcomes.clone());
                 let receipt = delivery.without_payload();
                 let token = receipt.token;
-                running.insert(&receipt);
-                let metrics = queue.metrics().clone();
+                lane.running.insert(&receipt);
+                let metrics = lane.queue.metrics().clone();
                 let timeout = s.handler_timeout;
                 let on_failure = s.on_failure.clone();
                 // The hook sees the payload; the handler takes the delivery.
@@ -167,11 +160,15 @@ where
                         let _ = outcomes.send((receipt, outcome));
                     }
                 });
-                running.set_abort(token, task);
+                lane.running.set_abort(token, task);
+            }
+            // A repeated claim (its first reply lost) can return more than the slots it was
+            // sent for: hand those back at once rather than at their lease's end.
+            for (lane, delivery) in deliveries {
+                let queue = lanes[lane].queue.clone();
+                tokio::spawn(async move { settle::release(&queue, &[delivery]).await });
             }
         }
-        // No new handlers: once the running ones end, the settler drains and stops.
-        drop(outcomes);
 
         let finished = tokio::time::timeout(s.shutdown_grace, async {
             while tasks.join_next().await.is_some() {}
@@ -180,19 +177,76 @@ where
         .is_ok();
         let mut released = 0;
         if !finished {
-            let unfinished = running.abort_all();
-            released = settle::release(&queue, &unfinished).await.unwrap_or_else(|e| {
-                tracing::warn!(queue = %queue.name(), error = %e, "handing back unfinished messages failed; they return after their lease");
-                0
-            });
+            for lane in &lanes {
+                let unfinished = lane.running.abort_all();
+                released += settle::release(&lane.queue, &unfinished).await.unwrap_or_else(|e| {
+                    tracing::warn!(queue = %lane.queue.name(), error = %e, "handing back unfinished messages failed; they return after their lease");
+                    0
+                });
+            }
             tasks.shutdown().await;
         }
         // Settling what finished is bounded by the lease: after that the messages come back by
         // lease expiry anyway.
-        if tokio::time::timeout(s.lease, settler).await.is_err() {
-            tracing::warn!(queue = %queue.name(), "settling did not finish; unsettled messages return after their lease");
+        for lane in lanes {
+            lane.finish(s.lease).await;
         }
         Ok(StopReason::GracefulShutdown { released })
+    }
+}
+
+/// What a worker runs for each of its queues: the registry of its running handlers, their
+/// heartbeat, and the settler that acks and nacks them in batches.
+struct Lane {
+    queue: Queue,
+    running: Running,
+    /// Handlers report here; one settler acks them in batches (one script call for many).
+    outcomes: mpsc::UnboundedSender<(Delivery, Outcome)>,
+    settler: tokio::task::JoinHandle<()>,
+    _settler_guard: AbortOnDrop,
+    _heartbeat: AbortOnDrop,
+}
+
+impl Lane {
+    fn start(queue: &Queue, lease: Duration) -> Lane {
+        let running = Running::new(queue.name().clone());
+        let (outcomes, settle_rx) = mpsc::unbounded_channel();
+        let settler = tokio::spawn(settle::settler(queue.clone(), settle_rx, lease));
+        let _heartbeat = {
+            let (queue, running) = (queue.clone(), running.clone());
+            AbortOnDrop::spawn(async move {
+                let mut tick = tokio::time::interval(lease / 3);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    settle::heartbeat(&queue, &running, lease).await;
+                }
+            })
+        };
+        Lane {
+            queue: queue.clone(),
+            running,
+            outcomes,
+            _settler_guard: AbortOnDrop(settler.abort_handle()),
+            settler,
+            _heartbeat,
+        }
+    }
+
+    /// Once no handler runs: lets the settler drain what is left, for up to `lease`.
+    async fn finish(self, lease: Duration) {
+        let Lane {
+            queue,
+            outcomes,
+            settler,
+            _settler_guard,
+            ..
+        } = self;
+        // No new outcomes: the settler drains and stops.
+        drop(outcomes);
+        if tokio::time::timeout(lease, settler).await.is_err() {
+            tracing::warn!(queue = %queue.name(), "settling did not finish; unsettled messages return after their lease");
+        }
     }
 }
 
@@ -214,15 +268,15 @@ impl Drop for AbortOnDrop {
 
 /// A consumer, retrying until Redis answers; `None` if stopped first.
 async fn reconnecting_consumer(
-    queue: &crate::Queue,
+    set: &QueueSet,
     stop: &mut watch::Receiver<bool>,
 ) -> Option<Consumer> {
     let mut pause = Duration::from_millis(100);
     loop {
-        match queue.consumer().await {
+        match set.consumer().await {
             Ok(c) => return Some(c),
             Err(e) => {
-                tracing::warn!(queue = %queue.name(), error = %e, retry_in = ?pause, "cannot connect consumer");
+                tracing::warn!(error = %e, retry_in = ?pause, "cannot connect consumer");
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}
                     _ = stop.wait_for(|stopped| *stopped) => return None,

@@ -10,6 +10,7 @@ mod cluster;
 mod dead_letters;
 mod leases;
 mod memory;
+mod multi_queue;
 mod ops;
 
 // Runtime behaviour under load and faults.
