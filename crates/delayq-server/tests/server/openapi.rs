@@ -22,6 +22,7 @@ const ROUTES: &[&str] = &[
     "DELETE /v1/queues/{queue}/messages/{id}",
     "POST /v1/queues/{queue}/messages/{id}/reschedule",
     "POST /v1/queues/{queue}/receive",
+    "POST /v1/receive",
     "POST /v1/queues/{queue}/ack",
     "POST /v1/queues/{queue}/nack",
     "POST /v1/queues/{queue}/extend",
