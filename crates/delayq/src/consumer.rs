@@ -34,6 +34,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::{InvalidInput, Result};
+use crate::message::DeadLettered;
 use crate::names::QueueName;
 use crate::options::PayloadKind;
 use crate::queue::{check_count, Queue, MAX_BATCH};
@@ -112,6 +113,9 @@ impl Delivery {
 /// What one claim found.
 pub(crate) struct Claim {
     pub(crate) deliveries: Vec<Delivery>,
+    /// What the claim made dead letters (expired leases on their last attempt, unreadable
+    /// records).
+    pub(crate) dead_lettered: Vec<DeadLettered>,
     /// With no deliveries: time until something comes due or a lease expires, if anything.
     pub(crate) next_event: Option<Duration>,
 }
@@ -157,6 +161,8 @@ pub struct Consumer {
     picker: Picker,
     /// How far ahead of a due time to send the claim.
     lead: Lead,
+    /// What its claims made dead letters, until taken.
+    dead_lettered: Vec<DeadLettered>,
 }
 
 /// One queue of a consumer.
@@ -248,6 +254,7 @@ impl Consumer {
             picker: Picker::new(&set),
             lanes,
             lead: Lead::default(),
+            dead_lettered: Vec::new(),
         })
     }
 
@@ -260,6 +267,14 @@ impl Consumer {
     /// The queues this consumer receives from, in the order of its set.
     pub fn queues(&self) -> impl Iterator<Item = &Queue> {
         self.lanes.iter().map(|l| &l.queue)
+    }
+
+    /// The messages this consumer's claims made dead letters since the last call: expired
+    /// leases on their last attempt, records it could not read. A claim by another consumer
+    /// reports its own, so each death is reported once, by the consumer that caused it
+    /// (for alerting; the dead letters themselves are in [`Queue::dead_letters`]).
+    pub fn take_dead_lettered(&mut self) -> Vec<DeadLettered> {
+        std::mem::take(&mut self.dead_lettered)
     }
 
     /// Takes up to `max` due messages under a lease, waiting up to `wait` for one to come due.
@@ -394,6 +409,7 @@ impl Consumer {
             };
             let replied = Instant::now();
             self.lead.observe(replied - sent);
+            self.dead_lettered.extend(claim.dead_lettered);
             let lane = &mut self.lanes[i];
             lane.quiet = if !claim.deliveries.is_empty() {
                 Quiet::Unknown

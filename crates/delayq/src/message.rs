@@ -203,3 +203,16 @@ pub struct DeadLetter {
     /// What the payload is.
     pub kind: crate::PayloadKind,
 }
+
+/// A message that became a dead letter, as the call that made it so reports it: each death
+/// is reported once, to the one caller whose script call caused it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadLettered {
+    /// Its queue.
+    pub queue: crate::QueueName,
+    /// Its id, under which the dead letters hold it.
+    pub id: String,
+    /// The error of its last attempt.
+    pub error: String,
+}

@@ -16,7 +16,8 @@ use crate::error::{Error, InvalidInput, Result};
 use crate::error_history;
 use crate::keys::Keys;
 use crate::message::{
-    parse_state, Amend, CancelOutcome, MessageInfo, NackOutcome, Next, Sent, State, Stats,
+    parse_state, Amend, CancelOutcome, DeadLettered, MessageInfo, NackOutcome, Next, Sent, State,
+    Stats,
 };
 use crate::names::{check_caller_id, check_lookup_id, QueueName};
 use crate::options::{checked_ms, Config, DueSpec, Message, Schedule, SendOptions};
@@ -339,8 +340,15 @@ impl Queue {
         let lease_deadline_ms = r.uint()?;
         let mut token = r.uint()?;
         let now_us = r.uint()?;
-        let (reclaimed_retry, reclaimed_dead) = (r.uint()?, r.uint()?);
+        let reclaimed_retry = r.uint()?;
+        let mut dead_lettered = Vec::new();
+        let mut buried = r.array()?;
+        while buried.remaining() > 0 {
+            let (id, error) = (buried.string()?, buried.string()?);
+            dead_lettered.push(self.dead_lettered(id, error));
+        }
         let m = &self.metrics;
+        let reclaimed_dead = dead_lettered.len() as u64;
         m.lease_expired.increment(reclaimed_retry + reclaimed_dead);
         m.retried.increment(reclaimed_retry);
         m.dead_lettered.increment(reclaimed_dead);
@@ -376,9 +384,10 @@ impl Queue {
         }
         m.delivered.increment(deliveries.len() as u64);
         if !undecodable.is_empty() {
-            self.bury(&undecodable).await;
+            dead_lettered.extend(self.bury(&undecodable).await);
         }
         Ok(Claim {
+            dead_lettered,
             deliveries,
             next_event: u64::try_from(next_event_us).ok().map(Duration::from_micros),
         })
@@ -386,22 +395,37 @@ impl Queue {
 
     /// Moves claimed messages whose record could not be decoded to the dead letters. A
     /// failure is only logged: the messages come back when their lease expires.
-    async fn bury(&self, undecodable: &[([u8; 12], String)]) {
+    async fn bury(&self, undecodable: &[([u8; 12], String)]) -> Vec<DeadLettered> {
         let mut inv = self.invocation(&SCRIPTS.bury);
-        for (member, error) in undecodable {
-            inv.arg(&member[..]).arg(format!("undecodable: {error}"));
+        let errors: Vec<String> = undecodable
+            .iter()
+            .map(|(_, error)| format!("undecodable: {error}"))
+            .collect();
+        for ((member, _), error) in undecodable.iter().zip(&errors) {
+            inv.arg(&member[..]).arg(error);
         }
+        let mut buried = Vec::new();
         match self.invoke(&inv).await.and_then(Reply::new) {
             Ok(mut r) => {
-                while r.remaining() > 0 {
+                for error in errors {
                     if let Ok(Some(id)) = r.opt_string() {
                         tracing::error!(queue = %self.name, id = %id, "undecodable record moved to the dead letters");
+                        buried.push(self.dead_lettered(id, error));
                     }
                 }
             }
             Err(e) => {
                 tracing::warn!(queue = %self.name, error = %e, "could not move undecodable records to the dead letters; they return after their lease");
             }
+        }
+        buried
+    }
+
+    fn dead_lettered(&self, id: String, error: String) -> DeadLettered {
+        DeadLettered {
+            queue: self.name.clone(),
+            id,
+            error,
         }
     }
 
@@ -524,12 +548,12 @@ impl Queue {
     }
 
     /// Reports many failed deliveries in one round trip, each with its error and what comes
-    /// next; `true` per delivery settled (retry or dead), `false` where its lease was lost.
+    /// next; per delivery what became of it, `None` where its lease was lost.
     pub(crate) async fn fail_many(
         &self,
         deliveries: &[Delivery],
         failures: &[(String, Next, Amend)],
-    ) -> Result<Vec<bool>> {
+    ) -> Result<Vec<Option<NackOutcome>>> {
         check_batch(deliveries.len())?;
         let mut inv = self.invocation(&SCRIPTS.nack);
         for (d, (error, next, amend)) in deliveries.iter().zip(failures) {
@@ -542,7 +566,14 @@ impl Queue {
             outcomes.push(r.string()?);
         }
         self.count_failures(outcomes.iter().map(String::as_str));
-        Ok(outcomes.iter().map(|o| o != "lost").collect())
+        Ok(outcomes
+            .iter()
+            .map(|o| match o.as_str() {
+                "retry" => Some(NackOutcome::Retry),
+                "dead" => Some(NackOutcome::Dead),
+                _ => None,
+            })
+            .collect())
     }
 
     /// A new payload is held to the same limit as a sent one.

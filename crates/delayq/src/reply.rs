@@ -70,4 +70,9 @@ impl Reply {
             other => Err(Error::Protocol(format!("expected a string, got {other:?}"))),
         }
     }
+
+    /// A nested array, to be read on its own.
+    pub(crate) fn array(&mut self) -> Result<Reply> {
+        Reply::new(self.next()?)
+    }
 }

@@ -167,7 +167,12 @@ async fn deliver(
     let mut consumer = set.consumer().await?;
     let deliveries = consumer
         .receive_until(options, state.shutdown_started())
-        .await?;
+        .await;
+    // This request's claim caused these deaths; nobody else will report them.
+    for dead in consumer.take_dead_lettered() {
+        tracing::warn!(queue = %dead.queue, id = %dead.id, error = %dead.error, "message dead-lettered by a claim");
+    }
+    let deliveries = deliveries?;
     Ok(Json(ReceiveOut {
         deliveries: deliveries.into_iter().map(DeliveryOut::from).collect(),
     }))

@@ -12,7 +12,8 @@
 --   ARGV[6] '1' when this call repeats a claim whose reply was lost (same token base): the
 --     messages that claim took are returned again, leases renewed, if still held under it
 -- Returns: { next_event_us, lease_deadline_ms, token base, now µs, expired leases retried,
---   expired leases dead-lettered, then per message its record as it was pending (message j
+--   what this call dead-lettered as a flat list { id, error, id, error, ... } (expired leases
+--   on their last attempt, records too short to read), then per message its record as it was pending (message j
 --   has token base + j, and this delivery is its attempts + 1), or false for a message of a
 --   repeated claim that is no longer held under its token }.
 --   next_event_us: when nothing was claimed, microseconds until the next message comes due or
@@ -30,7 +31,7 @@ local deadline = now_ms + lease_ms
 if ARGV[6] == '1' then
   local rec = redis.call('GET', claim_record)
   if rec and rec:sub(1, 6) == be6(base) then
-    local out = { 0, deadline, base, now, 0, 0 }
+    local out = { 0, deadline, base, now, 0, {} }
     for j = 1, (#rec - 6) / 6 do
       local seq = rec:sub(6 * j + 1, 6 * j + 6)
       local member = seq .. be6(base + j)
@@ -48,7 +49,11 @@ if ARGV[6] == '1' then
 end
 
 local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, reclaim_max)
-local retried, buried = 0, 0
+local retried, buried = 0, {}
+local function buried_as(id, err)
+  buried[#buried + 1] = id
+  buried[#buried + 1] = err
+end
 for j, member in ipairs(expired) do
   local seq = member:sub(1, 6)
   local v = redis.call('HGET', k.held, seq)
@@ -61,13 +66,13 @@ for j, member in ipairs(expired) do
   if ok then
     redis.call('HDEL', k.held, seq)
     if retry_or_bury(m, 'lease expired', backoff_ms(m, nth_random(rnd, j)), now) == 'dead' then
-      buried = buried + 1
+      buried_as(m.id, 'lease expired')
     else
       retried = retried + 1
     end
   elseif v then
-    bury_raw(seq, v, 'undecodable record of ' .. (#v - 8) .. ' bytes', now)
-    buried = buried + 1
+    local err = 'undecodable record of ' .. (#v - 8) .. ' bytes'
+    buried_as(bury_raw(seq, v, err, now), err)
   end
 end
 
@@ -96,7 +101,8 @@ for j = 1, count do
   if #rec < MIN_RECORD then
     -- Too short to even name: kept as a dead letter, and this claim goes on without it.
     local pad = (rec .. string.rep('\0', 13)):sub(1, 13)
-    bury_raw(seq_of(pad), be6(base + j) .. '\0\0' .. rec, 'undecodable record of ' .. #rec .. ' bytes', now)
+    local err = 'undecodable record of ' .. #rec .. ' bytes'
+    buried_as(bury_raw(seq_of(pad), be6(base + j) .. '\0\0' .. rec, err, now), err)
     rec = false
     seqs[j + 1] = '\0\0\0\0\0\0'
   else

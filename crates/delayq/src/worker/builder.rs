@@ -4,9 +4,10 @@ use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;
 
-use super::failure::{FailedDelivery, FailureHook, Verdict};
+use super::failure::{DeadLetterHook, FailedDelivery, FailureHook, Verdict};
 use crate::consumer::Delivery;
 use crate::error::{InvalidInput, Result};
+use crate::message::DeadLettered;
 use crate::queue::{check_count, Queue};
 use crate::queue_set::QueueSet;
 
@@ -20,6 +21,7 @@ pub struct WorkerBuilder {
     pub(crate) shutdown_grace: Duration,
     pub(crate) handler_timeout: Option<Duration>,
     pub(crate) on_failure: Option<FailureHook>,
+    pub(crate) on_dead_letter: Option<DeadLetterHook>,
 }
 
 impl WorkerBuilder {
@@ -41,6 +43,7 @@ impl WorkerBuilder {
             shutdown_grace: Duration::from_secs(10),
             handler_timeout: None,
             on_failure: None,
+            on_dead_letter: None,
         }
     }
 
@@ -88,6 +91,21 @@ impl WorkerBuilder {
         F: Fn(&FailedDelivery<'_>) -> Verdict + Send + Sync + 'static,
     {
         self.on_failure = Some(std::sync::Arc::new(hook));
+        self
+    }
+
+    /// Calls `hook` once for each message that this worker's script calls make a dead
+    /// letter: its handlers' last failures (or failures for good), and expired leases on
+    /// their last attempt that its claims reclaim. Each death happens in one script call
+    /// and is reported only to the caller of that call, so however many workers run, no
+    /// death is reported twice; one caused by some other client (an HTTP consumer's claim)
+    /// is reported to that client instead. Meant for alerting: it runs on the worker's
+    /// tasks, so keep it quick; a hook that panics is logged and the worker carries on.
+    pub fn on_dead_letter<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&DeadLettered) + Send + Sync + 'static,
+    {
+        self.on_dead_letter = Some(std::sync::Arc::new(hook));
         self
     }
 

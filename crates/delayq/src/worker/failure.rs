@@ -11,7 +11,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::consumer::Delivery;
-use crate::message::{Amend, Next};
+use crate::message::{Amend, DeadLettered, Next};
 
 /// A handler's error with what should come next.
 ///
@@ -123,3 +123,13 @@ impl Verdict {
 
 /// A worker's failure hook.
 pub(crate) type FailureHook = Arc<dyn Fn(&FailedDelivery<'_>) -> Verdict + Send + Sync>;
+
+pub(crate) type DeadLetterHook = Arc<dyn Fn(&DeadLettered) + Send + Sync>;
+
+/// Tells the dead-letter hook, if any, of a death; a hook that panics is logged, nothing more.
+pub(crate) fn report_dead(hook: Option<&DeadLetterHook>, dead: &DeadLettered) {
+    let Some(hook) = hook else { return };
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(dead))).is_err() {
+        tracing::error!(queue = %dead.queue, id = %dead.id, "dead-letter hook panicked");
+    }
+}

@@ -18,7 +18,7 @@ use crate::message::Next;
 use crate::queue::Queue;
 use crate::queue_set::QueueSet;
 
-use super::failure::{FailedDelivery, Failure, FailureHook};
+use super::failure::{report_dead, DeadLetterHook, FailedDelivery, Failure, FailureHook};
 use crate::message::Amend;
 
 /// Why a worker stopped.
@@ -63,7 +63,7 @@ where
         let lanes: Vec<Lane> = s
             .queues
             .queues()
-            .map(|(q, _)| Lane::start(q, s.lease))
+            .map(|(q, _)| Lane::start(q, s.lease, s.on_dead_letter.clone()))
             .collect();
         let mut tasks = JoinSet::new();
 
@@ -93,7 +93,11 @@ where
             let stopped = async move {
                 let _ = stop_wait.wait_for(|stopped| *stopped).await;
             };
-            let deliveries = match consumer.receive_from_lanes(&options, stopped).await {
+            let received = consumer.receive_from_lanes(&options, stopped).await;
+            for dead in consumer.take_dead_lettered() {
+                report_dead(s.on_dead_letter.as_ref(), &dead);
+            }
+            let deliveries = match received {
                 Ok(d) => {
                     pause = Duration::from_millis(100);
                     d
@@ -208,10 +212,15 @@ struct Lane {
 }
 
 impl Lane {
-    fn start(queue: &Queue, lease: Duration) -> Lane {
+    fn start(queue: &Queue, lease: Duration, on_dead_letter: Option<DeadLetterHook>) -> Lane {
         let running = Running::new(queue.name().clone());
         let (outcomes, settle_rx) = mpsc::unbounded_channel();
-        let settler = tokio::spawn(settle::settler(queue.clone(), settle_rx, lease));
+        let settler = tokio::spawn(settle::settler(
+            queue.clone(),
+            settle_rx,
+            lease,
+            on_dead_letter,
+        ));
         let _heartbeat = {
             let (queue, running) = (queue.clone(), running.clone());
             AbortOnDrop::spawn(async move {

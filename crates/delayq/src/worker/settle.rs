@@ -10,9 +10,10 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use super::failure::{report_dead, DeadLetterHook};
 use crate::consumer::Delivery;
 use crate::error::{Error, Result};
-use crate::message::{Amend, Next};
+use crate::message::{Amend, DeadLettered, NackOutcome, Next};
 use crate::names::QueueName;
 use crate::queue::{Queue, MAX_BATCH};
 
@@ -156,6 +157,7 @@ pub(crate) async fn settler(
     queue: Queue,
     mut outcomes: mpsc::UnboundedReceiver<(Delivery, Outcome)>,
     lease: Duration,
+    on_dead_letter: Option<DeadLetterHook>,
 ) {
     let mut batch = Vec::new();
     while outcomes.recv_many(&mut batch, MAX_BATCH).await > 0 {
@@ -175,17 +177,28 @@ pub(crate) async fn settler(
             }
         }
         if !failed.is_empty() {
-            let failures = &failures;
-            retrying(&queue, lease, &failed, |q, d| async move {
-                q.fail_many(d, failures).await
+            let fails = &failures;
+            let settled = retrying(&queue, lease, &failed, Option::is_some, |q, d| async move {
+                q.fail_many(d, fails).await
             })
             .await;
+            for ((d, (error, _, _)), outcome) in failed.iter().zip(&failures).zip(settled) {
+                if outcome == Some(NackOutcome::Dead) {
+                    let dead = DeadLettered {
+                        queue: queue.name().clone(),
+                        id: d.id.clone(),
+                        error: error.clone(),
+                    };
+                    report_dead(on_dead_letter.as_ref(), &dead);
+                }
+            }
         }
         if !done.is_empty() {
             retrying(
                 &queue,
                 lease,
                 &done,
+                |acked| *acked,
                 |q, d| async move { q.ack_many(d).await },
             )
             .await;
@@ -195,27 +208,31 @@ pub(crate) async fn settler(
 
 /// Runs a settling call, retrying through connection errors and Redis's "not now" replies
 /// (`LOADING` after a restart, failover) for as long as the leases could
-/// still be valid; after that the messages come back by lease expiry anyway.
-async fn retrying<'a, F, Fut>(
+/// still be valid; after that the messages come back by lease expiry anyway. Returns the
+/// call's result per delivery (empty if it never succeeded); `settled` tells a result whose
+/// lease was lost.
+async fn retrying<'a, T, F, Fut>(
     queue: &'a Queue,
     lease: Duration,
     deliveries: &'a [Delivery],
+    settled: impl Fn(&T) -> bool,
     call: F,
-) where
+) -> Vec<T>
+where
     F: Fn(&'a Queue, &'a [Delivery]) -> Fut,
-    Fut: Future<Output = Result<Vec<bool>>>,
+    Fut: Future<Output = Result<Vec<T>>>,
 {
     let give_up = Instant::now() + lease;
     let mut pause = Duration::from_millis(50);
     loop {
         match call(queue, deliveries).await {
-            Ok(settled) => {
-                for (d, ok) in deliveries.iter().zip(settled) {
-                    if !ok {
+            Ok(results) => {
+                for (d, result) in deliveries.iter().zip(&results) {
+                    if !settled(result) {
                         log_unsettled(queue, d, &Error::LeaseLost { id: d.id.clone() });
                     }
                 }
-                return;
+                return results;
             }
             Err(e) if e.is_retryable() && Instant::now() + pause < give_up => {
                 tracing::warn!(queue = %queue.name(), error = %e, "settling failed, retrying");
@@ -226,7 +243,7 @@ async fn retrying<'a, F, Fut>(
                 for d in deliveries {
                     log_unsettled(queue, d, &e);
                 }
-                return;
+                return Vec::new();
             }
         }
     }

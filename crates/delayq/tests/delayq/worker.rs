@@ -1117,3 +1117,66 @@ async fn a_handler_finishing_after_shutdown_took_its_message_is_not_also_acked()
         "released and then acked as well: {unsettled:?}"
     );
 }
+
+#[tokio::test]
+async fn the_dead_letter_hook_hears_each_death_once_under_two_workers() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "deaths");
+    let once = SendOptions::new().max_attempts(1);
+    let mut ids = HashSet::new();
+    // Half fail in a handler; half are taken by a consumer that walks away, so that their
+    // lease expires on the last attempt and a worker's claim buries them.
+    for i in 0..40 {
+        let payload = if i < 20 { "fail" } else { "abandoned" };
+        ids.insert(q.send(payload, &once).await.expect("send").id);
+    }
+    let mut walker = q.consumer().await.expect("consumer");
+    let mut abandoned = 0;
+    while abandoned < 20 {
+        let got = walker
+            .receive(&receiving(40, Duration::from_millis(300), Duration::ZERO))
+            .await
+            .expect("receive");
+        for d in got {
+            if d.payload == b"fail" {
+                q.release(&[d]).await.expect("release");
+            } else {
+                abandoned += 1;
+            }
+        }
+    }
+    drop(walker);
+
+    let heard = Arc::new(Mutex::new(Vec::<delayq::DeadLettered>::new()));
+    let start = |heard: Arc<Mutex<Vec<delayq::DeadLettered>>>| {
+        let worker = WorkerBuilder::new(q.clone())
+            .concurrency(4)
+            .on_dead_letter(move |dead| heard.lock().expect("heard").push(dead.clone()))
+            .build(|_d: Delivery| async { Err::<(), _>("no luck") })
+            .expect("build worker");
+        spawn_worker(worker)
+    };
+    let (a, b) = (start(heard.clone()), start(heard.clone()));
+    wait_until(Duration::from_secs(20), "40 dead letters", || async {
+        q.stats().await.expect("stats").dead == 40
+    })
+    .await;
+    // Stopped, the workers report nothing more: the counts below are final.
+    a.shutdown().await;
+    b.shutdown().await;
+
+    let heard = heard.lock().expect("heard").clone();
+    let mut count: std::collections::HashMap<&str, usize> = Default::default();
+    for dead in &heard {
+        *count.entry(dead.id.as_str()).or_default() += 1;
+        assert_eq!(dead.queue.as_str(), "deaths");
+    }
+    assert_eq!(count.len(), 40, "every death heard: {heard:?}");
+    assert!(
+        count.values().all(|&n| n == 1),
+        "a death heard twice: {heard:?}"
+    );
+    let reasons: HashSet<&str> = heard.iter().map(|d| d.error.as_str()).collect();
+    assert_eq!(reasons, HashSet::from(["no luck", "lease expired"]));
+    assert!(ids.iter().all(|id| count.contains_key(id.as_str())));
+}
