@@ -55,6 +55,9 @@ pub struct Delivery {
     pub payload: Vec<u8>,
     /// What the payload is, as the sender said.
     pub kind: PayloadKind,
+    /// How long a worker's handler may run on it, if the sender said (in place of the
+    /// worker's own timeout).
+    pub handler_timeout: Option<Duration>,
     /// Which delivery this is, counting from 1.
     pub attempt: u32,
     /// When the message was due, ms since the Unix epoch (server clock).
@@ -99,6 +102,7 @@ impl Delivery {
             id: self.id.clone(),
             payload: Vec::new(),
             kind: self.kind,
+            handler_timeout: self.handler_timeout,
             attempt: self.attempt,
             due_ms: self.due_ms,
             lease_deadline_ms: self.lease_deadline_ms,

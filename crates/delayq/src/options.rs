@@ -280,6 +280,7 @@ pub struct SendOptions {
     pub(crate) max_attempts: u16,
     pub(crate) backoff: Backoff,
     pub(crate) kind: PayloadKind,
+    pub(crate) handler_timeout: Option<Duration>,
 }
 
 impl Default for SendOptions {
@@ -290,6 +291,7 @@ impl Default for SendOptions {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             backoff: Backoff::default(),
             kind: PayloadKind::Bytes,
+            handler_timeout: None,
         }
     }
 }
@@ -340,6 +342,14 @@ impl SendOptions {
     /// What the payload is (bytes by default); delivered back with it.
     pub fn kind(mut self, kind: PayloadKind) -> Self {
         self.kind = kind;
+        self
+    }
+
+    /// How long a worker's handler may run on this message, in place of the worker's own
+    /// `handler_timeout` (1 ms or more). Stored with the message (costs 1 to 4 bytes) and
+    /// delivered with it as [`Delivery::handler_timeout`](crate::Delivery::handler_timeout).
+    pub fn handler_timeout(mut self, timeout: Duration) -> Self {
+        self.handler_timeout = Some(timeout);
         self
     }
 }

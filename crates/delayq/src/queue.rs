@@ -209,13 +209,14 @@ impl Queue {
         }
         options.backoff.validate()?;
         let due = options.schedule.to_spec()?;
-        let body = record::encode_body(
-            options.id.as_deref(),
-            options.max_attempts,
-            &options.backoff,
-            options.kind,
-            payload,
-        );
+        if let Some(timeout) = options.handler_timeout {
+            if checked_ms(timeout, "handler timeout")? == 0 {
+                return Err(
+                    InvalidInput::Option("a handler timeout must be at least 1 ms".into()).into(),
+                );
+            }
+        }
+        let body = record::encode_body(options, payload);
         Ok((due, body))
     }
 
@@ -377,6 +378,7 @@ impl Queue {
                         seq: rec.seq,
                         explicit_id: rec.explicit_id,
                         kind: rec.kind,
+                        handler_timeout: rec.handler_timeout,
                     })
                 }
                 Err(e) => undecodable.push((lease_member(seq, token), e.to_string())),

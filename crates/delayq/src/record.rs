@@ -4,10 +4,10 @@
 //! [7] due µs, big-endian    } the sort key; written by the script, which knows the
 //! [6] sequence, big-endian  } server's time and allocates the sequence
 //! [1] flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte, 16 JSON payload,
-//!     32 linear, 64 list of delays
+//!     32 linear, 64 list of delays, 128 handler timeout
 //! [2] attempts so far  [2] max attempts           (big-endian u16)
 //! policy: varint base ms (the count, for a list), [varint cap ms] (exponential, linear) or
-//!         [count varint ms] (list), [factor], [jitter %]
+//!         [count varint ms] (list), [factor], [jitter %], [varint handler timeout ms]
 //! [1+n] id length and id, only for explicit ids; a generated id is `<due µs>-<seq>`
 //! payload
 //! ```
@@ -17,7 +17,9 @@
 //! jemalloc's 128-byte size class.
 
 use crate::error::Error;
-use crate::options::{Backoff, PayloadKind};
+use std::time::Duration;
+
+use crate::options::{Backoff, PayloadKind, SendOptions};
 
 const F_ID: u8 = 1;
 const F_EXP: u8 = 2;
@@ -26,15 +28,12 @@ const F_JITTER: u8 = 8;
 const F_JSON: u8 = 16;
 const F_LINEAR: u8 = 32;
 const F_STEPS: u8 = 64;
+const F_TIMEOUT: u8 = 128;
 
 /// The record without its sort key, as `send.lua` takes it. Options must be validated.
-pub(crate) fn encode_body(
-    id: Option<&str>,
-    max_attempts: u16,
-    backoff: &Backoff,
-    kind: PayloadKind,
-    payload: &[u8],
-) -> Vec<u8> {
+pub(crate) fn encode_body(options: &SendOptions, payload: &[u8]) -> Vec<u8> {
+    let (id, backoff) = (options.id.as_deref(), &options.backoff);
+    let (max_attempts, kind) = (options.max_attempts, options.kind);
     let mut out = Vec::with_capacity(payload.len() + 16 + id.map_or(0, |i| i.len() + 1));
     out.push(0); // flags, filled in below
     out.extend_from_slice(&0u16.to_be_bytes());
@@ -74,6 +73,10 @@ pub(crate) fn encode_body(
         flags |= F_JITTER;
         out.push(jitter);
     }
+    if let Some(timeout) = options.handler_timeout {
+        flags |= F_TIMEOUT;
+        put_varint(&mut out, timeout.as_millis() as u64);
+    }
     if let Some(id) = id {
         flags |= F_ID;
         out.push(id.len() as u8);
@@ -110,6 +113,8 @@ pub(crate) struct Decoded {
     /// The id was given by the caller (or the message moved), rather than generated.
     pub(crate) explicit_id: bool,
     pub(crate) kind: PayloadKind,
+    /// How long a worker's handler may run on it, if the sender said.
+    pub(crate) handler_timeout: Option<Duration>,
     pub(crate) payload: Vec<u8>,
 }
 
@@ -147,6 +152,13 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
         read_varint(&rec, &mut at).ok_or_else(bad)?;
     }
     at += usize::from(flags & F_FACTOR != 0) + usize::from(flags & F_JITTER != 0);
+    let handler_timeout = if flags & F_TIMEOUT != 0 {
+        Some(Duration::from_millis(
+            read_varint(&rec, &mut at).ok_or_else(bad)?,
+        ))
+    } else {
+        None
+    };
     let id = if flags & F_ID != 0 {
         let len = usize::from(*rec.get(at).ok_or_else(bad)?);
         let id = rec.get(at + 1..at + 1 + len).ok_or_else(bad)?;
@@ -168,6 +180,7 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
         id,
         explicit_id: flags & F_ID != 0,
         kind: kind_of(flags),
+        handler_timeout,
         payload,
     })
 }
@@ -210,13 +223,7 @@ mod tests {
 
     #[test]
     fn default_header_is_small() {
-        let body = encode_body(
-            None,
-            5,
-            &Backoff::default(),
-            PayloadKind::Bytes,
-            &[b'x'; 100],
-        );
+        let body = encode_body(&SendOptions::new(), &[b'x'; 100]);
         // 13-byte sort key + body must stay within 124 bytes (128 with Redis' sds header).
         assert!(
             13 + body.len() <= 124,
@@ -242,18 +249,20 @@ mod tests {
             ])
             .with_jitter(20),
         ];
-        for (id, backoff) in [None, Some("order-1")]
+        let timeouts = [None, Some(Duration::from_millis(90_000))];
+        for ((id, backoff), timeout) in [None, Some("order-1")]
             .into_iter()
             .flat_map(|id| backoffs.iter().map(move |b| (id, b)))
+            .flat_map(|ib| timeouts.map(|t| (ib, t)))
         {
+            let mut options = SendOptions::new()
+                .max_attempts(9)
+                .backoff(*backoff)
+                .kind(PayloadKind::Json);
+            options.id = id.map(str::to_owned);
+            options.handler_timeout = timeout;
             let mut rec = key.to_vec();
-            rec.extend(encode_body(
-                id,
-                9,
-                backoff,
-                PayloadKind::Json,
-                b"\x00payload",
-            ));
+            rec.extend(encode_body(&options, b"\x00payload"));
             let d = decode(rec).expect("well formed");
             assert_eq!(d.due_us, 0x1234);
             assert_eq!(d.seq, [0, 0, 0, 0, 0, 7]);
@@ -261,19 +270,17 @@ mod tests {
             assert_eq!(d.id, id.unwrap_or("4660-7"));
             assert_eq!(d.payload, b"\x00payload");
             assert_eq!(d.kind, PayloadKind::Json);
+            assert_eq!(d.handler_timeout, timeout);
         }
         assert!(decode(key.to_vec()).is_err(), "truncated record accepted");
     }
 
     #[test]
     fn the_smallest_record_decodes() {
-        let body = encode_body(
-            None,
-            1,
-            &Backoff::fixed(Duration::ZERO),
-            PayloadKind::Bytes,
-            b"",
-        );
+        let options = SendOptions::new()
+            .max_attempts(1)
+            .backoff(Backoff::fixed(Duration::ZERO));
+        let body = encode_body(&options, b"");
         let rec = with_sort_key(5, 6, &body);
         assert_eq!(rec.len(), MIN_RECORD);
         let d = decode(rec.clone()).expect("the smallest record is valid");
@@ -283,13 +290,16 @@ mod tests {
 
     #[test]
     fn layout() {
-        let body = encode_body(
-            Some("ab"),
-            3,
-            &Backoff::fixed(Duration::from_millis(300)),
-            PayloadKind::Bytes,
-            b"p",
-        );
+        let options = SendOptions::new()
+            .id("ab")
+            .max_attempts(3)
+            .backoff(Backoff::fixed(Duration::from_millis(300)));
+        let body = encode_body(&options, b"p");
         assert_eq!(body, [F_ID, 0, 0, 0, 3, 0xac, 0x02, 2, b'a', b'b', b'p']);
+        let body = encode_body(&options.handler_timeout(Duration::from_secs(1)), b"p");
+        let (policy_and_timeout, id) = (&body[5..9], &body[9..]);
+        assert_eq!(body[0], F_ID | F_TIMEOUT);
+        assert_eq!(policy_and_timeout, [0xac, 0x02, 0xe8, 0x07]);
+        assert_eq!(id, [2, b'a', b'b', b'p']);
     }
 }

@@ -60,6 +60,9 @@ struct DeliveryOut {
     attempt: u32,
     due_ms: u64,
     lease_deadline_ms: u64,
+    /// The sender's limit on the time spent on it, if it gave one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handler_timeout_ms: Option<u64>,
     #[serde(flatten)]
     payload: PayloadOut,
 }
@@ -72,6 +75,7 @@ impl From<Delivery> for DeliveryOut {
             attempt: d.attempt,
             due_ms: d.due_ms,
             lease_deadline_ms: d.lease_deadline_ms,
+            handler_timeout_ms: d.handler_timeout.map(|t| t.as_millis() as u64),
             payload: PayloadOut::new(d.payload, d.kind),
             id: d.id,
         }

@@ -218,6 +218,9 @@ pub struct SendBody {
     pub max_attempts: Option<u64>,
     /// Retry policy.
     pub backoff: Option<BackoffArg>,
+    /// How long a worker may spend on it (in place of the worker's own timeout); delivered
+    /// as `handler_timeout_ms`.
+    pub handler_timeout: Option<DurationArg>,
 }
 
 /// Keeps a present `null` as a JSON payload instead of taking it for "absent".
@@ -256,6 +259,7 @@ impl SendBody {
             id: self.id,
             max_attempts: self.max_attempts,
             backoff: self.backoff,
+            handler_timeout: self.handler_timeout,
         }
         .send_options(limits)?
         .kind(kind);
@@ -276,6 +280,8 @@ pub struct SendQuery {
     pub id: Option<String>,
     /// Deliveries before the dead letters.
     pub max_attempts: Option<u64>,
+    /// How long a worker may spend on it (`30s`).
+    pub handler_timeout: Option<String>,
 }
 
 impl SendQuery {
@@ -285,6 +291,7 @@ impl SendQuery {
             && self.deliver_at.is_none()
             && self.id.is_none()
             && self.max_attempts.is_none()
+            && self.handler_timeout.is_none()
     }
 
     /// As the options of a JSON send.
@@ -295,6 +302,7 @@ impl SendQuery {
             id: self.id,
             max_attempts: self.max_attempts,
             backoff: None,
+            handler_timeout: self.handler_timeout.map(DurationArg::Text),
         }
     }
 }
@@ -312,6 +320,8 @@ pub struct MessageOptions {
     pub max_attempts: Option<u64>,
     /// Retry policy.
     pub backoff: Option<BackoffArg>,
+    /// How long a worker may spend on it.
+    pub handler_timeout: Option<DurationArg>,
 }
 
 impl MessageOptions {
@@ -330,6 +340,9 @@ impl MessageOptions {
                 ApiError::bad_request("invalid_option", "max_attempts is 1 to 65535")
             })?;
             options = options.max_attempts(n);
+        }
+        if let Some(timeout) = self.handler_timeout {
+            options = options.handler_timeout(timeout.get("handler_timeout")?);
         }
         if let Some(backoff) = self.backoff {
             let (policy, jitter) = match backoff {

@@ -39,6 +39,9 @@ pub enum AdminCommand {
         /// Shorten each retry delay at random by up to this percentage.
         #[arg(long, requires = "backoff")]
         jitter: Option<u8>,
+        /// Longest a worker may spend on it (e.g. 90s), in place of the worker's own limit.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        handler_timeout: Option<std::time::Duration>,
         /// The payload is JSON: consumers get it back as JSON.
         #[arg(long)]
         json_payload: bool,
@@ -160,6 +163,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             max_attempts,
             backoff,
             jitter,
+            handler_timeout,
             json_payload,
         } => {
             let q = common.connect().await?.queue(&queue)?;
@@ -173,6 +177,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             if let Some(spec) = backoff {
                 let backoff = parse_backoff(&spec).map_err(|e| anyhow::anyhow!("--backoff {e}"))?;
                 options = options.backoff(backoff.with_jitter(jitter.unwrap_or(0)));
+            }
+            if let Some(timeout) = handler_timeout {
+                options = options.handler_timeout(timeout);
             }
             if json_payload {
                 serde_json::from_str::<Value>(&payload).context("--json-payload: not JSON")?;

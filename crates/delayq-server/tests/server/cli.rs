@@ -152,7 +152,7 @@ fn stats_queues_and_dead_letters() {
 }
 
 #[test]
-fn send_takes_a_backoff_and_get_shows_the_error_history() {
+fn send_takes_a_backoff_and_a_handler_timeout_and_get_shows_the_error_history() {
     let redis = RedisServer::start();
     let sent = json(
         &redis,
@@ -166,6 +166,8 @@ fn send_takes_a_backoff_and_get_shows_the_error_history() {
             "list:30s,2m",
             "--jitter",
             "0",
+            "--handler-timeout",
+            "90s",
         ],
     );
     assert_eq!(sent["duplicate"], false);
@@ -180,6 +182,10 @@ fn send_takes_a_backoff_and_get_shows_the_error_history() {
         let q = dq.queue("hooks").expect("queue");
         let mut c = q.consumer().await.expect("consumer");
         let got = c.receive(&Default::default()).await.expect("receive");
+        assert_eq!(
+            got[0].handler_timeout,
+            Some(std::time::Duration::from_secs(90))
+        );
         let before = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)

@@ -479,3 +479,45 @@ async fn one_receive_serves_several_queues_strictly_or_by_weight() {
         assert_error(&answer, StatusCode::BAD_REQUEST, code);
     }
 }
+
+#[tokio::test]
+async fn a_message_sent_with_a_handler_timeout_is_delivered_with_it() {
+    let s = TestServer::start().await;
+    send(
+        &s,
+        "timed",
+        json!({ "payload": 1, "id": "t1", "handler_timeout": "90s" }),
+    )
+    .await;
+    send(&s, "timed", json!({ "payload": 2, "id": "t2" })).await;
+    let got = receive(&s, "timed", 2, "0s").await;
+    let by_id = |id: &str| {
+        got.iter()
+            .find(|d| d["id"] == id)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(by_id("t1")["handler_timeout_ms"], 90_000);
+    assert!(by_id("t2").get("handler_timeout_ms").is_none(), "{got:?}");
+    // Through a nack and back, it stays with the message.
+    let (status, _) = s
+        .post(
+            "/v1/queues/timed/nack",
+            json!({ "receipt": by_id("t1")["receipt"], "error": "again", "retry_after": "0s" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let again = receive(&s, "timed", 1, "5s").await;
+    assert_eq!(
+        (&again[0]["id"], &again[0]["handler_timeout_ms"]),
+        (&json!("t1"), &json!(90_000))
+    );
+
+    let answer = s
+        .post(
+            "/v1/queues/timed/messages",
+            json!({ "payload": 1, "handler_timeout": "0s" }),
+        )
+        .await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_option");
+}

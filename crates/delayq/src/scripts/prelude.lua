@@ -7,10 +7,11 @@
 --                                                      (due, seq)
 --   [14]     flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte, 16 JSON payload
 --            (the payload's kind: stored and returned, never read by the scripts), 32 linear,
---            64 list of delays
+--            64 list of delays, 128 handler timeout
 --   [15..16] attempts so far (u16 BE)   [17..18] max attempts (u16 BE)
 --   policy:  varint base ms (the count, for a list), [varint cap ms] (exponential, linear) or
---            [count varint ms] (list), [factor u8], [jitter % u8]
+--            [count varint ms] (list), [factor u8], [jitter % u8], [varint handler timeout ms]
+--            (the timeout is for the worker: scripts only carry it along)
 --   [idlen u8, id]  only when flag 1 is set; otherwise the id is "<due us>-<seq>" of K
 --   payload: the rest
 --
@@ -31,7 +32,7 @@ local k = {
 }
 
 local F_ID, F_EXP, F_FACTOR, F_JITTER = 1, 2, 4, 8
-local F_LINEAR, F_STEPS = 32, 64
+local F_LINEAR, F_STEPS, F_TIMEOUT = 32, 64, 128
 local TWO48 = 281474976710656
 
 local function has(flags, f)
@@ -126,6 +127,9 @@ local function policy_end(rec, flags)
   end
   if has(flags, F_JITTER) then
     i = i + 1
+  end
+  if has(flags, F_TIMEOUT) then
+    n, i = uvarint(rec, i)
   end
   return i
 end

@@ -74,7 +74,9 @@ impl WorkerBuilder {
     /// Longest a handler may run (default: no limit). Past it the handler's future is dropped,
     /// which cancels it, and the attempt fails with "handler timed out after ...", retried by
     /// the message's backoff like any failure. Until then its lease is extended as usual, so
-    /// the timeout may be longer than the lease.
+    /// the timeout may be longer than the lease. A message sent with its own timeout
+    /// ([`SendOptions::handler_timeout`](crate::SendOptions::handler_timeout)) gets that one
+    /// instead.
     pub fn handler_timeout(mut self, timeout: Duration) -> Self {
         self.handler_timeout = Some(timeout);
         self

@@ -127,7 +127,8 @@ where
                 let token = receipt.token;
                 lane.running.insert(&receipt);
                 let metrics = lane.queue.metrics().clone();
-                let timeout = s.handler_timeout;
+                // The sender's timeout for this message, if any, comes first.
+                let timeout = delivery.handler_timeout.or(s.handler_timeout);
                 let on_failure = s.on_failure.clone();
                 // The hook sees the payload; the handler takes the delivery.
                 let kept = on_failure.as_ref().map(|_| delivery.clone());

@@ -1180,3 +1180,79 @@ async fn the_dead_letter_hook_hears_each_death_once_under_two_workers() {
     assert_eq!(reasons, HashSet::from(["no luck", "lease expired"]));
     assert!(ids.iter().all(|id| count.contains_key(id.as_str())));
 }
+
+#[tokio::test]
+async fn a_message_sent_with_its_own_handler_timeout_gets_it_in_place_of_the_workers() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "own-timeouts");
+    let retry_fast = SendOptions::new()
+        .max_attempts(2)
+        .backoff(Backoff::fixed(Duration::from_millis(50)));
+    // Shorter than the worker's: cut at 150 ms, at each attempt (kept through the retry).
+    let hung = q
+        .send(
+            b"hang",
+            &retry_fast
+                .clone()
+                .id("hung")
+                .handler_timeout(Duration::from_millis(150)),
+        )
+        .await
+        .expect("send");
+    // Longer than the worker's: a 500 ms handler finishes.
+    let slow = q
+        .send(
+            b"slow",
+            &retry_fast.clone().handler_timeout(Duration::from_secs(5)),
+        )
+        .await
+        .expect("send");
+    let seen_timeouts = Arc::new(Mutex::new(Vec::new()));
+    let worker = WorkerBuilder::new(q.clone())
+        .concurrency(2)
+        .handler_timeout(Duration::from_millis(300))
+        .build({
+            let seen_timeouts = seen_timeouts.clone();
+            move |d: Delivery| {
+                seen_timeouts
+                    .lock()
+                    .expect("timeouts")
+                    .push(d.handler_timeout);
+                async move {
+                    match d.payload.as_slice() {
+                        b"hang" => std::future::pending::<()>().await,
+                        _ => tokio::time::sleep(Duration::from_millis(500)).await,
+                    }
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+    wait_until(Duration::from_secs(10), "hung dead, slow acked", || async {
+        q.get(&hung.id).await.expect("get").map(|i| i.state) == Some(State::Dead)
+            && q.get(&slow.id).await.expect("get").is_none()
+    })
+    .await;
+    running.shutdown().await;
+    let info = q.get(&hung.id).await.expect("get").expect("dead letter");
+    let errors: Vec<&str> = info.errors.iter().map(|e| e.error.as_str()).collect();
+    assert_eq!(errors, ["handler timed out after 150ms"; 2]);
+    let mut timeouts = seen_timeouts.lock().expect("timeouts").clone();
+    timeouts.sort();
+    assert_eq!(
+        timeouts,
+        [
+            Some(Duration::from_millis(150)),
+            Some(Duration::from_millis(150)),
+            Some(Duration::from_secs(5))
+        ]
+    );
+    let zero = q
+        .send(b"x", &SendOptions::new().handler_timeout(Duration::ZERO))
+        .await;
+    assert!(
+        matches!(&zero, Err(e) if e.to_string().contains("handler timeout must be at least 1 ms")),
+        "{zero:?}"
+    );
+}
