@@ -226,7 +226,7 @@ fn ceiling_tables(results: &[WorkloadResult], c: &Ceiling) -> String {
         if r.workload == Workload::W2a {
             figures.push(("consume", m.consume_rate));
         }
-        if r.workload == Workload::W3 {
+        if r.workload.paced() {
             // W3 is paced at 200 msg/s; its rate says nothing about throughput.
             continue;
         }

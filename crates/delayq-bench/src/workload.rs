@@ -18,8 +18,10 @@ pub const W3_INTERVAL_MS: u64 = 5;
 pub const W3_DELAY_MS: u64 = 500;
 /// W4: delay of every message (1 h), so nothing comes due during the measurement.
 pub const W4_DELAY_MS: u64 = 3_600_000;
-/// The queue every agent uses.
+/// The queue every agent uses (W3q: three queues named after it, `bench.0` to `bench.2`).
 pub const QUEUE_NAME: &str = "bench";
+/// W3q: the weights of its three queues in the consumer's worker.
+pub const W3Q_WEIGHTS: [u32; 3] = [6, 3, 1];
 
 /// A workload id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -32,17 +34,21 @@ pub enum Workload {
     W2b,
     /// Precision: 200 msg/s, 500 ms delay.
     W3,
+    /// W3 through three queues (message `seq` on queue `seq % 3`) and one worker serving
+    /// them by weight: the lateness of a multi-queue wait. Not in WORKLOADS.md: delayq's own.
+    W3q,
     /// Memory per pending message: 1M messages due in an hour, no consumer.
     W4,
 }
 
 impl Workload {
     /// Every workload, in run order.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::W1,
         Workload::W2a,
         Workload::W2b,
         Workload::W3,
+        Workload::W3q,
         Workload::W4,
     ];
 
@@ -53,6 +59,7 @@ impl Workload {
             Workload::W2a => "W2a",
             Workload::W2b => "W2b",
             Workload::W3 => "W3",
+            Workload::W3q => "W3q",
             Workload::W4 => "W4",
         }
     }
@@ -61,7 +68,7 @@ impl Workload {
     pub fn base_n(self) -> u64 {
         match self {
             Workload::W1 | Workload::W2a | Workload::W2b => 100_000,
-            Workload::W3 => 2_000,
+            Workload::W3 | Workload::W3q => 2_000,
             Workload::W4 => 1_000_000,
         }
     }
@@ -76,9 +83,24 @@ impl Workload {
         self != Workload::W4
     }
 
-    /// Whether the producer uses the bulk API (all but W3, which is one send per call).
+    /// Whether the producer uses the bulk API (all but W3 and W3q, one send per call).
     pub fn bulk(self) -> bool {
-        self != Workload::W3
+        !self.paced()
+    }
+
+    /// W3 and W3q: one message every 5 ms, lateness is what they measure.
+    pub fn paced(self) -> bool {
+        matches!(self, Workload::W3 | Workload::W3q)
+    }
+
+    /// The queues the workload uses.
+    pub fn queue_names(self) -> Vec<String> {
+        match self {
+            Workload::W3q => (0..W3Q_WEIGHTS.len())
+                .map(|i| format!("{QUEUE_NAME}.{i}"))
+                .collect(),
+            _ => vec![QUEUE_NAME.to_owned()],
+        }
     }
 
     /// The delay asked for message `seq`; `None` is the immediate path (delay omitted).
@@ -86,7 +108,7 @@ impl Workload {
         match self {
             Workload::W1 => Some(w1_delay_ms(seq)),
             Workload::W2a | Workload::W2b => None,
-            Workload::W3 => Some(W3_DELAY_MS),
+            Workload::W3 | Workload::W3q => Some(W3_DELAY_MS),
             Workload::W4 => Some(W4_DELAY_MS),
         }
     }
@@ -105,7 +127,7 @@ impl FromStr for Workload {
         Workload::ALL
             .into_iter()
             .find(|w| w.as_str().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown workload {s:?} (expected W1, W2a, W2b, W3 or W4)"))
+            .ok_or_else(|| format!("unknown workload {s:?} (expected W1, W2a, W2b, W3, W3q or W4)"))
     }
 }
 

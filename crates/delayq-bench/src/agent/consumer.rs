@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::worker::WorkerBuilder;
-use delayq::{Delivery, Queue};
+use delayq::{Delivery, Queue, QueueSet};
 use serde_json::json;
 use tokio::sync::oneshot;
 
@@ -73,6 +73,14 @@ pub(super) async fn run(
     mut commands: Commands,
 ) -> Result<()> {
     let config = match &queue {
+        Target::Library(qs) if qs.len() > 1 => json!({
+            "runtime": "delayq::worker over a weighted QueueSet (WorkerBuilder::serving)",
+            "concurrency": CONCURRENCY,
+            "batch_size": BATCH_SIZE,
+            "lease_s": LEASE.as_secs(),
+            "queues": qs.iter().map(|q| q.name().to_string()).collect::<Vec<_>>(),
+            "weights": crate::workload::W3Q_WEIGHTS,
+        }),
         Target::Library(_) => json!({
             "runtime": "delayq::worker (WorkerBuilder::run)",
             "concurrency": CONCURRENCY,
@@ -100,7 +108,7 @@ pub(super) async fn run(
     });
     if commands.wait_for(&[Command::Start, Command::Stop]).await == Some(Command::Start) {
         match queue {
-            Target::Library(q) => consume(*q, &log, &mut commands).await?,
+            Target::Library(qs) => consume(qs, &log, &mut commands).await?,
             Target::Http(h) => consume_http(h, &log, &mut commands).await?,
         }
     }
@@ -117,9 +125,14 @@ pub(super) async fn run(
 
 /// Consumes until `stop` (or the end of stdin), then stops the worker gracefully: no new
 /// claims, running handlers finish and are acked.
-async fn consume(queue: Queue, log: &Arc<Log>, commands: &mut Commands) -> Result<()> {
+async fn consume(queues: Vec<Queue>, log: &Arc<Log>, commands: &mut Commands) -> Result<()> {
     let handler_log = log.clone();
-    let worker = WorkerBuilder::new(queue)
+    let set = if queues.len() == 1 {
+        QueueSet::strict(queues)?
+    } else {
+        QueueSet::weighted(queues.into_iter().zip(crate::workload::W3Q_WEIGHTS))?
+    };
+    let worker = WorkerBuilder::serving(set)
         .concurrency(CONCURRENCY)
         .batch_size(BATCH_SIZE)
         .lease(LEASE)

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::error::Result;
 use crate::protocol::{self, Command, Event};
-use crate::workload::{Workload, QUEUE_NAME};
+use crate::workload::Workload;
 
 /// Which side an agent plays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -59,9 +59,9 @@ impl Via {
     }
 }
 
-/// The queue, one way or the other.
+/// The queue (W3q: the queues), one way or the other.
 pub(crate) enum Target {
-    Library(Box<Queue>),
+    Library(Vec<Queue>),
     Http(http::HttpQueue),
 }
 
@@ -117,7 +117,10 @@ fn fail(msg: &str) -> ExitCode {
 
 async fn run(args: AgentArgs) -> Result<()> {
     let queue = match args.via {
-        Via::Library => Target::Library(Box::new(connect(args.port).await?)),
+        Via::Library => Target::Library(connect(args.port, args.workload).await?),
+        Via::Http if args.workload.queue_names().len() > 1 => {
+            return Err(format!("{} runs through the library only", args.workload).into())
+        }
         Via::Http => {
             let port = args.http_port.ok_or("--via http needs --http-port")?;
             Target::Http(http::HttpQueue::new(port)?)
@@ -135,12 +138,16 @@ async fn run(args: AgentArgs) -> Result<()> {
     }
 }
 
-async fn connect(port: u16) -> Result<Queue> {
+async fn connect(port: u16, workload: Workload) -> Result<Vec<Queue>> {
     let url = format!("redis://127.0.0.1:{port}/");
     let dq = DelayQ::connect(&url)
         .await
         .map_err(|e| format!("cannot connect to {url}: {e}"))?;
-    Ok(dq.queue(QUEUE_NAME)?)
+    let mut queues = Vec::new();
+    for name in workload.queue_names() {
+        queues.push(dq.queue(&name)?);
+    }
+    Ok(queues)
 }
 
 /// Writes one event line to stdout and flushes it.

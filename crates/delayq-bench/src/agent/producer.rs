@@ -65,9 +65,13 @@ pub(super) async fn run(
     if workload == Workload::W4 {
         // Read after the last acknowledgement: the system's own count, as a sanity check.
         produced.pending_after = Some(match &queue {
-            Target::Library(q) => {
-                let stats = q.stats().await?;
-                stats.delayed + stats.ready
+            Target::Library(qs) => {
+                let mut pending = 0;
+                for q in qs {
+                    let stats = q.stats().await?;
+                    pending += stats.delayed + stats.ready;
+                }
+                pending
             }
             Target::Http(h) => h.pending().await?,
         });
@@ -134,7 +138,8 @@ async fn produce_bulk(queue: &Target, workload: Workload, n: u64) -> Result<Prod
 }
 
 /// W3: one `send` per message at `T0 + seq × 5 ms`; a late send goes at once, without
-/// catching up in bursts beyond that.
+/// catching up in bursts beyond that. With several queues (W3q), message `seq` goes to
+/// queue `seq % queues`.
 async fn produce_paced(queue: &Target, n: u64) -> Result<Produced> {
     let mut due_range = DueRange::new();
     let t0 = tokio::time::Instant::now();
@@ -147,7 +152,10 @@ async fn produce_paced(queue: &Target, n: u64) -> Result<Produced> {
         let due = t_send + W3_DELAY_MS as f64;
         due_range.add(due);
         match queue {
-            Target::Library(q) => drop(q.send(payload(seq, due)?, &options).await?),
+            Target::Library(qs) => {
+                let q = &qs[(seq % qs.len() as u64) as usize];
+                drop(q.send(payload(seq, due)?, &options).await?)
+            }
             Target::Http(h) => h.send(&payload(seq, due)?, Some(W3_DELAY_MS)).await?,
         }
     }
@@ -166,7 +174,8 @@ async fn produce_paced(queue: &Target, n: u64) -> Result<Produced> {
 /// is no delay; the number acknowledged.
 async fn send_batch(queue: &Target, batch: Vec<(Vec<u8>, Option<u64>)>) -> Result<usize> {
     match queue {
-        Target::Library(q) => {
+        Target::Library(qs) => {
+            let q = qs.first().ok_or("no queue")?;
             let messages: Vec<Message> = batch
                 .into_iter()
                 .map(|(p, delay)| {

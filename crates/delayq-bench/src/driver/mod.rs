@@ -33,7 +33,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub scale: Option<f64>,
     /// Workloads to run, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "W1,W2a,W2b,W3,W4")]
+    #[arg(long, value_delimiter = ',', default_value = "W1,W2a,W2b,W3,W3q,W4")]
     pub workloads: Vec<Workload>,
     /// Where results go (`<workload>.json`, `summary.txt`, `raw/`).
     #[arg(long, default_value = "target/bench-results")]
@@ -154,6 +154,10 @@ fn run(args: &RunArgs) -> Result<bool> {
     let mut results: Vec<WorkloadResult> = Vec::new();
     for &via in &args.via {
         for &workload in &args.workloads {
+            if via == Via::Http && workload.queue_names().len() > 1 {
+                tracing::info!(%workload, "runs through the library only; skipped over HTTP");
+                continue;
+            }
             let result = workload_run::run(&ctx, workload, via);
             if let Err(e) = result.write(&out) {
                 tracing::error!("{e}");

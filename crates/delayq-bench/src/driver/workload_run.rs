@@ -286,7 +286,7 @@ fn choreography(
             start_consumers(fleet, &consumers, hard_deadline)?;
             end_of_run(fleet, n, hard_deadline)
         }
-        Workload::W1 | Workload::W2b | Workload::W3 => {
+        Workload::W1 | Workload::W2b | Workload::W3 | Workload::W3q => {
             start_consumers(fleet, &consumers, hard_deadline)?;
             fleet.send(producer, Command::Produce)?;
             end_of_run(fleet, n, hard_deadline)
