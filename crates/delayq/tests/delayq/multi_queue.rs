@@ -36,20 +36,11 @@ async fn fill(q: &delayq::Queue, n: usize) {
     }
 }
 
-#[tokio::test]
-async fn a_weighted_worker_shares_its_slots_by_weight_while_every_queue_has_work() {
-    let (_server, dq) = setup().await;
-    let weights = [("critical", 6u32), ("default", 3), ("low", 1)];
-    let queues: Vec<_> = weights.iter().map(|(n, w)| (queue(&dq, n), *w)).collect();
-    // Each queue holds more than the whole measurement takes, so all have work throughout.
-    for (q, _) in &queues {
-        fill(q, 11_000).await;
-    }
-    let set = QueueSet::weighted(queues.clone()).expect("set");
+/// Runs `worker` until it has handled `n` messages (acking each), then shuts it down; the
+/// queue of each message handled, in order.
+async fn handle_until(worker: WorkerBuilder, n: usize, limit: Duration) -> Vec<String> {
     let handled = Handled::default();
-    let worker = WorkerBuilder::serving(set)
-        .concurrency(4)
-        .batch_size(4)
+    let worker = worker
         .build({
             let handled = handled.clone();
             move |d: Delivery| {
@@ -62,15 +53,28 @@ async fn a_weighted_worker_shares_its_slots_by_weight_while_every_queue_has_work
         })
         .expect("build worker");
     let running = spawn_worker(worker);
-    wait_until(
-        Duration::from_secs(120),
-        "10,000 messages handled",
-        || async { handled.len() >= 10_000 },
-    )
+    wait_until(limit, &format!("{n} messages handled"), || async {
+        handled.len() >= n
+    })
     .await;
     running.shutdown().await;
+    handled.get()
+}
 
-    let first: Vec<String> = handled.get().into_iter().take(10_000).collect();
+#[tokio::test]
+async fn a_weighted_worker_shares_its_slots_by_weight_while_every_queue_has_work() {
+    let (_server, dq) = setup().await;
+    let weights = [("critical", 6u32), ("default", 3), ("low", 1)];
+    let queues: Vec<_> = weights.iter().map(|(n, w)| (queue(&dq, n), *w)).collect();
+    // Each queue holds more than the whole measurement takes, so all have work throughout.
+    for (q, _) in &queues {
+        fill(q, 11_000).await;
+    }
+    let set = QueueSet::weighted(queues.clone()).expect("set");
+    let worker = WorkerBuilder::serving(set).concurrency(4).batch_size(4);
+    let handled = handle_until(worker, 10_000, Duration::from_secs(120)).await;
+
+    let first: Vec<String> = handled.into_iter().take(10_000).collect();
     for (name, weight) in weights {
         let share = first.iter().filter(|q| *q == name).count() as f64 / 10_000.0;
         let expected = f64::from(weight) / 10.0;
@@ -92,29 +96,8 @@ async fn a_strict_worker_serves_a_lower_queue_only_when_the_higher_ones_have_not
         fill(q, 1000).await;
     }
     let set = QueueSet::strict([high.clone(), mid.clone(), low.clone()]).expect("set");
-    let handled = Handled::default();
-    let worker = WorkerBuilder::serving(set)
-        .concurrency(1)
-        .build({
-            let handled = handled.clone();
-            move |d: Delivery| {
-                let handled = handled.clone();
-                async move {
-                    handled.push(d.queue.as_str());
-                    Ok::<(), String>(())
-                }
-            }
-        })
-        .expect("build worker");
-    let running = spawn_worker(worker);
-    wait_until(
-        Duration::from_secs(60),
-        "3,000 messages handled",
-        || async { handled.len() >= 3000 },
-    )
-    .await;
-    running.shutdown().await;
-    let order = handled.get();
+    let worker = WorkerBuilder::serving(set).concurrency(1);
+    let order = handle_until(worker, 3000, Duration::from_secs(60)).await;
     let expected: Vec<String> = ["high", "mid", "low"]
         .iter()
         .flat_map(|q| std::iter::repeat_n(q.to_string(), 1000))
