@@ -10,10 +10,11 @@ use crate::options::Config;
 use crate::queue::Queue;
 use crate::wakeup::Subscriptions;
 
-/// A connection to one Redis server, shared by all queue handles made from it. Cheap to clone.
+/// A connection to one Redis server, or to a Redis Cluster, shared by all queue handles made
+/// from it. Cheap to clone.
 #[derive(Clone)]
 pub struct DelayQ {
-    client: redis::Client,
+    target: Target,
     conn: connection::Ordinary,
     config: Arc<Config>,
     /// Wake-up subscriptions, one per queue, shared by every consumer made from this client.
@@ -31,7 +32,21 @@ impl DelayQ {
         let client = redis::Client::open(url)?;
         let conn = connection::Ordinary::connect(&client, &config).await?;
         Ok(DelayQ {
-            client,
+            target: Target::Single(client),
+            conn,
+            config: Arc::new(config),
+            subscriptions: Arc::default(),
+        })
+    }
+
+    /// Connects to a Redis Cluster through `nodes` (URLs of any of its nodes; the rest are
+    /// found from them). Commands follow `MOVED` and `ASK`, so a queue works whichever node
+    /// owns its slot, through resharding and failover. Fails if no node answers now.
+    pub async fn connect_cluster(nodes: &[&str], config: Config) -> Result<Self> {
+        let client = connection::cluster_client(nodes, &config, None::<NoPushes>)?;
+        let conn = connection::Ordinary::connect_cluster(&client).await?;
+        Ok(DelayQ {
+            target: Target::Cluster(nodes.iter().map(|n| n.to_string()).collect()),
             conn,
             config: Arc::new(config),
             subscriptions: Arc::default(),
@@ -44,7 +59,7 @@ impl DelayQ {
         Ok(Queue::new(
             Arc::new(Keys::new(&name)),
             name,
-            self.client.clone(),
+            self.target.clone(),
             self.conn.clone(),
             self.config.clone(),
             self.subscriptions.clone(),
@@ -76,3 +91,14 @@ impl DelayQ {
         Ok(names.into_iter().collect())
     }
 }
+
+/// Where Redis is: what subscriptions connect to.
+#[derive(Clone)]
+pub(crate) enum Target {
+    Single(redis::Client),
+    /// The node URLs given to [`DelayQ::connect_cluster`].
+    Cluster(Vec<String>),
+}
+
+/// The ordinary cluster connection takes no pushes.
+type NoPushes = tokio::sync::mpsc::UnboundedSender<redis::PushInfo>;

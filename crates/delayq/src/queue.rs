@@ -44,7 +44,7 @@ const RECLAIM_PER_CLAIM: usize = 100;
 pub struct Queue {
     name: QueueName,
     keys: Arc<Keys>,
-    client: redis::Client,
+    target: crate::client::Target,
     conn: connection::Ordinary,
     config: Arc<Config>,
     subscriptions: Arc<Subscriptions>,
@@ -55,7 +55,7 @@ impl Queue {
     pub(crate) fn new(
         keys: Arc<Keys>,
         name: QueueName,
-        client: redis::Client,
+        target: crate::client::Target,
         conn: connection::Ordinary,
         config: Arc<Config>,
         subscriptions: Arc<Subscriptions>,
@@ -64,7 +64,7 @@ impl Queue {
             metrics: Arc::new(QueueMetrics::new(&name)),
             name,
             keys,
-            client,
+            target,
             conn,
             config,
             subscriptions,
@@ -87,7 +87,7 @@ impl Queue {
     /// The live wake-up subscription of this queue, shared with its other consumers.
     pub(crate) async fn subscription(&self) -> Result<Arc<crate::wakeup::Subscription>> {
         self.subscriptions
-            .get(&self.client, &self.config, self.keys.wake())
+            .get(&self.target, &self.config, self.keys.wake())
             .await
     }
 
@@ -118,7 +118,9 @@ impl Queue {
             ))
             .into());
         }
-        if messages.iter().all(|m| m.options.id.is_none()) {
+        // On a cluster the script takes every batch: redis-rs's cluster pipelines do not run
+        // as one MULTI transaction, and the transaction path needs two that do.
+        if messages.iter().all(|m| m.options.id.is_none()) && !self.conn.is_cluster() {
             return self.send_generated(messages).await;
         }
         let mut inv = self.invocation(&SCRIPTS.send);

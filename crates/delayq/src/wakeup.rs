@@ -24,6 +24,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::{Mutex, Notify};
 
+use crate::client::Target;
 use crate::error::Result;
 use crate::options::Config;
 
@@ -39,7 +40,7 @@ impl Subscriptions {
     /// The live subscription to `channel`, opened if there is none (or it was lost).
     pub(crate) async fn get(
         &self,
-        client: &redis::Client,
+        target: &Target,
         config: &Config,
         channel: &str,
     ) -> Result<Arc<Subscription>> {
@@ -51,7 +52,7 @@ impl Subscriptions {
             }
         }
         live.retain(|_, s| s.strong_count() > 0);
-        let s = Arc::new(Subscription::open(client, config, channel).await?);
+        let s = Arc::new(Subscription::open(target, config, channel).await?);
         live.insert(channel.to_owned(), Arc::downgrade(&s));
         Ok(s)
     }
@@ -60,7 +61,7 @@ impl Subscriptions {
 /// A live subscription to one wake channel.
 pub(crate) struct Subscription {
     /// Kept only to keep the connection open; dropping it unsubscribes.
-    _conn: MultiplexedConnection,
+    _conn: PushConnection,
     signal: Arc<Signal>,
     /// The task that pings the connection (it holds a clone of it); stopped on drop.
     keepalive: tokio::task::AbortHandle,
@@ -83,14 +84,9 @@ struct Signal {
 }
 
 impl Subscription {
-    /// Opens a connection of its own to the server of `client` and subscribes to `channel`.
-    async fn open(client: &redis::Client, config: &Config, channel: &str) -> Result<Subscription> {
-        let info = client.get_connection_info().clone();
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let client = redis::Client::open(info.set_redis_settings(settings))?;
+    /// Opens a connection of its own (on a cluster: to the node that serves `channel`, which
+    /// redis-rs follows through resharding) and subscribes to `channel`.
+    async fn open(target: &Target, config: &Config, channel: &str) -> Result<Subscription> {
         let signal = Arc::new(Signal::default());
         let on_push = {
             let signal = signal.clone();
@@ -106,18 +102,36 @@ impl Subscription {
                 Ok(())
             }
         };
-        let cfg = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(config.connection_timeout))
-            .set_response_timeout(Some(config.response_timeout))
-            .set_push_sender(on_push);
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&cfg)
-            .await?;
-        // In RESP3 the confirmation of SSUBSCRIBE is the reply to this request.
-        redis::cmd("SSUBSCRIBE")
-            .arg(channel)
-            .query_async::<redis::Value>(&mut conn)
-            .await?;
+        let conn = match target {
+            Target::Single(client) => {
+                let info = client.get_connection_info().clone();
+                let settings = info
+                    .redis_settings()
+                    .clone()
+                    .set_protocol(ProtocolVersion::RESP3);
+                let client = redis::Client::open(info.set_redis_settings(settings))?;
+                let cfg = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(config.connection_timeout))
+                    .set_response_timeout(Some(config.response_timeout))
+                    .set_push_sender(on_push);
+                let mut conn = client
+                    .get_multiplexed_async_connection_with_config(&cfg)
+                    .await?;
+                // In RESP3 the confirmation of SSUBSCRIBE is the reply to this request.
+                redis::cmd("SSUBSCRIBE")
+                    .arg(channel)
+                    .query_async::<redis::Value>(&mut conn)
+                    .await?;
+                PushConnection::Single(conn)
+            }
+            Target::Cluster(nodes) => {
+                let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+                let client = crate::connection::cluster_client(&nodes, config, Some(on_push))?;
+                let mut conn = client.get_async_connection().await?;
+                conn.ssubscribe(channel).await?;
+                PushConnection::Cluster(conn)
+            }
+        };
         let keepalive = tokio::spawn(keep_alive(conn.clone(), signal.clone())).abort_handle();
         Ok(Subscription {
             _conn: conn,
@@ -156,19 +170,29 @@ impl Subscription {
 
 /// Pings the subscription's connection until a ping fails (or times out): then the
 /// subscription is lost, and its waiters are woken to claim and subscribe afresh.
-async fn keep_alive(mut conn: MultiplexedConnection, signal: Arc<Signal>) {
+async fn keep_alive(mut conn: PushConnection, signal: Arc<Signal>) {
     loop {
         tokio::time::sleep(PING_EVERY).await;
         if signal.lost.load(Ordering::SeqCst) {
             return;
         }
-        let ping = redis::cmd("PING")
-            .query_async::<redis::Value>(&mut conn)
-            .await;
+        let ping = match &mut conn {
+            PushConnection::Single(c) => redis::cmd("PING").query_async::<redis::Value>(c).await,
+            // Sent to every node.
+            PushConnection::Cluster(c) => redis::cmd("PING").query_async::<redis::Value>(c).await,
+        };
         if ping.is_err() {
             signal.lost.store(true, Ordering::SeqCst);
             signal.notify.notify_waiters();
             return;
         }
     }
+}
+
+/// A subscription's connection: to one server, or redis-rs's cluster connection, which
+/// subscribes on the node that serves the channel.
+#[derive(Clone)]
+enum PushConnection {
+    Single(MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
 }

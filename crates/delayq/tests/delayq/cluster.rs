@@ -153,3 +153,13 @@ async fn every_script_works_on_a_cluster_node() {
         "keys in several slots: {keys:?} -> {slots:?}"
     );
 }
+
+#[tokio::test]
+async fn every_script_works_through_the_cluster_client() {
+    let server = RedisServer::start_with(ServerConfig::cluster());
+    let dq = DelayQ::connect_cluster(&[&server.url()], delayq::Config::default())
+        .await
+        .expect("connect to the cluster");
+    exercise_all_scripts(&dq).await;
+    assert_all_keys_tagged(&server);
+}
