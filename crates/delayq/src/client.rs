@@ -32,7 +32,7 @@ impl DelayQ {
         let client = redis::Client::open(url)?;
         let conn = connection::Ordinary::connect(&client, &config).await?;
         Ok(DelayQ {
-            target: Target::Single(client),
+            target: Target::Single(Box::new(client)),
             conn,
             config: Arc::new(config),
             subscriptions: Arc::default(),
@@ -95,7 +95,7 @@ impl DelayQ {
 /// Where Redis is: what subscriptions connect to.
 #[derive(Clone)]
 pub(crate) enum Target {
-    Single(redis::Client),
+    Single(Box<redis::Client>),
     /// The node URLs given to [`DelayQ::connect_cluster`].
     Cluster(Vec<String>),
 }
