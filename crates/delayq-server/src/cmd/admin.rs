@@ -130,6 +130,9 @@ pub struct Common {
 
 impl Common {
     async fn connect(&self) -> anyhow::Result<DelayQ> {
+        if let Some(cluster) = self.redis.connect_cluster(Default::default()).await {
+            return cluster;
+        }
         let url = match &self.redis.redis_url {
             Some(url) => url.clone(),
             None => {

@@ -30,9 +30,42 @@ pub struct RedisArgs {
     /// /N for a database). Without it: the embedded Redis of --data-dir.
     #[arg(long, env = "DELAYQ_REDIS_URL", global = true)]
     redis_url: Option<String>,
+    /// Use this Redis Cluster: URLs of some of its nodes, comma-separated (the rest are
+    /// found from them). Commands follow MOVED and ASK through resharding and failover.
+    #[arg(
+        long,
+        env = "DELAYQ_REDIS_CLUSTER",
+        global = true,
+        value_delimiter = ',',
+        conflicts_with = "redis_url"
+    )]
+    redis_cluster: Vec<String>,
     /// Data directory of the embedded Redis.
     #[arg(long, default_value = "delayq-data", global = true)]
     data_dir: PathBuf,
+}
+
+impl RedisArgs {
+    /// Connects to the cluster of --redis-cluster, if one was given.
+    async fn connect_cluster(
+        &self,
+        config: delayq::Config,
+    ) -> Option<anyhow::Result<delayq::DelayQ>> {
+        if self.redis_cluster.is_empty() {
+            return None;
+        }
+        let nodes: Vec<&str> = self.redis_cluster.iter().map(String::as_str).collect();
+        Some(
+            delayq::DelayQ::connect_cluster(&nodes, config)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot connect to the Redis Cluster: {e}")),
+        )
+    }
+
+    /// True when Redis is given (a URL or a cluster), so nothing is embedded.
+    fn is_external(&self) -> bool {
+        self.redis_url.is_some() || !self.redis_cluster.is_empty()
+    }
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {

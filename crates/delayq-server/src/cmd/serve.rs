@@ -100,9 +100,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..Limits::default()
     };
 
-    let embedded = match &args.redis.redis_url {
-        Some(_) => None,
-        None => Some(
+    let embedded = match args.redis.is_external() {
+        true => None,
+        false => Some(
             EmbeddedRedis::start(EmbeddedOptions {
                 data_dir: args.redis.data_dir.clone(),
                 fsync_always: args.fsync_always,
@@ -112,11 +112,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
     };
     let url = match (&args.redis.redis_url, &embedded) {
-        (Some(url), _) => url.clone(),
-        (None, Some(e)) => e.url().to_owned(),
-        (None, None) => bail!("no Redis"),
+        (Some(url), _) => Some(url.clone()),
+        (None, Some(e)) => Some(e.url().to_owned()),
+        (None, None) => None,
     };
-    let served = serve(&args, &url, embedded.is_none(), limits, tokens).await;
+    let served = serve(&args, url.as_deref(), embedded.is_none(), limits, tokens).await;
     if let Some(embedded) = embedded {
         // Last, after every request has finished.
         embedded.stop().await?;
@@ -124,20 +124,29 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     served
 }
 
+/// Serves on the Redis at `url`, or on the cluster of `--redis-cluster` when `url` is `None`.
 async fn serve(
     args: &ServeArgs,
-    url: &str,
+    url: Option<&str>,
     external: bool,
     limits: Limits,
     tokens: Tokens,
 ) -> anyhow::Result<()> {
-    if external {
-        check_redis_config(url).await;
-    }
     let config = Config::default().response_timeout(args.redis_timeout);
-    let dq = DelayQ::connect_with(url, config)
-        .await
-        .context("cannot connect to Redis")?;
+    let dq = match url {
+        Some(url) => {
+            if external {
+                check_redis_config(url).await;
+            }
+            DelayQ::connect_with(url, config)
+                .await
+                .context("cannot connect to Redis")?
+        }
+        None => match args.redis.connect_cluster(config).await {
+            Some(cluster) => cluster?,
+            None => bail!("no Redis"),
+        },
+    };
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

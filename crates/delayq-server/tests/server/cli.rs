@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::common::*;
 
@@ -221,4 +221,34 @@ fn without_a_redis_it_says_what_to_do() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--redis-url"), "{err}");
+}
+
+#[test]
+fn redis_cluster_takes_the_cluster_nodes() {
+    let redis = RedisServer::start_with(ServerConfig::cluster());
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(args)
+            .arg("--redis-cluster")
+            .arg(format!("{},{}", redis.url(), redis.url()))
+            .env_remove("DELAYQ_REDIS_URL")
+            .output()
+            .expect("run delayq")
+    };
+    let sent = run(&["send", "orders", "x", "--id", "c1", "--json"]);
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let got = run(&["get", "orders", "c1", "--json"]);
+    let got: Value = serde_json::from_slice(&got.stdout).expect("JSON");
+    assert_eq!((&got["id"], &got["state"]), (&json!("c1"), &json!("ready")));
+    // The key landed in the cluster node, under the queue's hash tag.
+    assert!(redis.cli(&["KEYS", "*"]).contains("{orders}"));
+    let both = run(&["queues", "--redis-url", &redis.url()]);
+    assert!(
+        !both.status.success(),
+        "--redis-url and --redis-cluster together"
+    );
 }

@@ -10,7 +10,7 @@ use delayq::{Config, DelayQ};
 use delayq_server::auth::Tokens;
 use delayq_server::limits::Limits;
 use delayq_server::state::AppState;
-pub use redis_fixture::RedisServer;
+pub use redis_fixture::{RedisServer, ServerConfig};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
