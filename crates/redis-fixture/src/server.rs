@@ -18,8 +18,8 @@ const START_ATTEMPTS: usize = 5;
 const RESTART_PORT_WAIT: Duration = Duration::from_secs(3);
 
 /// Options for the started server. Build from [`ServerConfig::default`],
-/// [`ServerConfig::appendonly`] or [`ServerConfig::cluster`], then adjust
-/// the public fields.
+/// [`ServerConfig::appendonly`], [`ServerConfig::cluster`] or
+/// [`ServerConfig::cluster_node`], then adjust the public fields.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct ServerConfig {
@@ -28,6 +28,11 @@ pub struct ServerConfig {
     pub appendonly: bool,
     /// Run as a single-node cluster that owns all 16384 slots.
     pub cluster: bool,
+    /// Run in cluster mode but leave the slots alone: one node of a
+    /// multi-node cluster that somebody else joins and assigns slots to (see
+    /// [`RedisCluster`](crate::RedisCluster)). The cluster bus gets its own
+    /// free port instead of `port + 10000`. Ignored if `cluster` is set.
+    pub cluster_node: bool,
     /// Extra `redis-server` arguments, appended after the fixture's own.
     pub extra_args: Vec<String>,
 }
@@ -47,6 +52,22 @@ impl ServerConfig {
             cluster: true,
             ..Self::default()
         }
+    }
+
+    /// Default config for one node of a multi-node cluster: cluster mode,
+    /// no slots (see [`ServerConfig::cluster_node`](Self#structfield.cluster_node)).
+    pub fn cluster_node() -> Self {
+        Self {
+            cluster_node: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether to pick a free port for the cluster bus and pass it as
+    /// `--cluster-port`. Only for `cluster_node`, so that `cluster` keeps the
+    /// default bus port it always had.
+    fn own_bus_port(&self) -> bool {
+        self.cluster_node && !self.cluster
     }
 }
 
@@ -72,6 +93,10 @@ enum LaunchError {
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
+    /// The cluster bus port passed as `--cluster-port`, or 0 for Redis's
+    /// default (`port + 10000`). Kept across restarts like `port`: other
+    /// nodes know the node by both.
+    bus_port: u16,
     dir: TempDir,
     config: ServerConfig,
 }
@@ -96,11 +121,22 @@ impl RedisServer {
         let mut server = RedisServer {
             child: None,
             port: 0,
+            bus_port: 0,
             dir,
             config,
         };
         for attempt in 1..=START_ATTEMPTS {
             server.port = free_port();
+            if server.config.own_bus_port() {
+                // The default bus port, port + 10000, does not exist for
+                // ephemeral ports above 55535, and nobody checked it is free.
+                server.bus_port = loop {
+                    let bus_port = free_port();
+                    if bus_port != server.port {
+                        break bus_port;
+                    }
+                };
+            }
             // A failed attempt may leave a nodes.conf naming the old port.
             let _ = std::fs::remove_file(server.dir.path().join("nodes.conf"));
             match server.launch(Ready::Serving) {
@@ -219,11 +255,19 @@ impl RedisServer {
     }
 
     fn fail(&self, why: &str) -> ! {
+        panic!(
+            "redis-server on port {}: {why}\n{}",
+            self.port,
+            self.diagnostics()
+        )
+    }
+
+    /// The server's stderr and log, framed for a panic message.
+    pub(crate) fn diagnostics(&self) -> String {
         let stderr =
             std::fs::read_to_string(self.dir.path().join("redis.stderr")).unwrap_or_default();
-        panic!(
-            "redis-server on port {}: {why}\n--- stderr ---\n{}--- {} ---\n{}\n--- end of log ---",
-            self.port,
+        format!(
+            "--- stderr ---\n{}--- {} ---\n{}\n--- end of log ---",
             stderr,
             self.dir.path().join("redis.log").display(),
             self.log()
@@ -249,13 +293,16 @@ impl RedisServer {
         if self.config.appendonly {
             args.extend(["--appendfsync".into(), "always".into()]);
         }
-        if self.config.cluster {
+        if self.config.cluster || self.config.cluster_node {
             args.extend([
                 "--cluster-enabled".into(),
                 "yes".into(),
                 "--cluster-config-file".into(),
                 dir.join("nodes.conf").display().to_string(),
             ]);
+        }
+        if self.bus_port != 0 {
+            args.extend(["--cluster-port".into(), self.bus_port.to_string()]);
         }
         args.extend(["--protected-mode".into(), "yes".into()]);
         args.extend(self.config.extra_args.iter().cloned());
