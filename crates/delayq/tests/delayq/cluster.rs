@@ -6,6 +6,7 @@ use std::time::Duration;
 use delayq::{CancelOutcome, DelayQ, Message, NackOutcome, Schedule, SendOptions, State};
 
 use crate::common::*;
+use redis_fixture::RedisCluster;
 
 /// The queue [`exercise_all_scripts`] uses.
 pub const QUEUE: &str = "cl.orders";
@@ -162,4 +163,63 @@ async fn every_script_works_through_the_cluster_client() {
         .expect("connect to the cluster");
     exercise_all_scripts(&dq).await;
     assert_all_keys_tagged(&server);
+}
+
+/// The master that owns `queue`'s slot, and a master that does not.
+fn owner_and_other(cluster: &RedisCluster, queue: &str) -> (usize, usize) {
+    let owner = cluster.node_for_key(&format!("{{{queue}}}"));
+    let other = cluster
+        .masters()
+        .into_iter()
+        .find(|&m| m != owner)
+        .expect("another master");
+    (owner, other)
+}
+
+#[tokio::test]
+async fn every_script_works_on_a_three_master_cluster_through_a_node_without_the_slot() {
+    let cluster = RedisCluster::start(3, 1);
+    let (owner, other) = owner_and_other(&cluster, QUEUE);
+    // Only the other master is given: every call starts there and is redirected (MOVED).
+    let dq = DelayQ::connect_cluster(&[&cluster.urls()[other]], delayq::Config::default())
+        .await
+        .expect("connect to the cluster");
+    exercise_all_scripts(&dq).await;
+    assert_all_keys_tagged(&cluster.nodes()[owner]);
+    assert!(keys(&cluster.nodes()[other]).is_empty(), "keys on a node without the slot");
+}
+
+#[tokio::test]
+async fn a_queue_carries_on_after_its_master_fails_over() {
+    let mut cluster = RedisCluster::start(3, 1);
+    let (owner, other) = owner_and_other(&cluster, "failover");
+    let dq = DelayQ::connect_cluster(&[&cluster.urls()[other]], delayq::Config::default())
+        .await
+        .expect("connect to the cluster");
+    let q = queue(&dq, "failover");
+    q.send(b"before", &SendOptions::new().id("before"))
+        .await
+        .expect("send");
+    cluster.kill(owner);
+    cluster.wait_for_state_ok(Duration::from_secs(30));
+    assert_ne!(
+        cluster.node_for_key("{failover}"),
+        owner,
+        "a replica took the slot over"
+    );
+    // Calls fail while the cluster elects; once it is ok again the same client carries on.
+    wait_until(Duration::from_secs(20), "a send after the failover", || async {
+        q.send(b"after", &SendOptions::new().id("after")).await.is_ok()
+    })
+    .await;
+    let mut consumer = q.consumer().await.expect("consumer");
+    let got = consumer
+        .receive(&receiving(10, LEASE, Duration::from_secs(5)))
+        .await
+        .expect("receive");
+    let ids: Vec<&str> = got.iter().map(|d| d.id.as_str()).collect();
+    assert!(ids.contains(&"after"), "{ids:?}");
+    for d in &got {
+        q.ack(d).await.expect("ack");
+    }
 }
