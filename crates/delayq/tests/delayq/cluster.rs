@@ -186,7 +186,10 @@ async fn every_script_works_on_a_three_master_cluster_through_a_node_without_the
         .expect("connect to the cluster");
     exercise_all_scripts(&dq).await;
     assert_all_keys_tagged(&cluster.nodes()[owner]);
-    assert!(keys(&cluster.nodes()[other]).is_empty(), "keys on a node without the slot");
+    assert!(
+        keys(&cluster.nodes()[other]).is_empty(),
+        "keys on a node without the slot"
+    );
 }
 
 #[tokio::test]
@@ -208,9 +211,15 @@ async fn a_queue_carries_on_after_its_master_fails_over() {
         "a replica took the slot over"
     );
     // Calls fail while the cluster elects; once it is ok again the same client carries on.
-    wait_until(Duration::from_secs(20), "a send after the failover", || async {
-        q.send(b"after", &SendOptions::new().id("after")).await.is_ok()
-    })
+    wait_until(
+        Duration::from_secs(20),
+        "a send after the failover",
+        || async {
+            q.send(b"after", &SendOptions::new().id("after"))
+                .await
+                .is_ok()
+        },
+    )
     .await;
     let mut consumer = q.consumer().await.expect("consumer");
     let got = consumer
