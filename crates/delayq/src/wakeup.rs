@@ -5,6 +5,10 @@
 //! consumer that is busy, or gone, cannot swallow a wake-up meant for the idle ones (a list
 //! token popped with `BLPOP`, as delayq once used, reaches exactly one waiter).
 //!
+//! On a Redis Cluster the subscription is redis-rs's cluster connection in RESP3, which sends
+//! the `SSUBSCRIBE` to the node that serves the channel's slot and renews it when the slot
+//! moves. Each queue's subscription has one such connection for now.
+//!
 //! A subscription is a RESP3 connection whose pushes bump a counter instead of queueing, so
 //! a consumer that does not wait for a while holds one pending wake-up, not one per send.
 //! Consumers of one queue made from one [`DelayQ`](crate::DelayQ) share one subscription
