@@ -419,6 +419,16 @@ pub(crate) fn checked_ms(d: Duration, what: &str) -> Result<u64, InvalidInput> {
     Ok(d.as_millis() as u64)
 }
 
+/// A handler timeout, the worker's or a message's: 1 ms to ten years.
+pub(crate) fn check_handler_timeout(timeout: Duration) -> Result<(), InvalidInput> {
+    if checked_ms(timeout, "handler timeout")? == 0 {
+        return Err(InvalidInput::Option(
+            "a handler timeout must be at least 1 ms".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// This host's clock in ms; used only to reject absurd absolute due times, never to decide
 /// what is due.
 fn now_ms() -> u64 {

@@ -212,11 +212,7 @@ impl Queue {
         options.backoff.validate()?;
         let due = options.schedule.to_spec()?;
         if let Some(timeout) = options.handler_timeout {
-            if checked_ms(timeout, "handler timeout")? == 0 {
-                return Err(
-                    InvalidInput::Option("a handler timeout must be at least 1 ms".into()).into(),
-                );
-            }
+            crate::options::check_handler_timeout(timeout)?;
         }
         let body = record::encode_body(options, payload);
         Ok((due, body))

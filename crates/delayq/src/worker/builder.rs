@@ -132,11 +132,7 @@ impl WorkerBuilder {
         }
         crate::options::checked_ms(self.lease, "lease")?;
         if let Some(timeout) = self.handler_timeout {
-            if crate::options::checked_ms(timeout, "handler timeout")? == 0 {
-                return Err(
-                    InvalidInput::Option("a handler timeout must be at least 1 ms".into()).into(),
-                );
-            }
+            crate::options::check_handler_timeout(timeout)?;
         }
         Ok(Worker {
             settings: self,
