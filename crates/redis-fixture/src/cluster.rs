@@ -260,7 +260,39 @@ impl RedisCluster {
             replicas_per_master.to_string(),
             "--cluster-yes".to_owned(),
         ]);
-        let out_path = self.nodes[0].dir().join("cluster-create.out");
+        self.create_output = self.redis_cli_cluster(&args, "cluster-create.out");
+    }
+
+    /// Moves `count` slots from master `from` to master `to` with
+    /// `redis-cli --cluster reshard`, as an operator would: slot by slot, the
+    /// keys migrated while clients go on using them (they get `ASK` and
+    /// `TRYAGAIN` meanwhile, `MOVED` after). redis-cli takes the source's
+    /// lowest slots first. Returns once redis-cli has finished.
+    pub fn reshard(&self, from: usize, to: usize, count: usize) {
+        let id = |i: usize| self.nodes[i].cli(&["CLUSTER", "MYID"]).trim().to_owned();
+        let args: Vec<String> = [
+            "--cluster",
+            "reshard",
+            &format!("127.0.0.1:{}", self.nodes[from].port()),
+            "--cluster-from",
+            &id(from),
+            "--cluster-to",
+            &id(to),
+            "--cluster-slots",
+            &count.to_string(),
+            "--cluster-yes",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        self.redis_cli_cluster(&args, "cluster-reshard.out");
+    }
+
+    /// Runs `redis-cli` with `args` and a deadline, its output kept in
+    /// `out_name` in the first node's directory; fails the test if it fails.
+    /// Returns the output.
+    fn redis_cli_cluster(&self, args: &[String], out_name: &str) -> String {
+        let out_path = self.nodes[0].dir().join(out_name);
         let out = File::create(&out_path)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", out_path.display()));
         let err = out
@@ -268,7 +300,7 @@ impl RedisCluster {
             .unwrap_or_else(|e| panic!("cannot duplicate a file handle: {e}"));
         let command = format!("redis-cli {}", args.join(" "));
         let mut child = Command::new(redis_cli_binary())
-            .args(&args)
+            .args(args)
             // Plain output for the failure message, no ANSI colours.
             .env("TERM", "dumb")
             .stdin(Stdio::null())
@@ -290,12 +322,12 @@ impl RedisCluster {
             let _ = child.kill();
             let _ = child.wait();
         }
-        self.create_output = std::fs::read_to_string(&out_path)
+        let output = std::fs::read_to_string(&out_path)
             .unwrap_or_else(|e| format!("<cannot read {}: {e}>", out_path.display()));
         match status {
-            Ok(status) if status.success() => {}
-            Ok(status) => self.fail(&format!("`{command}` failed: {status}")),
-            Err(why) => self.fail(&format!("`{command}` {why}")),
+            Ok(status) if status.success() => output,
+            Ok(status) => self.fail(&format!("`{command}` failed: {status}\n{output}")),
+            Err(why) => self.fail(&format!("`{command}` {why}\n{output}")),
         }
     }
 
@@ -585,7 +617,7 @@ fn check_coverage(map: &[SlotRange]) -> Result<(), String> {
 }
 
 /// The value of `field:value` in the text of `INFO`/`CLUSTER INFO`.
-fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
+pub(crate) fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
     info.lines()
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .map(str::trim)

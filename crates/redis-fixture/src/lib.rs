@@ -15,6 +15,8 @@
 //!
 //! [`RedisCluster`] starts a real multi-node Redis Cluster (masters and
 //! replicas, each its own `redis-server`) for redirects and failovers.
+//! [`RedisSentinel`] starts a master, a replica and three sentinels that
+//! fail the master over when it dies.
 //!
 //! Every failure panics with a descriptive message (including the server
 //! log): a missing `redis-server` must fail the test run, not skip it.
@@ -22,6 +24,7 @@
 mod cluster;
 mod proxy;
 mod resp;
+mod sentinel;
 mod server;
 
 use std::net::{Ipv4Addr, TcpListener};
@@ -30,6 +33,7 @@ use std::path::{Path, PathBuf};
 pub use cluster::{key_slot, RedisCluster};
 pub use proxy::Proxy;
 pub use resp::Reply;
+pub use sentinel::RedisSentinel;
 pub use server::{RedisServer, ServerConfig};
 
 /// Locates the `redis-server` binary: `$REDIS_SERVER_BIN` if set, else

@@ -35,6 +35,11 @@ pub struct ServerConfig {
     pub cluster_node: bool,
     /// Extra `redis-server` arguments, appended after the fixture's own.
     pub extra_args: Vec<String>,
+    /// Run as a sentinel (`redis-server sentinel.conf --sentinel`) with this text as the
+    /// start of its config file, written into the server's directory before the first
+    /// launch only: a sentinel rewrites the file with what it learns, and a restarted one
+    /// must read that back. Set by [`RedisSentinel`](crate::RedisSentinel).
+    pub(crate) sentinel_conf: Option<String>,
 }
 
 impl ServerConfig {
@@ -276,6 +281,24 @@ impl RedisServer {
 
     fn args(&self) -> Vec<String> {
         let dir = self.dir.path();
+        if self.config.sentinel_conf.is_some() {
+            let mut args: Vec<String> = vec![
+                self.sentinel_conf_path().display().to_string(),
+                "--sentinel".into(),
+                "--port".into(),
+                self.port.to_string(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+                "--dir".into(),
+                dir.display().to_string(),
+                "--logfile".into(),
+                dir.join("redis.log").display().to_string(),
+                "--protected-mode".into(),
+                "yes".into(),
+            ];
+            args.extend(self.config.extra_args.iter().cloned());
+            return args;
+        }
         let mut args: Vec<String> = vec![
             "--port".into(),
             self.port.to_string(),
@@ -309,8 +332,20 @@ impl RedisServer {
         args
     }
 
+    fn sentinel_conf_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("sentinel.conf")
+    }
+
     /// Spawns the child on `self.port` and waits until it serves requests.
     fn launch(&mut self, ready: Ready) -> Result<(), LaunchError> {
+        if let Some(conf) = &self.config.sentinel_conf {
+            let path = self.sentinel_conf_path();
+            if !path.exists() {
+                std::fs::write(&path, conf).map_err(|e| {
+                    LaunchError::Fatal(format!("cannot write {}: {e}", path.display()))
+                })?;
+            }
+        }
         // Config errors are printed to stderr before the log file is opened.
         let stderr = std::fs::File::create(self.dir.path().join("redis.stderr"))
             .map_err(|e| LaunchError::Fatal(format!("cannot create redis.stderr: {e}")))?;
