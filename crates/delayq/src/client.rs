@@ -1,13 +1,15 @@
 //! The entry point: a connected client from which queue handles are made.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use crate::connection;
-use crate::error::Result;
+use crate::error::{InvalidInput, Result};
 use crate::keys::Keys;
 use crate::names::QueueName;
 use crate::options::Config;
-use crate::queue::Queue;
+use crate::partitions;
+use crate::queue::{LayoutCell, Queue};
 use crate::wakeup::Subscriptions;
 
 /// A connection to one Redis server, or to a Redis Cluster, shared by all queue handles made
@@ -19,6 +21,11 @@ pub struct DelayQ {
     config: Arc<Config>,
     /// Wake-up subscriptions, one per queue, shared by every consumer made from this client.
     subscriptions: Arc<Subscriptions>,
+    /// Each queue's partitions, learnt once (they never change).
+    layouts: Arc<Mutex<HashMap<QueueName, LayoutCell>>>,
+    /// The connection for sends that wait for replicas (opened on first use): `WAIT`
+    /// blocks the connection it is sent on, and must not hold up everything else.
+    durable: Arc<tokio::sync::OnceCell<connection::Ordinary>>,
 }
 
 impl DelayQ {
@@ -36,6 +43,8 @@ impl DelayQ {
             conn,
             config: Arc::new(config),
             subscriptions: Arc::default(),
+            layouts: Arc::default(),
+            durable: Arc::default(),
         })
     }
 
@@ -50,15 +59,56 @@ impl DelayQ {
             conn,
             config: Arc::new(config),
             subscriptions: Arc::default(),
+            layouts: Arc::default(),
+            durable: Arc::default(),
         })
     }
 
-    /// A handle on queue `name` (validated: see [`QueueName`]).
+    /// Connects to the master of a Redis Sentinel deployment: `sentinels` are URLs of its
+    /// sentinels (any that answer will do), `master_name` the name they monitor the master
+    /// by. The master is reached with the credentials, database and TLS mode of the first
+    /// sentinel URL (the database is not used on the sentinels themselves).
+    ///
+    /// When the master fails over, calls fail with retryable errors
+    /// ([`Error::is_retryable`](crate::Error::is_retryable)) until the sentinels have
+    /// promoted a replica; then this client moves to the new master by itself, commands and
+    /// consumers' wake-ups alike. Fails if no sentinel names a master that answers now.
+    pub async fn connect_sentinel(
+        sentinels: &[&str],
+        master_name: &str,
+        config: Config,
+    ) -> Result<Self> {
+        let sentinels = Arc::new(crate::sentinel::Sentinels::new(
+            sentinels,
+            master_name,
+            &config,
+        )?);
+        let conn = connection::Ordinary::connect_sentinel(sentinels.clone(), &config).await?;
+        Ok(DelayQ {
+            target: Target::Sentinel(sentinels),
+            conn,
+            config: Arc::new(config),
+            subscriptions: Arc::default(),
+            layouts: Arc::default(),
+            durable: Arc::default(),
+        })
+    }
+
+    /// A handle on queue `name` (validated: see [`QueueName`]). A queue that does not exist
+    /// yet is created, with one partition, by its first use.
     pub fn queue(&self, name: &str) -> Result<Queue> {
         let name = QueueName::new(name)?;
+        let layout = self
+            .layouts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(name.clone())
+            .or_default()
+            .clone();
         Ok(Queue::new(
-            Arc::new(Keys::new(&name)),
             name,
+            layout,
+            self.durable.clone(),
             self.target.clone(),
             self.conn.clone(),
             self.config.clone(),
@@ -66,29 +116,69 @@ impl DelayQ {
         ))
     }
 
-    /// The queues that exist in this Redis (every queue that was ever sent to and still has
-    /// keys), by name. Walks the keyspace with `SCAN`, so it costs time in proportion to the
-    /// number of keys: meant for admin tools, not hot paths.
+    /// Creates queue `name` with `partitions` partitions (1 to
+    /// [`MAX_PARTITIONS`](crate::MAX_PARTITIONS)), spread over a cluster's masters. The count
+    /// is fixed for the queue's life (see `partitions.rs` in the crate's docs): creating a
+    /// queue again with the same count is fine; with another, or a queue already in use
+    /// with one partition, it is refused. Create a partitioned queue before anything else
+    /// uses it, since its first use records one partition.
+    pub async fn create_queue(&self, name: &str, partitions: u16) -> Result<Queue> {
+        partitions::check_count(partitions)?;
+        let queue = self.queue(name)?;
+        let recorded = queue
+            .record_partitions(Some(Some(partitions)))
+            .await?
+            .unwrap_or(1);
+        if recorded != partitions {
+            return Err(InvalidInput::Option(format!(
+                "queue {name} already has {recorded} partition(s); the count is fixed when a queue is first used"
+            ))
+            .into());
+        }
+        queue.layout().await?;
+        Ok(queue)
+    }
+
+    /// The queues that exist in this Redis (every queue that was ever used and still has
+    /// keys), by name. Walks the keyspace with `SCAN` (of every master, on a cluster), so it
+    /// costs time in proportion to the number of keys: meant for admin tools, not hot paths.
     pub async fn queues(&self) -> Result<Vec<QueueName>> {
-        let mut conn = self.conn.get();
         let mut names = std::collections::BTreeSet::new();
-        let mut cursor = 0u64;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(Keys::seq_pattern())
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await?;
-            names.extend(keys.iter().filter_map(|k| Keys::queue_of_seq(k)));
-            if next == 0 {
-                break;
+        for node in self.conn.scan_targets().await? {
+            let mut cursor = 0u64;
+            loop {
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(cursor)
+                    .arg("MATCH")
+                    .arg(Keys::scan_pattern())
+                    .arg("COUNT")
+                    .arg(1000);
+                let (next, keys): (u64, Vec<String>) = self.conn.query_on(&node, &scan).await?;
+                names.extend(keys.iter().filter_map(|k| Keys::queue_of(k)));
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            cursor = next;
         }
         Ok(names.into_iter().collect())
+    }
+}
+
+impl Target {
+    /// A new ordinary connection of its own to this target.
+    pub(crate) async fn connect(&self, config: &Config) -> Result<connection::Ordinary> {
+        match self {
+            Target::Single(client) => connection::Ordinary::connect(client, config).await,
+            Target::Cluster(nodes) => {
+                let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+                let client = connection::cluster_client(&nodes, config, None::<NoPushes>)?;
+                connection::Ordinary::connect_cluster(&client).await
+            }
+            Target::Sentinel(sentinels) => {
+                connection::Ordinary::connect_sentinel(sentinels.clone(), config).await
+            }
+        }
     }
 }
 
@@ -98,6 +188,8 @@ pub(crate) enum Target {
     Single(Box<redis::Client>),
     /// The node URLs given to [`DelayQ::connect_cluster`].
     Cluster(Vec<String>),
+    /// The master the sentinels name, asked again on each connect.
+    Sentinel(Arc<crate::sentinel::Sentinels>),
 }
 
 /// The ordinary cluster connection takes no pushes.

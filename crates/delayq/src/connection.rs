@@ -13,21 +13,34 @@
 //!   slot map. Each script call touches one queue's keys, which share a hash tag, so it is
 //!   routed whole to the node that owns them; a script missing there (a promoted replica)
 //!   is loaded on every master and the call repeated.
+//! * With Redis Sentinel ([`DelayQ::connect_sentinel`](crate::DelayQ::connect_sentinel)) the
+//!   ordinary connection is the single-server one, pointed at the master the sentinels name
+//!   (`sentinel.rs`). An error that may mean the master has moved (refused, dropped, timed
+//!   out, `READONLY`, `LOADING`) makes it ask the sentinels again, in the background and at
+//!   most every [`LOOKUP_EVERY`]; if they name another server, the connection is replaced by
+//!   one to it. The call that met the error fails (retryably): whether it took effect on the
+//!   old master cannot be known, so it is the caller's to repeat.
 //! * Waiting never blocks a connection: a consumer hears wake-ups on a subscription of its
 //!   own (`wakeup.rs`), a RESP3 connection whose pushes carry no response timeout, so a long
 //!   wait never runs into one and never holds up other traffic. No message is ever popped by
 //!   a blocking command whose reply could be lost.
 
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use crate::error::Result;
 use crate::options::Config;
+use crate::sentinel::{master_may_have_moved, Sentinels};
+
+/// The least time between two sentinel lookups of one connection: every call fails while
+/// the master is down, and one lookup for the lot is enough.
+const LOOKUP_EVERY: Duration = Duration::from_millis(250);
 
 /// The ordinary, shared connection: cheap to clone. A single server's is replaced after a
 /// response timeout; a cluster's manages its node connections itself.
@@ -38,18 +51,48 @@ pub(crate) enum Ordinary {
 }
 
 pub(crate) struct Shared {
-    client: redis::Client,
+    /// The sentinels that say where the master is, if it may move.
+    sentinels: Option<Arc<Sentinels>>,
     /// How replacements connect.
     config: ConnectionManagerConfig,
-    /// The connection in use, and how many times it has been replaced.
-    current: RwLock<(u64, ConnectionManager)>,
+    /// The connection in use.
+    current: RwLock<Current>,
+    /// Sentinel lookups: at most one at a time, and not more often than [`LOOKUP_EVERY`].
+    lookups: std::sync::Mutex<Lookups>,
+}
+
+#[derive(Clone)]
+struct Current {
+    /// How many times the connection has been replaced.
+    generation: u64,
+    manager: ConnectionManager,
+    /// The server it connects to.
+    client: redis::Client,
+}
+
+#[derive(Default)]
+struct Lookups {
+    running: bool,
+    last: Option<Instant>,
 }
 
 impl Ordinary {
     /// Connects (and fails if Redis cannot be reached now).
     pub(crate) async fn connect(client: &redis::Client, config: &Config) -> Result<Ordinary> {
         Ok(Ordinary::Single(Arc::new(
-            Shared::connect(client, config).await?,
+            Shared::connect(client, config, None).await?,
+        )))
+    }
+
+    /// Connects to the master `sentinels` name now (and fails if there is none, or it
+    /// cannot be reached); follows it when it moves.
+    pub(crate) async fn connect_sentinel(
+        sentinels: Arc<Sentinels>,
+        config: &Config,
+    ) -> Result<Ordinary> {
+        let master = sentinels.master().await?;
+        Ok(Ordinary::Single(Arc::new(
+            Shared::connect(&master, config, Some(sentinels)).await?,
         )))
     }
 
@@ -62,7 +105,11 @@ impl Ordinary {
     pub(crate) fn get(&self) -> Conn {
         match self {
             Ordinary::Single(shared) => {
-                let (generation, manager) = shared.read().clone();
+                let Current {
+                    generation,
+                    manager,
+                    ..
+                } = shared.read().clone();
                 Conn::Single {
                     manager,
                     generation,
@@ -77,10 +124,76 @@ impl Ordinary {
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Ordinary::Cluster(_))
     }
+
+    /// Where a keyspace walk must look: the one server, or every master of a cluster (as its
+    /// slot map says now).
+    pub(crate) async fn scan_targets(&self) -> Result<Vec<Node>> {
+        match self {
+            Ordinary::Single(_) => Ok(vec![Node::Any]),
+            Ordinary::Cluster(conn) => {
+                let mut conn = conn.clone();
+                let slots: Vec<Value> = redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async(&mut conn)
+                    .await?;
+                let mut masters = std::collections::BTreeSet::new();
+                for range in slots {
+                    // [start, end, [host, port, id, ...] (the master), replicas...]
+                    if let Value::Array(parts) = range {
+                        if let Some(Value::Array(master)) = parts.get(2) {
+                            if let (Some(host), Some(Value::Int(port))) =
+                                (master.first(), master.get(1))
+                            {
+                                let host: String = redis::from_redis_value_ref(host)
+                                    .map_err(redis::RedisError::from)?;
+                                masters.insert((host, *port as u16));
+                            }
+                        }
+                    }
+                }
+                Ok(masters
+                    .into_iter()
+                    .map(|(host, port)| Node::At { host, port })
+                    .collect())
+            }
+        }
+    }
+
+    /// Runs `cmd` on `node`.
+    pub(crate) async fn query_on<T: redis::FromRedisValue>(
+        &self,
+        node: &Node,
+        cmd: &Cmd,
+    ) -> Result<T> {
+        let mut conn = self.get();
+        let value = match (node, &mut conn) {
+            (Node::At { host, port }, Conn::Cluster(cluster)) => {
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port: *port,
+                });
+                cluster.route_command(cmd.clone(), routing).await?
+            }
+            _ => cmd.query_async::<Value>(&mut conn).await?,
+        };
+        Ok(redis::from_redis_value(value).map_err(redis::RedisError::from)?)
+    }
+}
+
+/// One node to run a command on.
+pub(crate) enum Node {
+    /// Whichever node the connection picks (a single server).
+    Any,
+    /// A cluster node.
+    At { host: String, port: u16 },
 }
 
 impl Shared {
-    async fn connect(client: &redis::Client, config: &Config) -> Result<Shared> {
+    async fn connect(
+        client: &redis::Client,
+        config: &Config,
+        sentinels: Option<Arc<Sentinels>>,
+    ) -> Result<Shared> {
         let cfg = base_config(config).set_response_timeout(Some(config.response_timeout));
         let manager = ConnectionManager::new_with_config(client.clone(), cfg.clone()).await?;
         // A replacement is made because Redis did not answer within the response timeout;
@@ -88,29 +201,100 @@ impl Shared {
         // connection timeouts instead of failing it quickly.
         let impatient = config.connection_timeout.min(config.response_timeout);
         Ok(Shared {
-            client: client.clone(),
+            sentinels,
             config: cfg.set_connection_timeout(Some(impatient)),
-            current: RwLock::new((0, manager)),
+            current: RwLock::new(Current {
+                generation: 0,
+                manager,
+                client: client.clone(),
+            }),
+            lookups: std::sync::Mutex::default(),
         })
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, (u64, ConnectionManager)> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
         self.current.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What to do after connection `generation` failed with `e`.
+    fn failed(self: &Arc<Self>, generation: u64, e: &redis::RedisError) {
+        if e.is_timeout() {
+            self.replace(generation);
+        }
+        if let Some(sentinels) = &self.sentinels {
+            if master_may_have_moved(e) {
+                self.follow_master(sentinels.clone());
+            }
+        }
     }
 
     /// Replaces connection `generation` after it timed out, unless another caller already
     /// did. The new one connects on first use, so Redis being down does not fail this.
     fn replace(&self, generation: u64) {
         let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
-        if current.0 != generation {
+        if current.generation != generation {
             return;
         }
-        let fresh =
-            ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone());
-        match fresh {
-            Ok(manager) => *current = (generation + 1, manager),
-            Err(e) => tracing::warn!(error = %e, "cannot replace a timed-out Redis connection"),
+        let client = current.client.clone();
+        self.install(&mut current, client);
+    }
+
+    /// Points every later use at `client`'s server, with a connection made on first use.
+    fn install(&self, current: &mut Current, client: redis::Client) {
+        match ConnectionManager::new_lazy_with_config(client.clone(), self.config.clone()) {
+            Ok(manager) => {
+                *current = Current {
+                    generation: current.generation + 1,
+                    manager,
+                    client,
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot replace a Redis connection"),
         }
+    }
+
+    /// Asks the sentinels, in the background, where the master is, and moves there if it is
+    /// not the server in use. Skipped while a lookup runs or one began within
+    /// [`LOOKUP_EVERY`]: the calls that keep failing until the master is found ask again.
+    fn follow_master(self: &Arc<Self>, sentinels: Arc<Sentinels>) {
+        {
+            let mut lookups = self.lookups.lock().unwrap_or_else(|p| p.into_inner());
+            if lookups.running || lookups.last.is_some_and(|t| t.elapsed() < LOOKUP_EVERY) {
+                return;
+            }
+            *lookups = Lookups {
+                running: true,
+                last: Some(Instant::now()),
+            };
+        }
+        // Clears `running` however the task ends, even if the runtime drops it.
+        struct Done(Arc<Shared>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                let mut lookups = self.0.lookups.lock().unwrap_or_else(|p| p.into_inner());
+                lookups.running = false;
+            }
+        }
+        let done = Done(self.clone());
+        tokio::spawn(async move {
+            let shared = &done.0;
+            match sentinels.master().await {
+                Ok(master) => {
+                    let mut current = shared.current.write().unwrap_or_else(|p| p.into_inner());
+                    if current.client.get_connection_info().addr()
+                        != master.get_connection_info().addr()
+                    {
+                        tracing::warn!(
+                            from = %current.client.get_connection_info().addr(),
+                            to = %master.get_connection_info().addr(),
+                            "the Redis master has moved"
+                        );
+                        shared.install(&mut current, master);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot find the Redis master"),
+            }
+        });
     }
 }
 
@@ -126,19 +310,65 @@ pub(crate) enum Conn {
 }
 
 impl Conn {
-    fn check<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
-        if let (
-            Err(e),
-            Conn::Single {
-                generation, owner, ..
-            },
-        ) = (&result, self)
-        {
-            if e.is_timeout() {
-                owner.replace(*generation);
+    fn check<T: Replies>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
+        let Conn::Single {
+            generation, owner, ..
+        } = self
+        else {
+            return result;
+        };
+        match &result {
+            Err(e) => owner.failed(*generation, e),
+            // redis-rs hands server errors back as values; they become errors only when the
+            // reply is read, which is too late to see them here.
+            Ok(replies) => {
+                if let Some(e) = replies.server_error() {
+                    owner.failed(*generation, &redis::RedisError::from(e.clone()));
+                }
             }
         }
         result
+    }
+}
+
+/// Replies that may carry a server error.
+trait Replies {
+    fn server_error(&self) -> Option<&redis::ServerError>;
+}
+
+impl Replies for Value {
+    fn server_error(&self) -> Option<&redis::ServerError> {
+        match self {
+            Value::ServerError(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Replies for Vec<Value> {
+    fn server_error(&self) -> Option<&redis::ServerError> {
+        self.iter().find_map(Replies::server_error)
+    }
+}
+
+impl Conn {
+    /// Runs `pipe` on one connection: the single server's, or on a cluster the connection to
+    /// the master of `slot` (a pipeline whose commands must share a connection, such as a
+    /// write and the `WAIT` that covers it).
+    pub(crate) async fn query_pipeline_at(
+        &mut self,
+        slot: u16,
+        pipe: &Pipeline,
+    ) -> redis::RedisResult<Vec<Value>> {
+        let result = match self {
+            Conn::Single { manager, .. } => pipe.query_async(manager).await,
+            Conn::Cluster(conn) => {
+                let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                conn.route_pipeline(pipe.clone(), 0, pipe.len(), route)
+                    .await
+            }
+        };
+        self.check(result)
     }
 }
 

@@ -9,10 +9,12 @@
 //!   waiting consumer hears it, whatever the others are doing;
 //! * the end of the caller's `wait`.
 //!
-//! A consumer of a [`QueueSet`] does the same for each of its queues at once: it claims from
-//! them in the set's order (strict or weighted, `queue_set.rs`) until it has `max`; with
-//! nothing due anywhere it waits on all their wake-ups and on the earliest of their due
-//! times, then claims only where a wake-up or a due time says something may be due.
+//! A consumer of a [`QueueSet`], or of a queue of several partitions, does the same for each
+//! partition of each queue (a *lane*) at once: it claims from them in the set's order
+//! (strict or weighted, `queue_set.rs`) until it has `max`; with nothing due anywhere it
+//! waits on all their wake-ups and on the earliest of their due times, then claims only where
+//! a wake-up or a due time says something may be due. A lane with nothing due costs nothing
+//! while the consumer waits.
 //!
 //! The consumer subscribes before it claims and notes the wake-ups heard so far just before
 //! each claim, so a wake-up published after a claim has looked is always heard by the next
@@ -34,6 +36,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::{InvalidInput, Result};
+use crate::keys::Keys;
 use crate::message::DeadLettered;
 use crate::names::QueueName;
 use crate::options::PayloadKind;
@@ -169,9 +172,13 @@ pub struct Consumer {
     dead_lettered: Vec<DeadLettered>,
 }
 
-/// One queue of a consumer.
+/// One partition of one queue of a consumer.
 struct Lane {
     queue: Queue,
+    /// The partition's keys.
+    keys: Arc<Keys>,
+    /// The position of the queue in the consumer's set.
+    group: usize,
     /// This consumer's claim record in Redis: what its last claim took (see the module docs).
     claim_record: String,
     /// The queue's wake-up subscription (shared); renewed once lost.
@@ -224,7 +231,7 @@ impl Lane {
         self.unanswered = Some(base);
         let claim = self
             .queue
-            .claim(&self.claim_record, options, base, repeat)
+            .claim(&self.keys, &self.claim_record, options, base, repeat)
             .await?;
         self.unanswered = None;
         Ok(claim)
@@ -233,7 +240,7 @@ impl Lane {
     /// The live subscription, renewed if it was lost.
     async fn subscribed(&mut self) -> Result<Arc<Subscription>> {
         if self.subscription.is_lost() {
-            self.subscription = self.queue.subscription().await?;
+            self.subscription = self.queue.subscription(&self.keys).await?;
         }
         Ok(self.subscription.clone())
     }
@@ -242,20 +249,26 @@ impl Lane {
 impl Consumer {
     pub(crate) async fn new(set: QueueSet) -> Result<Self> {
         let mut lanes = Vec::with_capacity(set.queues.len());
-        for (queue, _) in &set.queues {
-            lanes.push(Lane {
-                claim_record: queue
-                    .keys()
-                    .claim_record(&format!("{:016x}", rand::random::<u64>())),
-                subscription: queue.subscription().await?,
-                queue: queue.clone(),
-                seen: 0,
-                unanswered: None,
-                quiet: Quiet::Unknown,
-            });
+        let mut shape = Vec::with_capacity(set.queues.len());
+        let name = format!("{:016x}", rand::random::<u64>());
+        for (group, (queue, _)) in set.queues.iter().enumerate() {
+            let layout = queue.layout().await?;
+            for keys in layout.parts() {
+                lanes.push(Lane {
+                    claim_record: keys.claim_record(&name),
+                    subscription: queue.subscription(keys).await?,
+                    keys: keys.clone(),
+                    group,
+                    queue: queue.clone(),
+                    seen: 0,
+                    unanswered: None,
+                    quiet: Quiet::Unknown,
+                });
+                shape.push((group, layout.count()));
+            }
         }
         Ok(Consumer {
-            picker: Picker::new(&set),
+            picker: Picker::new(&set, &shape),
             lanes,
             lead: Lead::default(),
             dead_lettered: Vec::new(),
@@ -270,7 +283,12 @@ impl Consumer {
 
     /// The queues this consumer receives from, in the order of its set.
     pub fn queues(&self) -> impl Iterator<Item = &Queue> {
-        self.lanes.iter().map(|l| &l.queue)
+        let mut last = None;
+        self.lanes.iter().filter_map(move |l| {
+            let first_of_queue = last != Some(l.group);
+            last = Some(l.group);
+            first_of_queue.then_some(&l.queue)
+        })
     }
 
     /// The messages this consumer's claims made dead letters since the last call: expired
@@ -407,7 +425,7 @@ impl Consumer {
                 Ok(claim) => claim,
                 Err(e) if taken.is_empty() => return Err(e),
                 Err(e) => {
-                    tracing::warn!(queue = %self.lanes[i].queue.name(), error = %e, "claim failed; returning what the other queues gave");
+                    tracing::warn!(queue = %self.lanes[i].queue.name(), error = %e, "claim failed; returning what the other partitions gave");
                     return Ok(taken);
                 }
             };
@@ -423,7 +441,8 @@ impl Consumer {
                     None => Quiet::Idle,
                 }
             };
-            taken.extend(claim.deliveries.into_iter().map(|d| (i, d)));
+            let group = lane.group;
+            taken.extend(claim.deliveries.into_iter().map(|d| (group, d)));
         }
         Ok(taken)
     }

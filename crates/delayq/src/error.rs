@@ -38,6 +38,16 @@ pub enum Error {
     /// Redis answered in a shape this version of delayq does not understand.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
+    /// A send asked to be on `wanted` replicas ([`SendOptions::replicas`](crate::SendOptions::replicas))
+    /// and only `replicas` had it within the timeout. The message was written; a failover now
+    /// could lose it.
+    #[error("the send reached {replicas} of the {wanted} replicas it asked for in time")]
+    NotReplicated {
+        /// Replicas that acknowledged the write.
+        replicas: u32,
+        /// Replicas asked for.
+        wanted: u32,
+    },
 }
 
 impl Error {
@@ -58,7 +68,12 @@ impl Error {
 
     /// True when the same call may well succeed shortly: a connection error, or Redis saying
     /// it cannot serve right now (`LOADING` its data after a restart, `TRYAGAIN`,
-    /// `MASTERDOWN`, `CLUSTERDOWN`). The worker retries settling on these; so can callers.
+    /// `MASTERDOWN`, `CLUSTERDOWN`), or a failover under way: `READONLY` (the server was the
+    /// master and has been made a replica; with Sentinel the client moves to the new master
+    /// by itself), or no sentinel naming a master that answers yet, or a cluster redirect
+    /// (`MOVED`, `ASK`) still there after redis-rs followed it a few times, as happens while
+    /// a failover or reshard settles. The worker retries
+    /// settling on these; so can callers.
     pub fn is_retryable(&self) -> bool {
         use redis::{ErrorKind, ServerErrorKind};
         match self {
@@ -71,9 +86,14 @@ impl Error {
                                 | ServerErrorKind::TryAgain
                                 | ServerErrorKind::MasterDown
                                 | ServerErrorKind::ClusterDown
-                        )
+                                | ServerErrorKind::ReadOnly
+                                | ServerErrorKind::Moved
+                                | ServerErrorKind::Ask
+                        ) | ErrorKind::MasterNameNotFoundBySentinel
                     )
             }
+            // Written but maybe not durable: a retry with the same caller id is safe.
+            Error::NotReplicated { .. } => true,
             _ => false,
         }
     }
@@ -137,3 +157,30 @@ impl std::error::Error for InvalidInput {}
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error a server reply `-<line>` becomes.
+    fn server_error(line: &str) -> Error {
+        let value = redis::parse_redis_value(format!("-{line}\r\n").as_bytes());
+        match value {
+            Ok(redis::Value::ServerError(e)) => Error::Redis(e.into()),
+            other => panic!("not a server error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn redirects_left_over_from_a_failover_or_reshard_are_retryable() {
+        // redis-rs follows MOVED and ASK a few times, then hands them back; during a failover
+        // (slot map still changing) or a reshard that is where they end, and the same call
+        // works once the cluster has settled.
+        assert!(server_error("MOVED 3999 127.0.0.1:6381").is_retryable());
+        assert!(server_error("ASK 3999 127.0.0.1:6381").is_retryable());
+        assert!(
+            server_error("TRYAGAIN Multiple keys request during rehashing of slot").is_retryable()
+        );
+        assert!(!server_error("ERR wrong number of arguments").is_retryable());
+    }
+}

@@ -1,21 +1,26 @@
 //! The one place that names Redis keys.
 //!
-//! Every key of a queue carries the queue name as a Redis Cluster hash tag
-//! (`dq:{orders}:pending`), so all of a queue's keys live in one slot and every script can
-//! touch them atomically, on a single node or in a cluster.
+//! Every key of a queue partition carries the partition's Redis Cluster hash tag
+//! (`dq:{orders}:pending`, `dq:{orders#3.17}:pending`: see `partitions.rs`), so all of a
+//! partition's keys live in one slot and every script can touch them atomically, on a single
+//! node or in a cluster.
 
 use crate::QueueName;
 
-/// The keys of one queue. Scripts receive [`Keys::all`] as their KEYS, in this order.
+/// The keys of one queue partition. Scripts receive [`Keys::all`] as their KEYS, in this
+/// order.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
     all: [String; 9],
     prefix: String,
+    /// The Redis Cluster slot of every key here.
+    slot: u16,
 }
 
 impl Keys {
-    pub(crate) fn new(queue: &QueueName) -> Self {
-        let prefix = format!("dq:{{{}}}:", queue.as_str());
+    /// The keys under hash tag `tag` (the queue's name for its partition 0).
+    pub(crate) fn new(tag: &str) -> Self {
+        let prefix = format!("dq:{{{tag}}}:");
         let key = |name: &str| format!("{prefix}{name}");
         Keys {
             all: [
@@ -42,18 +47,34 @@ impl Keys {
                 key("wake"),
             ],
             prefix,
+            slot: crate::partitions::slot(tag),
         }
     }
 
-    /// The `SCAN` pattern that matches every queue's sequence key.
-    pub(crate) fn seq_pattern() -> &'static str {
-        "dq:{*}:seq"
+    /// STRING under a queue's own name (partition 0's tag): its partition count, P.
+    pub(crate) fn partitions(queue: &QueueName) -> String {
+        format!("dq:{{{}}}:partitions", queue.as_str())
     }
 
-    /// The queue whose sequence key is `key`, if it is one.
-    pub(crate) fn queue_of_seq(key: &str) -> Option<QueueName> {
-        let name = key.strip_prefix("dq:{")?.strip_suffix("}:seq")?;
+    /// The `SCAN` pattern that matches every queue's keys.
+    pub(crate) fn scan_pattern() -> &'static str {
+        "dq:{*}:*"
+    }
+
+    /// The queue that `key` names by its partition count or by the sequence key of its
+    /// partition 0 (a queue used before partitions existed has only that), if it is either.
+    pub(crate) fn queue_of(key: &str) -> Option<QueueName> {
+        let rest = key.strip_prefix("dq:{")?;
+        let name = rest
+            .strip_suffix("}:seq")
+            .or_else(|| rest.strip_suffix("}:partitions"))?;
+        // Other partitions' tags hold '#', which no queue name does.
         QueueName::new(name).ok()
+    }
+
+    /// The Redis Cluster slot these keys live in.
+    pub(crate) fn slot(&self) -> u16 {
+        self.slot
     }
 
     /// All keys, in the order the scripts expect them.

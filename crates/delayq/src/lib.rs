@@ -50,6 +50,8 @@
 //! * `queue.rs`: [`Queue`]: send, cancel, reschedule, get, stats, ack, nack, extend.
 //! * `consumer.rs`: [`Consumer`]: receive, waiting for due times without polling.
 //! * `queue_set.rs`: [`QueueSet`]: several queues served together, strictly or by weight.
+//! * `partitions.rs`: one queue spread over several hash tags (cluster nodes), and how a
+//!   message's id names its partition.
 //! * `dead_letters.rs`: [`DeadLetters`]: count, list, requeue, purge.
 //! * `error_history.rs`: a message's last few failures ([`FailedAttempt`]), as Redis keeps them.
 //! * `worker/`: the worker runtime.
@@ -57,7 +59,8 @@
 //!   comes out.
 //! * `keys.rs` names every Redis key; `record.rs` is the stored message layout;
 //!   `scripts.rs` and `scripts/*.lua` are the atomic operations; `connection.rs` holds the
-//!   connection rules; `wakeup.rs` is a consumer's subscription to wake-ups; `reply.rs`
+//!   connection rules; `sentinel.rs` finds the master through Redis Sentinel; `wakeup.rs`
+//!   carries consumers' subscriptions to wake-ups on one connection per client; `reply.rs`
 //!   reads script replies; `recording.rs` names the metrics delayq records.
 
 mod client;
@@ -70,6 +73,7 @@ mod keys;
 mod message;
 mod names;
 mod options;
+mod partitions;
 mod queue;
 mod queue_set;
 mod receipt;
@@ -77,6 +81,7 @@ mod record;
 mod recording;
 mod reply;
 mod scripts;
+mod sentinel;
 mod wakeup;
 pub mod worker;
 
@@ -92,8 +97,9 @@ pub use message::{
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
     Backoff, Config, Message, PayloadKind, Schedule, SendOptions, StepDelays, DEFAULT_MAX_ATTEMPTS,
-    MAX_BACKOFF_STEPS, MAX_DELAY,
+    MAX_BACKOFF_STEPS, MAX_DELAY, MAX_REPLICA_WAIT,
 };
+pub use partitions::MAX_PARTITIONS;
 pub use queue::{Queue, MAX_BATCH, MAX_BATCH_BYTES};
 pub use queue_set::{Order, QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
 pub use receipt::Receipt;

@@ -114,7 +114,7 @@ pub struct MessageInfo {
     pub died_at_ms: Option<u64>,
 }
 
-/// Counts of a queue, taken atomically.
+/// Counts of a queue, taken atomically (per partition, on a queue of several).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Stats {

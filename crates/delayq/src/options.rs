@@ -281,6 +281,18 @@ pub struct SendOptions {
     pub(crate) backoff: Backoff,
     pub(crate) kind: PayloadKind,
     pub(crate) handler_timeout: Option<Duration>,
+    pub(crate) replicas: Option<Replicas>,
+}
+
+/// Longest wait for replicas ([`SendOptions::replicas`]).
+pub const MAX_REPLICA_WAIT: Duration = Duration::from_secs(10);
+
+/// How many replicas must have a send before it is acknowledged, and how long to wait for
+/// them (Redis `WAIT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Replicas {
+    pub(crate) count: u32,
+    pub(crate) timeout: Duration,
 }
 
 impl Default for SendOptions {
@@ -292,6 +304,7 @@ impl Default for SendOptions {
             backoff: Backoff::default(),
             kind: PayloadKind::Bytes,
             handler_timeout: None,
+            replicas: None,
         }
     }
 }
@@ -350,6 +363,21 @@ impl SendOptions {
     /// delivered with it as [`Delivery::handler_timeout`](crate::Delivery::handler_timeout).
     pub fn handler_timeout(mut self, timeout: Duration) -> Self {
         self.handler_timeout = Some(timeout);
+        self
+    }
+
+    /// Acknowledges the send only once `count` replicas of the master that took it have it
+    /// too (Redis `WAIT count timeout`, sent with the write, on its connection). Fewer within
+    /// `timeout` fails the send with [`Error::NotReplicated`](crate::Error::NotReplicated);
+    /// the message was written all the same, so retry with a caller id, which recognises
+    /// the duplicate. Redis replicates asynchronously: without this, a failover can lose
+    /// sends that were acknowledged just before the master died. With it, a send is lost
+    /// only if every replica that had it is lost too (or the replica promoted is one that
+    /// had not). A batch waits for the most replicas any of its messages asks for. These
+    /// sends go over a connection of the client's own, since `WAIT` blocks the connection it
+    /// runs on; `timeout` is 1 ms to [`MAX_REPLICA_WAIT`].
+    pub fn replicas(mut self, count: u32, timeout: Duration) -> Self {
+        self.replicas = Some(Replicas { count, timeout });
         self
     }
 }

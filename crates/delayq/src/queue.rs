@@ -1,12 +1,16 @@
-//! A handle on one queue: producing, inspecting and settling messages. Every method is one
-//! script call (one round trip), atomic on the Redis side; the one exception is a batch send
-//! without caller ids (see `send_generated`).
+//! A handle on one queue: producing, inspecting and settling messages. On a queue of one
+//! partition every method is one script call (one round trip), atomic on the Redis side; the
+//! one exception is a batch send without caller ids (see `send_generated`). On a queue of
+//! several partitions (`partitions.rs`) a message's partition follows from its id, so a call
+//! about one message is still one script call; batches are split by partition, one call
+//! each, atomic per partition; counts add up over the partitions.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{Script, ScriptInvocation, Value};
+use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use crate::connection;
@@ -20,7 +24,8 @@ use crate::message::{
     Stats,
 };
 use crate::names::{check_caller_id, check_lookup_id, QueueName};
-use crate::options::{checked_ms, Config, DueSpec, Message, Schedule, SendOptions};
+use crate::options::{checked_ms, Config, DueSpec, Message, Replicas, Schedule, SendOptions};
+use crate::partitions::{self, join_all, Layout};
 use crate::receipt::{Held, Receipt};
 use crate::record;
 use crate::recording::QueueMetrics;
@@ -39,11 +44,17 @@ pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// Most expired leases one claim reclaims; the rest follow on the next call.
 const RECLAIM_PER_CLAIM: usize = 100;
 
+/// A queue's partitions, learnt from Redis on first use and shared by every handle on the
+/// queue made from one [`DelayQ`](crate::DelayQ).
+pub(crate) type LayoutCell = Arc<OnceCell<Arc<Layout>>>;
+
 /// A handle on one queue. Cheap to clone; clones share the connection.
 #[derive(Clone)]
 pub struct Queue {
     name: QueueName,
-    keys: Arc<Keys>,
+    layout: LayoutCell,
+    /// The client's connection for sends that wait for replicas.
+    durable: Arc<OnceCell<connection::Ordinary>>,
     target: crate::client::Target,
     conn: connection::Ordinary,
     config: Arc<Config>,
@@ -53,8 +64,9 @@ pub struct Queue {
 
 impl Queue {
     pub(crate) fn new(
-        keys: Arc<Keys>,
         name: QueueName,
+        layout: LayoutCell,
+        durable: Arc<OnceCell<connection::Ordinary>>,
         target: crate::client::Target,
         conn: connection::Ordinary,
         config: Arc<Config>,
@@ -63,7 +75,8 @@ impl Queue {
         Queue {
             metrics: Arc::new(QueueMetrics::new(&name)),
             name,
-            keys,
+            layout,
+            durable,
             target,
             conn,
             config,
@@ -80,14 +93,65 @@ impl Queue {
         &self.name
     }
 
-    pub(crate) fn keys(&self) -> &Keys {
-        &self.keys
+    /// How many partitions the queue has (fixed when it is first used: see
+    /// [`DelayQ::create_queue`](crate::DelayQ::create_queue)); 1 for a queue not used yet.
+    pub async fn partitions(&self) -> Result<u16> {
+        Ok(self.known_layout().await?.count() as u16)
     }
 
-    /// The live wake-up subscription of this queue, shared with its other consumers.
-    pub(crate) async fn subscription(&self) -> Result<Arc<crate::wakeup::Subscription>> {
+    /// The queue's partitions, read from Redis once, and recorded there for a queue not
+    /// used yet: what sends and consumers go by, since they start using the queue.
+    pub(crate) async fn layout(&self) -> Result<Arc<Layout>> {
+        let layout = self
+            .layout
+            .get_or_try_init(|| async {
+                let count = self.record_partitions(Some(None)).await?;
+                Ok::<_, Error>(Arc::new(Layout::new(&self.name, count.unwrap_or(1))))
+            })
+            .await?;
+        Ok(layout.clone())
+    }
+
+    /// The queue's partitions for a call that only looks or settles: nothing is recorded for
+    /// a queue not used yet, which has one partition (and nothing in it) until it is.
+    pub(crate) async fn known_layout(&self) -> Result<Arc<Layout>> {
+        if let Some(layout) = self.layout.get() {
+            return Ok(layout.clone());
+        }
+        match self.record_partitions(None).await? {
+            Some(count) => {
+                let layout = Arc::new(Layout::new(&self.name, count));
+                Ok(self.layout.get_or_init(|| async { layout }).await.clone())
+            }
+            None => Ok(Arc::new(Layout::new(&self.name, 1))),
+        }
+    }
+
+    /// Reads the queue's partition count, `None` if it has none yet; with `Some(wanted)`,
+    /// records `wanted` (1 for `None`) for a queue that has none, and returns what Redis
+    /// holds.
+    pub(crate) async fn record_partitions(
+        &self,
+        wanted: Option<Option<u16>>,
+    ) -> Result<Option<u16>> {
+        let mut inv = SCRIPTS.partitions.prepare_invoke();
+        inv.key(Keys::partitions(&self.name))
+            .key(Keys::new(self.name.as_str()).seq());
+        match wanted {
+            None => inv.arg("?"),
+            Some(None) => inv.arg(""),
+            Some(Some(p)) => inv.arg(p),
+        };
+        partitions::parse_count(&self.invoke(&inv).await?)
+    }
+
+    /// The live wake-up subscription of partition `keys`, shared with its other consumers.
+    pub(crate) async fn subscription(
+        &self,
+        keys: &Keys,
+    ) -> Result<Arc<crate::wakeup::Subscription>> {
         self.subscriptions
-            .get(&self.target, &self.config, self.keys.wake())
+            .get(&self.target, &self.config, keys.wake())
             .await
     }
 
@@ -97,18 +161,36 @@ impl Queue {
 
     /// Sends one message.
     pub async fn send(&self, payload: impl AsRef<[u8]>, options: &SendOptions) -> Result<Sent> {
-        let mut inv = self.invocation(&SCRIPTS.send);
-        let spec = self.push_message(&mut inv, payload.as_ref(), options)?;
-        let mut sent = parse_sent(self.invoke(&inv).await?, &[(options, spec)])?;
+        let prepared = self.prepare(payload.as_ref(), options)?;
+        let layout = self.layout().await?;
+        let k = match &options.id {
+            Some(id) => layout.for_caller_id(id),
+            None => layout.next(),
+        };
+        let value = match options.replicas {
+            None => {
+                let mut inv = send_invocation(&layout, k);
+                push_prepared(&mut inv, options, &prepared);
+                self.invoke(&inv).await?
+            }
+            Some(replicas) => {
+                let cmd = replicated_send(&layout, k, [(options, &prepared)]);
+                self.send_and_wait(layout.part(k), cmd, replicas).await?
+            }
+        };
+        let mut sent = parse_sent(value, &[(options, prepared.0)], layout.count())?;
         self.count_sent(&sent);
         sent.pop()
             .ok_or_else(|| Error::Protocol("send returned nothing".into()))
     }
 
-    /// Sends up to [`MAX_BATCH`] messages at once, atomically: if any message is invalid,
-    /// nothing is written, and the batch becomes visible whole. One round trip, or two for a
-    /// batch without caller ids (which is then several times cheaper for Redis). Results are
-    /// in input order.
+    /// Sends up to [`MAX_BATCH`] messages at once. If any message is invalid, nothing is
+    /// written. On a queue of one partition the batch is atomic: it becomes visible whole.
+    /// On a queue of several it is split by partition, one call each (run together), each
+    /// atomic; if one fails the others may have landed, so retry a failed batch with
+    /// caller ids, whose duplicates are recognised. One round trip, or two for a batch
+    /// without caller ids (which is then several times cheaper for Redis). Results are in
+    /// input order.
     pub async fn send_batch(&self, messages: &[Message]) -> Result<Vec<Sent>> {
         check_batch(messages.len())?;
         let bytes: usize = messages.iter().map(|m| m.payload.len()).sum();
@@ -118,22 +200,76 @@ impl Queue {
             ))
             .into());
         }
-        // On a cluster the script takes every batch: redis-rs's cluster pipelines do not run
-        // as one MULTI transaction, and the transaction path needs two that do.
-        if messages.iter().all(|m| m.options.id.is_none()) && !self.conn.is_cluster() {
-            return self.send_generated(messages).await;
-        }
-        let mut inv = self.invocation(&SCRIPTS.send);
-        let mut specs = Vec::with_capacity(messages.len());
+        let mut prepared = Vec::with_capacity(messages.len());
         for m in messages {
-            specs.push((
-                &m.options,
-                self.push_message(&mut inv, &m.payload, &m.options)?,
+            prepared.push(self.prepare(&m.payload, &m.options)?);
+        }
+        let layout = self.layout().await?;
+        let groups = partitions::group(layout.count(), messages, |m| match &m.options.id {
+            Some(id) => layout.for_caller_id(id),
+            None => layout.next(),
+        });
+        let calls = groups
+            .iter()
+            .map(|(k, positions)| self.send_group(&layout, *k, positions, messages, &prepared));
+        let mut out: Vec<Option<Sent>> = vec![None; messages.len()];
+        for (result, (_, positions)) in join_all(calls).await.into_iter().zip(&groups) {
+            for (sent, &i) in result?.into_iter().zip(positions) {
+                out[i] = Some(sent);
+            }
+        }
+        let sent: Vec<Sent> = out.into_iter().flatten().collect();
+        if sent.len() != messages.len() {
+            return Err(Error::Protocol(
+                "a batch send returned too few results".into(),
             ));
         }
-        let sent = parse_sent(self.invoke(&inv).await?, &specs)?;
         self.count_sent(&sent);
         Ok(sent)
+    }
+
+    /// Sends the messages at `positions` to partition `k`, in one call.
+    async fn send_group(
+        &self,
+        layout: &Layout,
+        k: usize,
+        positions: &[usize],
+        messages: &[Message],
+        prepared: &[(DueSpec, Vec<u8>)],
+    ) -> Result<Vec<Sent>> {
+        // The strictest durability any message asks for.
+        let replicas = positions
+            .iter()
+            .filter_map(|&i| messages[i].options.replicas)
+            .reduce(|a, b| Replicas {
+                count: a.count.max(b.count),
+                timeout: a.timeout.max(b.timeout),
+            });
+        if let Some(replicas) = replicas {
+            let items = positions
+                .iter()
+                .map(|&i| (&messages[i].options, &prepared[i]));
+            let cmd = replicated_send(layout, k, items);
+            let value = self.send_and_wait(layout.part(k), cmd, replicas).await?;
+            let specs: Vec<_> = positions
+                .iter()
+                .map(|&i| (&messages[i].options, prepared[i].0))
+                .collect();
+            return parse_sent(value, &specs, layout.count());
+        }
+        // On a cluster the script takes every batch: redis-rs's cluster pipelines do not run
+        // as one MULTI transaction, and the transaction path needs two that do.
+        if positions.iter().all(|&i| messages[i].options.id.is_none()) && !self.conn.is_cluster() {
+            let bodies = positions.iter().map(|&i| &prepared[i]);
+            return self.send_generated(layout, k, bodies).await;
+        }
+        let mut inv = send_invocation(layout, k);
+        let mut specs = Vec::with_capacity(positions.len());
+        for &i in positions {
+            push_prepared(&mut inv, &messages[i].options, &prepared[i]);
+            specs.push((&messages[i].options, prepared[i].0));
+        }
+        parse_sent(self.invoke(&inv).await?, &specs, layout.count())
     }
 
     fn count_sent(&self, sent: &[Sent]) {
@@ -146,26 +282,36 @@ impl Queue {
     /// the server's clock, a second adds every record (built here, byte for byte as
     /// `send.lua` would) and wakes a consumer. Nothing is visible before the second lands,
     /// and it lands whole.
-    async fn send_generated(&self, messages: &[Message]) -> Result<Vec<Sent>> {
-        let mut prepared = Vec::with_capacity(messages.len());
-        for m in messages {
-            prepared.push(self.prepare(&m.payload, &m.options)?);
-        }
+    async fn send_generated<'p>(
+        &self,
+        layout: &Layout,
+        k: usize,
+        prepared: impl ExactSizeIterator<Item = &'p (DueSpec, Vec<u8>)>,
+    ) -> Result<Vec<Sent>> {
+        let keys = layout.part(k);
+        let count = prepared.len() as u64;
+        let stride = layout.count() as u64;
         let mut conn = self.conn.get();
-        let (first_seq, (secs, micros)): (u64, (u64, u64)) = redis::pipe()
-            .atomic()
-            .incr(self.keys.seq(), messages.len())
+        let mut reserve = redis::pipe();
+        reserve.atomic();
+        if stride > 1 {
+            // As send.lua does: sequence numbers of partition k are k modulo P.
+            reserve.cmd("SET").arg(keys.seq()).arg(k).arg("NX").ignore();
+        }
+        let (last_seq, (secs, micros)): (u64, (u64, u64)) = reserve
+            .incr(keys.seq(), count * stride)
             .cmd("TIME")
             .query_async(&mut conn)
             .await?;
-        let first_seq = first_seq - messages.len() as u64;
+        let first_seq = last_seq - count * stride;
         let now_us = secs * 1_000_000 + micros;
         let mut zadd = redis::cmd("ZADD");
-        zadd.arg(self.keys.pending());
-        let mut sent = Vec::with_capacity(messages.len());
-        for ((spec, body), seq) in prepared.into_iter().zip(first_seq + 1..) {
+        zadd.arg(keys.pending());
+        let mut sent = Vec::with_capacity(count as usize);
+        for ((spec, body), i) in prepared.zip(1..) {
+            let seq = first_seq + i * stride;
             let due_us = spec.due_us(now_us);
-            zadd.arg("0").arg(record::with_sort_key(due_us, seq, &body));
+            zadd.arg("0").arg(record::with_sort_key(due_us, seq, body));
             sent.push(Sent {
                 id: record::generated_id(due_us, seq),
                 due_ms: Some(due_us / 1000),
@@ -178,26 +324,77 @@ impl Queue {
             .ignore()
             // As wake() in prelude.lua does.
             .cmd("SPUBLISH")
-            .arg(self.keys.wake())
+            .arg(keys.wake())
             .arg(1)
             .ignore()
             .query_async::<()>(&mut conn)
             .await?;
-        self.metrics.sent.increment(sent.len() as u64);
         Ok(sent)
     }
 
-    fn push_message(
+    /// Runs `send` (an `EVALSHA` of `send.lua`) and `WAIT` for `replicas` in one pipeline on
+    /// the connection to partition `keys`' master, so the `WAIT` covers the send. A master
+    /// that lacks the script (a promoted replica) gets it and the pipeline is repeated: the
+    /// `EVALSHA` that failed wrote nothing. `WAIT` blocks its connection until it returns, so
+    /// these go over a connection of the client's own: they queue behind each other, never
+    /// in front of other traffic.
+    async fn send_and_wait(
         &self,
-        inv: &mut ScriptInvocation<'_>,
-        payload: &[u8],
-        options: &SendOptions,
-    ) -> Result<DueSpec> {
-        let (due, body) = self.prepare(payload, options)?;
-        inv.arg(options.id.as_deref().unwrap_or(""))
-            .arg(due.arg())
-            .arg(body);
-        Ok(due)
+        keys: &Keys,
+        send: redis::Cmd,
+        replicas: Replicas,
+    ) -> Result<Value> {
+        let timeout_ms = checked_ms(replicas.timeout, "replica timeout")?;
+        let mut pipe = redis::pipe();
+        pipe.add_command(send)
+            .cmd("WAIT")
+            .arg(replicas.count)
+            .arg(timeout_ms);
+        let durable = self
+            .durable
+            .get_or_try_init(|| {
+                // Its replies may wait for replicas on top of the usual response time.
+                let timeout = self.config.response_timeout + crate::options::MAX_REPLICA_WAIT;
+                let config = (*self.config).clone().response_timeout(timeout);
+                async move { self.target.connect(&config).await }
+            })
+            .await?;
+        let mut conn = durable.get();
+        let no_script = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+        let mut loaded = false;
+        loop {
+            let mut values = match conn.query_pipeline_at(keys.slot(), &pipe).await {
+                Err(e) if !loaded && e.kind() == no_script => Vec::new(),
+                result => result?,
+            };
+            // A pipeline reports a command's error as its reply.
+            let missing = values.is_empty()
+                || matches!(values.first(), Some(Value::ServerError(e))
+                    if e.kind() == Some(redis::ServerErrorKind::NoScript));
+            if missing && !loaded {
+                SCRIPTS.send.prepare_invoke().load_async(&mut conn).await?;
+                loaded = true;
+                continue;
+            }
+            if let Some(Value::ServerError(e)) = values.first() {
+                return Err(redis::RedisError::from(e.clone()).into());
+            }
+            let (Some(Value::Int(acked)), Some(sent), None) =
+                (values.pop(), values.pop(), values.pop())
+            else {
+                return Err(Error::Protocol(
+                    "a send with WAIT: unexpected replies".into(),
+                ));
+            };
+            let acked = u32::try_from(acked).unwrap_or(0);
+            if acked < replicas.count {
+                return Err(Error::NotReplicated {
+                    replicas: acked,
+                    wanted: replicas.count,
+                });
+            }
+            return Ok(sent);
+        }
     }
 
     /// Validates a message and encodes its record body.
@@ -214,16 +411,34 @@ impl Queue {
         if let Some(timeout) = options.handler_timeout {
             crate::options::check_handler_timeout(timeout)?;
         }
+        if let Some(replicas) = options.replicas {
+            let limit = crate::options::MAX_REPLICA_WAIT;
+            if replicas.timeout < Duration::from_millis(1) || replicas.timeout > limit {
+                return Err(InvalidInput::Option(format!(
+                    "the wait for replicas is 1 ms to {limit:?}, not {:?}",
+                    replicas.timeout
+                ))
+                .into());
+            }
+        }
         let body = record::encode_body(options, payload);
         Ok((due, body))
+    }
+
+    /// The partition that holds the message `id`, with its keys: an invocation of `script`
+    /// there.
+    async fn by_id<'s>(&self, id: &str, script: &'s Script) -> Result<ScriptInvocation<'s>> {
+        check_lookup_id(id)?;
+        let layout = self.known_layout().await?;
+        let mut inv = invocation(layout.part(layout.for_id(id)), script);
+        inv.arg(id);
+        Ok(inv)
     }
 
     /// Removes a delayed or ready message. An in-flight or dead message is left alone and
     /// reported as such.
     pub async fn cancel(&self, id: &str) -> Result<CancelOutcome> {
-        check_lookup_id(id)?;
-        let mut inv = self.invocation(&SCRIPTS.cancel);
-        inv.arg(id);
+        let inv = self.by_id(id, &SCRIPTS.cancel).await?;
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let state = parse_state(&r.string()?)?;
         let cancelled = r.int()? == 1;
@@ -241,9 +456,9 @@ impl Queue {
     /// time (ms since the Unix epoch, server clock). An in-flight or dead message gives
     /// [`Error::WrongState`]; an unknown id [`Error::NotFound`].
     pub async fn reschedule(&self, id: &str, schedule: Schedule) -> Result<u64> {
-        check_lookup_id(id)?;
-        let mut inv = self.invocation(&SCRIPTS.reschedule);
-        inv.arg(id).arg(schedule.to_spec()?.arg());
+        let spec = schedule.to_spec()?;
+        let mut inv = self.by_id(id, &SCRIPTS.reschedule).await?;
+        inv.arg(spec.arg());
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let state = parse_state(&r.string()?)?;
         let due = r.int()?;
@@ -259,9 +474,7 @@ impl Queue {
 
     /// What is known of a message, or `None` if there is no such message.
     pub async fn get(&self, id: &str) -> Result<Option<MessageInfo>> {
-        check_lookup_id(id)?;
-        let mut inv = self.invocation(&SCRIPTS.get);
-        inv.arg(id);
+        let inv = self.by_id(id, &SCRIPTS.get).await?;
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let Some(state) = parse_state(&r.string()?)? else {
             return Ok(None);
@@ -288,9 +501,25 @@ impl Queue {
         }))
     }
 
-    /// Counts per state and the lag of the oldest ready message, in one atomic read.
+    /// Counts per state and the lag of the oldest ready message: one atomic read per
+    /// partition (all at once), added up.
     pub async fn stats(&self) -> Result<Stats> {
-        let inv = self.invocation(&SCRIPTS.stats);
+        let layout = self.known_layout().await?;
+        let reads = layout.parts().iter().map(|keys| self.partition_stats(keys));
+        let mut total = Stats::default();
+        for stats in join_all(reads).await {
+            let s = stats?;
+            total.delayed += s.delayed;
+            total.ready += s.ready;
+            total.in_flight += s.in_flight;
+            total.dead += s.dead;
+            total.oldest_ready_lag_ms = total.oldest_ready_lag_ms.max(s.oldest_ready_lag_ms);
+        }
+        Ok(total)
+    }
+
+    async fn partition_stats(&self, keys: &Keys) -> Result<Stats> {
+        let inv = invocation(keys, &SCRIPTS.stats);
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         Ok(Stats {
             delayed: r.uint()?,
@@ -301,8 +530,8 @@ impl Queue {
         })
     }
 
-    /// A consumer of this queue. Consumers are cheap: those of one queue made from one
-    /// [`DelayQ`](crate::DelayQ) share one connection for wake-ups.
+    /// A consumer of this queue (of all its partitions). Consumers are cheap: those made
+    /// from one [`DelayQ`](crate::DelayQ) share one connection for wake-ups.
     pub async fn consumer(&self) -> Result<Consumer> {
         Consumer::new(crate::queue_set::QueueSet::single(self.clone())).await
     }
@@ -312,19 +541,20 @@ impl Queue {
         DeadLetters::new(self)
     }
 
-    /// Claims up to `options.max` due messages (one script call, no waiting); with `repeat`,
-    /// returns what the earlier claim with token base `base` took instead, if it ran
-    /// (`claim.lua`). A record that cannot be decoded is moved to the dead letters and left
-    /// out; the rest of the claim is delivered.
+    /// Claims up to `options.max` due messages from partition `keys` (one script call, no
+    /// waiting); with `repeat`, returns what the earlier claim with token base `base` took
+    /// instead, if it ran (`claim.lua`). A record that cannot be decoded is moved to the dead
+    /// letters and left out; the rest of the claim is delivered.
     pub(crate) async fn claim(
         &self,
+        keys: &Keys,
         claim_record: &str,
         options: &ReceiveOptions,
         base: u64,
         repeat: bool,
     ) -> Result<Claim> {
         let lease_ms = checked_ms(options.lease, "lease")?;
-        let mut inv = self.invocation(&SCRIPTS.claim);
+        let mut inv = invocation(keys, &SCRIPTS.claim);
         inv.key(claim_record)
             .arg(options.max)
             .arg(lease_ms)
@@ -384,7 +614,7 @@ impl Queue {
         }
         m.delivered.increment(deliveries.len() as u64);
         if !undecodable.is_empty() {
-            dead_lettered.extend(self.bury(&undecodable).await);
+            dead_lettered.extend(self.bury(keys, &undecodable).await);
         }
         Ok(Claim {
             dead_lettered,
@@ -395,8 +625,8 @@ impl Queue {
 
     /// Moves claimed messages whose record could not be decoded to the dead letters. A
     /// failure is only logged: the messages come back when their lease expires.
-    async fn bury(&self, undecodable: &[([u8; 12], String)]) -> Vec<DeadLettered> {
-        let mut inv = self.invocation(&SCRIPTS.bury);
+    async fn bury(&self, keys: &Keys, undecodable: &[([u8; 12], String)]) -> Vec<DeadLettered> {
+        let mut inv = invocation(keys, &SCRIPTS.bury);
         let errors: Vec<String> = undecodable
             .iter()
             .map(|(_, error)| format!("undecodable: {error}"))
@@ -449,13 +679,20 @@ impl Queue {
 
     async fn ack_held(&self, held: &[impl Held]) -> Result<Vec<bool>> {
         check_batch(held.len())?;
-        let mut inv = self.invocation(&SCRIPTS.ack);
-        for d in held {
-            inv.arg(&d.lease_member()[..])
-                .arg(d.id())
-                .arg(if d.explicit_id() { "1" } else { "0" });
-        }
-        let acked = flags(self.invoke(&inv).await?)?;
+        let acked = self
+            .per_partition(
+                held,
+                &SCRIPTS.ack,
+                |_| {},
+                |inv, d| {
+                    inv.arg(&d.lease_member()[..])
+                        .arg(d.id())
+                        .arg(if d.explicit_id() { "1" } else { "0" });
+                    Ok(())
+                },
+                flags,
+            )
+            .await?;
         let n = acked.iter().filter(|a| **a).count();
         self.metrics.acked.increment(n as u64);
         Ok(acked)
@@ -532,7 +769,8 @@ impl Queue {
         amend: &Amend,
     ) -> Result<NackOutcome> {
         self.check_amend(amend)?;
-        let mut inv = self.invocation(&SCRIPTS.nack);
+        let layout = self.known_layout().await?;
+        let mut inv = invocation(layout.part(layout.for_seq(held.seq())), &SCRIPTS.nack);
         push_failure(&mut inv, held, error, next, amend)?;
         let mut r = Reply::new(self.invoke(&inv).await?)?;
         let outcome = r.string()?;
@@ -555,16 +793,20 @@ impl Queue {
         failures: &[(String, Next, Amend)],
     ) -> Result<Vec<Option<NackOutcome>>> {
         check_batch(deliveries.len())?;
-        let mut inv = self.invocation(&SCRIPTS.nack);
-        for (d, (error, next, amend)) in deliveries.iter().zip(failures) {
+        for (_, _, amend) in failures {
             self.check_amend(amend)?;
-            push_failure(&mut inv, d, error, *next, amend)?;
         }
-        let mut r = Reply::new(self.invoke(&inv).await?)?;
-        let mut outcomes = Vec::with_capacity(deliveries.len());
-        while r.remaining() > 0 {
-            outcomes.push(r.string()?);
-        }
+        let items: Vec<(&Delivery, &(String, Next, Amend))> =
+            deliveries.iter().zip(failures).collect();
+        let outcomes = self
+            .per_partition(
+                &items,
+                &SCRIPTS.nack,
+                |_| {},
+                |inv, (d, (error, next, amend))| push_failure(inv, *d, error, *next, amend),
+                strings,
+            )
+            .await?;
         self.count_failures(outcomes.iter().map(String::as_str));
         Ok(outcomes
             .iter()
@@ -622,22 +864,25 @@ impl Queue {
 
     async fn release_held(&self, held: &[impl Held]) -> Result<Vec<bool>> {
         check_batch(held.len())?;
-        let mut inv = self.invocation(&SCRIPTS.nack);
-        for d in held {
-            inv.arg(&d.lease_member()[..])
-                .arg("r")
-                .arg("")
-                .arg("")
-                .arg(0)
-                .arg("")
-                .arg("");
-        }
-        let mut r = Reply::new(self.invoke(&inv).await?)?;
-        let mut out = Vec::with_capacity(held.len());
-        while r.remaining() > 0 {
-            out.push(r.string()? == "released");
-        }
-        Ok(out)
+        let outcomes = self
+            .per_partition(
+                held,
+                &SCRIPTS.nack,
+                |_| {},
+                |inv, d| {
+                    inv.arg(&d.lease_member()[..])
+                        .arg("r")
+                        .arg("")
+                        .arg("")
+                        .arg(0)
+                        .arg("")
+                        .arg("");
+                    Ok(())
+                },
+                strings,
+            )
+            .await?;
+        Ok(outcomes.iter().map(|o| o == "released").collect())
     }
 
     /// Extends a delivery's lease to `lease` from now; returns the new deadline (ms since the
@@ -689,27 +934,64 @@ impl Queue {
         if lease_ms == 0 {
             return Err(InvalidInput::Option("a lease must be at least 1 ms".into()).into());
         }
-        let mut inv = self.invocation(&SCRIPTS.extend);
-        inv.arg(lease_ms);
-        for d in held {
-            inv.arg(&d.lease_member()[..]);
-        }
-        let mut r = Reply::new(self.invoke(&inv).await?)?;
-        let mut out = Vec::with_capacity(held.len());
-        while r.remaining() > 0 {
-            let deadline = r.uint()?;
-            out.push((deadline > 0).then_some(deadline));
-        }
-        Ok(out)
+        let deadlines = self
+            .per_partition(
+                held,
+                &SCRIPTS.extend,
+                |inv| {
+                    inv.arg(lease_ms);
+                },
+                |inv, d| {
+                    inv.arg(&d.lease_member()[..]);
+                    Ok(())
+                },
+                uints,
+            )
+            .await?;
+        Ok(deadlines
+            .into_iter()
+            .map(|d| (d > 0).then_some(d))
+            .collect())
     }
 
-    /// A script invocation with the queue's keys already in place.
-    pub(crate) fn invocation<'a>(&self, script: &'a Script) -> ScriptInvocation<'a> {
-        let mut inv = script.prepare_invoke();
-        for key in self.keys.all() {
-            inv.key(key);
+    /// Runs `script` once per partition that holds some of `items` (all at once), with the
+    /// arguments `start` gives first and `push` gives each item there, and returns the
+    /// per-item results that `read` takes from each reply, in the order of `items`.
+    async fn per_partition<T: Held, R>(
+        &self,
+        items: &[T],
+        script: &Script,
+        start: impl Fn(&mut ScriptInvocation<'_>),
+        push: impl Fn(&mut ScriptInvocation<'_>, &T) -> Result<()>,
+        read: fn(Value) -> Result<Vec<R>>,
+    ) -> Result<Vec<R>> {
+        let layout = self.known_layout().await?;
+        let groups = partitions::group(layout.count(), items, |item| layout.for_seq(item.seq()));
+        let mut invocations = Vec::with_capacity(groups.len());
+        for (k, positions) in &groups {
+            let mut inv = invocation(layout.part(*k), script);
+            start(&mut inv);
+            for &i in positions {
+                push(&mut inv, &items[i])?;
+            }
+            invocations.push(inv);
         }
-        inv
+        let replies = join_all(invocations.iter().map(|inv| self.invoke(inv))).await;
+        let mut out: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
+        for (reply, (_, positions)) in replies.into_iter().zip(&groups) {
+            let results = read(reply?)?;
+            if results.len() != positions.len() {
+                return Err(Error::Protocol(format!(
+                    "expected {} results, got {}",
+                    positions.len(),
+                    results.len()
+                )));
+            }
+            for (result, &i) in results.into_iter().zip(positions) {
+                out[i] = Some(result);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
     }
 
     pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value> {
@@ -762,8 +1044,9 @@ pub(crate) fn check_count(what: &str, n: usize) -> Result<(), InvalidInput> {
 }
 
 /// Builds the send results from the script's reply: it reports the server time and the first
-/// sequence number, from which due times and generated ids follow, and the duplicates.
-fn parse_sent(value: Value, sent: &[(&SendOptions, DueSpec)]) -> Result<Vec<Sent>> {
+/// sequence number, from which due times and generated ids follow (numbers `stride`, the
+/// partition count, apart), and the duplicates.
+fn parse_sent(value: Value, sent: &[(&SendOptions, DueSpec)], stride: usize) -> Result<Vec<Sent>> {
     let mut r = Reply::new(value)?;
     let now_us = r.uint()?;
     let first_seq = r.uint()?;
@@ -788,9 +1071,9 @@ fn parse_sent(value: Value, sent: &[(&SendOptions, DueSpec)]) -> Result<Vec<Sent
             (None, id) => {
                 let due_us = spec.due_us(now_us);
                 Sent {
-                    id: id
-                        .clone()
-                        .unwrap_or_else(|| record::generated_id(due_us, first_seq + i)),
+                    id: id.clone().unwrap_or_else(|| {
+                        record::generated_id(due_us, first_seq + i * stride as u64)
+                    }),
                     due_ms: Some(due_us / 1000),
                     duplicate: false,
                 }
@@ -808,6 +1091,72 @@ fn flags(value: Value) -> Result<Vec<bool>> {
         out.push(r.int()? == 1);
     }
     Ok(out)
+}
+
+fn strings(value: Value) -> Result<Vec<String>> {
+    let mut r = Reply::new(value)?;
+    let mut out = Vec::with_capacity(r.remaining());
+    while r.remaining() > 0 {
+        out.push(r.string()?);
+    }
+    Ok(out)
+}
+
+fn uints(value: Value) -> Result<Vec<u64>> {
+    let mut r = Reply::new(value)?;
+    let mut out = Vec::with_capacity(r.remaining());
+    while r.remaining() > 0 {
+        out.push(r.uint()?);
+    }
+    Ok(out)
+}
+
+/// A script invocation with partition `keys` in place.
+pub(crate) fn invocation<'a>(keys: &Keys, script: &'a Script) -> ScriptInvocation<'a> {
+    let mut inv = script.prepare_invoke();
+    for key in keys.all() {
+        inv.key(key);
+    }
+    inv
+}
+
+/// `send.lua` on partition `k` as a plain `EVALSHA` command (to pipeline with `WAIT`), with
+/// the same arguments as [`send_invocation`] and [`push_prepared`] give.
+fn replicated_send<'m>(
+    layout: &Layout,
+    k: usize,
+    items: impl IntoIterator<Item = (&'m SendOptions, &'m (DueSpec, Vec<u8>))>,
+) -> redis::Cmd {
+    let keys = layout.part(k).all();
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(SCRIPTS.send.get_hash())
+        .arg(keys.len())
+        .arg(keys)
+        .arg(layout.count())
+        .arg(k);
+    for (options, (due, body)) in items {
+        cmd.arg(options.id.as_deref().unwrap_or(""))
+            .arg(due.arg())
+            .arg(body.as_slice());
+    }
+    cmd
+}
+
+/// `send.lua` on partition `k`: it numbers messages k modulo P.
+fn send_invocation(layout: &Layout, k: usize) -> ScriptInvocation<'static> {
+    let mut inv = invocation(layout.part(k), &SCRIPTS.send);
+    inv.arg(layout.count()).arg(k);
+    inv
+}
+
+fn push_prepared(
+    inv: &mut ScriptInvocation<'_>,
+    options: &SendOptions,
+    (due, body): &(DueSpec, Vec<u8>),
+) {
+    inv.arg(options.id.as_deref().unwrap_or(""))
+        .arg(due.arg())
+        .arg(body.as_slice());
 }
 
 /// A lease's name in Redis: sequence bytes then the 48-bit token, big-endian.

@@ -84,6 +84,28 @@ pub(crate) trait Held {
     fn lease_member(&self) -> [u8; 12];
     fn id(&self) -> &str;
     fn explicit_id(&self) -> bool;
+
+    /// The message's sequence bytes, which name its partition.
+    fn seq(&self) -> [u8; 6] {
+        let mut seq = [0u8; 6];
+        seq.copy_from_slice(&self.lease_member()[..6]);
+        seq
+    }
+}
+
+/// A delivery with something about it (a failure to report) is held as the delivery is.
+impl<T> Held for (&Delivery, T) {
+    fn lease_member(&self) -> [u8; 12] {
+        self.0.lease_member()
+    }
+
+    fn id(&self) -> &str {
+        &self.0.id
+    }
+
+    fn explicit_id(&self) -> bool {
+        self.0.explicit_id
+    }
 }
 
 impl Held for Delivery {

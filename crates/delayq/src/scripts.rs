@@ -28,6 +28,8 @@ pub(crate) struct Scripts {
     pub(crate) dead_requeue: Script,
     pub(crate) dead_purge: Script,
     pub(crate) bury: Script,
+    /// Not a queue script: needs no prelude.
+    pub(crate) partitions: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -44,6 +46,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dead_requeue: with_prelude(include_str!("scripts/dead_requeue.lua")),
     dead_purge: with_prelude(include_str!("scripts/dead_purge.lua")),
     bury: with_prelude(include_str!("scripts/bury.lua")),
+    partitions: Script::new(include_str!("scripts/partitions.lua")),
 });
 
 fn with_prelude(source: &str) -> Script {
@@ -118,21 +121,40 @@ mod tests {
 
         let m1 = lease_member(held[0].seq, held[0].token).to_vec();
         let m2 = lease_member(held[1].seq, held[1].token).to_vec();
-        let claim_record = q.keys().claim_record("test");
+        let keys = crate::keys::Keys::new("lua");
+        let claim_record = keys.claim_record("test");
         let s = &*SCRIPTS;
         let b = |s: &str| s.as_bytes().to_vec();
         let cases: Vec<(&str, &Script, Vec<Vec<u8>>)> = vec![
             (
                 "send: a bad due time",
                 &s.send,
-                vec![b(""), b("soon"), b("body")],
+                vec![b("1"), b("0"), b(""), b("soon"), b("body")],
             ),
             (
                 "send: a valid message, then a bad due time",
                 &s.send,
-                vec![b(""), b("0"), b("body"), b(""), b("@x"), b("body")],
+                vec![
+                    b("1"),
+                    b("0"),
+                    b(""),
+                    b("0"),
+                    b("body"),
+                    b(""),
+                    b("@x"),
+                    b("body"),
+                ],
             ),
-            ("send: not a triple", &s.send, vec![b(""), b("0")]),
+            (
+                "send: no partition count",
+                &s.send,
+                vec![b("x"), b("0"), b(""), b("0"), b("body")],
+            ),
+            (
+                "send: not a triple",
+                &s.send,
+                vec![b("1"), b("0"), b(""), b("0")],
+            ),
             ("ack: not a triple", &s.ack, vec![m1.clone(), b("id")]),
             (
                 "nack: a valid failure, then a bad random number",
@@ -197,7 +219,7 @@ mod tests {
         ];
         for (what, script, args) in cases {
             let before = snapshot(&server);
-            let mut inv = q.invocation(script);
+            let mut inv = crate::queue::invocation(&keys, script);
             if std::ptr::eq(script, &s.claim) {
                 inv.key(&claim_record);
             }

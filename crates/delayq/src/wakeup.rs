@@ -1,23 +1,37 @@
-//! Wake-ups: a consumer's subscription to its queue's wake channel.
+//! Wake-ups: consumers' subscriptions to their queues' wake channels, all carried by one
+//! push connection per client.
 //!
 //! Scripts that make something due sooner than waiting consumers may know (a send, a retry, a
 //! requeue) `SPUBLISH` to the queue's wake channel. Every subscribed consumer hears it, so a
 //! consumer that is busy, or gone, cannot swallow a wake-up meant for the idle ones (a list
 //! token popped with `BLPOP`, as delayq once used, reaches exactly one waiter).
 //!
-//! On a Redis Cluster the subscription is redis-rs's cluster connection in RESP3, which sends
-//! the `SSUBSCRIBE` to the node that serves the channel's slot and renews it when the slot
-//! moves. Each queue's subscription has one such connection for now.
+//! # One connection for every channel
 //!
-//! A subscription is a RESP3 connection whose pushes bump a counter instead of queueing, so
-//! a consumer that does not wait for a while holds one pending wake-up, not one per send.
-//! Consumers of one queue made from one [`DelayQ`](crate::DelayQ) share one subscription
-//! (`Subscriptions`): a server with a thousand long-polls on a queue holds one connection
-//! for their wake-ups. A dropped connection is reported as a wake-up too (consumers claim,
-//! and the next one to wait subscribes afresh), since whatever was published while it was
-//! down is lost. A connection that stays up while nothing gets through (half-open) would
-//! never report a drop, so each subscription pings Redis every [`PING_EVERY`] and counts a
-//! ping that fails or goes unanswered for the response timeout as a drop.
+//! A queue may have hundreds of partitions, each with a wake channel of its own, so a
+//! connection per channel would not do. Each [`DelayQ`](crate::DelayQ) has one hub
+//! (`Subscriptions`): a single RESP3 push connection (on a single server, or the master the
+//! sentinels name, a multiplexed connection; on a Redis Cluster, redis-rs's cluster
+//! connection, which keeps one connection per node, sends each `SSUBSCRIBE` to the node that
+//! serves the channel's slot and renews it when the slot moves) and a map from channel to
+//! that channel's signal. The push handler hands each message to its channel's signal.
+//!
+//! A signal bumps a counter instead of queueing, so a consumer that does not wait for a while
+//! holds one pending wake-up, not one per send. Consumers of one channel share its
+//! [`Subscription`]: a server with a thousand long-polls on a queue subscribes once. When the
+//! last of them is dropped the channel is unsubscribed (a long-running server that touched
+//! many queues does not stay subscribed to all of them), and when no channel is left the hub
+//! closes its connection.
+//!
+//! # A lost connection
+//!
+//! A dropped connection is reported as a wake-up on every channel (consumers claim, and the
+//! next one to wait subscribes afresh on a new hub), since whatever was published while it
+//! was down is lost. A connection that stays up while nothing gets through (half-open) would
+//! never report a drop, so the hub pings Redis every [`PING_EVERY`] and counts a ping that
+//! fails or goes unanswered for the response timeout as a drop. A hub is all or nothing: on
+//! a cluster, losing one node's connection counts as losing all of them, which costs a
+//! resubscription of every channel and keeps the bookkeeping simple.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,118 +46,61 @@ use crate::client::Target;
 use crate::error::Result;
 use crate::options::Config;
 
-/// How often a subscription checks that its connection still carries anything.
+/// How often the hub checks that its connection still carries anything.
 const PING_EVERY: Duration = Duration::from_secs(1);
 
-/// The live subscriptions of one client, one per wake channel, shared by its consumers and
-/// closed when the last of them is dropped.
+/// The wake-up subscriptions of one client: its hub, opened on first use and again after it
+/// is lost, and closed once no subscription is left.
 #[derive(Default)]
-pub(crate) struct Subscriptions(Mutex<HashMap<String, Weak<Subscription>>>);
+pub(crate) struct Subscriptions(Mutex<Weak<Hub>>);
 
 impl Subscriptions {
-    /// The live subscription to `channel`, opened if there is none (or it was lost).
+    /// The live subscription to `channel`: shared if one exists, else made on the live hub
+    /// (opened first if there is none, or it was lost).
     pub(crate) async fn get(
         &self,
         target: &Target,
         config: &Config,
         channel: &str,
     ) -> Result<Arc<Subscription>> {
-        // Held across the open, so that consumers arriving together open one connection.
-        let mut live = self.0.lock().await;
-        if let Some(s) = live.get(channel).and_then(Weak::upgrade) {
-            if !s.is_lost() {
-                return Ok(s);
+        // Held across opening the hub and subscribing, so that consumers arriving together
+        // open one hub and subscribe each channel once.
+        let mut current = self.0.lock().await;
+        let hub = match current.upgrade().filter(|hub| !hub.registry.is_dead()) {
+            Some(hub) => hub,
+            None => {
+                let hub = Arc::new(Hub::open(target, config).await?);
+                *current = Arc::downgrade(&hub);
+                hub
             }
-        }
-        live.retain(|_, s| s.strong_count() > 0);
-        let s = Arc::new(Subscription::open(target, config, channel).await?);
-        live.insert(channel.to_owned(), Arc::downgrade(&s));
-        Ok(s)
+        };
+        hub.subscribe(channel).await
     }
 }
 
-/// A live subscription to one wake channel.
+/// A live subscription to one wake channel, shared by the consumers that wait on it.
 pub(crate) struct Subscription {
-    /// Kept only to keep the connection open; dropping it unsubscribes.
-    _conn: PushConnection,
+    /// Kept so that the connection stays open while anyone waits.
+    hub: Arc<Hub>,
+    channel: String,
     signal: Arc<Signal>,
-    /// The task that pings the connection (it holds a clone of it); stopped on drop.
-    keepalive: tokio::task::AbortHandle,
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        self.keepalive.abort();
+        // Drop cannot wait for Redis, so the unsubscription is spawned. Without a runtime (the
+        // client outlived it) there is nothing to spawn on; the connection is going away then.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let hub = self.hub.clone();
+        let channel = std::mem::take(&mut self.channel);
+        let signal = self.signal.clone();
+        runtime.spawn(async move { hub.unsubscribe(&channel, &signal).await });
     }
-}
-
-/// Shared between the connection's push handler and the waiting consumers.
-#[derive(Default)]
-struct Signal {
-    /// Wake-ups heard so far; each consumer remembers the count it has seen.
-    generation: AtomicU64,
-    /// The connection dropped: wake-ups may have been missed, and none will come.
-    lost: AtomicBool,
-    notify: Notify,
 }
 
 impl Subscription {
-    /// Opens a connection of its own (on a cluster: to the node that serves `channel`, which
-    /// redis-rs follows through resharding) and subscribes to `channel`.
-    async fn open(target: &Target, config: &Config, channel: &str) -> Result<Subscription> {
-        let signal = Arc::new(Signal::default());
-        let on_push = {
-            let signal = signal.clone();
-            move |push: PushInfo| -> std::result::Result<(), std::convert::Infallible> {
-                match push.kind {
-                    PushKind::SMessage | PushKind::Message => {
-                        signal.generation.fetch_add(1, Ordering::SeqCst);
-                    }
-                    PushKind::Disconnection => signal.lost.store(true, Ordering::SeqCst),
-                    _ => return Ok(()),
-                }
-                signal.notify.notify_waiters();
-                Ok(())
-            }
-        };
-        let conn = match target {
-            Target::Single(client) => {
-                let info = client.get_connection_info().clone();
-                let settings = info
-                    .redis_settings()
-                    .clone()
-                    .set_protocol(ProtocolVersion::RESP3);
-                let client = redis::Client::open(info.set_redis_settings(settings))?;
-                let cfg = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(config.connection_timeout))
-                    .set_response_timeout(Some(config.response_timeout))
-                    .set_push_sender(on_push);
-                let mut conn = client
-                    .get_multiplexed_async_connection_with_config(&cfg)
-                    .await?;
-                // In RESP3 the confirmation of SSUBSCRIBE is the reply to this request.
-                redis::cmd("SSUBSCRIBE")
-                    .arg(channel)
-                    .query_async::<redis::Value>(&mut conn)
-                    .await?;
-                PushConnection::Single(conn)
-            }
-            Target::Cluster(nodes) => {
-                let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
-                let client = crate::connection::cluster_client(&nodes, config, Some(on_push))?;
-                let mut conn = client.get_async_connection().await?;
-                conn.ssubscribe(channel).await?;
-                PushConnection::Cluster(conn)
-            }
-        };
-        let keepalive = tokio::spawn(keep_alive(conn.clone(), signal.clone())).abort_handle();
-        Ok(Subscription {
-            _conn: conn,
-            signal,
-            keepalive,
-        })
-    }
-
     /// Wake-ups heard so far. Read it before each claim, never after: the claim sees
     /// everything they announced, and [`woken_since`](Self::woken_since) that count
     /// returns on the next one.
@@ -153,7 +110,7 @@ impl Subscription {
 
     /// True once the connection has dropped; a new subscription is needed.
     pub(crate) fn is_lost(&self) -> bool {
-        self.signal.lost.load(Ordering::SeqCst)
+        self.hub.registry.is_dead()
     }
 
     /// Waits until a wake-up beyond `seen` arrives (returns at once if one already has) or
@@ -172,31 +129,263 @@ impl Subscription {
     }
 }
 
-/// Pings the subscription's connection until a ping fails (or times out): then the
-/// subscription is lost, and its waiters are woken to claim and subscribe afresh.
-async fn keep_alive(mut conn: PushConnection, signal: Arc<Signal>) {
-    loop {
-        tokio::time::sleep(PING_EVERY).await;
-        if signal.lost.load(Ordering::SeqCst) {
+/// One wake channel's wake-ups, shared between the push handler and the waiting consumers.
+#[derive(Default)]
+struct Signal {
+    /// Wake-ups heard so far; each consumer remembers the count it has seen.
+    generation: AtomicU64,
+    notify: Notify,
+}
+
+impl Signal {
+    fn wake(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+}
+
+/// The push connection and its subscriptions.
+struct Hub {
+    conn: PushConnection,
+    /// Shared with the push handler and the keepalive task.
+    registry: Arc<Registry>,
+    /// Serializes `SSUBSCRIBE` and `SUNSUBSCRIBE`: an unsubscription spawned by a dropped
+    /// subscription must not overtake a new subscription to the same channel, or Redis would
+    /// end up unsubscribed while a consumer counts on it.
+    changes: Mutex<()>,
+    /// The task that pings the connection (it holds a clone of it); stopped on drop.
+    keepalive: tokio::task::AbortHandle,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.keepalive.abort();
+    }
+}
+
+/// What the push handler needs: where each channel's wake-ups go, and whether the
+/// connection is gone.
+#[derive(Default)]
+struct Registry {
+    channels: std::sync::Mutex<Channels>,
+    /// The connection dropped (or stopped answering): wake-ups may have been missed, and none
+    /// will come. Set once, under the `channels` lock.
+    dead: AtomicBool,
+}
+
+/// Subscribed channels: the signal the push handler bumps, and the subscription consumers
+/// share (weak: the consumers own it).
+type Channels = HashMap<String, (Arc<Signal>, Weak<Subscription>)>;
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Channels> {
+        self.channels.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Marks the connection lost and wakes every waiter, so they claim and resubscribe.
+    fn die(&self) {
+        let channels = self.lock();
+        self.dead.store(true, Ordering::SeqCst);
+        for (signal, _) in channels.values() {
+            signal.notify.notify_waiters();
+        }
+    }
+
+    fn on_push(&self, push: PushInfo) {
+        match push.kind {
+            // The data is [channel, message].
+            PushKind::SMessage | PushKind::Message => {
+                let channel = match push.data.first() {
+                    Some(redis::Value::BulkString(name)) => std::str::from_utf8(name).ok(),
+                    _ => None,
+                };
+                let signal = channel.and_then(|c| self.lock().get(c).map(|(s, _)| s.clone()));
+                if let Some(signal) = signal {
+                    signal.wake();
+                }
+            }
+            PushKind::Disconnection => self.die(),
+            _ => {}
+        }
+    }
+}
+
+impl Hub {
+    /// Opens the push connection: to the server (on a cluster, to each node as channels
+    /// need it; with Sentinel, to the master the sentinels name now).
+    async fn open(target: &Target, config: &Config) -> Result<Hub> {
+        let registry = Arc::new(Registry::default());
+        let on_push = {
+            let registry = registry.clone();
+            move |push: PushInfo| -> std::result::Result<(), std::convert::Infallible> {
+                registry.on_push(push);
+                Ok(())
+            }
+        };
+        let conn = match target {
+            Target::Single(client) => {
+                PushConnection::Single(open_single(client, config, on_push).await?)
+            }
+            Target::Sentinel(sentinels) => {
+                let master = sentinels.master().await?;
+                PushConnection::Master(open_single(&master, config, on_push).await?)
+            }
+            Target::Cluster(nodes) => {
+                let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+                let client = crate::connection::cluster_client(&nodes, config, Some(on_push))?;
+                PushConnection::Cluster(client.get_async_connection().await?)
+            }
+        };
+        let keepalive = tokio::spawn(keep_alive(conn.clone(), registry.clone())).abort_handle();
+        Ok(Hub {
+            conn,
+            registry,
+            changes: Mutex::new(()),
+            keepalive,
+        })
+    }
+
+    /// The live subscription to `channel` on this hub, subscribing if there is none.
+    async fn subscribe(self: &Arc<Self>, channel: &str) -> Result<Arc<Subscription>> {
+        let _changes = self.changes.lock().await;
+        if let Some(live) = self
+            .registry
+            .lock()
+            .get(channel)
+            .and_then(|(_, s)| s.upgrade())
+        {
+            return Ok(live);
+        }
+        self.conn.clone().ssubscribe(channel).await?;
+        // Registered after Redis confirmed: a wake-up published before this is seen by the
+        // claim that every consumer makes before it first waits.
+        let subscription = Arc::new(Subscription {
+            hub: self.clone(),
+            channel: channel.to_owned(),
+            signal: Arc::new(Signal::default()),
+        });
+        self.registry.lock().insert(
+            channel.to_owned(),
+            (subscription.signal.clone(), Arc::downgrade(&subscription)),
+        );
+        Ok(subscription)
+    }
+
+    /// Unsubscribes `channel` after its last subscription (whose signal is `signal`) was
+    /// dropped, unless a new subscription has taken its place meanwhile. Best effort: if it
+    /// fails, the channel stays subscribed until the connection closes, which costs only
+    /// unheard pushes.
+    async fn unsubscribe(&self, channel: &str, signal: &Arc<Signal>) {
+        let _changes = self.changes.lock().await;
+        {
+            let mut channels = self.registry.lock();
+            match channels.get(channel) {
+                Some((current, _)) if Arc::ptr_eq(current, signal) => {
+                    channels.remove(channel);
+                }
+                _ => return,
+            }
+        }
+        if self.registry.is_dead() {
             return;
         }
-        let ping = match &mut conn {
-            PushConnection::Single(c) => redis::cmd("PING").query_async::<redis::Value>(c).await,
-            // Sent to every node.
-            PushConnection::Cluster(c) => redis::cmd("PING").query_async::<redis::Value>(c).await,
-        };
-        if ping.is_err() {
-            signal.lost.store(true, Ordering::SeqCst);
-            signal.notify.notify_waiters();
+        if let Err(e) = self.conn.clone().sunsubscribe(channel).await {
+            tracing::debug!(channel, error = %e, "cannot unsubscribe a wake channel");
+        }
+    }
+}
+
+/// Connects a RESP3 multiplexed connection to `client`'s server, its pushes going to
+/// `on_push`.
+async fn open_single(
+    client: &redis::Client,
+    config: &Config,
+    on_push: impl redis::aio::AsyncPushSender,
+) -> Result<MultiplexedConnection> {
+    let info = client.get_connection_info().clone();
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    let client = redis::Client::open(info.set_redis_settings(settings))?;
+    let cfg = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(config.connection_timeout))
+        .set_response_timeout(Some(config.response_timeout))
+        .set_push_sender(on_push);
+    Ok(client
+        .get_multiplexed_async_connection_with_config(&cfg)
+        .await?)
+}
+
+/// Pings the hub's connection until a ping fails (or times out): then every subscription
+/// on it is lost, and its waiters are woken to claim and subscribe afresh.
+async fn keep_alive(mut conn: PushConnection, registry: Arc<Registry>) {
+    loop {
+        tokio::time::sleep(PING_EVERY).await;
+        if registry.is_dead() {
+            return;
+        }
+        if !conn.is_serving().await {
+            registry.die();
             return;
         }
     }
 }
 
-/// A subscription's connection: to one server, or redis-rs's cluster connection, which
-/// subscribes on the node that serves the channel.
+/// The hub's connection: to one server, or to the master the sentinels named, or
+/// redis-rs's cluster connection, which subscribes each channel on the node that serves it.
 #[derive(Clone)]
 enum PushConnection {
     Single(MultiplexedConnection),
+    /// Lost once the server stops being the master: the sentinels close the connections of
+    /// a master they demote, but a demotion they did not make would leave the hub listening
+    /// on a replica while the scripts publish on the new master.
+    Master(MultiplexedConnection),
     Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl PushConnection {
+    async fn ssubscribe(mut self, channel: &str) -> redis::RedisResult<()> {
+        match &mut self {
+            // In RESP3 the confirmation of SSUBSCRIBE is the reply to this request.
+            PushConnection::Single(c) | PushConnection::Master(c) => redis::cmd("SSUBSCRIBE")
+                .arg(channel)
+                .query_async::<redis::Value>(c)
+                .await
+                .map(drop),
+            PushConnection::Cluster(c) => c.ssubscribe(channel).await,
+        }
+    }
+
+    async fn sunsubscribe(mut self, channel: &str) -> redis::RedisResult<()> {
+        match &mut self {
+            PushConnection::Single(c) | PushConnection::Master(c) => redis::cmd("SUNSUBSCRIBE")
+                .arg(channel)
+                .query_async::<redis::Value>(c)
+                .await
+                .map(drop),
+            PushConnection::Cluster(c) => c.sunsubscribe(channel).await,
+        }
+    }
+
+    /// Whether the connection still carries anything (and, to a master, whether the
+    /// server still is one).
+    async fn is_serving(&mut self) -> bool {
+        let ping = redis::cmd("PING");
+        match self {
+            PushConnection::Single(c) => ping.query_async::<redis::Value>(c).await.is_ok(),
+            // ROLE answers [role, ...].
+            PushConnection::Master(c) => matches!(
+                redis::cmd("ROLE").query_async::<redis::Value>(c).await,
+                Ok(redis::Value::Array(role))
+                    if role.first() == Some(&redis::Value::BulkString(b"master".to_vec()))
+            ),
+            // Sent to every node.
+            PushConnection::Cluster(c) => ping.query_async::<redis::Value>(c).await.is_ok(),
+        }
+    }
 }

@@ -317,9 +317,12 @@ end
 
 -- Redis does not undo what a script wrote before an error, so every script checks its
 -- arguments with these before its first write: a malformed call fails and changes nothing.
-local function check_groups(size, what)
-  if #ARGV % size ~= 0 then
-    error('delayq: ' .. what .. ' takes arguments in groups of ' .. size .. ', not ' .. #ARGV)
+-- ARGV after the first `head` (0 if absent) comes in groups of `size`.
+local function check_groups(size, what, head)
+  head = head or 0
+  if #ARGV < head or (#ARGV - head) % size ~= 0 then
+    error('delayq: ' .. what .. ' takes ' .. head .. ' arguments, then groups of ' .. size
+      .. ', not ' .. #ARGV .. ' arguments')
   end
 end
 

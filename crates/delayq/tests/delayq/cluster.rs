@@ -16,7 +16,12 @@ const LEASE: Duration = Duration::from_secs(30);
 /// Runs every operation (so every script, and the consumer's blocking wait) once against
 /// `dq`, checking each result. Leaves one delayed message behind.
 pub async fn exercise_all_scripts(dq: &DelayQ) {
-    let q = queue(dq, QUEUE);
+    exercise_queue(&queue(dq, QUEUE)).await;
+}
+
+/// [`exercise_all_scripts`] on queue `q`, of any number of partitions.
+pub async fn exercise_queue(q: &delayq::Queue) {
+    let partitioned = q.partitions().await.expect("partitions") > 1;
     let hour = Duration::from_secs(3600);
 
     // send, send_batch, get, stats
@@ -46,7 +51,7 @@ pub async fn exercise_all_scripts(dq: &DelayQ) {
         (c1.state, c1.payload.as_slice()),
         (State::Delayed, &b"c1"[..])
     );
-    assert_eq!(counts(&q).await, [1, 3, 0, 0]);
+    assert_eq!(counts(q).await, [1, 3, 0, 0]);
 
     // reschedule, cancel
     q.reschedule("c1", Schedule::Now).await.expect("reschedule");
@@ -61,8 +66,13 @@ pub async fn exercise_all_scripts(dq: &DelayQ) {
         .receive(&receiving(10, LEASE, Duration::ZERO))
         .await
         .expect("receive");
+    let expected = ["c2", generated.as_str(), "c3"];
+    if partitioned {
+        // Order holds within a partition only.
+        got.sort_by_key(|d| expected.iter().position(|e| *e == d.id));
+    }
     let ids: Vec<&str> = got.iter().map(|d| d.id.as_str()).collect();
-    assert_eq!(ids, ["c2", generated.as_str(), "c3"]);
+    assert_eq!(ids, expected);
     let deadline = q.extend(&mut got[0], LEASE * 2).await.expect("extend");
     assert_eq!(got[0].lease_deadline_ms, deadline);
     q.ack(&got[0]).await.expect("ack");
@@ -76,7 +86,7 @@ pub async fn exercise_all_scripts(dq: &DelayQ) {
         q.nack(&c3, "boom", None).await.expect("nack"),
         NackOutcome::Dead
     );
-    assert_eq!(counts(&q).await, [1, 0, 0, 1]);
+    assert_eq!(counts(q).await, [1, 0, 0, 1]);
 
     // dead letters: count, list, requeue, purge
     let dead = q.dead_letters();
@@ -107,7 +117,7 @@ pub async fn exercise_all_scripts(dq: &DelayQ) {
     assert_eq!(soon.payload, b"soon");
     q.ack(&soon).await.expect("ack");
 
-    assert_eq!(counts(&q).await, [1, 0, 0, 0]);
+    assert_eq!(counts(q).await, [1, 0, 0, 0]);
     let left = q.get(&generated).await.expect("get").expect("exists");
     assert_eq!(left.last_error.as_deref(), Some("later"));
 }
@@ -231,4 +241,199 @@ async fn a_queue_carries_on_after_its_master_fails_over() {
     for d in &got {
         q.ack(d).await.expect("ack");
     }
+}
+
+#[tokio::test]
+async fn a_send_waits_for_the_replicas_it_asks_for() {
+    // A server without replicas: the send is written, and says it was not replicated.
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "lonely");
+    let durable = SendOptions::new()
+        .id("d1")
+        .replicas(1, Duration::from_millis(100));
+    let err = q.send(b"x", &durable).await.expect_err("not replicated");
+    assert!(
+        matches!(
+            err,
+            delayq::Error::NotReplicated {
+                replicas: 0,
+                wanted: 1
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.is_retryable());
+    assert!(
+        q.get("d1").await.expect("get").is_some(),
+        "written all the same"
+    );
+    // Retried with the same id: a duplicate, still not replicated.
+    assert!(q.send(b"x", &durable).await.is_err());
+    assert_eq!(counts(&q).await, [0, 1, 0, 0]);
+    let none_needed = SendOptions::new().replicas(0, Duration::from_millis(100));
+    q.send(b"y", &none_needed)
+        .await
+        .expect("zero replicas asked");
+    // A wait for replicas blocks its connection; other calls do not queue behind it.
+    let waiting = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            let slow = SendOptions::new().replicas(1, Duration::from_secs(3));
+            q.send(b"slow", &slow).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for i in 0..20 {
+        let sent = q
+            .send(format!("{i}"), &SendOptions::new())
+            .await
+            .expect("send");
+        q.get(&sent.id).await.expect("get").expect("there");
+    }
+    assert!(
+        !waiting.is_finished(),
+        "other calls went past the waiting send"
+    );
+    assert!(waiting.await.expect("task").is_err());
+    for bad in [
+        Duration::ZERO,
+        delayq::MAX_REPLICA_WAIT + Duration::from_secs(1),
+    ] {
+        let err = q
+            .send(b"x", &SendOptions::new().replicas(1, bad))
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, delayq::Error::Invalid(_)), "{err}");
+    }
+
+    // A cluster with a replica per master: single sends and a batch over six partitions
+    // (one pipeline with WAIT per partition, each on its master's connection).
+    let cluster = RedisCluster::start(3, 1);
+    let dq = DelayQ::connect_cluster(&[&cluster.urls()[0]], delayq::Config::default())
+        .await
+        .expect("connect to the cluster");
+    let q = dq.create_queue("durable", 6).await.expect("create");
+    let waited = SendOptions::new().replicas(1, Duration::from_secs(5));
+    for i in 0..12 {
+        q.send(format!("{i}"), &waited.clone().id(format!("w{i}")))
+            .await
+            .expect("send acknowledged by a replica");
+    }
+    let batch: Vec<Message> = (0..30)
+        .map(|i| Message::new(format!("b{i}"), waited.clone()))
+        .collect();
+    let sent = q.send_batch(&batch).await.expect("batch acknowledged");
+    assert_eq!(sent.len(), 30);
+    for s in &sent {
+        assert!(q.get(&s.id).await.expect("get").is_some());
+    }
+    // Two replicas are more than any master has.
+    let too_many = SendOptions::new().replicas(2, Duration::from_millis(200));
+    assert!(matches!(
+        q.send(b"z", &too_many).await,
+        Err(delayq::Error::NotReplicated {
+            replicas: 1,
+            wanted: 2
+        })
+    ));
+    assert_eq!(counts(&q).await[1], 43);
+}
+
+#[tokio::test]
+async fn workers_follow_a_busy_partition_resharded_to_another_master() {
+    let cluster = RedisCluster::start(3, 0);
+    // A queue whose partition 0 (its own name) sits among the first slots of the second
+    // master (redis-cli gives three masters 0-5460, 5461-10922, 10923-16383): moving that
+    // master's lowest slots up to it moves the partition, keys and all.
+    let name = (0..)
+        .map(|i| format!("rs{i}"))
+        .find(|n| (5461..5561).contains(&redis_fixture::key_slot(n)))
+        .expect("a name in range");
+    let slot = redis_fixture::key_slot(&name);
+    let from = cluster.node_for_slot(slot);
+    let to = cluster
+        .masters()
+        .into_iter()
+        .find(|&m| m != from)
+        .expect("another master");
+    let dq = DelayQ::connect_cluster(&[&cluster.urls()[to]], delayq::Config::default())
+        .await
+        .expect("connect to the cluster");
+    let q = dq.create_queue(&name, 3).await.expect("create");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
+    let worker = {
+        let seen = seen.clone();
+        delayq::worker::WorkerBuilder::new(q.clone())
+            .concurrency(4)
+            .lease(Duration::from_secs(2))
+            .build(move |d: delayq::Delivery| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().expect("lock").insert(d.id);
+                    Ok::<(), String>(())
+                }
+            })
+            .expect("build worker")
+    };
+    let mut running = spawn_worker(worker);
+    // Producers keep sending (due over the next second) while the slot moves.
+    let producer = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            for i in 0..1500u64 {
+                let id = format!("m{i}");
+                let options = SendOptions::new()
+                    .id(id.clone())
+                    .delay(Duration::from_millis(i % 1000));
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+                loop {
+                    match q.send(b"x", &options).await {
+                        Ok(_) => break,
+                        Err(e) if e.is_retryable() && tokio::time::Instant::now() < deadline => {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        Err(e) => panic!("send {id}: {e}"),
+                    }
+                }
+                acknowledged.push(id);
+                if i % 50 == 0 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+            acknowledged
+        })
+    };
+    wait_until(Duration::from_secs(10), "traffic under way", || async {
+        seen.lock().expect("lock").len() >= 100
+    })
+    .await;
+    let count = usize::from(slot - 5461) + 1;
+    let reshard = tokio::task::spawn_blocking(move || {
+        cluster.reshard(from, to, count);
+        cluster
+    });
+    let cluster = reshard.await.expect("reshard");
+    assert_eq!(cluster.node_for_slot(slot), to, "the partition moved");
+    let acknowledged = producer.await.expect("producer");
+    wait_until(Duration::from_secs(30), "every message handled", || async {
+        is_empty(&q).await
+    })
+    .await;
+    running.stop();
+    running.join().await;
+    let seen = seen.lock().expect("lock");
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .filter(|id| !seen.contains(*id))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "lost {} messages: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(10)]
+    );
+    // Partition 0's keys are all on the new master now.
+    let left = cluster.nodes()[from].cli(&["KEYS", &format!("dq:{{{name}}}:*")]);
+    assert!(left.trim().is_empty(), "keys left behind: {left}");
 }

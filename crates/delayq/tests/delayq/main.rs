@@ -12,10 +12,13 @@ mod leases;
 mod memory;
 mod multi_queue;
 mod ops;
+mod partitions;
 
 // Runtime behaviour under load and faults.
 mod concurrency;
 mod durability;
 mod half_open;
+mod sentinel;
 mod timing;
+mod wakeups;
 mod worker;
