@@ -92,6 +92,11 @@ impl From<delayq::Error> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "wrong_state", e.to_string())
             }
             delayq::Error::NotFound { .. } => ApiError::not_found(e.to_string()),
+            delayq::Error::NotReplicated { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_replicated",
+                e.to_string(),
+            ),
             ref redis if redis.is_retryable() => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

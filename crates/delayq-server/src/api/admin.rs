@@ -15,7 +15,7 @@ use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
 use utoipa::{IntoParams, ToSchema};
 
-/// A queue's counts.
+/// A queue's counts, added up over its partitions.
 #[derive(Serialize, ToSchema)]
 struct StatsOut {
     name: String,
@@ -24,18 +24,22 @@ struct StatsOut {
     in_flight: u64,
     dead: u64,
     oldest_ready_lag_ms: u64,
+    /// How many partitions the queue is spread over.
+    partitions: u16,
 }
 
 impl StatsOut {
-    fn new(name: String, s: Stats) -> Self {
-        StatsOut {
-            name,
+    async fn of(queue: &delayq::Queue) -> delayq::Result<Self> {
+        let s: Stats = queue.stats().await?;
+        Ok(StatsOut {
+            name: queue.name().to_string(),
             delayed: s.delayed,
             ready: s.ready,
             in_flight: s.in_flight,
             dead: s.dead,
             oldest_ready_lag_ms: s.oldest_ready_lag_ms,
-        }
+            partitions: queue.partitions().await?,
+        })
     }
 }
 
@@ -53,8 +57,7 @@ pub async fn queues(
     state.authorize(&headers, Role::Admin)?;
     let mut out = Vec::new();
     for name in state.dq().queues().await? {
-        let stats = state.queue(name.as_str())?.stats().await?;
-        out.push(StatsOut::new(name.to_string(), stats));
+        out.push(StatsOut::of(&state.queue(name.as_str())?).await?);
     }
     Ok(Json(QueuesOut { queues: out }))
 }
@@ -67,8 +70,31 @@ pub async fn stats(
     headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
     state.authorize(&headers, Role::Admin)?;
-    let stats = state.queue(&queue)?.stats().await?;
-    Ok(Json(StatsOut::new(queue, stats)))
+    Ok(Json(StatsOut::of(&state.queue(&queue)?).await?))
+}
+
+/// How to create a queue.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateQueue {
+    /// Partitions to spread the queue over (1 to 256): hash tags that a Redis Cluster places
+    /// on different masters. Fixed for the queue's life.
+    partitions: u16,
+}
+
+/// `PUT /v1/queues/{queue}`: creates a queue with a partition count. The same count again is
+/// fine; another count, or a queue already in use with one partition, is refused (400).
+#[utoipa::path(put, path = "/v1/queues/{queue}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = CreateQueue, responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let create: CreateQueue = parse(&body)?;
+    let q = state.dq().create_queue(&queue, create.partitions).await?;
+    Ok(Json(StatsOut::of(&q).await?))
 }
 
 #[derive(Deserialize, IntoParams)]

@@ -73,7 +73,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(readyz))
         .routes(routes!(metrics))
         .routes(routes!(admin::queues))
-        .routes(routes!(admin::stats))
+        .routes(routes!(admin::stats, admin::create))
         .routes(routes!(produce::send))
         .routes(routes!(produce::send_batch))
         .routes(routes!(produce::get, produce::cancel))

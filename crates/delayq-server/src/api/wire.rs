@@ -221,6 +221,19 @@ pub struct SendBody {
     /// How long a worker may spend on it (in place of the worker's own timeout); delivered
     /// as `handler_timeout_ms`.
     pub handler_timeout: Option<DurationArg>,
+    /// Answer only once this many replicas have the message (Redis `WAIT`); fewer in time is
+    /// a 503 `not_replicated`, the message written all the same.
+    pub replicas: Option<ReplicasArg>,
+}
+
+/// How many replicas must have a send, and how long to wait for them.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicasArg {
+    /// Replicas of the master that took the send.
+    pub count: u32,
+    /// How long to wait for them (default 1 s).
+    pub timeout: Option<DurationArg>,
 }
 
 /// Keeps a present `null` as a JSON payload instead of taking it for "absent".
@@ -260,6 +273,7 @@ impl SendBody {
             max_attempts: self.max_attempts,
             backoff: self.backoff,
             handler_timeout: self.handler_timeout,
+            replicas: self.replicas,
         }
         .send_options(limits)?
         .kind(kind);
@@ -303,6 +317,7 @@ impl SendQuery {
             max_attempts: self.max_attempts,
             backoff: None,
             handler_timeout: self.handler_timeout.map(DurationArg::Text),
+            replicas: None,
         }
     }
 }
@@ -322,6 +337,8 @@ pub struct MessageOptions {
     pub backoff: Option<BackoffArg>,
     /// How long a worker may spend on it.
     pub handler_timeout: Option<DurationArg>,
+    /// Replicas to wait for.
+    pub replicas: Option<ReplicasArg>,
 }
 
 impl MessageOptions {
@@ -343,6 +360,13 @@ impl MessageOptions {
         }
         if let Some(timeout) = self.handler_timeout {
             options = options.handler_timeout(timeout.get("handler_timeout")?);
+        }
+        if let Some(replicas) = self.replicas {
+            let timeout = match replicas.timeout {
+                Some(t) => t.get("replicas.timeout")?,
+                None => Duration::from_secs(1),
+            };
+            options = options.replicas(replicas.count, timeout);
         }
         if let Some(backoff) = self.backoff {
             let (policy, jitter) = match backoff {

@@ -82,6 +82,17 @@ pub enum AdminCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Create a queue spread over several partitions (hash tags; on a Redis Cluster, spread
+    /// over the masters). A queue is otherwise created with one partition by its first use,
+    /// and its partition count never changes.
+    CreateQueue {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        /// How many partitions (1 to 256).
+        #[arg(long)]
+        partitions: u16,
+    },
     /// Dead letters: list, requeue, purge.
     #[command(subcommand)]
     Dead(DeadCommand),
@@ -267,9 +278,10 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             };
             let mut rows = Vec::new();
             for name in names {
-                rows.push((name.clone(), dq.queue(&name)?.stats().await?));
+                let q = dq.queue(&name)?;
+                rows.push((name.clone(), q.stats().await?, q.partitions().await?));
             }
-            let out = Value::Array(rows.iter().map(|(n, s)| stats_json(n, s)).collect());
+            let out = Value::Array(rows.iter().map(|(n, s, p)| stats_json(n, s, *p)).collect());
             print(&common, &out, || stats_table(&rows))
         }
         AdminCommand::Queues { common } => {
@@ -277,6 +289,21 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             let names: Vec<String> = dq.queues().await?.iter().map(|q| q.to_string()).collect();
             let out = json!(names);
             print(&common, &out, || names.join("\n"))
+        }
+        AdminCommand::CreateQueue {
+            common,
+            queue,
+            partitions,
+        } => {
+            common
+                .connect()
+                .await?
+                .create_queue(&queue, partitions)
+                .await?;
+            let out = json!({ "queue": queue, "partitions": partitions });
+            print(&common, &out, || {
+                format!("{queue}: {partitions} partition(s)")
+            })
         }
         AdminCommand::Dead(dead) => run_dead(dead).await,
     }
@@ -404,22 +431,22 @@ fn time_text(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
-fn stats_json(name: &str, s: &Stats) -> Value {
+fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
     json!({
         "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
-        "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms,
+        "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "partitions": partitions,
     })
 }
 
-fn stats_table(rows: &[(String, Stats)]) -> String {
+fn stats_table(rows: &[(String, Stats, u16)]) -> String {
     let mut t = format!(
-        "{:<32} {:>10} {:>10} {:>10} {:>10} {:>12}",
-        "QUEUE", "DELAYED", "READY", "IN FLIGHT", "DEAD", "LAG MS"
+        "{:<32} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}",
+        "QUEUE", "DELAYED", "READY", "IN FLIGHT", "DEAD", "LAG MS", "PARTITIONS"
     );
-    for (name, s) in rows {
+    for (name, s, partitions) in rows {
         t.push_str(&format!(
-            "\n{:<32} {:>10} {:>10} {:>10} {:>10} {:>12}",
-            name, s.delayed, s.ready, s.in_flight, s.dead, s.oldest_ready_lag_ms
+            "\n{:<32} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}",
+            name, s.delayed, s.ready, s.in_flight, s.dead, s.oldest_ready_lag_ms, partitions
         ));
     }
     t

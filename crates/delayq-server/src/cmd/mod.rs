@@ -40,17 +40,41 @@ pub struct RedisArgs {
         conflicts_with = "redis_url"
     )]
     redis_cluster: Vec<String>,
+    /// Use the Redis master that these Sentinels (URLs, comma-separated) monitor under
+    /// --sentinel-master, following it through failovers.
+    #[arg(
+        long,
+        env = "DELAYQ_REDIS_SENTINEL",
+        global = true,
+        value_delimiter = ',',
+        conflicts_with_all = ["redis_url", "redis_cluster"],
+        requires = "sentinel_master"
+    )]
+    redis_sentinel: Vec<String>,
+    /// The name the Sentinels monitor the master by.
+    #[arg(long, env = "DELAYQ_SENTINEL_MASTER", global = true)]
+    sentinel_master: Option<String>,
     /// Data directory of the embedded Redis.
     #[arg(long, default_value = "delayq-data", global = true)]
     data_dir: PathBuf,
 }
 
 impl RedisArgs {
-    /// Connects to the cluster of --redis-cluster, if one was given.
+    /// Connects to the cluster of --redis-cluster or the master of --redis-sentinel, if
+    /// one was given.
     async fn connect_cluster(
         &self,
         config: delayq::Config,
     ) -> Option<anyhow::Result<delayq::DelayQ>> {
+        if !self.redis_sentinel.is_empty() {
+            let sentinels: Vec<&str> = self.redis_sentinel.iter().map(String::as_str).collect();
+            let master = self.sentinel_master.as_deref().unwrap_or_default();
+            return Some(
+                delayq::DelayQ::connect_sentinel(&sentinels, master, config)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot reach the master through Sentinel: {e}")),
+            );
+        }
         if self.redis_cluster.is_empty() {
             return None;
         }
@@ -62,9 +86,11 @@ impl RedisArgs {
         )
     }
 
-    /// True when Redis is given (a URL or a cluster), so nothing is embedded.
+    /// True when Redis is given (a URL, a cluster or Sentinels), so nothing is embedded.
     fn is_external(&self) -> bool {
-        self.redis_url.is_some() || !self.redis_cluster.is_empty()
+        self.redis_url.is_some()
+            || !self.redis_cluster.is_empty()
+            || !self.redis_sentinel.is_empty()
     }
 }
 

@@ -224,6 +224,59 @@ fn without_a_redis_it_says_what_to_do() {
 }
 
 #[test]
+fn create_queue_sets_the_partitions_and_stats_add_them_up() {
+    let redis = RedisServer::start();
+    let created = json(&redis, &["create-queue", "parted", "--partitions", "3"]);
+    assert_eq!(
+        created,
+        serde_json::json!({ "queue": "parted", "partitions": 3 })
+    );
+    for i in 0..6 {
+        ok(&redis, &["send", "parted", &format!("m{i}")]);
+    }
+    // Spread over the partitions (the library's tests check how evenly).
+    let tags = redis.cli(&["KEYS", "dq:{parted#*}:seq"]);
+    assert!(tags.lines().count() >= 1, "{tags}");
+    let stats = json(&redis, &["stats", "parted"]);
+    assert_eq!(
+        (&stats[0]["ready"], &stats[0]["partitions"]),
+        (&serde_json::json!(6), &serde_json::json!(3))
+    );
+    let refused = delayq(&redis, &["create-queue", "parted", "--partitions", "4"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("already has 3"), "{err}");
+}
+
+#[test]
+fn redis_sentinel_finds_the_master() {
+    let sentinel = redis_fixture::RedisSentinel::start();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(args)
+            .arg("--redis-sentinel")
+            .arg(sentinel.sentinel_urls().join(","))
+            .arg("--sentinel-master")
+            .arg(sentinel.master_name())
+            .env_remove("DELAYQ_REDIS_URL")
+            .output()
+            .expect("run delayq")
+    };
+    let sent = run(&["send", "orders", "x", "--id", "s1", "--json"]);
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    // The message is on the master the sentinels name.
+    let master = &sentinel.nodes()[sentinel.master_index()];
+    assert!(master.cli(&["KEYS", "*"]).contains("{orders}"));
+    let got = run(&["get", "orders", "s1", "--json"]);
+    let got: Value = serde_json::from_slice(&got.stdout).expect("JSON");
+    assert_eq!(got["id"], json!("s1"));
+}
+
+#[test]
 fn redis_cluster_takes_the_cluster_nodes() {
     let redis = RedisServer::start_with(ServerConfig::cluster());
     let run = |args: &[&str]| {

@@ -9,6 +9,7 @@ mod consume;
 mod errors;
 mod metrics;
 mod openapi;
+mod partitions;
 mod produce;
 mod serve;
 mod slow_clients;

@@ -16,6 +16,7 @@ const ROUTES: &[&str] = &[
     "GET /metrics",
     "GET /v1/queues",
     "GET /v1/queues/{queue}",
+    "PUT /v1/queues/{queue}",
     "POST /v1/queues/{queue}/messages",
     "POST /v1/queues/{queue}/batch",
     "GET /v1/queues/{queue}/messages/{id}",
