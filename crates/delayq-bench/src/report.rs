@@ -1,5 +1,6 @@
 //! What a run writes: one JSON per workload with everything the driver knew, and the
-//! printed summary table (with delayq's throughput as ratios to the raw Redis ceiling).
+//! printed summary table (with delayq's throughput as ratios to the raw Redis ceiling, and
+//! with `--cluster` a section comparing the cluster runs with the single node's).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -8,7 +9,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ceiling::Ceiling;
+use crate::driver::cluster::ClusterSetup;
 use crate::driver::env::Environment;
+use crate::driver::redis_cpu::{CpuVsSingle, RedisCpu};
 use crate::error::Result;
 use crate::metrics::{MemoryInfo, Metrics};
 use crate::workload::Workload;
@@ -58,6 +61,15 @@ pub struct WorkloadResult {
     pub ceiling: Option<Ceiling>,
     /// Where the run happened.
     pub environment: Environment,
+    /// The Redis Cluster it ran on (`--cluster`); absent for one server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterSetup>,
+    /// Redis CPU per message (every run of a `--cluster` invocation, single-node included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_cpu: Option<RedisCpu>,
+    /// A cluster run's CPU figures over the single node's in the same invocation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_vs_single: Option<CpuVsSingle>,
 }
 
 impl WorkloadResult {
@@ -69,16 +81,21 @@ impl WorkloadResult {
             || (check && self.metrics.duplicates.unwrap_or(0) > 0)
     }
 
-    /// The workload id, with `/http` for runs through the HTTP API.
+    /// The workload id, with `/http` for runs through the HTTP API and `/clusterM-PN` for
+    /// runs on a cluster of M masters with N partitions.
     pub fn label(&self) -> String {
-        if self.via == "library" {
-            self.workload.to_string()
-        } else {
-            format!("{}/{}", self.workload, self.via)
+        let mut label = self.workload.to_string();
+        if self.via != "library" {
+            label = format!("{label}/{}", self.via);
         }
+        if let Some(c) = self.cluster {
+            label = format!("{label}/cluster{}-P{}", c.masters, c.partitions);
+        }
+        label
     }
 
-    /// Writes `dir/<workload>.json` (`<workload>-http.json` through HTTP).
+    /// Writes `dir/<workload>.json` (`<workload>-http.json` through HTTP,
+    /// `<workload>-cluster3-P6.json` on a cluster).
     pub fn write(&self, dir: &Path) -> Result<()> {
         let path = dir.join(format!("{}.json", self.label().replace('/', "-")));
         let json = serde_json::to_string_pretty(self)?;
@@ -95,8 +112,13 @@ fn int(v: Option<u64>) -> String {
     v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
-/// The summary table(s) as text.
-pub fn summary(results: &[WorkloadResult], ceiling: Option<&Ceiling>) -> String {
+/// The summary table(s) as text; `cluster` holds the runs on a cluster (none without
+/// `--cluster`), shown in a section of their own.
+pub fn summary(
+    results: &[WorkloadResult],
+    cluster: &[WorkloadResult],
+    ceiling: Option<&Ceiling>,
+) -> String {
     let mut s = String::new();
     let header = [
         "workload", "n", "enq/s", "e2e/s", "cons/s", "p50ms", "p90ms", "p99ms", "p99.9ms", "maxms",
@@ -153,7 +175,11 @@ pub fn summary(results: &[WorkloadResult], ceiling: Option<&Ceiling>) -> String 
         ]);
     }
     push_table(&mut s, &rows);
-    for r in results {
+    if !cluster.is_empty() {
+        s.push('\n');
+        s.push_str(&cluster_section(results, cluster));
+    }
+    for r in results.iter().chain(cluster) {
         for e in &r.errors {
             let _ = writeln!(s, "  {} error: {e}", r.label());
         }
@@ -174,6 +200,75 @@ pub fn summary(results: &[WorkloadResult], ceiling: Option<&Ceiling>) -> String 
         s.push('\n');
         s.push_str(&ceiling_tables(results, c));
     }
+    s
+}
+
+/// The cluster section: per workload, its single-node run, then its cluster runs.
+fn cluster_section(singles: &[WorkloadResult], clusters: &[WorkloadResult]) -> String {
+    let mut s = String::new();
+    let masters = clusters
+        .first()
+        .and_then(|r| r.cluster)
+        .map_or(0, |c| c.masters);
+    s.push_str(&format!(
+        "Redis Cluster: {masters} masters, no replicas, a fresh cluster per row, beside the one \
+         server of the same run.\n\
+         Redis CPU (INFO cpu: used_cpu_sys + used_cpu_user) from the first command to the agents \
+         until N delivered, us per message:\n\
+         cpu min/max = a master's CPU over its share (N / masters); cpu all = all masters' CPU \
+         over N; main all = the same, main threads only;\n\
+         max/1, all/1 = cpu max, cpu all over the one server's cpu all (targets <= 1.2, <= 1.3).\n"
+    ));
+    let mut rows = vec![[
+        "workload", "redis", "P", "enq/s", "e2e/s", "cons/s", "p50ms", "p99ms", "cpu min",
+        "cpu max", "cpu all", "main all", "max/1", "all/1", "lost", "dups", "errors",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let mut workloads: Vec<Workload> = clusters.iter().map(|r| r.workload).collect();
+    workloads.dedup();
+    for w in workloads {
+        let single = singles
+            .iter()
+            .filter(|r| r.workload == w && r.via == "library" && r.cluster.is_none());
+        for r in single.chain(clusters.iter().filter(|r| r.workload == w)) {
+            let m = &r.metrics;
+            // Lateness where it is a workload's figure (in W2 it is time spent queued).
+            let l = match w {
+                Workload::W1 | Workload::W3 => m.lateness.clone().unwrap_or_default(),
+                _ => Default::default(),
+            };
+            let cpu = r.redis_cpu.as_ref();
+            let vs = r.cpu_vs_single.as_ref();
+            rows.push(vec![
+                r.workload.to_string(),
+                r.cluster
+                    .map_or_else(|| "1 node".into(), |c| format!("{} masters", c.masters)),
+                r.cluster
+                    .map_or_else(|| "-".into(), |c| c.partitions.to_string()),
+                num(m.enqueue_rate, 0),
+                num(
+                    matches!(w, Workload::W2a | Workload::W2b)
+                        .then_some(m.e2e_rate)
+                        .flatten(),
+                    0,
+                ),
+                num(m.consume_rate, 0),
+                num(l.p50_ms, 1),
+                num(l.p99_ms, 1),
+                num(cpu.map(|c| c.node_min_us_per_msg), 2),
+                num(cpu.map(|c| c.node_max_us_per_msg), 2),
+                num(cpu.map(|c| c.total_us_per_msg), 2),
+                num(cpu.and_then(|c| c.total_main_thread_us_per_msg), 2),
+                num(vs.map(|v| v.node_max_ratio), 2),
+                num(vs.map(|v| v.total_ratio), 2),
+                int(m.lost),
+                int(m.duplicates),
+                r.errors.len().to_string(),
+            ]);
+        }
+    }
+    push_table(&mut s, &rows);
     s
 }
 

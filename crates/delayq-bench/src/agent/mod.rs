@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use delayq::{DelayQ, Queue};
+use delayq::{Config, DelayQ, Queue};
 use tokio::sync::mpsc;
 
 use crate::error::Result;
@@ -89,6 +89,10 @@ pub struct AgentArgs {
     /// `delayq serve`'s port on 127.0.0.1, with `--via http`.
     #[arg(long)]
     pub http_port: Option<u16>,
+    /// `--port` is a node of a Redis Cluster: connect with `DelayQ::connect_cluster` (the
+    /// driver has created the queue with its partitions).
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 /// Runs an agent to the end; a fatal error is reported as an `error` event and exit code 1.
@@ -117,7 +121,7 @@ fn fail(msg: &str) -> ExitCode {
 
 async fn run(args: AgentArgs) -> Result<()> {
     let queue = match args.via {
-        Via::Library => Target::Library(connect(args.port, args.workload).await?),
+        Via::Library => Target::Library(connect(args.port, args.cluster, args.workload).await?),
         Via::Http if args.workload.queue_names().len() > 1 => {
             return Err(format!("{} runs through the library only", args.workload).into())
         }
@@ -138,11 +142,13 @@ async fn run(args: AgentArgs) -> Result<()> {
     }
 }
 
-async fn connect(port: u16, workload: Workload) -> Result<Vec<Queue>> {
+async fn connect(port: u16, cluster: bool, workload: Workload) -> Result<Vec<Queue>> {
     let url = format!("redis://127.0.0.1:{port}/");
-    let dq = DelayQ::connect(&url)
-        .await
-        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    let dq = match cluster {
+        false => DelayQ::connect(&url).await,
+        true => DelayQ::connect_cluster(&[&url], Config::default()).await,
+    }
+    .map_err(|e| format!("cannot connect to {url}: {e}"))?;
     let mut queues = Vec::new();
     for name in workload.queue_names() {
         queues.push(dq.queue(&name)?);

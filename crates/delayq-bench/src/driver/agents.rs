@@ -33,6 +33,8 @@ pub struct AgentSpec {
     /// How it reaches the queue, and `delayq serve`'s port when through HTTP.
     pub via: Via,
     pub http_port: Option<u16>,
+    /// `port` is a node of a Redis Cluster (`--cluster`).
+    pub cluster: bool,
 }
 
 /// What a reader thread reports.
@@ -126,6 +128,9 @@ impl Fleet {
         cmd.args(["--via", spec.via.as_str()]);
         if let Some(port) = spec.http_port {
             cmd.arg("--http-port").arg(port.to_string());
+        }
+        if spec.cluster {
+            cmd.arg("--cluster");
         }
         let mut child = cmd
             .stdin(Stdio::piped())

@@ -1,15 +1,22 @@
 //! The driver (`delayq-bench run`): the raw Redis ceiling, then each workload against a
 //! fresh redis-server with the agents as separate processes; one JSON per workload, a
 //! summary table, and an exit code that fails on lost messages, errors or crashed agents
-//! (and, with `--check`, on duplicates).
+//! (and, with `--check`, on duplicates). With `--cluster M`, each of W1, W2a, W2b and W3
+//! also runs on a fresh Redis Cluster of M masters once per `--partitions` count, right
+//! after its single-node run, and every run reports Redis CPU per message (issue 10).
 //!
-//! Layout: `server.rs` (redis-server per measurement), `agents.rs` (child processes and
-//! their events), `workload_run.rs` (one workload's choreography and end-of-run rules),
-//! `env.rs` (the recorded environment).
+//! Layout: `server.rs` (redis-server per measurement), `cluster.rs` (Redis Cluster per
+//! measurement, and the queue's partitions), `deployment.rs` (either of the two),
+//! `redis_cpu.rs` (Redis CPU per message), `agents.rs` (child processes and their events),
+//! `workload_run.rs` (one workload's choreography and end-of-run rules), `env.rs` (the
+//! recorded environment).
 
 mod agents;
+pub mod cluster;
+mod deployment;
 pub mod env;
 mod http_server;
+pub mod redis_cpu;
 pub mod server;
 mod workload_run;
 
@@ -24,7 +31,9 @@ use crate::ceiling::{self, Ceiling};
 use crate::error::Result;
 use crate::report::{self, WorkloadResult};
 use crate::workload::Workload;
+use deployment::Deployment;
 use env::Environment;
+use redis_cpu::CpuVsSingle;
 
 /// Command line of `delayq-bench run`.
 #[derive(Args, Debug)]
@@ -54,6 +63,14 @@ pub struct RunArgs {
     /// The `delayq` binary for `--via http` (default: beside this one).
     #[arg(long)]
     pub delayq_bin: Option<PathBuf>,
+    /// Also run W1, W2a, W2b and W3 (those selected) on a Redis Cluster of this many
+    /// masters (at least 3, no replicas), a fresh one per partition count, through the
+    /// library; every run then reports Redis CPU per message.
+    #[arg(long)]
+    pub cluster: Option<usize>,
+    /// With `--cluster`: the queue's partition counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "3,6,12")]
+    pub partitions: Vec<u16>,
 }
 
 /// What every workload run needs to know.
@@ -72,6 +89,8 @@ pub struct RunContext {
     pub ceiling: Option<Ceiling>,
     /// The `delayq` binary, for HTTP runs.
     pub delayq_bin: PathBuf,
+    /// Sample Redis CPU around each measured phase (with `--cluster`).
+    pub measure_cpu: bool,
 }
 
 /// Runs the benchmark; the exit code says whether it was clean.
@@ -104,9 +123,26 @@ fn scale(args: &RunArgs) -> Result<f64> {
     Ok(scale)
 }
 
+/// The cluster runs asked for: `(masters, partition counts)`.
+fn cluster_plan(args: &RunArgs) -> Result<Option<(usize, Vec<u16>)>> {
+    let Some(masters) = args.cluster else {
+        return Ok(None);
+    };
+    if masters < 3 {
+        return Err(
+            format!("--cluster {masters}: a Redis Cluster needs at least 3 masters").into(),
+        );
+    }
+    if args.partitions.is_empty() || args.partitions.contains(&0) {
+        return Err(format!("--partitions {:?}: counts of at least 1", args.partitions).into());
+    }
+    Ok(Some((masters, args.partitions.clone())))
+}
+
 /// Returns whether the run was clean.
 fn run(args: &RunArgs) -> Result<bool> {
     let scale = scale(args)?;
+    let cluster_plan = cluster_plan(args)?;
     let redis_extra: Vec<String> = std::env::var("REDIS_EXTRA")
         .unwrap_or_default()
         .split_whitespace()
@@ -150,23 +186,47 @@ fn run(args: &RunArgs) -> Result<bool> {
         environment,
         ceiling,
         delayq_bin,
+        measure_cpu: cluster_plan.is_some(),
     };
     let mut results: Vec<WorkloadResult> = Vec::new();
+    let mut cluster_results: Vec<WorkloadResult> = Vec::new();
     for &via in &args.via {
         for &workload in &args.workloads {
             if via == Via::Http && workload.queue_names().len() > 1 {
                 tracing::info!(%workload, "runs through the library only; skipped over HTTP");
                 continue;
             }
-            let result = workload_run::run(&ctx, workload, via);
+            let result = workload_run::run(&ctx, workload, via, Deployment::Single);
             if let Err(e) = result.write(&out) {
                 tracing::error!("{e}");
+            }
+            let Some((masters, partitions)) = &cluster_plan else {
+                results.push(result);
+                continue;
+            };
+            if via == Via::Library && cluster::runs(workload) {
+                for &partitions in partitions {
+                    let setup = cluster::ClusterSetup {
+                        masters: *masters,
+                        partitions,
+                    };
+                    let mut r = workload_run::run(&ctx, workload, via, Deployment::Cluster(setup));
+                    r.cpu_vs_single = r
+                        .redis_cpu
+                        .as_ref()
+                        .zip(result.redis_cpu.as_ref())
+                        .and_then(|(c, single)| CpuVsSingle::new(c, single));
+                    if let Err(e) = r.write(&out) {
+                        tracing::error!("{e}");
+                    }
+                    cluster_results.push(r);
+                }
             }
             results.push(result);
         }
     }
 
-    let summary = report::summary(&results, ctx.ceiling.as_ref());
+    let summary = report::summary(&results, &cluster_results, ctx.ceiling.as_ref());
     let header = format!(
         "delayq benchmark, scale {scale}, {} ({} cores), {}, REDIS_EXTRA={:?}\n\n",
         ctx.environment
@@ -189,6 +249,7 @@ fn run(args: &RunArgs) -> Result<bool> {
     }
     let failed: Vec<String> = results
         .iter()
+        .chain(&cluster_results)
         .filter(|r| r.failed(args.check))
         .map(|r| r.label())
         .collect();

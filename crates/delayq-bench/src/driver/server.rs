@@ -6,6 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_fixture::{RedisServer, Reply, ServerConfig};
 
+use super::redis_cpu::CpuTimes;
 use crate::error::Result;
 use crate::metrics::MemoryInfo;
 
@@ -77,6 +78,11 @@ impl BenchServer {
             Reply::Simple(s) if s == "OK" => Ok(()),
             other => Err(format!("FLUSHALL replied {other:?}").into()),
         }
+    }
+
+    /// `INFO cpu`.
+    pub fn cpu(&self) -> Result<CpuTimes> {
+        CpuTimes::read(&self.inner)
     }
 
     /// `used_memory` and `used_memory_dataset` from `INFO memory`.

@@ -1,5 +1,6 @@
-//! One workload from start to finish: a fresh server, the agents, the workload's choreography
-//! (WORKLOADS.md "Workloads"), the end-of-run rules, the deliveries files, the metrics.
+//! One workload from start to finish: a fresh server (or cluster), the agents, the workload's
+//! choreography (WORKLOADS.md "Workloads"), the end-of-run rules, the deliveries files, the
+//! metrics, and with `RunContext::measure_cpu` the Redis CPU per message.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -7,8 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::agents::{AgentSpec, Fleet};
+use super::deployment::{Deployment, Redis};
 use super::http_server::HttpServer;
-use super::server::BenchServer;
+use super::redis_cpu::{RedisCpu, Sample};
 use super::RunContext;
 use crate::agent::{Role, Via};
 use crate::clock::now_ms;
@@ -38,22 +40,34 @@ const W4_SETTLE: Duration = Duration::from_millis(500);
 struct Observed {
     consume_signal_ms: Option<f64>,
     memory: Option<(crate::metrics::MemoryInfo, crate::metrics::MemoryInfo)>,
+    /// Redis CPU right before the first command to the agents, and when N were delivered.
+    cpu: (Option<Sample>, Option<Sample>),
 }
 
-/// Runs `workload` with agents reaching delayq `via` the library or HTTP, and returns its
-/// result (errors are recorded in it, never returned).
-pub fn run(ctx: &RunContext, workload: Workload, via: Via) -> WorkloadResult {
+/// Runs `workload` on `deployment` with agents reaching delayq `via` the library or HTTP,
+/// and returns its result (errors are recorded in it, never returned).
+pub fn run(
+    ctx: &RunContext,
+    workload: Workload,
+    via: Via,
+    deployment: Deployment,
+) -> WorkloadResult {
     let began = Instant::now();
     let n = workload.scaled_n(ctx.scale);
-    tracing::info!(%workload, n, "workload starts");
+    tracing::info!(%workload, n, ?deployment, "workload starts");
     let consumers = if workload.has_consumers() {
         CONSUMER_PROCESSES
     } else {
         0
     };
-    let tag = match via {
-        Via::Library => workload.to_string(),
-        Via::Http => format!("{workload}-http"),
+    let cluster = match deployment {
+        Deployment::Single => None,
+        Deployment::Cluster(setup) => Some(setup),
+    };
+    let tag = match (via, cluster) {
+        (Via::Library, None) => workload.to_string(),
+        (Via::Http, None) => format!("{workload}-http"),
+        (_, Some(c)) => format!("{workload}-cluster{}-P{}", c.masters, c.partitions),
     };
     let deliveries_files: Vec<PathBuf> = (0..consumers)
         .map(|i| ctx.raw_dir.join(format!("{tag}-deliveries-{i}.tsv")))
@@ -87,13 +101,16 @@ pub fn run(ctx: &RunContext, workload: Workload, via: Via) -> WorkloadResult {
             .collect(),
         ceiling: ctx.ceiling.clone(),
         environment: ctx.environment.clone(),
+        cluster,
+        redis_cpu: None,
+        cpu_vs_single: None,
     };
     for file in &deliveries_files {
         // A stale file from an earlier run must never be read as this run's deliveries.
         let _ = std::fs::remove_file(file);
     }
 
-    let server = match BenchServer::start(&ctx.redis_extra) {
+    let server = match Redis::start(deployment, &ctx.redis_extra) {
         Ok(server) => server,
         Err(e) => {
             result.errors.push(e.to_string());
@@ -117,27 +134,32 @@ pub fn run(ctx: &RunContext, workload: Workload, via: Via) -> WorkloadResult {
     let hard_deadline = began + ctx.hard_timeout;
     let mut fleet = Fleet::new();
     let mut observed = Observed::default();
-    let spawned = spawn_agents(
-        &mut fleet,
-        workload,
-        n,
-        server.port(),
-        (via, http.as_ref().map(HttpServer::port)),
-        &deliveries_files,
-        &logs,
-    );
-    let driven = spawned.and_then(|()| {
-        // The second FLUSHALL of the contract: right before the driver starts the workload.
-        server.flushall()?;
-        choreography(
-            &mut fleet,
-            &server,
-            workload,
-            n,
-            hard_deadline,
-            &mut observed,
-        )
-    });
+    let driven = server
+        .before_agents()
+        .and_then(|()| {
+            spawn_agents(
+                &mut fleet,
+                workload,
+                n,
+                (server.port(), cluster.is_some()),
+                (via, http.as_ref().map(HttpServer::port)),
+                &deliveries_files,
+                &logs,
+            )
+        })
+        .and_then(|()| {
+            // The second FLUSHALL of the contract: right before the driver starts the workload
+            // (on a cluster, before the queue was created).
+            server.before_start()?;
+            choreography(
+                &mut fleet,
+                (&server, ctx.measure_cpu),
+                workload,
+                n,
+                hard_deadline,
+                &mut observed,
+            )
+        });
     if let Err(e) = driven {
         result.errors.push(format!("{workload}: {e}"));
     }
@@ -203,6 +225,12 @@ pub fn run(ctx: &RunContext, workload: Workload, via: Via) -> WorkloadResult {
             None => result.errors.push("no pending_after reported".into()),
         }
     }
+    if let (Some(before), Some(after)) = &observed.cpu {
+        match RedisCpu::between(n, before, after) {
+            Ok(cpu) => result.redis_cpu = Some(cpu),
+            Err(e) => result.errors.push(format!("Redis CPU: {e}")),
+        }
+    }
     result.wall_s = began.elapsed().as_secs_f64();
     tracing::info!(%workload, errors = result.errors.len(), "workload done");
     result
@@ -220,7 +248,7 @@ fn spawn_agents(
     fleet: &mut Fleet,
     workload: Workload,
     n: u64,
-    port: u16,
+    (port, cluster): (u16, bool),
     (via, http_port): (Via, Option<u16>),
     deliveries_files: &[PathBuf],
     logs: &[PathBuf],
@@ -236,6 +264,7 @@ fn spawn_agents(
             log: logs.get(i + 1).cloned().ok_or("no log path")?,
             via,
             http_port,
+            cluster,
         })?;
     }
     fleet.spawn(&AgentSpec {
@@ -247,14 +276,16 @@ fn spawn_agents(
         log: logs.first().cloned().ok_or("no log path")?,
         via,
         http_port,
+        cluster,
     })?;
     Ok(())
 }
 
-/// The workload's sequence of commands, up to the end of the run.
+/// The workload's sequence of commands, up to the end of the run. With `measure_cpu`, Redis
+/// CPU is sampled right before the first command and when N deliveries have been counted.
 fn choreography(
     fleet: &mut Fleet,
-    server: &BenchServer,
+    (server, measure_cpu): (&Redis, bool),
     workload: Workload,
     n: u64,
     hard_deadline: Instant,
@@ -268,6 +299,13 @@ fn choreography(
     let consumers = fleet.with_role(Role::Consumer);
     let producer = *producers.first().ok_or("no producer")?;
     let has_produced = |f: &Fleet| f.produced().is_some();
+    let cpu = || -> Result<Option<Sample>> {
+        Ok(match measure_cpu {
+            true => Some(Sample::new(server.cpu()?)),
+            false => None,
+        })
+    };
+    observed.cpu.0 = cpu()?;
     match workload {
         Workload::W4 => {
             std::thread::sleep(W4_SETTLE);
@@ -276,7 +314,7 @@ fn choreography(
             fleet.wait_until(hard_deadline, "produced", has_produced)?;
             let after = server.memory()?;
             observed.memory = Some((before, after));
-            Ok(())
+            return Ok(());
         }
         Workload::W2a => {
             // Consumers are connected but idle while everything is enqueued.
@@ -284,14 +322,16 @@ fn choreography(
             fleet.wait_until(hard_deadline, "produced", has_produced)?;
             observed.consume_signal_ms = Some(now_ms());
             start_consumers(fleet, &consumers, hard_deadline)?;
-            end_of_run(fleet, n, hard_deadline)
         }
         Workload::W1 | Workload::W2b | Workload::W3 | Workload::W3q => {
             start_consumers(fleet, &consumers, hard_deadline)?;
             fleet.send(producer, Command::Produce)?;
-            end_of_run(fleet, n, hard_deadline)
         }
     }
+    end_of_run(fleet, n, hard_deadline, || {
+        observed.cpu.1 = cpu()?;
+        Ok(())
+    })
 }
 
 fn start_consumers(fleet: &mut Fleet, consumers: &[usize], hard_deadline: Instant) -> Result<()> {
@@ -310,7 +350,13 @@ fn start_consumers(fleet: &mut Fleet, consumers: &[usize], hard_deadline: Instan
 
 /// WORKLOADS.md "End of a run": deliveries ≥ N plus 2 s of grace; or the last due time has
 /// passed and nothing was delivered for 15 s (an error); or the hard timeout (an error).
-fn end_of_run(fleet: &mut Fleet, n: u64, hard_deadline: Instant) -> Result<()> {
+/// `at_n` runs once, as soon as N deliveries have been counted.
+fn end_of_run(
+    fleet: &mut Fleet,
+    n: u64,
+    hard_deadline: Instant,
+    mut at_n: impl FnMut() -> Result<()>,
+) -> Result<()> {
     let mut reached_n: Option<Instant> = None;
     let mut last_due_passed: Option<Instant> = None;
     loop {
@@ -321,6 +367,9 @@ fn end_of_run(fleet: &mut Fleet, n: u64, hard_deadline: Instant) -> Result<()> {
         let now = Instant::now();
         let total = fleet.consumer_total();
         if total >= n {
+            if reached_n.is_none() {
+                at_n()?;
+            }
             let since = *reached_n.get_or_insert(now);
             if now - since >= GRACE {
                 return Ok(());
