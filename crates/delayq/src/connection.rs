@@ -120,11 +120,6 @@ impl Ordinary {
         }
     }
 
-    /// True on a Redis Cluster.
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Ordinary::Cluster(_))
-    }
-
     /// Where a keyspace walk must look: the one server, or every master of a cluster (as its
     /// slot map says now).
     pub(crate) async fn scan_targets(&self) -> Result<Vec<Node>> {
@@ -369,6 +364,49 @@ impl Conn {
             }
         };
         self.check(result)
+    }
+}
+
+impl Conn {
+    /// Runs `transaction` (an atomic pipeline) on one connection: the single server's, or on
+    /// a cluster the connection to the master of `slot`, where every key of it must live.
+    /// Returns the reply of each command, ignored ones included. redis-rs's own cluster
+    /// pipelines split commands by node and never send `MULTI`, so they cannot do this.
+    pub(crate) async fn transaction_at(
+        &mut self,
+        slot: u16,
+        transaction: &Pipeline,
+    ) -> redis::RedisResult<Vec<Value>> {
+        // The replies to MULTI and to each queued command are skipped; EXEC's is kept.
+        let (offset, count) = (transaction.len() + 1, 1);
+        let replies = match self {
+            Conn::Single { manager, .. } => {
+                manager
+                    .req_packed_commands(transaction, offset, count)
+                    .await
+            }
+            Conn::Cluster(conn) => {
+                let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                conn.route_pipeline(transaction.clone(), offset, count, route)
+                    .await
+            }
+        };
+        match self.check(replies)?.pop() {
+            Some(Value::Array(results)) => match results.iter().find_map(|r| match r {
+                // A command of the transaction that failed (Redis ran the others).
+                Value::ServerError(e) => Some(e.clone()),
+                _ => None,
+            }) {
+                Some(e) => Err(e.into()),
+                None => Ok(results),
+            },
+            Some(Value::ServerError(e)) => Err(e.into()),
+            other => Err(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "a transaction did not return its results",
+                format!("{other:?}"),
+            ))),
+        }
     }
 }
 

@@ -257,9 +257,7 @@ impl Queue {
                 .collect();
             return parse_sent(value, &specs, layout.count());
         }
-        // On a cluster the script takes every batch: redis-rs's cluster pipelines do not run
-        // as one MULTI transaction, and the transaction path needs two that do.
-        if positions.iter().all(|&i| messages[i].options.id.is_none()) && !self.conn.is_cluster() {
+        if positions.iter().all(|&i| messages[i].options.id.is_none()) {
             let bodies = positions.iter().map(|&i| &prepared[i]);
             return self.send_generated(layout, k, bodies).await;
         }
@@ -296,14 +294,25 @@ impl Queue {
         reserve.atomic();
         if stride > 1 {
             // As send.lua does: sequence numbers of partition k are k modulo P.
-            reserve.cmd("SET").arg(keys.seq()).arg(k).arg("NX").ignore();
+            reserve.cmd("SET").arg(keys.seq()).arg(k).arg("NX");
         }
-        let (last_seq, (secs, micros)): (u64, (u64, u64)) = reserve
-            .incr(keys.seq(), count * stride)
-            .cmd("TIME")
-            .query_async(&mut conn)
-            .await?;
-        let first_seq = last_seq - count * stride;
+        reserve.incr(keys.seq(), count * stride).cmd("TIME");
+        let mut replies = conn.transaction_at(keys.slot(), &reserve).await?;
+        let time = replies.pop();
+        let last_seq = replies.pop();
+        let (Some(Value::Int(last_seq)), Some(Value::Array(time))) = (last_seq, time) else {
+            return Err(Error::Protocol(
+                "sequence reservation: unexpected replies".into(),
+            ));
+        };
+        let clock: Vec<u64> = time
+            .iter()
+            .filter_map(|v| redis::from_redis_value_ref::<u64>(v).ok())
+            .collect();
+        let [secs, micros] = clock[..] else {
+            return Err(Error::Protocol(format!("TIME returned {time:?}")));
+        };
+        let first_seq = last_seq as u64 - count * stride;
         let now_us = secs * 1_000_000 + micros;
         let mut zadd = redis::cmd("ZADD");
         zadd.arg(keys.pending());
@@ -318,17 +327,14 @@ impl Queue {
                 duplicate: false,
             });
         }
-        redis::pipe()
-            .atomic()
+        let mut add = redis::pipe();
+        add.atomic()
             .add_command(zadd)
-            .ignore()
             // As wake() in prelude.lua does.
             .cmd("SPUBLISH")
             .arg(keys.wake())
-            .arg(1)
-            .ignore()
-            .query_async::<()>(&mut conn)
-            .await?;
+            .arg(1);
+        conn.transaction_at(keys.slot(), &add).await?;
         Ok(sent)
     }
 
