@@ -2,13 +2,35 @@
 //! delayq kept its promise. Acknowledged sends are all processed (nothing lost), nothing is
 //! left behind, no message is ever held by two live handlers at once, none is delivered
 //! before it is due, and every duplicate has a cause the model allows: its earlier holder was
-//! killed, or could not get its ack through (lease lost, Redis or server unreachable).
+//! killed, or could not get its ack through (lease lost, Redis or server unreachable), or
+//! the two holds were of two records of one caller id (their sequence numbers differ): the
+//! producer was still retrying a send whose first copy had been handled before its last try
+//! (so the retry found no duplicate any more). A send that waits for a replica, and is retried
+//! when it did not reach one in time, makes that likely in a failover.
+//!
+//! On a Redis Cluster whose masters fail over (`run --cluster`) the rules are the same, with
+//! one more cause a duplicate may have: the earlier holder's ack was made on a master that was
+//! killed before its replica had it, so the replica that took over still had the message.
+//! Acks do not wait for replicas (only sends can), so at-least-once delivery allows this. The
+//! checker accepts it only with evidence: the message's partition (its sequence number modulo
+//! the partition count) was on the master killed, the earlier hold ended shortly before the
+//! kill (at most [`REPLICATION_LAG_US`] before it, or before the replica was cut off), and
+//! the later one started after the kill. Sends that waited for a replica must all survive; with
+//! `--no-wait` the sends a failover lost are counted instead.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::history::{read_all, Event, Fault, Outcome};
+use crate::failover::{ClusterRun, MasterKill};
+use crate::history::{read_all, Event, Fault, Outcome, REDIRECTED};
+
+/// How far a replica may lag behind its master on loopback, at most, when nothing stalls
+/// it: microseconds in practice; an ack older than this before a kill is on the replica.
+const REPLICATION_LAG_US: u64 = 1_000_000;
+
+/// The cause of a duplicate whose earlier ack a failover undid.
+const ACK_LOST: &str = "earlier ack lost in a failover (not yet on the replica promoted)";
 
 /// What was left of the queue in Redis after the run (entries per key).
 #[derive(Debug, Default, Clone)]
@@ -36,27 +58,70 @@ struct Hold {
     end: Option<u64>,
     outcome: Option<Outcome>,
     early: bool,
+    /// The message's sequence number, which names its partition.
+    seq: Option<u64>,
+}
+
+/// The window in which an ack made on `kill`'s master can have been lost with it: from
+/// [`REPLICATION_LAG_US`] before its replica stopped following (frozen, or killed with it)
+/// to the kill.
+fn ack_window(kill: &MasterKill) -> (u64, u64) {
+    let behind_from = kill.stalled_from_us.unwrap_or(kill.killed_us);
+    (
+        behind_from.saturating_sub(REPLICATION_LAG_US),
+        kill.killed_us,
+    )
+}
+
+/// The failover that can have undone `earlier`'s ack, when `later` is a redelivery of it.
+fn undone_by<'k>(cluster: &'k ClusterRun, earlier: &Hold, later: &Hold) -> Option<&'k MasterKill> {
+    let partition = (earlier.seq? % u64::from(cluster.partitions)) as u16;
+    let ended = earlier.end?;
+    cluster.kills.iter().find(|kill| {
+        let (from, to) = ack_window(kill);
+        kill.partitions.contains(&partition)
+            && (from..=to).contains(&ended)
+            && later.start > kill.killed_us
+    })
 }
 
 /// Reads the histories in `dir` and checks them.
 /// `in_redis` says whether a message id is still in Redis (in any state).
+/// `cluster` describes a run on a Redis Cluster, `None` a run on one Redis.
 pub fn check(
     dir: &Path,
     left: &Leftovers,
     faults: &BTreeMap<Fault, u32>,
+    cluster: Option<&ClusterRun>,
     in_redis: &dyn Fn(&str) -> bool,
 ) -> Result<Report, String> {
     let (events, torn) = read_all(dir).map_err(|e| format!("reading histories: {e}"))?;
     let mut sent: HashMap<String, u64> = HashMap::new();
+    // Per acknowledged id: when its send was first tried, and when it was acknowledged.
+    let mut send_times: HashMap<String, (u64, u64)> = HashMap::new();
+    // Per acknowledged id: when the try that was acknowledged began.
+    let mut last_tries: HashMap<String, u64> = HashMap::new();
     let mut holds: HashMap<String, Vec<Hold>> = HashMap::new();
     let mut ends: HashMap<(u32, String), (u64, Outcome)> = HashMap::new();
     let mut settles: HashMap<(u32, String), Vec<String>> = HashMap::new();
     let mut unsettled_pids: HashSet<u32> = HashSet::new();
     let mut killed: HashMap<u32, u64> = HashMap::new();
     let mut crashed = 0;
+    // Sends and HTTP receives a Redis Cluster redirected mid-failover that delayq (or the
+    // server) called final, not retryable.
+    let mut redirected = 0u64;
     for event in events {
         match event {
-            Event::Sent { n, id, .. } => {
+            Event::Sent {
+                n,
+                id,
+                at_us,
+                first_try_us,
+                last_try_us,
+                ..
+            } => {
+                send_times.insert(id.clone(), (first_try_us, at_us));
+                last_tries.insert(id.clone(), last_try_us);
                 sent.insert(id, n);
             }
             Event::Start {
@@ -66,6 +131,7 @@ pub fn check(
                 due_ms,
                 nb_us,
                 at_us,
+                seq,
                 ..
             } => {
                 let early = at_us < nb_us || at_us < due_ms * 1000;
@@ -76,6 +142,7 @@ pub fn check(
                     end: None,
                     outcome: None,
                     early,
+                    seq,
                 });
             }
             Event::End {
@@ -101,6 +168,7 @@ pub fn check(
                 result,
                 ..
             } => {
+                redirected += u64::from(result.contains(REDIRECTED));
                 if result.contains("settling did not finish") {
                     unsettled_pids.insert(pid);
                 }
@@ -125,6 +193,8 @@ pub fn check(
     let mut early = 0;
     let mut duplicates: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut unexplained = Vec::new();
+    // Per failover (index into the cluster's kills): the acks it undid.
+    let mut acks_lost: BTreeMap<usize, u64> = BTreeMap::new();
     let mut processed: HashSet<&str> = HashSet::new();
     let mut unacknowledged_copies = 0;
     for (id, list) in holds.iter_mut() {
@@ -159,18 +229,35 @@ pub fn check(
             }
         }
         for pair in done.windows(2) {
-            let earlier = pair[0];
+            let (earlier, later) = (pair[0], pair[1]);
+            let undone = cluster.and_then(|c| {
+                let kill = undone_by(c, earlier, later)?;
+                c.kills.iter().position(|k| std::ptr::eq(k, kill))
+            });
             let results = settles
                 .get(&(earlier.pid, id.clone()))
                 .cloned()
                 .unwrap_or_default();
-            let cause = if results.iter().any(|r| r.contains("lease")) {
+            let two_records = earlier.seq.is_some()
+                && later.seq.is_some()
+                && earlier.seq != later.seq
+                && earlier
+                    .end
+                    .is_some_and(|end| last_tries.get(id).is_some_and(|&last_try| end < last_try));
+            let cause = if two_records {
+                "a send retried after its first copy was delivered (two records, one caller id)"
+            } else if results.iter().any(|r| r.contains("lease")) {
                 "earlier ack refused, its lease had passed"
             } else if results
                 .iter()
                 .any(|r| r.contains("not settled") || r.contains("could not settle"))
             {
                 "earlier ack not confirmed: Redis or server unreachable"
+            } else if let Some(kill) = undone {
+                // Before the kill rule: a holder killed at any later time has no ack on
+                // record, but this one's was made, on a master that died right after.
+                *acks_lost.entry(kill).or_default() += 1;
+                ACK_LOST
             } else if killed
                 .get(&earlier.pid)
                 .is_some_and(|&k| k >= earlier.end.unwrap_or(0))
@@ -208,13 +295,37 @@ pub fn check(
         distinct_n.len(),
         sent.len()
     );
-    let _ = writeln!(
-        t,
-        "faults: {} worker kill -9, {} worker SIGTERM, {} Redis kill -9 (+restart), {} Redis SIGSTOP ({} s each), \
-         {} server kill -9 (+restart), {} connection cuts, {} half-open connections",
-        fault(Fault::KillWorker), fault(Fault::TermWorker), fault(Fault::KillRedis), fault(Fault::FreezeRedis),
-        crate::controller::FREEZE.as_secs(), fault(Fault::KillServer), fault(Fault::CutConnections), fault(Fault::HalfOpen),
-    );
+    match cluster {
+        None => {
+            let _ = writeln!(
+                t,
+                "faults: {} worker kill -9, {} worker SIGTERM, {} Redis kill -9 (+restart), {} Redis SIGSTOP ({} s each), \
+                 {} server kill -9 (+restart), {} connection cuts, {} half-open connections",
+                fault(Fault::KillWorker), fault(Fault::TermWorker), fault(Fault::KillRedis), fault(Fault::FreezeRedis),
+                crate::controller::FREEZE.as_secs(), fault(Fault::KillServer), fault(Fault::CutConnections), fault(Fault::HalfOpen),
+            );
+        }
+        Some(c) => {
+            let _ = writeln!(
+                t,
+                "faults: {} worker kill -9, {} worker SIGTERM, {} master kill -9 (replica promoted, old master \
+                 restarted as a replica; {} of them with the replica cut off 1 s before the kill: frozen, link dropped), \
+                 {} server kill -9 (+restart), {} cuts of every client connection (CLIENT KILL on every node)",
+                fault(Fault::KillWorker), fault(Fault::TermWorker), c.kills.len(),
+                c.kills.iter().filter(|k| k.stalled_from_us.is_some()).count(),
+                fault(Fault::KillServer), fault(Fault::CutConnections),
+            );
+            let _ = writeln!(
+                t,
+                "sends {}",
+                if c.wait {
+                    "acknowledged once a replica had them (WAIT 1, 2 s)"
+                } else {
+                    "acknowledged without waiting for replicas (--no-wait)"
+                }
+            );
+        }
+    }
     let _ = writeln!(t);
     let _ = writeln!(t, "| check | count | must be |");
     let _ = writeln!(t, "|---|---:|---|");
@@ -231,16 +342,26 @@ pub fn check(
         .map(|s| s.as_str())
         .filter(|id| !in_redis(id))
         .collect();
+    // Without WAIT a failover may lose acknowledged sends: counted, not failed.
+    let unprotected = cluster.is_some_and(|c| !c.wait);
     row(
         "acknowledged sends lost (never processed, not in Redis)",
         lost.len() as u64,
-        true,
+        !unprotected,
     );
-    row(
-        "acknowledged sends never processed",
-        never_processed.len() as u64,
-        true,
-    );
+    if unprotected {
+        row(
+            "acknowledged sends never processed, still in Redis",
+            (never_processed.len() - lost.len()) as u64,
+            true,
+        );
+    } else {
+        row(
+            "acknowledged sends never processed",
+            never_processed.len() as u64,
+            true,
+        );
+    }
     row(
         "stuck in Redis after the run (pending, in flight, dead)",
         stuck,
@@ -255,6 +376,13 @@ pub fn check(
     row("delivered before due", early, true);
     row("holders that vanished (no end, not killed)", vanished, true);
     row("processes that crashed or hung", crashed, true);
+    if cluster.is_some() {
+        row(
+            "sends and receives failed as final on a MOVED/ASK mid-failover (retried here)",
+            redirected,
+            true,
+        );
+    }
     row("history lines torn by a kill", torn as u64, false);
     row("acks refused: lease lost", lease_lost_acks as u64, false);
     row(
@@ -294,8 +422,80 @@ pub fn check(
             );
         }
     }
+    if let Some(c) = cluster {
+        let lost_times: Vec<u64> = lost
+            .iter()
+            .filter_map(|id| send_times.get(*id).map(|&(_, acked)| acked))
+            .collect();
+        failover_table(&mut t, c, &holds, &send_times, &lost_times, &acks_lost);
+    }
     let _ = writeln!(t, "{}", if passed { "PASSED" } else { "FAILED" });
     Ok(Report { passed, table: t })
+}
+
+/// Each failover as the clients saw it, in seconds after the kill.
+fn failover_table(
+    t: &mut String,
+    cluster: &ClusterRun,
+    holds: &HashMap<String, Vec<Hold>>,
+    send_times: &HashMap<String, (u64, u64)>,
+    lost_times: &[u64],
+    acks_lost: &BTreeMap<usize, u64>,
+) {
+    let secs = |us: u64| format!("{:.1} s", us as f64 / 1e6);
+    let _ = writeln!(t);
+    let _ = writeln!(
+        t,
+        "| failover | master (partitions) | replica cut off | replica promoted | \
+         deliveries from its partitions resumed | old master back as a replica | longest send meanwhile | \
+         sends lost (acknowledged in its window) | acks lost |"
+    );
+    let _ = writeln!(t, "|---|---|---|---:|---:|---:|---:|---:|---:|");
+    for (i, kill) in cluster.kills.iter().enumerate() {
+        let after = |at: u64| secs(at.saturating_sub(kill.killed_us));
+        let resumed = holds
+            .values()
+            .flatten()
+            .filter(|h| {
+                h.start > kill.killed_us
+                    && h.seq.is_some_and(|seq| {
+                        let k = (seq % u64::from(cluster.partitions)) as u16;
+                        kill.partitions.contains(&k)
+                    })
+            })
+            .map(|h| h.start)
+            .min()
+            .map_or("none".to_owned(), after);
+        // Sends under way at some point between the kill and the old master's return.
+        let longest = send_times
+            .values()
+            .filter(|&&(first, acked)| {
+                first > 0 && first <= kill.rejoined_us && acked >= kill.killed_us
+            })
+            .map(|&(first, acked)| acked - first)
+            .max()
+            .map_or("none".to_owned(), secs);
+        let (from, to) = ack_window(kill);
+        let lost = lost_times
+            .iter()
+            .filter(|&&at| (from..=to).contains(&at))
+            .count();
+        let partitions: Vec<String> = kill.partitions.iter().map(u16::to_string).collect();
+        let _ = writeln!(
+            t,
+            "| {} | node {} ({}) | {} | {} | {resumed} | {} | {longest} | {lost} | {} |",
+            i + 1,
+            kill.node,
+            partitions.join(", "),
+            kill.stalled_from_us.map_or("no".to_owned(), |f| format!(
+                "{} before the kill",
+                secs(kill.killed_us - f)
+            )),
+            after(kill.promoted_us),
+            after(kill.rejoined_us),
+            acks_lost.get(&i).copied().unwrap_or(0),
+        );
+    }
 }
 
 #[cfg(test)]
@@ -316,6 +516,8 @@ mod tests {
             batch: false,
             caller_id: true,
             duplicate: false,
+            first_try_us: 400,
+            last_try_us: 400,
         }
     }
 
@@ -329,6 +531,7 @@ mod tests {
             due_ms: 1,
             nb_us: 1_000,
             at_us,
+            seq: Some(6 * n + n % 6),
         }
     }
 
@@ -361,15 +564,40 @@ mod tests {
     }
 
     fn verdict(events: &[Event], in_redis: bool) -> Report {
+        verdict_on(events, in_redis, None)
+    }
+
+    fn verdict_on(events: &[Event], in_redis: bool, cluster: Option<&ClusterRun>) -> Report {
         let dir = tempfile::tempdir().expect("temp dir");
         let recorder = Recorder::create(&dir.path().join("all.jsonl")).expect("history");
         for e in events {
             recorder.record(e);
         }
-        check(dir.path(), &Leftovers::default(), &BTreeMap::new(), &|_| {
-            in_redis
-        })
+        check(
+            dir.path(),
+            &Leftovers::default(),
+            &BTreeMap::new(),
+            cluster,
+            &|_| in_redis,
+        )
         .expect("check")
+    }
+
+    /// A cluster run in which the master of partition `partition` (of 6) was killed at
+    /// 10,000,000 µs, without its replica frozen first.
+    fn failover(partition: u16, wait: bool) -> ClusterRun {
+        ClusterRun {
+            partitions: 6,
+            wait,
+            kills: vec![MasterKill {
+                node: 0,
+                partitions: vec![partition, partition + 3],
+                stalled_from_us: None,
+                killed_us: 10_000_000,
+                promoted_us: 13_000_000,
+                rejoined_us: 16_000_000,
+            }],
+        }
     }
 
     #[test]
@@ -498,5 +726,115 @@ mod tests {
             "{}",
             r.table
         );
+    }
+
+    /// Message 1 lives in partition 1 (its sequence number is 7). Holder 7 acked it 0.1 s
+    /// before its master was killed; the replica that took over still had it in flight.
+    fn ack_lost_in_failover() -> Vec<Event> {
+        vec![
+            sent(1),
+            start(7, 1, "a", 9_800_000),
+            end(7, 1, "a", 9_900_000),
+            acked(7, 1, "a"),
+            start(8, 1, "b", 14_000_000),
+            end(8, 1, "b", 14_100_000),
+        ]
+    }
+
+    #[test]
+    fn an_ack_lost_with_its_master_explains_a_duplicate() {
+        let r = verdict_on(&ack_lost_in_failover(), false, Some(&failover(1, true)));
+        assert!(r.passed, "{}", r.table);
+        assert!(
+            r.table.contains(&format!("| duplicates: {ACK_LOST} | 1 |")),
+            "{}",
+            r.table
+        );
+    }
+
+    #[test]
+    fn a_failover_of_another_master_explains_nothing() {
+        let r = verdict_on(&ack_lost_in_failover(), false, Some(&failover(2, true)));
+        assert!(!r.passed, "{}", r.table);
+        assert!(
+            r.table.contains("| duplicates: unexplained | 1 |"),
+            "{}",
+            r.table
+        );
+    }
+
+    #[test]
+    fn an_ack_long_before_the_kill_was_replicated() {
+        let mut events = ack_lost_in_failover();
+        events[1] = start(7, 1, "a", 5_000_000);
+        events[2] = end(7, 1, "a", 5_100_000);
+        let r = verdict_on(&events, false, Some(&failover(1, true)));
+        assert!(!r.passed, "{}", r.table);
+        assert!(
+            r.table.contains("| duplicates: unexplained | 1 |"),
+            "{}",
+            r.table
+        );
+    }
+
+    #[test]
+    fn a_lost_send_fails_with_wait_and_is_counted_without() {
+        let events = [
+            sent(1),
+            sent(2),
+            start(7, 1, "a", 2_000),
+            end(7, 1, "a", 3_000),
+        ];
+        let with_wait = verdict_on(&events, false, Some(&failover(1, true)));
+        assert!(!with_wait.passed, "{}", with_wait.table);
+        let without = verdict_on(&events, false, Some(&failover(1, false)));
+        assert!(without.passed, "{}", without.table);
+        assert!(
+            without.table.contains(
+                "| acknowledged sends lost (never processed, not in Redis) | 1 | counted |"
+            ),
+            "{}",
+            without.table
+        );
+        // Never processed but still in Redis is stuck, not lost: that fails either way.
+        let stuck = verdict_on(&events, true, Some(&failover(1, false)));
+        assert!(!stuck.passed, "{}", stuck.table);
+    }
+
+    #[test]
+    fn a_send_retried_after_its_first_copy_was_delivered_makes_two_records() {
+        // The first copy (sequence 7) is delivered and acked while the producer still
+        // retries the send, whose last try, after that, writes a second record (sequence 13).
+        let mut second = start(8, 1, "b", 3_000);
+        if let Event::Start { seq, .. } = &mut second {
+            *seq = Some(13);
+        }
+        let mut events = vec![
+            start(7, 1, "a", 2_000),
+            end(7, 1, "a", 2_100),
+            acked(7, 1, "a"),
+            second,
+            end(8, 1, "b", 3_100),
+        ];
+        let mut retried = sent(1);
+        if let Event::Sent {
+            at_us, last_try_us, ..
+        } = &mut retried
+        {
+            (*last_try_us, *at_us) = (2_200, 2_500);
+        }
+        events.insert(0, retried);
+        let r = verdict(&events, false);
+        assert!(r.passed, "{}", r.table);
+        assert!(
+            r.table.contains("(two records, one caller id) | 1 |"),
+            "{}",
+            r.table
+        );
+        // Its last try began before the first copy was handled: two records is a bug.
+        if let Event::Sent { last_try_us, .. } = &mut events[0] {
+            *last_try_us = 2_050;
+        }
+        assert!(!verdict(&events, false).passed);
     }
 }

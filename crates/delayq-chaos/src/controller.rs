@@ -2,15 +2,20 @@
 //! `delayq serve`, producers, library workers and HTTP consumers as separate processes; then,
 //! while messages come due, kills, stops, freezes and cuts them on a schedule; then lets the
 //! queue drain, stops everything gracefully and hands the histories to the checker.
+//!
+//! With `--cluster`, Redis is a Redis Cluster instead (`failover.rs`), the proxy's faults give
+//! way to master failovers, and producers send with `WAIT` for one replica (`--no-wait`: not).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
 use redis_fixture::{Proxy, RedisServer, Reply, ServerConfig};
 
 use crate::checker::{self, Leftovers};
+use crate::failover::{Cluster, ClusterRun, MasterKill};
 use crate::history::{now_us, Event, Fault, Recorder};
 use crate::plan;
 use crate::processes::{signal, Launcher, Proc, Role};
@@ -39,6 +44,15 @@ pub struct RunArgs {
     /// The `delayq` server binary (default: beside this one).
     #[arg(long)]
     delayq_bin: Option<PathBuf>,
+    /// Run on a Redis Cluster (3 masters, a replica each; the queue in 6 partitions) and
+    /// kill masters (-9) so that their replicas take over, instead of one Redis behind a
+    /// proxy. Producers all send through the library, waiting for a replica (WAIT).
+    #[arg(long)]
+    cluster: bool,
+    /// With --cluster: sends are acknowledged without waiting for a replica; the sends and
+    /// acks a failover loses are counted instead of failing the run.
+    #[arg(long, requires = "cluster")]
+    no_wait: bool,
 }
 
 /// How long the queue may take to drain once faults stop.
@@ -58,7 +72,49 @@ enum Planned {
     FreezeRedis,
     KillServer,
     HalfOpen,
+    /// Cluster: kill a master, let its replica take over, restart it.
+    KillMaster,
+    /// Cluster: the same, with the replica frozen first so that it lags behind.
+    StallAndKillMaster,
 }
+
+/// The faults at fixed points of a run on one Redis.
+const SINGLE_PLAN: &[(f64, Planned)] = &[
+    (0.15, Planned::HalfOpen),
+    (0.20, Planned::KillRedis),
+    (0.30, Planned::TermWorker),
+    (0.35, Planned::KillServer),
+    (0.40, Planned::FreezeRedis),
+    (0.55, Planned::KillRedis),
+    (0.60, Planned::HalfOpen),
+    (0.70, Planned::TermWorker),
+    (0.75, Planned::KillServer),
+    (0.85, Planned::KillRedis),
+];
+
+/// The faults at fixed points of a short run on a cluster: every master is killed once (a
+/// failover, restart and resync take about 7 s).
+const CLUSTER_SHORT_PLAN: &[(f64, Planned)] = &[
+    (0.15, Planned::KillMaster),
+    (0.30, Planned::TermWorker),
+    (0.35, Planned::KillServer),
+    (0.45, Planned::StallAndKillMaster),
+    (0.65, Planned::TermWorker),
+    (0.70, Planned::KillServer),
+    (0.75, Planned::KillMaster),
+];
+
+/// The same for a full run: every master once, then a promoted replica.
+const CLUSTER_PLAN: &[(f64, Planned)] = &[
+    (0.15, Planned::KillMaster),
+    (0.30, Planned::TermWorker),
+    (0.35, Planned::KillServer),
+    (0.40, Planned::StallAndKillMaster),
+    (0.60, Planned::KillMaster),
+    (0.70, Planned::TermWorker),
+    (0.75, Planned::KillServer),
+    (0.80, Planned::StallAndKillMaster),
+];
 
 /// Runs the whole thing; returns whether the checker passed.
 pub fn run(mut args: RunArgs) -> Result<bool, String> {
@@ -82,19 +138,38 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
         Some(bin) => bin.clone(),
         None => me.with_file_name("delayq"),
     };
+    let on = match (args.cluster, args.no_wait) {
+        (false, _) => "",
+        (true, false) => " on a Redis Cluster, sends waiting for a replica",
+        (true, true) => " on a Redis Cluster, sends not waiting for replicas",
+    };
     println!(
-        "chaos run: {} messages, {} s of faults, histories in {}",
+        "chaos run{on}: {} messages, {} s of faults, histories in {}",
         args.messages,
         args.seconds,
         dir.display()
     );
     let mut run = Run::start(&dir, me, delayq_bin, &args)?;
     let faults = run.fault_phase(&args);
+    // A failover still under way ends before anything else.
+    let faults = faults.and(run.finish_failover());
     let drained = faults.and_then(|()| run.drain());
     let leftovers = run.leftovers();
     run.stop_all();
-    let lookup = Lookup::new(&run.redis.url())?;
-    let report = checker::check(&dir, &leftovers, &run.counts, &|id| lookup.exists(id))?;
+    let (lookup, cluster) = match &run.backend {
+        Backend::Single { redis, .. } => (Lookup::new(&[redis.url()], false)?, None),
+        Backend::Cluster(cluster) => (
+            Lookup::new(cluster.node_urls(), true)?,
+            Some(ClusterRun {
+                partitions: crate::failover::PARTITIONS,
+                wait: !args.no_wait,
+                kills: cluster.kills.clone(),
+            }),
+        ),
+    };
+    let report = checker::check(&dir, &leftovers, &run.counts, cluster.as_ref(), &|id| {
+        lookup.exists(id)
+    })?;
     println!("{}", report.table);
     std::fs::write(dir.join("report.txt"), &report.table).map_err(|e| e.to_string())?;
     if let Err(why) = drained {
@@ -111,13 +186,22 @@ struct Lookup {
 }
 
 impl Lookup {
-    fn new(url: &str) -> Result<Lookup, String> {
+    /// Through the Redis at `urls[0]`, or with `cluster` the cluster of `urls`.
+    fn new(urls: &[String], cluster: bool) -> Result<Lookup, String> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| e.to_string())?;
+        let nodes: Vec<&str> = urls.iter().map(String::as_str).collect();
         let dq = runtime
-            .block_on(delayq::DelayQ::connect(url))
+            .block_on(async {
+                match cluster {
+                    true => {
+                        delayq::DelayQ::connect_cluster(&nodes, delayq::Config::default()).await
+                    }
+                    false => delayq::DelayQ::connect(nodes[0]).await,
+                }
+            })
             .map_err(|e| e.to_string())?;
         let queue = dq.queue(plan::QUEUE).map_err(|e| e.to_string())?;
         Ok(Lookup { runtime, queue })
@@ -130,36 +214,68 @@ impl Lookup {
     }
 }
 
+/// Where the queue lives.
+enum Backend {
+    /// One Redis behind a proxy that cuts connections and holds them half-open.
+    Single { redis: RedisServer, proxy: Proxy },
+    /// A Redis Cluster whose masters fail over.
+    Cluster(Cluster),
+}
+
+impl Backend {
+    /// How a library process reaches Redis: its arguments after `--redis-url` or
+    /// `--target`, and then the flag that says it is a cluster.
+    fn library_target(&self) -> (String, Option<&'static str>) {
+        match self {
+            Backend::Single { proxy, .. } => (proxy.url(), None),
+            Backend::Cluster(cluster) => (cluster.urls(), Some("--cluster")),
+        }
+    }
+
+    /// `delayq serve`'s Redis flags.
+    fn server_args(&self) -> Vec<String> {
+        match self {
+            Backend::Single { proxy, .. } => vec!["--redis-url".into(), proxy.url()],
+            Backend::Cluster(cluster) => vec!["--redis-cluster".into(), cluster.urls()],
+        }
+    }
+}
+
 struct Run {
-    redis: RedisServer,
-    proxy: Proxy,
+    backend: Backend,
     launcher: Launcher,
     server: Proc,
     server_port: u16,
     workers: Vec<Proc>,
     producers: Vec<Proc>,
-    recorder: Recorder,
+    /// Shared with the failover thread of a cluster run.
+    recorder: Arc<Recorder>,
     counts: BTreeMap<Fault, u32>,
 }
 
 impl Run {
     fn start(dir: &Path, me: PathBuf, delayq_bin: PathBuf, args: &RunArgs) -> Result<Run, String> {
-        let redis = RedisServer::start_with(ServerConfig::appendonly());
-        let proxy = Proxy::start(redis.port());
+        let backend = match args.cluster {
+            false => {
+                let redis = RedisServer::start_with(ServerConfig::appendonly());
+                let proxy = Proxy::start(redis.port());
+                Backend::Single { redis, proxy }
+            }
+            true => Backend::Cluster(Cluster::start()?),
+        };
         let mut launcher = Launcher::new(dir, me, delayq_bin);
         let server_port = redis_fixture::free_port();
-        let server = launcher.server(&proxy.url(), server_port)?;
+        let server = launcher.server_on(&backend.server_args(), server_port)?;
         let recorder =
             Recorder::create(&dir.join("controller.jsonl")).map_err(|e| e.to_string())?;
         let mut run = Run {
-            redis,
-            proxy,
+            backend,
             launcher,
             server,
             server_port,
             workers: Vec::new(),
             producers: Vec::new(),
-            recorder,
+            recorder: Arc::new(recorder),
             counts: BTreeMap::new(),
         };
         for i in 0..args.workers + args.consumers {
@@ -171,19 +287,21 @@ impl Run {
             run.spawn_worker(role)?;
         }
         // Two producers through the library, two through the API; sends fill the first 60 %
-        // of the fault phase, delays reach to 95 %.
+        // of the fault phase, delays reach to 95 %. On a cluster all four use the library:
+        // only it can wait for a replica.
         let send_secs = args.seconds as f64 * 0.6;
         let max_delay_ms = args.seconds * 350;
         let share = args.messages.div_ceil(4);
+        let (library_target, cluster_flag) = run.backend.library_target();
         for p in 0..4u64 {
-            let (via, target) = if p < 2 {
-                ("library", run.proxy.url())
+            let (via, target) = if p < 2 || args.cluster {
+                ("library", library_target.clone())
             } else {
                 ("http", run.server_url())
             };
             let from = p * share;
             let to = ((p + 1) * share).min(args.messages);
-            let producer_args = [
+            let mut producer_args: Vec<String> = [
                 "produce",
                 "--via",
                 via,
@@ -198,7 +316,14 @@ impl Run {
                 "--max-delay-ms",
                 &max_delay_ms.to_string(),
             ]
-            .map(String::from);
+            .map(String::from)
+            .into();
+            if via == "library" {
+                producer_args.extend(cluster_flag.map(String::from));
+                if args.cluster && !args.no_wait {
+                    producer_args.extend(["--wait-replicas".into(), "1".into()]);
+                }
+            }
             let producer = run
                 .launcher
                 .chaos(Role::Producer, &producer_args)
@@ -214,7 +339,12 @@ impl Run {
 
     fn spawn_worker(&mut self, role: Role) -> Result<(), String> {
         let args = match role {
-            Role::Worker => vec!["work".into(), "--redis-url".into(), self.proxy.url()],
+            Role::Worker => {
+                let (url, cluster_flag) = self.backend.library_target();
+                let mut args = vec!["work".into(), "--redis-url".into(), url];
+                args.extend(cluster_flag.map(String::from));
+                args
+            }
             _ => vec!["consume".into(), "--server".into(), self.server_url()],
         };
         let worker = self
@@ -222,6 +352,51 @@ impl Run {
             .chaos(role, &args)
             .map_err(|e| e.to_string())?;
         self.workers.push(worker);
+        Ok(())
+    }
+
+    /// The single Redis (not on a cluster).
+    fn redis(&mut self) -> Option<&mut RedisServer> {
+        match &mut self.backend {
+            Backend::Single { redis, .. } => Some(redis),
+            Backend::Cluster(_) => None,
+        }
+    }
+
+    /// The proxy in front of the single Redis (not on a cluster).
+    fn proxy(&self) -> Option<&Proxy> {
+        match &self.backend {
+            Backend::Single { proxy, .. } => Some(proxy),
+            Backend::Cluster(_) => None,
+        }
+    }
+
+    /// Counts the faults of a failover that has finished (its thread recorded them).
+    fn count_failover(&mut self, kill: Option<MasterKill>) {
+        let Some(kill) = kill else {
+            return;
+        };
+        let mut faults = vec![
+            Fault::KillMaster,
+            Fault::Promoted,
+            Fault::RestartNode,
+            Fault::Rejoined,
+        ];
+        if kill.stalled_from_us.is_some() {
+            faults.extend([Fault::FreezeReplica, Fault::ThawReplica]);
+        }
+        for fault in faults {
+            *self.counts.entry(fault).or_default() += 1;
+        }
+    }
+
+    /// Waits for the failover under way, if any (cluster runs).
+    fn finish_failover(&mut self) -> Result<(), String> {
+        let kill = match &mut self.backend {
+            Backend::Cluster(cluster) => cluster.finish()?,
+            Backend::Single { .. } => None,
+        };
+        self.count_failover(kill);
         Ok(())
     }
 
@@ -237,21 +412,15 @@ impl Run {
     /// Runs the fault schedule for `args.seconds`.
     fn fault_phase(&mut self, args: &RunArgs) -> Result<(), String> {
         let phase = Duration::from_secs(args.seconds);
-        let mut planned: Vec<(Duration, Planned)> = [
-            (0.15, Planned::HalfOpen),
-            (0.20, Planned::KillRedis),
-            (0.30, Planned::TermWorker),
-            (0.35, Planned::KillServer),
-            (0.40, Planned::FreezeRedis),
-            (0.55, Planned::KillRedis),
-            (0.60, Planned::HalfOpen),
-            (0.70, Planned::TermWorker),
-            (0.75, Planned::KillServer),
-            (0.85, Planned::KillRedis),
-        ]
-        .into_iter()
-        .map(|(at, what)| (phase.mul_f64(at), what))
-        .collect();
+        let plan = match (args.cluster, args.short) {
+            (false, _) => SINGLE_PLAN,
+            (true, true) => CLUSTER_SHORT_PLAN,
+            (true, false) => CLUSTER_PLAN,
+        };
+        let mut planned: Vec<(Duration, Planned)> = plan
+            .iter()
+            .map(|&(at, what)| (phase.mul_f64(at), what))
+            .collect();
         planned.reverse();
         let mut rng = rand::rng();
         let started = Instant::now();
@@ -267,47 +436,72 @@ impl Run {
             }
             if now >= next_cut {
                 next_cut = now + Duration::from_millis(rng.random_range(4000..8000));
-                self.proxy.cut_all();
+                match &self.backend {
+                    Backend::Single { proxy, .. } => proxy.cut_all(),
+                    Backend::Cluster(cluster) => cluster.cut_all(),
+                }
                 self.note(Fault::CutConnections, None);
             }
+            if let Backend::Cluster(cluster) = &mut self.backend {
+                let finished = cluster.poll()?;
+                self.count_failover(finished);
+            }
             while planned.last().is_some_and(|(at, _)| *at <= now) {
-                let Some((_, what)) = planned.pop() else {
+                let Some((at, what)) = planned.pop() else {
                     break;
                 };
-                self.planned(what, rng.random_range(0..1000))?;
+                if !self.planned(what, rng.random_range(0..1000))? {
+                    // Not now (a failover is still under way): a second later.
+                    planned.push((at + Duration::from_secs(1), what));
+                    planned.sort_by_key(|p| std::cmp::Reverse(p.0));
+                    break;
+                }
             }
         }
         Ok(())
     }
 
-    fn planned(&mut self, what: Planned, pick: usize) -> Result<(), String> {
+    /// Injects one planned fault; false if it has to wait.
+    fn planned(&mut self, what: Planned, pick: usize) -> Result<bool, String> {
         match what {
             Planned::HalfOpen => {
-                if self.proxy.hold_half_open(pick) {
+                if self.proxy().is_some_and(|p| p.hold_half_open(pick)) {
                     self.note(Fault::HalfOpen, None);
                 }
             }
             Planned::KillRedis => {
-                self.redis.kill();
+                let redis = self.redis().ok_or("no single Redis to kill")?;
+                redis.kill();
                 self.note(Fault::KillRedis, None);
                 std::thread::sleep(REDIS_DOWN);
-                self.redis.restart();
+                self.redis().ok_or("no single Redis")?.restart();
                 self.note(Fault::RestartRedis, None);
             }
             Planned::FreezeRedis => {
-                let pid = self.redis.pid().ok_or("Redis is not running")?;
+                let redis = self.redis().ok_or("no single Redis to freeze")?;
+                let pid = redis.pid().ok_or("Redis is not running")?;
                 signal(pid, "STOP")?;
                 self.note(Fault::FreezeRedis, Some(pid));
                 std::thread::sleep(FREEZE);
                 signal(pid, "CONT")?;
                 self.note(Fault::ThawRedis, Some(pid));
             }
+            Planned::KillMaster | Planned::StallAndKillMaster => {
+                let Backend::Cluster(cluster) = &mut self.backend else {
+                    return Err("no cluster to fail over".into());
+                };
+                let stall = matches!(what, Planned::StallAndKillMaster);
+                let chosen = cluster.begin_failover(stall, self.recorder.clone())?;
+                return Ok(chosen.is_some());
+            }
             Planned::KillServer => {
                 let pid = self.server.pid();
                 let _ = self.server.child.kill();
                 let _ = self.server.child.wait();
                 self.note(Fault::KillServer, Some(pid));
-                self.server = self.launcher.server(&self.proxy.url(), self.server_port)?;
+                self.server = self
+                    .launcher
+                    .server_on(&self.backend.server_args(), self.server_port)?;
                 self.note(Fault::RestartServer, Some(self.server.pid()));
             }
             Planned::TermWorker => {
@@ -316,7 +510,7 @@ impl Run {
                         .terminated
                         .is_none()
                 }) else {
-                    return Ok(());
+                    return Ok(true);
                 };
                 let i = (i + pick) % self.workers.len();
                 let pid = self.workers[i].pid();
@@ -327,7 +521,7 @@ impl Run {
                 self.spawn_worker(role)?;
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Kills (-9) a worker that is not shutting down already, and starts another.
@@ -382,7 +576,9 @@ impl Run {
         if self.server.exited().is_some() {
             let pid = self.server.pid();
             self.note(Fault::Crashed, Some(pid));
-            self.server = self.launcher.server(&self.proxy.url(), self.server_port)?;
+            self.server = self
+                .launcher
+                .server_on(&self.backend.server_args(), self.server_port)?;
         }
         let mut p = 0;
         while p < self.producers.len() {
@@ -420,10 +616,14 @@ impl Run {
     }
 
     /// What is left of the queue in Redis.
-    fn leftovers(&self) -> Leftovers {
+    fn leftovers(&mut self) -> Leftovers {
+        let redis = match &mut self.backend {
+            Backend::Single { redis, .. } => redis,
+            Backend::Cluster(cluster) => return cluster.leftovers(),
+        };
         let count = |cmd: &str, key: &str| -> u64 {
             let key = format!("dq:{{{}}}:{key}", plan::QUEUE);
-            match self.redis.command(&[cmd, &key]) {
+            match redis.command(&[cmd, &key]) {
                 Ok(Reply::Int(n)) => n.max(0) as u64,
                 _ => u64::MAX,
             }

@@ -10,6 +10,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+/// How a producer or HTTP consumer records a call that failed because a Redis Cluster
+/// redirected it (`MOVED`, `ASK`) while a master failed over, and that delayq (or the server,
+/// with a 500) calls final rather than retryable: it retries it anyway, so that the run goes
+/// on, and the checker counts these `Settle` events.
+pub const REDIRECTED: &str = "redirected mid-failover, not retryable by delayq";
+
+/// Whether an error's text is a cluster redirect, as redis-rs shows one (`Moved: 2025
+/// 127.0.0.1:7001`, `Ask: ...`).
+pub fn is_redirect(text: &str) -> bool {
+    text.contains("Moved: ") || text.contains("Ask: ")
+}
+
 /// Microseconds since the Unix epoch by this host's clock. Every process of a run is on the
 /// same host as Redis, so their times and Redis's can be compared.
 pub fn now_us() -> u64 {
@@ -33,6 +45,13 @@ pub enum Event {
         batch: bool,
         caller_id: bool,
         duplicate: bool,
+        /// When the first try of this send began (µs; 0 in histories from before it was
+        /// recorded): `at_us - first_try_us` is how long the producer waited for the ack.
+        #[serde(default)]
+        first_try_us: u64,
+        /// When the try that was acknowledged began (µs; 0 in older histories).
+        #[serde(default)]
+        last_try_us: u64,
     },
     /// A handler started on a delivery.
     Start {
@@ -44,6 +63,10 @@ pub enum Event {
         due_ms: u64,
         nb_us: u64,
         at_us: u64,
+        /// The message's sequence number (from its receipt), which names its partition:
+        /// sequence modulo the partition count.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
     },
     /// That handler stopped.
     End {
@@ -97,6 +120,17 @@ pub enum Fault {
     RestartServer,
     CutConnections,
     HalfOpen,
+    /// Redis Cluster (`run --cluster`): a master killed with `-9`.
+    KillMaster,
+    /// A replica stopped (SIGSTOP) so that it lags behind its master, which is killed next.
+    FreezeReplica,
+    ThawReplica,
+    /// The cluster is whole again after a master kill: its replica took over.
+    Promoted,
+    /// The killed master started again (it rejoins as a replica).
+    RestartNode,
+    /// The restarted node is a replica in sync again.
+    Rejoined,
     /// A process that was not killed died on its own: always a failure.
     Crashed,
 }

@@ -22,6 +22,16 @@ pub struct Started<'a> {
     pub attempt: u32,
     pub due_ms: u64,
     pub payload: Payload,
+    /// The message's sequence number, if its receipt told it ([`seq_of_receipt`]).
+    pub seq: Option<u64>,
+}
+
+/// The sequence number in a receipt's text: 12 hex digits of lease token, then 12 of
+/// sequence (`delayq::Receipt`'s text form).
+pub fn seq_of_receipt(receipt: &str) -> Option<u64> {
+    receipt
+        .get(12..24)
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
 }
 
 impl Holding {
@@ -37,6 +47,7 @@ impl Holding {
             due_ms: started.due_ms,
             nb_us: started.payload.nb,
             at_us: now_us(),
+            seq: started.seq,
         });
         Holding {
             recorder,

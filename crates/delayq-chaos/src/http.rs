@@ -26,6 +26,14 @@ pub struct HttpQueue {
     base: String,
 }
 
+impl CallError {
+    /// The server failed the call (500) because its Redis Cluster redirected it mid-failover:
+    /// a delayq bug (it should be a 503), retried by this harness and counted.
+    pub fn redirected(&self) -> bool {
+        self.status == Some(500) && crate::history::is_redirect(&self.message)
+    }
+}
+
 impl HttpQueue {
     /// Talks to the server at `base` (`http://127.0.0.1:PORT`).
     pub fn new(base: &str) -> Result<HttpQueue, String> {

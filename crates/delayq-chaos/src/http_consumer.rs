@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::history::{now_us, Event, Outcome, Payload, Recorder};
+use crate::history::{now_us, Event, Outcome, Payload, Recorder, REDIRECTED};
 use crate::holding::{Holding, Started};
 use crate::http::HttpQueue;
 use crate::plan;
@@ -47,6 +47,17 @@ pub async fn run(args: ConsumeArgs) -> Result<(), String> {
         let deliveries = match answer {
             Ok(answer) => answer["deliveries"].as_array().cloned().unwrap_or_default(),
             Err(e) if e.retryable => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(e) if e.redirected() => {
+                recorder.record(&Event::Settle {
+                    pid: std::process::id(),
+                    id: None,
+                    token: None,
+                    result: format!("/receive {REDIRECTED}: {}", e.message),
+                    at_us: now_us(),
+                });
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -88,6 +99,7 @@ async fn handle(
             attempt: delivery["attempt"].as_u64().unwrap_or(0) as u32,
             due_ms: delivery["due_ms"].as_u64().unwrap_or(0),
             payload,
+            seq: crate::holding::seq_of_receipt(receipt),
         },
     );
     let attempt = delivery["attempt"].as_u64().unwrap_or(0) as u32;

@@ -2,17 +2,20 @@
 //! real kills, a recorded history, and a checker that reads it.
 //!
 //! * `delayq-chaos run` (full: 20,000 messages, 150 s of faults) or `run --short` (CI: 2,000
-//!   messages, 40 s) does everything: see `controller.rs`.
+//!   messages, 40 s) does everything: see `controller.rs`. `run --cluster` does it on a Redis
+//!   Cluster whose masters fail over, sends waiting for a replica (`--no-wait`: not).
 //! * `produce`, `work` and `consume` are the processes the controller starts.
 //! * `delayq-chaos soak` is the long steady-rate run (by hand: 30 min at 5,000 msgs/s), with
 //!   its processes `soak-produce`, `soak-work` and `soak-consume` (`soak/`).
 //!
 //! Layout: `plan.rs` (what each message is), `history.rs` (the recorded events),
 //! `producer.rs`, `worker.rs`, `http_consumer.rs`, `holding.rs` (the processes' sides),
-//! `processes.rs` and `controller.rs` (starting and hurting them), `checker.rs` (the verdict).
+//! `processes.rs` and `controller.rs` (starting and hurting them), `failover.rs` (the Redis
+//! Cluster of `run --cluster` and its failovers), `checker.rs` (the verdict).
 
 mod checker;
 mod controller;
+mod failover;
 mod history;
 mod holding;
 mod http;

@@ -82,11 +82,19 @@ impl Launcher {
 
     /// Starts `delayq serve` on `port` against `redis_url` and waits until it answers.
     pub fn server(&mut self, redis_url: &str, port: u16) -> Result<Proc, String> {
+        self.server_on(&["--redis-url".into(), redis_url.into()], port)
+    }
+
+    /// Starts `delayq serve` on `port` with `redis_args` (`--redis-url URL` or
+    /// `--redis-cluster URL,URL`) and waits until it answers.
+    pub fn server_on(&mut self, redis_args: &[String], port: u16) -> Result<Proc, String> {
         self.started += 1;
         let log = self.dir.join(format!("server-{}.log", self.started));
         let log_file = File::create(&log).map_err(|e| format!("{log:?}: {e}"))?;
         let child = Command::new(&self.delayq_bin)
-            .args(["serve", "--redis-url", redis_url, "--listen"])
+            .arg("serve")
+            .args(redis_args)
+            .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())

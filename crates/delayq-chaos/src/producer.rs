@@ -2,6 +2,8 @@
 //! library or the HTTP API, single and in batches, with and without caller ids, and records
 //! each send once it is acknowledged. A send that fails because Redis or the server is
 //! unreachable is retried as it was (same caller id, same payload) until it is acknowledged.
+//! On a Redis Cluster, library sends may wait for a replica (`--wait-replicas`); one that
+//! did not reach it in time is retried the same way.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -10,12 +12,15 @@ use delayq::{DelayQ, Message, PayloadKind, Queue, SendOptions};
 use rand::Rng;
 use serde_json::{json, Value};
 
-use crate::history::{now_us, Event, Payload, Recorder};
+use crate::history::{now_us, Event, Payload, Recorder, REDIRECTED};
 use crate::http::HttpQueue;
 use crate::plan;
 
 /// Longest a producer keeps retrying one send before it gives up (and fails the run).
 const GIVE_UP: Duration = Duration::from_secs(120);
+
+/// How long a send with `--wait-replicas` waits for its replicas before it is retried.
+const REPLICA_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Settings of one producer process.
 #[derive(clap::Args, Debug)]
@@ -38,6 +43,13 @@ pub struct ProduceArgs {
     /// Longest delay, in ms; each message's is uniform from 0 to this.
     #[arg(long)]
     max_delay_ms: u64,
+    /// `--target` (library) lists the node URLs of a Redis Cluster, comma-separated.
+    #[arg(long)]
+    cluster: bool,
+    /// Library sends are acknowledged only once this many replicas have them (Redis `WAIT`,
+    /// [`REPLICA_TIMEOUT`] at most; fewer is retried); 0 does not wait.
+    #[arg(long, default_value_t = 0)]
+    wait_replicas: u32,
     /// History file.
     #[arg(long)]
     out: PathBuf,
@@ -57,7 +69,8 @@ struct Item {
 type Acked = Vec<(String, bool)>;
 
 enum Sender {
-    Library(Box<Queue>),
+    /// A queue handle, and the replicas each send waits for (0: none).
+    Library(Box<Queue>, u32),
     Http(HttpQueue),
 }
 
@@ -66,8 +79,14 @@ pub async fn run(args: ProduceArgs) -> Result<(), String> {
     let recorder = Recorder::create(&args.out).map_err(|e| format!("{:?}: {e}", args.out))?;
     let sender = match args.via.as_str() {
         "library" => {
-            let dq = connect(&args.target).await?;
-            Sender::Library(Box::new(dq.queue(plan::QUEUE).map_err(|e| e.to_string())?))
+            // A `WAIT` must not outlast the response timeout, or it ends as a timeout.
+            let timeout = match args.wait_replicas {
+                0 => Duration::from_secs(1),
+                _ => REPLICA_TIMEOUT + Duration::from_secs(1),
+            };
+            let dq = connect_to(&args.target, args.cluster, timeout).await?;
+            let queue = dq.queue(plan::QUEUE).map_err(|e| e.to_string())?;
+            Sender::Library(Box::new(queue), args.wait_replicas)
         }
         "http" => Sender::Http(HttpQueue::new(&args.target)?),
         other => return Err(format!("--via is library or http, not {other}")),
@@ -80,12 +99,12 @@ pub async fn run(args: ProduceArgs) -> Result<(), String> {
         tokio::time::sleep_until((started + due_to_send).into()).await;
         let items: Vec<Item> = (n..group_end).map(|n| item(n, args.max_delay_ms)).collect();
         if plan::is_batch(n / plan::GROUP) {
-            let acked = retrying(|| sender.send(&items, true)).await?;
-            record(&recorder, &items, &acked, &args.via, true);
+            let tries = retrying(&recorder, || sender.send(&items, true)).await?;
+            record(&recorder, &items, &tries, &args.via, true);
         } else {
             for one in items.chunks(1) {
-                let acked = retrying(|| sender.send(one, false)).await?;
-                record(&recorder, one, &acked, &args.via, false);
+                let tries = retrying(&recorder, || sender.send(one, false)).await?;
+                record(&recorder, one, &tries, &args.via, false);
             }
         }
         n = group_end;
@@ -95,10 +114,26 @@ pub async fn run(args: ProduceArgs) -> Result<(), String> {
 
 /// Connects to Redis, waiting while it is down (the controller may have just killed it).
 pub async fn connect(url: &str) -> Result<DelayQ, String> {
-    let config = delayq::Config::default().response_timeout(Duration::from_secs(1));
+    connect_to(url, false, Duration::from_secs(1)).await
+}
+
+/// Connects to the Redis at `url`, or with `cluster` to the Redis Cluster whose node URLs
+/// `url` lists (comma-separated), with `response_timeout`; waits while it is down.
+pub async fn connect_to(
+    url: &str,
+    cluster: bool,
+    response_timeout: Duration,
+) -> Result<DelayQ, String> {
+    let config = delayq::Config::default().response_timeout(response_timeout);
+    let nodes: Vec<&str> = url.split(',').collect();
     let give_up = Instant::now() + GIVE_UP;
     loop {
-        match DelayQ::connect_with(url, config.clone()).await {
+        let connected = if cluster {
+            DelayQ::connect_cluster(&nodes, config.clone()).await
+        } else {
+            DelayQ::connect_with(url, config.clone()).await
+        };
+        match connected {
             Ok(dq) => return Ok(dq),
             Err(e) if e.is_retryable() && Instant::now() < give_up => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -126,8 +161,8 @@ fn item(n: u64, max_delay_ms: u64) -> Item {
     }
 }
 
-fn record(recorder: &Recorder, items: &[Item], acked: &Acked, via: &str, batch: bool) {
-    for (item, (id, duplicate)) in items.iter().zip(acked) {
+fn record(recorder: &Recorder, items: &[Item], tries: &Tries, via: &str, batch: bool) {
+    for (item, (id, duplicate)) in items.iter().zip(&tries.acked) {
         recorder.record(&Event::Sent {
             n: item.n,
             id: id.clone(),
@@ -137,22 +172,49 @@ fn record(recorder: &Recorder, items: &[Item], acked: &Acked, via: &str, batch: 
             batch,
             caller_id: item.caller_id.is_some(),
             duplicate: *duplicate,
+            first_try_us: tries.first_us,
+            last_try_us: tries.last_us,
         });
     }
 }
 
-/// Calls `send` until it succeeds, retrying what is worth retrying for up to [`GIVE_UP`].
-async fn retrying<F, Fut>(send: F) -> Result<Acked, String>
+/// A send that succeeded, and when its first and its last (successful) try began.
+struct Tries {
+    acked: Acked,
+    first_us: u64,
+    last_us: u64,
+}
+
+/// Calls `send` until it succeeds, retrying what is worth retrying for up to [`GIVE_UP`];
+/// records each retry of a [`REDIRECTED`] call.
+async fn retrying<F, Fut>(recorder: &Recorder, send: F) -> Result<Tries, String>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<Acked, (bool, String)>>,
 {
     let give_up = Instant::now() + GIVE_UP;
     let mut pause = Duration::from_millis(50);
+    let first_us = now_us();
     loop {
+        let last_us = now_us();
         match send().await {
-            Ok(acked) => return Ok(acked),
-            Err((true, _)) if Instant::now() < give_up => {
+            Ok(acked) => {
+                return Ok(Tries {
+                    acked,
+                    first_us,
+                    last_us,
+                })
+            }
+            Err((true, why)) if Instant::now() < give_up => {
+                if why.contains(REDIRECTED) {
+                    recorder.record(&Event::Settle {
+                        pid: std::process::id(),
+                        id: None,
+                        token: None,
+                        result: format!("send {why}"),
+                        at_us: now_us(),
+                    });
+                }
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(500));
             }
@@ -165,23 +227,26 @@ impl Sender {
     /// Sends `items` (as one batch when `batch`); on failure, whether to retry and why.
     async fn send(&self, items: &[Item], batch: bool) -> Result<Acked, (bool, String)> {
         match self {
-            Sender::Library(queue) => {
+            Sender::Library(queue, replicas) => {
                 let result = if batch {
                     let messages: Vec<Message> = items
                         .iter()
-                        .map(|i| Message::new(i.payload.to_json(), options(i)))
+                        .map(|i| Message::new(i.payload.to_json(), options(i, *replicas)))
                         .collect();
                     queue.send_batch(&messages).await
                 } else {
                     let i = &items[0];
                     queue
-                        .send(i.payload.to_json(), &options(i))
+                        .send(i.payload.to_json(), &options(i, *replicas))
                         .await
                         .map(|s| vec![s])
                 };
                 result
                     .map(|sent| sent.into_iter().map(|s| (s.id, s.duplicate)).collect())
-                    .map_err(|e| (e.is_retryable(), e.to_string()))
+                    .map_err(|e| match redirected(&e) {
+                        true => (true, format!("{REDIRECTED}: {e}")),
+                        false => (e.is_retryable(), e.to_string()),
+                    })
             }
             Sender::Http(http) => {
                 let answer = if batch {
@@ -192,7 +257,10 @@ impl Sender {
                         .await
                         .map(|one| json!({ "results": [one] }))
                 };
-                let answer = answer.map_err(|e| (e.retryable, e.message))?;
+                let answer = answer.map_err(|e| match e.redirected() {
+                    true => (true, format!("{REDIRECTED}: {}", e.message)),
+                    false => (e.retryable, e.message),
+                })?;
                 let results = answer["results"].as_array().cloned().unwrap_or_default();
                 if results.len() != items.len() {
                     return Err((
@@ -212,7 +280,16 @@ impl Sender {
     }
 }
 
-fn options(item: &Item) -> SendOptions {
+/// A call a Redis Cluster redirected (`MOVED`, `ASK`) more often than redis-rs follows,
+/// while a master failed over: delayq does not call it retryable, though it is.
+fn redirected(e: &delayq::Error) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    matches!(e, delayq::Error::Redis(r)
+        if matches!(r.kind(), ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask)))
+        && !e.is_retryable()
+}
+
+fn options(item: &Item, replicas: u32) -> SendOptions {
     let mut options = SendOptions::new()
         .max_attempts(plan::MAX_ATTEMPTS)
         .backoff(plan::backoff())
@@ -224,6 +301,9 @@ fn options(item: &Item) -> SendOptions {
     };
     if let Some(id) = &item.caller_id {
         options = options.id(id.clone());
+    }
+    if replicas > 0 {
+        options = options.replicas(replicas, REPLICA_TIMEOUT);
     }
     options
 }

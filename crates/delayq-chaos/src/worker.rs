@@ -20,9 +20,12 @@ use crate::plan;
 /// Settings of one worker process.
 #[derive(clap::Args, Debug)]
 pub struct WorkArgs {
-    /// Redis URL.
+    /// Redis URL (with `--cluster`: the cluster's node URLs, comma-separated).
     #[arg(long)]
     redis_url: String,
+    /// `--redis-url` lists the nodes of a Redis Cluster.
+    #[arg(long)]
+    cluster: bool,
     /// History file.
     #[arg(long)]
     out: PathBuf,
@@ -40,7 +43,8 @@ pub async fn run(args: WorkArgs) -> Result<(), String> {
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .with(tracing_subscriber::EnvFilter::new("warn"))
         .init();
-    let dq = crate::producer::connect(&args.redis_url).await?;
+    let dq =
+        crate::producer::connect_to(&args.redis_url, args.cluster, Duration::from_secs(1)).await?;
     let queue = dq.queue(plan::QUEUE).map_err(|e| e.to_string())?;
     let worker = WorkerBuilder::new(queue)
         .concurrency(args.concurrency)
@@ -68,6 +72,7 @@ async fn handle(recorder: Arc<Recorder>, delivery: Delivery) -> Result<(), Strin
             attempt: delivery.attempt,
             due_ms: delivery.due_ms,
             payload,
+            seq: crate::holding::seq_of_receipt(&delivery.receipt().to_string()),
         },
     );
     if plan::fails(payload.n, delivery.attempt) {
