@@ -360,22 +360,11 @@ async fn workers_follow_a_busy_partition_resharded_to_another_master() {
         .await
         .expect("connect to the cluster");
     let q = dq.create_queue(&name, 3).await.expect("create");
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
-    let worker = {
-        let seen = seen.clone();
+    let (mut running, seen) = spawn_recording_worker(
         delayq::worker::WorkerBuilder::new(q.clone())
             .concurrency(4)
-            .lease(Duration::from_secs(2))
-            .build(move |d: delayq::Delivery| {
-                let seen = seen.clone();
-                async move {
-                    seen.lock().expect("lock").insert(d.id);
-                    Ok::<(), String>(())
-                }
-            })
-            .expect("build worker")
-    };
-    let mut running = spawn_worker(worker);
+            .lease(Duration::from_secs(2)),
+    );
     // Producers keep sending (due over the next second) while the slot moves.
     let producer = {
         let q = q.clone();
@@ -405,7 +394,7 @@ async fn workers_follow_a_busy_partition_resharded_to_another_master() {
         })
     };
     wait_until(Duration::from_secs(10), "traffic under way", || async {
-        seen.lock().expect("lock").len() >= 100
+        seen.ids().len() >= 100
     })
     .await;
     let count = usize::from(slot - 5461) + 1;
@@ -422,7 +411,7 @@ async fn workers_follow_a_busy_partition_resharded_to_another_master() {
     .await;
     running.stop();
     running.join().await;
-    let seen = seen.lock().expect("lock");
+    let seen = seen.ids();
     let lost: Vec<&String> = acknowledged
         .iter()
         .filter(|id| !seen.contains(*id))

@@ -207,3 +207,41 @@ impl GlobalLogs {
             .collect()
     }
 }
+
+/// Ids seen by handlers, shared with the test.
+#[derive(Clone, Default)]
+pub struct Seen(std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+impl Seen {
+    pub fn insert(&self, id: &str) {
+        self.0.lock().expect("seen lock").insert(id.to_owned());
+    }
+
+    pub fn contains_all<'a>(&self, ids: impl IntoIterator<Item = &'a String>) -> bool {
+        let seen = self.0.lock().expect("seen lock");
+        ids.into_iter().all(|id| seen.contains(id))
+    }
+
+    /// The ids seen so far.
+    pub fn ids(&self) -> std::collections::HashSet<String> {
+        self.0.lock().expect("seen lock").clone()
+    }
+}
+
+/// Runs a worker from `builder` whose handler only records each delivery's id (and acks).
+pub fn spawn_recording_worker(builder: delayq::worker::WorkerBuilder) -> (RunningWorker, Seen) {
+    let seen = Seen::default();
+    let worker = builder
+        .build({
+            let seen = seen.clone();
+            move |d: delayq::Delivery| {
+                let seen = seen.clone();
+                async move {
+                    seen.insert(&d.id);
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    (spawn_worker(worker), seen)
+}

@@ -296,21 +296,8 @@ async fn receipts_and_dead_letters_span_the_partitions() {
 async fn a_worker_serves_every_partition() {
     let (_server, dq) = setup().await;
     let q = dq.create_queue("work", 4).await.expect("create");
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(HashSet::new()));
-    let worker = {
-        let seen = seen.clone();
-        delayq::worker::WorkerBuilder::new(q.clone())
-            .concurrency(8)
-            .build(move |d: delayq::Delivery| {
-                let seen = seen.clone();
-                async move {
-                    seen.lock().expect("lock").insert(d.id);
-                    Ok::<(), String>(())
-                }
-            })
-            .expect("build worker")
-    };
-    let mut running = spawn_worker(worker);
+    let (mut running, seen) =
+        spawn_recording_worker(delayq::worker::WorkerBuilder::new(q.clone()).concurrency(8));
     let mut ids = HashSet::new();
     for i in 0..200 {
         ids.insert(
@@ -326,7 +313,7 @@ async fn a_worker_serves_every_partition() {
     .await;
     running.stop();
     running.join().await;
-    assert_eq!(*seen.lock().expect("lock"), ids);
+    assert_eq!(seen.ids(), ids);
 }
 
 #[tokio::test]

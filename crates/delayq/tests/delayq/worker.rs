@@ -15,21 +15,6 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::common::*;
 
-/// Ids seen by handlers, shared with the test.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<HashSet<String>>>);
-
-impl Seen {
-    fn insert(&self, id: &str) {
-        self.0.lock().expect("seen lock").insert(id.to_owned());
-    }
-
-    fn contains_all<'a>(&self, ids: impl IntoIterator<Item = &'a String>) -> bool {
-        let seen = self.0.lock().expect("seen lock");
-        ids.into_iter().all(|id| seen.contains(id))
-    }
-}
-
 #[tokio::test]
 async fn handler_ok_acks_the_message() {
     let (_server, dq) = setup().await;
