@@ -1,11 +1,13 @@
 """Schemathesis hooks for delayq's API fuzzing (run.sh): a request the server rejects (4xx)
-must change nothing in Redis.
+must change nothing in Redis, and no request gets a 5xx but the one the fuzzed deployment
+makes right (below).
 
 Before each call the whole Redis data set is digested (every key's DUMP, in one script call);
 after a 4xx answer it is digested again and must be the same. Claim records are left out:
 they expire by themselves with their lease, whatever the request did.
 """
 
+import json
 import os
 import subprocess
 
@@ -56,3 +58,22 @@ def rejected_request_changes_nothing(ctx, response, case):
             f"{response.status_code} but changed Redis"
         )
     return None
+
+
+@schemathesis.check
+def no_server_error(ctx, response, case):
+    """Any 5xx fails, except 503 `not_replicated`: the fuzzed server's Redis has no replicas,
+    so a send that asks for one is written and answered so, as documented."""
+    if response.status_code < 500:
+        return None
+    if response.status_code == 503:
+        try:
+            code = json.loads(response.text)["error"]["code"]
+        except (ValueError, KeyError, TypeError):
+            code = None
+        if code == "not_replicated":
+            return None
+    raise AssertionError(
+        f"{case.method} {case.formatted_path} got a server error {response.status_code}: "
+        f"{response.text[:200]}"
+    )
