@@ -372,6 +372,11 @@ impl Conn {
     /// a cluster the connection to the master of `slot`, where every key of it must live.
     /// Returns the reply of each command, ignored ones included. redis-rs's own cluster
     /// pipelines split commands by node and never send `MULTI`, so they cannot do this.
+    ///
+    /// After a reshard or failover the master last known for `slot` may answer every queued
+    /// command with `MOVED` and abort the transaction, which redis-rs does not follow as it
+    /// follows a plain `MOVED`. Nothing of an aborted transaction ran, so it is sent again to
+    /// the node named, a few times at most.
     pub(crate) async fn transaction_at(
         &mut self,
         slot: u16,
@@ -386,9 +391,21 @@ impl Conn {
                     .await
             }
             Conn::Cluster(conn) => {
-                let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
-                conn.route_pipeline(transaction.clone(), offset, count, route)
-                    .await
+                let mut route =
+                    SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                let mut redirects = 0;
+                loop {
+                    let replies = conn
+                        .route_pipeline(transaction.clone(), offset, count, route)
+                        .await;
+                    match replies.as_ref().err().and_then(aborted_by_moved) {
+                        Some((host, port)) if redirects < MAX_TRANSACTION_REDIRECTS => {
+                            redirects += 1;
+                            route = SingleNodeRoutingInfo::ByAddress { host, port };
+                        }
+                        _ => break replies,
+                    }
+                }
             }
         };
         match self.check(replies)?.pop() {
@@ -408,6 +425,31 @@ impl Conn {
             ))),
         }
     }
+}
+
+/// How many times [`Conn::transaction_at`] follows a `MOVED` before it hands the error back
+/// (retryable): as many as redis-rs follows for a plain command.
+const MAX_TRANSACTION_REDIRECTS: usize = 3;
+
+/// The node (host, port) that a transaction aborted because its slot had moved should go to.
+fn aborted_by_moved(e: &redis::RedisError) -> Option<(String, u16)> {
+    if e.kind() != redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort) {
+        return None;
+    }
+    let errors = e.clone().into_server_errors()?;
+    let moved_to = |(_, e): &(usize, redis::ServerError)| -> Option<(String, u16)> {
+        if e.kind() != Some(redis::ServerErrorKind::Moved) {
+            return None;
+        }
+        // "MOVED <slot> <host>:<port>": the details are "<slot> <host>:<port>".
+        let address = e.details()?.split_ascii_whitespace().nth(1)?;
+        let (host, port) = address.rsplit_once(':')?;
+        Some((host.to_owned(), port.parse().ok()?))
+    };
+    let mut targets = errors.iter().map(moved_to);
+    let first = targets.next()??;
+    // Every queued command must have been refused the same way: then none ran.
+    targets.all(|t| t.as_ref() == Some(&first)).then_some(first)
 }
 
 impl ConnectionLike for Conn {

@@ -76,22 +76,33 @@ impl Error {
     /// settling on these; so can callers.
     pub fn is_retryable(&self) -> bool {
         use redis::{ErrorKind, ServerErrorKind};
+        let passing = |kind: ServerErrorKind| {
+            matches!(
+                kind,
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::ReadOnly
+                    | ServerErrorKind::Moved
+                    | ServerErrorKind::Ask
+            )
+        };
         match self {
-            Error::Redis(e) => {
-                self.is_connection_error()
-                    || matches!(
-                        e.kind(),
-                        ErrorKind::Server(
-                            ServerErrorKind::BusyLoading
-                                | ServerErrorKind::TryAgain
-                                | ServerErrorKind::MasterDown
-                                | ServerErrorKind::ClusterDown
-                                | ServerErrorKind::ReadOnly
-                                | ServerErrorKind::Moved
-                                | ServerErrorKind::Ask
-                        ) | ErrorKind::MasterNameNotFoundBySentinel
-                    )
-            }
+            Error::Redis(e) => match e.kind() {
+                _ if self.is_connection_error() => true,
+                ErrorKind::MasterNameNotFoundBySentinel => true,
+                // A transaction (a batch without caller ids) that Redis refused whole: it is
+                // retryable when every command in it was refused for a passing reason.
+                ErrorKind::Server(ServerErrorKind::ExecAbort) => {
+                    e.clone().into_server_errors().is_some_and(|errors| {
+                        !errors.is_empty()
+                            && errors.iter().all(|(_, e)| e.kind().is_some_and(passing))
+                    })
+                }
+                ErrorKind::Server(kind) => passing(kind),
+                _ => false,
+            },
             // Written but maybe not durable: a retry with the same caller id is safe.
             Error::NotReplicated { .. } => true,
             _ => false,

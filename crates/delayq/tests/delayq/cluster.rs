@@ -426,3 +426,83 @@ async fn workers_follow_a_busy_partition_resharded_to_another_master() {
     let left = cluster.nodes()[from].cli(&["KEYS", &format!("dq:{{{name}}}:*")]);
     assert!(left.trim().is_empty(), "keys left behind: {left}");
 }
+
+#[tokio::test]
+async fn a_batch_without_ids_follows_its_slot_to_another_master() {
+    // A batch without caller ids goes as a MULTI transaction to the master the client last
+    // knew for the queue's slot. After a reshard, that master answers each queued command
+    // with MOVED and aborts the transaction; the batch must land on the new owner.
+    let cluster = RedisCluster::start(3, 0);
+    let name = (0..)
+        .map(|i| format!("mv{i}"))
+        .find(|n| (5461..5561).contains(&redis_fixture::key_slot(n)))
+        .expect("a name in range");
+    let slot = redis_fixture::key_slot(&name);
+    let from = cluster.node_for_slot(slot);
+    let to = cluster
+        .masters()
+        .into_iter()
+        .find(|&m| m != from)
+        .expect("another master");
+    let dq = DelayQ::connect_cluster(&[&cluster.urls()[to]], delayq::Config::default())
+        .await
+        .expect("connect to the cluster");
+    let q = queue(&dq, &name);
+    let hour = Duration::from_secs(3600);
+    let batch = || {
+        [
+            Message::new("a", SendOptions::new().delay(hour)),
+            Message::new("b", SendOptions::new().delay(hour)),
+        ]
+    };
+    q.send_batch(&batch()).await.expect("batch before the move");
+    let count = usize::from(slot - 5461) + 1;
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.reshard(from, to, count);
+        cluster
+    })
+    .await
+    .expect("reshard");
+    assert_eq!(cluster.node_for_slot(slot), to, "the slot moved");
+    let sent = q.send_batch(&batch()).await.expect("batch after the move");
+    assert_eq!(sent.len(), 2);
+    assert_eq!(q.stats().await.expect("stats").delayed, 4);
+}
+
+#[tokio::test]
+async fn a_batch_refused_while_the_cluster_is_down_is_retryable() {
+    // With a master dead and no replica to replace it, the cluster is down: its other masters
+    // refuse every keyed command with CLUSTERDOWN, the queued commands of a transaction (a
+    // batch without caller ids) included, and Redis aborts it. Nothing ran, and the batch
+    // works once the cluster is whole again: a retryable error, as for a plain send.
+    let mut cluster = RedisCluster::start(3, 0);
+    let name = QUEUE;
+    let owner = cluster.node_for_key(&format!("{{{name}}}"));
+    let dead = cluster
+        .masters()
+        .into_iter()
+        .find(|&m| m != owner)
+        .expect("another master");
+    let dq = DelayQ::connect_cluster(&[&cluster.urls()[owner]], delayq::Config::default())
+        .await
+        .expect("connect to the cluster");
+    let q = queue(&dq, name);
+    let batch = [
+        Message::new("a", SendOptions::new()),
+        Message::new("b", SendOptions::new()),
+    ];
+    q.send_batch(&batch).await.expect("batch while whole");
+    cluster.kill(dead);
+    wait_until(Duration::from_secs(30), "the cluster is down", || {
+        let info = cluster.nodes()[owner].cli(&["CLUSTER", "INFO"]);
+        async move { info.contains("cluster_state:fail") }
+    })
+    .await;
+    let err = q.send_batch(&batch).await.expect_err("the cluster is down");
+    assert!(err.is_retryable(), "{err}");
+    let err = q
+        .send(b"c", &SendOptions::new().id("c"))
+        .await
+        .expect_err("the cluster is down");
+    assert!(err.is_retryable(), "{err}");
+}
