@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -35,6 +36,8 @@ pub const PARTITIONS: u16 = 6;
 const LAG: Duration = Duration::from_secs(1);
 /// How long a frozen replica stays frozen in all (like the single-node run's frozen Redis).
 const FROZEN: Duration = crate::controller::FREEZE;
+/// [`Cluster::frozen`] when no node is frozen.
+const NOT_FROZEN: usize = usize::MAX;
 /// How long the killed master stays down once its replica has taken over.
 const DOWN: Duration = Duration::from_secs(2);
 /// Longest a failover, or taking a restarted node back, may take.
@@ -70,6 +73,9 @@ pub struct ClusterRun {
 pub struct Cluster {
     /// Shared with the failover thread: kill and restart take it exclusively.
     nodes: Arc<RwLock<RedisCluster>>,
+    /// The node the failover thread has frozen ([`NOT_FROZEN`] if none): a command to it
+    /// would wait out the fixture's call timeout, holding up the run's other faults.
+    frozen: Arc<AtomicUsize>,
     urls: Vec<String>,
     /// Partition number → its hash tag, as found in Redis (a partition appears with its
     /// first message).
@@ -90,6 +96,7 @@ impl Cluster {
         let spared = nodes.masters();
         let cluster = Cluster {
             nodes: Arc::new(RwLock::new(nodes)),
+            frozen: Arc::new(AtomicUsize::new(NOT_FROZEN)),
             urls,
             tags: BTreeMap::new(),
             running: None,
@@ -161,7 +168,9 @@ impl Cluster {
             .ok_or_else(|| format!("master {target} has no replica to take over"))?;
         self.spared.retain(|&m| m != target);
         let nodes = self.nodes.clone();
+        let frozen = self.frozen.clone();
         self.running = Some(std::thread::spawn(move || {
+            let stall = stall.then_some(&*frozen);
             fail_over(&nodes, &recorder, target, replica, partitions, stall)
         }));
         Ok(Some(target))
@@ -188,10 +197,14 @@ impl Cluster {
     }
 
     /// Cuts every client connection on every node (`CLIENT KILL`): the cluster's version of
-    /// the single-node run's proxy cut. Replication and the cluster bus are left alone.
+    /// the single-node run's proxy cut. Replication and the cluster bus are left alone, and
+    /// so is a frozen replica: it has no clients, and would not answer.
     pub fn cut_all(&self) {
         let nodes = self.read();
-        for node in nodes.nodes().iter().filter(|n| n.pid().is_some()) {
+        for (i, node) in nodes.nodes().iter().enumerate() {
+            if node.pid().is_none() || self.frozen.load(Ordering::SeqCst) == i {
+                continue;
+            }
             let _ = node.command(&["CLIENT", "KILL", "TYPE", "normal"]);
             let _ = node.command(&["CLIENT", "KILL", "TYPE", "pubsub"]);
         }
@@ -292,32 +305,43 @@ impl Cluster {
     }
 }
 
-/// A failover: (stall the replica,) kill the master, wait for the replica to take over,
-/// start the old master again and wait until it is a replica in sync.
+/// A failover: (stall the replica, marking it in `stall`,) kill the master, wait for the
+/// replica to take over, start the old master again and wait until it is a replica in sync.
 fn fail_over(
     nodes: &RwLock<RedisCluster>,
     recorder: &Recorder,
     target: usize,
     replica: usize,
     partitions: Vec<u16>,
-    stall: bool,
+    stall: Option<&AtomicUsize>,
 ) -> Result<MasterKill, String> {
     let note = |fault: Fault, pid: Option<u32>| {
         let at_us = now_us();
         recorder.record(&Event::Fault { fault, pid, at_us });
         at_us
     };
+    let thaw = |pid: u32| {
+        let thawed = signal(pid, "CONT");
+        if let Some(marker) = stall {
+            marker.store(NOT_FROZEN, Ordering::SeqCst);
+        }
+        thawed
+    };
     let frozen = match stall {
-        true => {
+        Some(marker) => {
             let pid = read(nodes).nodes()[replica]
                 .pid()
                 .ok_or("the replica is not running")?;
-            signal(pid, "STOP")?;
+            marker.store(replica, Ordering::SeqCst);
+            if let Err(e) = signal(pid, "STOP") {
+                marker.store(NOT_FROZEN, Ordering::SeqCst);
+                return Err(e);
+            }
             note(Fault::FreezeReplica, Some(pid));
             // The frozen replica cannot reconnect: from now on nothing reaches it.
             let cut = read(nodes).nodes()[target].command(&["CLIENT", "KILL", "TYPE", "replica"]);
             if !matches!(cut, Ok(Reply::Int(n)) if n > 0) {
-                let _ = signal(pid, "CONT");
+                let _ = thaw(pid);
                 return Err(format!(
                     "cannot cut master {target} off its replica: {cut:?}"
                 ));
@@ -326,7 +350,7 @@ fn fail_over(
             std::thread::sleep(LAG);
             Some((pid, at))
         }
-        false => None,
+        None => None,
     };
     let killed = (|| {
         let pid = read(nodes).nodes()[target].pid();
@@ -335,7 +359,7 @@ fn fail_over(
         if let Some((pid, from)) = frozen {
             let thaw_at = from + FROZEN.as_micros() as u64;
             std::thread::sleep(Duration::from_micros(thaw_at.saturating_sub(now_us())));
-            signal(pid, "CONT")?;
+            thaw(pid)?;
             note(Fault::ThawReplica, Some(pid));
         }
         Ok::<_, String>(killed_us)
@@ -344,7 +368,7 @@ fn fail_over(
         Ok(at) => at,
         Err(e) => {
             if let Some((pid, _)) = frozen {
-                let _ = signal(pid, "CONT");
+                let _ = thaw(pid);
             }
             return Err(e);
         }

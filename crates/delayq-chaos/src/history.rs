@@ -49,9 +49,6 @@ pub enum Event {
         /// recorded): `at_us - first_try_us` is how long the producer waited for the ack.
         #[serde(default)]
         first_try_us: u64,
-        /// When the try that was acknowledged began (µs; 0 in older histories).
-        #[serde(default)]
-        last_try_us: u64,
     },
     /// A handler started on a delivery.
     Start {

@@ -173,16 +173,14 @@ fn record(recorder: &Recorder, items: &[Item], tries: &Tries, via: &str, batch: 
             caller_id: item.caller_id.is_some(),
             duplicate: *duplicate,
             first_try_us: tries.first_us,
-            last_try_us: tries.last_us,
         });
     }
 }
 
-/// A send that succeeded, and when its first and its last (successful) try began.
+/// A send that succeeded, and when its first try began.
 struct Tries {
     acked: Acked,
     first_us: u64,
-    last_us: u64,
 }
 
 /// Calls `send` until it succeeds, retrying what is worth retrying for up to [`GIVE_UP`];
@@ -196,15 +194,8 @@ where
     let mut pause = Duration::from_millis(50);
     let first_us = now_us();
     loop {
-        let last_us = now_us();
         match send().await {
-            Ok(acked) => {
-                return Ok(Tries {
-                    acked,
-                    first_us,
-                    last_us,
-                })
-            }
+            Ok(acked) => return Ok(Tries { acked, first_us }),
             Err((true, why)) if Instant::now() < give_up => {
                 if why.contains(REDIRECTED) {
                     recorder.record(&Event::Settle {
