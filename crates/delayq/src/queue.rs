@@ -169,8 +169,8 @@ impl Queue {
         };
         let value = match options.replicas {
             None => {
-                let mut inv = send_invocation(&layout, k);
-                push_prepared(&mut inv, options, &prepared);
+                let mut inv = invocation(layout.part(k), &SCRIPTS.send);
+                send_args(&mut inv, &layout, k, [(options, &prepared)]);
                 self.invoke(&inv).await?
             }
             Some(replicas) => {
@@ -261,12 +261,15 @@ impl Queue {
             let bodies = positions.iter().map(|&i| &prepared[i]);
             return self.send_generated(layout, k, bodies).await;
         }
-        let mut inv = send_invocation(layout, k);
-        let mut specs = Vec::with_capacity(positions.len());
-        for &i in positions {
-            push_prepared(&mut inv, &messages[i].options, &prepared[i]);
-            specs.push((&messages[i].options, prepared[i].0));
-        }
+        let mut inv = invocation(layout.part(k), &SCRIPTS.send);
+        let items = positions
+            .iter()
+            .map(|&i| (&messages[i].options, &prepared[i]));
+        send_args(&mut inv, layout, k, items);
+        let specs: Vec<_> = positions
+            .iter()
+            .map(|&i| (&messages[i].options, prepared[i].0))
+            .collect();
         parse_sent(self.invoke(&inv).await?, &specs, layout.count())
     }
 
@@ -1126,8 +1129,7 @@ pub(crate) fn invocation<'a>(keys: &Keys, script: &'a Script) -> ScriptInvocatio
     inv
 }
 
-/// `send.lua` on partition `k` as a plain `EVALSHA` command (to pipeline with `WAIT`), with
-/// the same arguments as [`send_invocation`] and [`push_prepared`] give.
+/// `send.lua` on partition `k` as a plain `EVALSHA` command, to pipeline with `WAIT`.
 fn replicated_send<'m>(
     layout: &Layout,
     k: usize,
@@ -1135,34 +1137,43 @@ fn replicated_send<'m>(
 ) -> redis::Cmd {
     let keys = layout.part(k).all();
     let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(SCRIPTS.send.get_hash())
-        .arg(keys.len())
-        .arg(keys)
-        .arg(layout.count())
-        .arg(k);
-    for (options, (due, body)) in items {
-        cmd.arg(options.id.as_deref().unwrap_or(""))
-            .arg(due.arg())
-            .arg(body.as_slice());
-    }
+    cmd.arg(SCRIPTS.send.get_hash()).arg(keys.len()).arg(keys);
+    send_args(&mut cmd, layout, k, items);
     cmd
 }
 
-/// `send.lua` on partition `k`: it numbers messages k modulo P.
-fn send_invocation(layout: &Layout, k: usize) -> ScriptInvocation<'static> {
-    let mut inv = invocation(layout.part(k), &SCRIPTS.send);
-    inv.arg(layout.count()).arg(k);
-    inv
+/// Where `send.lua`'s arguments go: a script invocation, or an `EVALSHA` command.
+trait ArgSink {
+    fn push(&mut self, arg: impl redis::ToRedisArgs);
 }
 
-fn push_prepared(
-    inv: &mut ScriptInvocation<'_>,
-    options: &SendOptions,
-    (due, body): &(DueSpec, Vec<u8>),
+impl ArgSink for ScriptInvocation<'_> {
+    fn push(&mut self, arg: impl redis::ToRedisArgs) {
+        self.arg(arg);
+    }
+}
+
+impl ArgSink for redis::Cmd {
+    fn push(&mut self, arg: impl redis::ToRedisArgs) {
+        self.arg(arg);
+    }
+}
+
+/// `send.lua`'s arguments for partition `k` (P and k: it numbers messages k modulo P), then
+/// each message's caller id (or ''), due time and record body.
+fn send_args<'m>(
+    args: &mut impl ArgSink,
+    layout: &Layout,
+    k: usize,
+    items: impl IntoIterator<Item = (&'m SendOptions, &'m (DueSpec, Vec<u8>))>,
 ) {
-    inv.arg(options.id.as_deref().unwrap_or(""))
-        .arg(due.arg())
-        .arg(body.as_slice());
+    args.push(layout.count());
+    args.push(k);
+    for (options, (due, body)) in items {
+        args.push(options.id.as_deref().unwrap_or(""));
+        args.push(due.arg());
+        args.push(body.as_slice());
+    }
 }
 
 /// A lease's name in Redis: sequence bytes then the 48-bit token, big-endian.
