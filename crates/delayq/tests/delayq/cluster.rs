@@ -339,27 +339,63 @@ async fn a_send_waits_for_the_replicas_it_asks_for() {
     assert_eq!(counts(&q).await[1], 43);
 }
 
+/// A queue name whose slot (that of its partition 0) sits among the first slots of the second
+/// master (redis-cli gives three masters 0-5460, 5461-10922, 10923-16383), so that moving
+/// that master's lowest slots up to it moves the queue, keys and all; with the master that
+/// owns it, another, and a client connected through the other.
+struct Movable {
+    name: String,
+    slot: u16,
+    from: usize,
+    to: usize,
+    dq: DelayQ,
+}
+
+impl Movable {
+    async fn find(cluster: &RedisCluster, prefix: &str) -> Movable {
+        let name = (0..)
+            .map(|i| format!("{prefix}{i}"))
+            .find(|n| (5461..5561).contains(&redis_fixture::key_slot(n)))
+            .expect("a name in range");
+        let slot = redis_fixture::key_slot(&name);
+        let from = cluster.node_for_slot(slot);
+        let to = cluster
+            .masters()
+            .into_iter()
+            .find(|&m| m != from)
+            .expect("another master");
+        let dq = DelayQ::connect_cluster(&[&cluster.urls()[to]], delayq::Config::default())
+            .await
+            .expect("connect to the cluster");
+        Movable {
+            name,
+            slot,
+            from,
+            to,
+            dq,
+        }
+    }
+
+    /// Moves the queue's slot to the other master with `redis-cli --cluster reshard`.
+    async fn reshard(&self, cluster: RedisCluster) -> RedisCluster {
+        let (from, to, count) = (self.from, self.to, usize::from(self.slot - 5461) + 1);
+        let cluster = tokio::task::spawn_blocking(move || {
+            cluster.reshard(from, to, count);
+            cluster
+        })
+        .await
+        .expect("reshard");
+        assert_eq!(cluster.node_for_slot(self.slot), to, "the slot moved");
+        cluster
+    }
+}
+
 #[tokio::test]
 async fn workers_follow_a_busy_partition_resharded_to_another_master() {
     let cluster = RedisCluster::start(3, 0);
-    // A queue whose partition 0 (its own name) sits among the first slots of the second
-    // master (redis-cli gives three masters 0-5460, 5461-10922, 10923-16383): moving that
-    // master's lowest slots up to it moves the partition, keys and all.
-    let name = (0..)
-        .map(|i| format!("rs{i}"))
-        .find(|n| (5461..5561).contains(&redis_fixture::key_slot(n)))
-        .expect("a name in range");
-    let slot = redis_fixture::key_slot(&name);
-    let from = cluster.node_for_slot(slot);
-    let to = cluster
-        .masters()
-        .into_iter()
-        .find(|&m| m != from)
-        .expect("another master");
-    let dq = DelayQ::connect_cluster(&[&cluster.urls()[to]], delayq::Config::default())
-        .await
-        .expect("connect to the cluster");
-    let q = dq.create_queue(&name, 3).await.expect("create");
+    let moving = Movable::find(&cluster, "rs").await;
+    let (name, from) = (&moving.name, moving.from);
+    let q = moving.dq.create_queue(name, 3).await.expect("create");
     let (mut running, seen) = spawn_recording_worker(
         delayq::worker::WorkerBuilder::new(q.clone())
             .concurrency(4)
@@ -397,13 +433,7 @@ async fn workers_follow_a_busy_partition_resharded_to_another_master() {
         seen.ids().len() >= 100
     })
     .await;
-    let count = usize::from(slot - 5461) + 1;
-    let reshard = tokio::task::spawn_blocking(move || {
-        cluster.reshard(from, to, count);
-        cluster
-    });
-    let cluster = reshard.await.expect("reshard");
-    assert_eq!(cluster.node_for_slot(slot), to, "the partition moved");
+    let cluster = moving.reshard(cluster).await;
     let acknowledged = producer.await.expect("producer");
     wait_until(Duration::from_secs(30), "every message handled", || async {
         is_empty(&q).await
@@ -433,21 +463,8 @@ async fn a_batch_without_ids_follows_its_slot_to_another_master() {
     // knew for the queue's slot. After a reshard, that master answers each queued command
     // with MOVED and aborts the transaction; the batch must land on the new owner.
     let cluster = RedisCluster::start(3, 0);
-    let name = (0..)
-        .map(|i| format!("mv{i}"))
-        .find(|n| (5461..5561).contains(&redis_fixture::key_slot(n)))
-        .expect("a name in range");
-    let slot = redis_fixture::key_slot(&name);
-    let from = cluster.node_for_slot(slot);
-    let to = cluster
-        .masters()
-        .into_iter()
-        .find(|&m| m != from)
-        .expect("another master");
-    let dq = DelayQ::connect_cluster(&[&cluster.urls()[to]], delayq::Config::default())
-        .await
-        .expect("connect to the cluster");
-    let q = queue(&dq, &name);
+    let moving = Movable::find(&cluster, "mv").await;
+    let q = queue(&moving.dq, &moving.name);
     let hour = Duration::from_secs(3600);
     let batch = || {
         [
@@ -456,14 +473,7 @@ async fn a_batch_without_ids_follows_its_slot_to_another_master() {
         ]
     };
     q.send_batch(&batch()).await.expect("batch before the move");
-    let count = usize::from(slot - 5461) + 1;
-    let cluster = tokio::task::spawn_blocking(move || {
-        cluster.reshard(from, to, count);
-        cluster
-    })
-    .await
-    .expect("reshard");
-    assert_eq!(cluster.node_for_slot(slot), to, "the slot moved");
+    let _cluster = moving.reshard(cluster).await;
     let sent = q.send_batch(&batch()).await.expect("batch after the move");
     assert_eq!(sent.len(), 2);
     assert_eq!(q.stats().await.expect("stats").delayed, 4);
