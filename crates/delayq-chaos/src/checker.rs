@@ -47,6 +47,22 @@ pub struct Leftovers {
     pub errors: u64,
 }
 
+impl Leftovers {
+    /// Counts each of the queue's keys with `count(command, key name)` (`ZCARD` or `HLEN`;
+    /// `u64::MAX` when it could not be read).
+    pub fn counted(count: impl Fn(&str, &str) -> u64) -> Leftovers {
+        Leftovers {
+            pending: count("ZCARD", "pending"),
+            in_flight: count("ZCARD", "leases"),
+            dead: count("ZCARD", "dead"),
+            index: count("HLEN", "index"),
+            held: count("HLEN", "held"),
+            dead_records: count("HLEN", "dead:msgs"),
+            errors: count("HLEN", "errors"),
+        }
+    }
+}
+
 /// The checker's verdict.
 pub struct Report {
     pub passed: bool,

@@ -628,15 +628,7 @@ impl Run {
                 _ => u64::MAX,
             }
         };
-        Leftovers {
-            pending: count("ZCARD", "pending"),
-            in_flight: count("ZCARD", "leases"),
-            dead: count("ZCARD", "dead"),
-            index: count("HLEN", "index"),
-            held: count("HLEN", "held"),
-            dead_records: count("HLEN", "dead:msgs"),
-            errors: count("HLEN", "errors"),
-        }
+        Leftovers::counted(count)
     }
 
     /// SIGTERMs every process and waits for each (killing what does not stop in time).

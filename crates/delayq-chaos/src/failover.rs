@@ -293,15 +293,7 @@ impl Cluster {
             }
             total
         };
-        Leftovers {
-            pending: count("ZCARD", "pending"),
-            in_flight: count("ZCARD", "leases"),
-            dead: count("ZCARD", "dead"),
-            index: count("HLEN", "index"),
-            held: count("HLEN", "held"),
-            dead_records: count("HLEN", "dead:msgs"),
-            errors: count("HLEN", "errors"),
-        }
+        Leftovers::counted(count)
     }
 }
 
