@@ -89,8 +89,9 @@ pub async fn render(state: &AppState, handle: &PrometheusHandle) -> ApiResult<St
                 metrics::gauge!("delayq_messages", "queue" => q.clone(), "state" => st)
                     .set(n as f64);
             }
-            metrics::gauge!("delayq_oldest_ready_lag_seconds", "queue" => q)
+            metrics::gauge!("delayq_oldest_ready_lag_seconds", "queue" => q.clone())
                 .set(s.oldest_ready_lag_ms as f64 / 1000.0);
+            metrics::gauge!("delayq_queue_paused", "queue" => q).set(f64::from(u8::from(s.paused)));
         }
         *state
             .gauge_cache()

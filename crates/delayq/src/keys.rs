@@ -11,7 +11,7 @@ use crate::QueueName;
 /// order.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    all: [String; 9],
+    all: [String; 10],
     prefix: String,
     /// The Redis Cluster slot of every key here.
     slot: u16,
@@ -45,6 +45,8 @@ impl Keys {
                 // Shard channel (not a key: nothing is stored) on which scripts wake waiting
                 // consumers; passed in KEYS so that it is known to share the queue's slot.
                 key("wake"),
+                // HASH: the partition's settings. `paused` is there while the queue is paused.
+                key("control"),
             ],
             prefix,
             slot: crate::partitions::slot(tag),

@@ -128,6 +128,9 @@ pub struct Stats {
     pub dead: u64,
     /// How long the oldest due-but-unclaimed message has been due, in ms (0 when none).
     pub oldest_ready_lag_ms: u64,
+    /// Paused ([`Queue::pause`](crate::Queue::pause)): nothing is delivered. On a queue of
+    /// several partitions, true when any of them is (a pause that failed part-way).
+    pub paused: bool,
 }
 
 /// How a failed delivery ended.

@@ -28,6 +28,7 @@ pub(crate) struct Scripts {
     pub(crate) dead_requeue: Script,
     pub(crate) dead_purge: Script,
     pub(crate) bury: Script,
+    pub(crate) pause: Script,
     /// Not a queue script: needs no prelude.
     pub(crate) partitions: Script,
 }
@@ -46,6 +47,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dead_requeue: with_prelude(include_str!("scripts/dead_requeue.lua")),
     dead_purge: with_prelude(include_str!("scripts/dead_purge.lua")),
     bury: with_prelude(include_str!("scripts/bury.lua")),
+    pause: with_prelude(include_str!("scripts/pause.lua")),
     partitions: Script::new(include_str!("scripts/partitions.lua")),
 });
 
@@ -216,6 +218,7 @@ mod tests {
                 &s.dead_purge,
                 vec![b("oldest"), b("x")],
             ),
+            ("pause: neither 1 nor 0", &s.pause, vec![b("yes")]),
         ];
         for (what, script, args) in cases {
             let before = snapshot(&server);

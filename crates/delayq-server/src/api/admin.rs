@@ -1,4 +1,5 @@
-//! Admin routes: queues and their stats, dead letters (list, requeue, purge).
+//! Admin routes: queues and their stats, pause and resume, dead letters (list, requeue,
+//! purge).
 
 use axum::extract::{Query, State};
 
@@ -26,6 +27,8 @@ struct StatsOut {
     oldest_ready_lag_ms: u64,
     /// How many partitions the queue is spread over.
     partitions: u16,
+    /// Paused: no consumer is given a message until it is resumed.
+    paused: bool,
 }
 
 impl StatsOut {
@@ -39,6 +42,7 @@ impl StatsOut {
             dead: s.dead,
             oldest_ready_lag_ms: s.oldest_ready_lag_ms,
             partitions: queue.partitions().await?,
+            paused: s.paused,
         })
     }
 }
@@ -94,6 +98,35 @@ pub async fn create(
     state.authorize(&headers, Role::Admin)?;
     let create: CreateQueue = parse(&body)?;
     let q = state.dq().create_queue(&queue, create.partitions).await?;
+    Ok(Json(StatsOut::of(&q).await?))
+}
+
+/// `POST /v1/queues/{queue}/pause`: no consumer is given a message until the queue is
+/// resumed; sends are still accepted and messages in flight settle as usual. Answers the
+/// queue's stats.
+#[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn pause(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let q = state.queue(&queue)?;
+    q.pause().await?;
+    Ok(Json(StatsOut::of(&q).await?))
+}
+
+/// `POST /v1/queues/{queue}/resume`: consumers are given messages again at once. Answers
+/// the queue's stats.
+#[utoipa::path(post, path = "/v1/queues/{queue}/resume", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn resume(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let q = state.queue(&queue)?;
+    q.resume().await?;
     Ok(Json(StatsOut::of(&q).await?))
 }
 

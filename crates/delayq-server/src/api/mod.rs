@@ -9,7 +9,8 @@
 //! | `POST /v1/queues/{queue}/messages/{id}/reschedule` | send |
 //! | `POST /v1/queues/{queue}/receive`, `ack`, `nack`, `extend`, `release` | consume |
 //! | `POST /v1/receive` (several queues: strict order or weights) | consume |
-//! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats) | admin |
+//! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats), `PUT` (create) | admin |
+//! | `POST /v1/queues/{queue}/pause`, `POST .../resume` | admin |
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
 //! | `GET /metrics` (Prometheus text) | admin |
 //! | `GET /openapi.json` (this table, as OpenAPI 3.1), `GET /readyz` (Redis answers) | any |
@@ -87,6 +88,8 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::dead_list))
         .routes(routes!(admin::requeue))
         .routes(routes!(admin::purge))
+        .routes(routes!(admin::pause))
+        .routes(routes!(admin::resume))
 }
 
 #[derive(utoipa::OpenApi)]
@@ -97,7 +100,7 @@ fn routes() -> OpenApiRouter<AppState> {
     tags(
         (name = "produce", description = "Send, get, cancel, reschedule (role send)"),
         (name = "consume", description = "Receive and settle by receipt (role consume)"),
-        (name = "admin", description = "Queues, stats, dead letters, metrics (role admin)"),
+        (name = "admin", description = "Queues, stats, pause and resume, dead letters, metrics (role admin)"),
         (name = "probes", description = "Health (no token) and readiness (any token)"),
     )
 )]

@@ -93,6 +93,19 @@ pub enum AdminCommand {
         #[arg(long)]
         partitions: u16,
     },
+    /// Pause a queue: no consumer is given a message until it is resumed. Sends are still
+    /// accepted; messages in flight settle as usual.
+    Pause {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+    },
+    /// Resume a paused queue.
+    Resume {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+    },
     /// Dead letters: list, requeue, purge.
     #[command(subcommand)]
     Dead(DeadCommand),
@@ -305,6 +318,18 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 format!("{queue}: {partitions} partition(s)")
             })
         }
+        AdminCommand::Pause { common, queue } => {
+            common.connect().await?.queue(&queue)?.pause().await?;
+            print(&common, &json!({ "queue": queue, "paused": true }), || {
+                format!("{queue}: paused")
+            })
+        }
+        AdminCommand::Resume { common, queue } => {
+            common.connect().await?.queue(&queue)?.resume().await?;
+            print(&common, &json!({ "queue": queue, "paused": false }), || {
+                format!("{queue}: resumed")
+            })
+        }
         AdminCommand::Dead(dead) => run_dead(dead).await,
     }
 }
@@ -435,18 +460,20 @@ fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
     json!({
         "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
         "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "partitions": partitions,
+        "paused": s.paused,
     })
 }
 
 fn stats_table(rows: &[(String, Stats, u16)]) -> String {
     let mut t = format!(
-        "{:<32} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}",
-        "QUEUE", "DELAYED", "READY", "IN FLIGHT", "DEAD", "LAG MS", "PARTITIONS"
+        "{:<32} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}  {}",
+        "QUEUE", "DELAYED", "READY", "IN FLIGHT", "DEAD", "LAG MS", "PARTITIONS", "STATE"
     );
     for (name, s, partitions) in rows {
+        let state = if s.paused { "paused" } else { "active" };
         t.push_str(&format!(
-            "\n{:<32} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}",
-            name, s.delayed, s.ready, s.in_flight, s.dead, s.oldest_ready_lag_ms, partitions
+            "\n{:<32} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}  {}",
+            name, s.delayed, s.ready, s.in_flight, s.dead, s.oldest_ready_lag_ms, partitions, state
         ));
     }
     t

@@ -305,3 +305,22 @@ fn redis_cluster_takes_the_cluster_nodes() {
         "--redis-url and --redis-cluster together"
     );
 }
+
+#[test]
+fn pause_and_resume_a_queue() {
+    let redis = RedisServer::start();
+    ok(&redis, &["send", "jobs", "m"]);
+    assert_eq!(
+        json(&redis, &["pause", "jobs"]),
+        serde_json::json!({ "queue": "jobs", "paused": true })
+    );
+    let stats = json(&redis, &["stats", "jobs"]);
+    assert_eq!(stats[0]["paused"], true);
+    let table = ok(&redis, &["stats", "jobs"]);
+    assert!(table.contains("paused"), "{table}");
+    let resumed = ok(&redis, &["resume", "jobs"]);
+    assert!(resumed.contains("jobs: resumed"), "{resumed}");
+    assert_eq!(json(&redis, &["stats", "jobs"])[0]["paused"], false);
+    let refused = fails(&redis, &["pause", "no!such"]);
+    assert!(refused.contains("queue name"), "{refused}");
+}

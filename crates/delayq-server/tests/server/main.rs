@@ -10,6 +10,7 @@ mod errors;
 mod metrics;
 mod openapi;
 mod partitions;
+mod pause;
 mod produce;
 mod serve;
 mod slow_clients;

@@ -31,6 +31,8 @@ const ROUTES: &[&str] = &[
     "GET /v1/queues/{queue}/dead",
     "POST /v1/queues/{queue}/requeue",
     "POST /v1/queues/{queue}/purge",
+    "POST /v1/queues/{queue}/pause",
+    "POST /v1/queues/{queue}/resume",
 ];
 
 async fn document(s: &TestServer) -> Value {

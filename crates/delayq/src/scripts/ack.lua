@@ -1,7 +1,8 @@
 #!lua flags=allow-oom
 -- ack.lua: completes deliveries; the message is gone for good.
 -- Allowed at maxmemory: it frees memory.
--- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
+-- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control
 -- ARGV: per delivery a triple: lease member (seq .. token), id, '1' if the id is explicit
 -- Returns per delivery: 1 acked, 0 lease lost (token stale or lease expired; nothing changed).
 check_groups(3, 'ack')

@@ -1,9 +1,11 @@
 #!lua flags=allow-oom
 -- claim.lua: the heart of receive. Reclaims expired leases (each counted as a failed attempt),
--- then moves up to `max` due messages from pending to in flight under fresh lease tokens.
+-- then moves up to `max` due messages from pending to in flight under fresh lease tokens,
+-- unless the queue is paused.
 -- Allowed at maxmemory: draining the queue must not need free memory.
--- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
--- KEYS[10]: the consumer's claim record (Keys::claim_record): which messages its last claim took
+-- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control
+-- KEYS[11]: the consumer's claim record (Keys::claim_record): which messages its last claim took
 -- ARGV[1] max messages  ARGV[2] lease ms  ARGV[3] random number in [0,1) for backoff jitter
 --   ARGV[4] most expired leases to reclaim in this call
 --   ARGV[5] token base: a random number below 2^48 - 1001 from the client; message j of the
@@ -17,13 +19,14 @@
 --   has token base + j, and this delivery is its attempts + 1), or false for a message of a
 --   repeated claim that is no longer held under its token }.
 --   next_event_us: when nothing was claimed, microseconds until the next message comes due or
---   the next lease expires (-1: nothing pending or leased); 0 when something was claimed.
+--   the next lease expires (-1: nothing pending or leased, or the queue is paused: the
+--   consumer waits for a wake-up, which resuming sends); 0 when something was claimed.
 -- Smallest valid record: sort key 13, flags 1, attempts 2, max attempts 2, backoff varint 1.
 local MIN_RECORD = 19
 local max, lease_ms = arg_number(1, 'max'), arg_number(2, 'lease ms')
 local rnd, base = arg_number(3, 'rnd'), arg_number(5, 'token base')
 local reclaim_max = arg_number(4, 'most expired leases')
-local claim_record = KEYS[10]
+local claim_record = KEYS[11]
 local now = now_us()
 local now_ms = to_ms(now)
 local deadline = now_ms + lease_ms
@@ -74,6 +77,10 @@ for j, member in ipairs(expired) do
     local err = 'undecodable record of ' .. (#v - 8) .. ' bytes'
     buried_as(bury_raw(seq, v, err, now), err)
   end
+end
+
+if redis.call('HEXISTS', k.control, 'paused') == 1 then
+  return { -1, 0, 0, now, retried, buried }
 end
 
 local due = redis.call('ZRANGEBYLEX', k.pending, '-', due_bound(now), 'LIMIT', 0, max)

@@ -28,7 +28,7 @@
 -- Every script receives the queue's keys in the order of Keys::all() (src/keys.rs).
 local k = {
   pending = KEYS[1], index = KEYS[2], leases = KEYS[3], held = KEYS[4], dead = KEYS[5],
-  dead_msgs = KEYS[6], errors = KEYS[7], seq = KEYS[8], wake = KEYS[9],
+  dead_msgs = KEYS[6], errors = KEYS[7], seq = KEYS[8], wake = KEYS[9], control = KEYS[10],
 }
 
 local F_ID, F_EXP, F_FACTOR, F_JITTER = 1, 2, 4, 8

@@ -1,7 +1,8 @@
 #!lua
 -- send.lua: adds one or more messages to the pending set.
 -- Refused at maxmemory (no allow-oom flag): the caller gets the OOM error.
--- KEYS[1..9]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq, wake
+-- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control
 -- ARGV[1]: the queue's partition count P   ARGV[2]: this partition's index k (src/partitions.rs)
 --   Sequence numbers here are k modulo P, so a message's sequence number names its partition.
 -- ARGV[3..]: per message a triple

@@ -13,6 +13,7 @@ mod memory;
 mod multi_queue;
 mod ops;
 mod partitions;
+mod pause;
 
 // Runtime behaviour under load and faults.
 mod concurrency;
