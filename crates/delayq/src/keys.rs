@@ -11,7 +11,7 @@ use crate::QueueName;
 /// order.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    all: [String; 10],
+    all: [String; 11],
     prefix: String,
     /// The Redis Cluster slot of every key here.
     slot: u16,
@@ -45,8 +45,11 @@ impl Keys {
                 // Shard channel (not a key: nothing is stored) on which scripts wake waiting
                 // consumers; passed in KEYS so that it is known to share the queue's slot.
                 key("wake"),
-                // HASH: the partition's settings. `paused` is there while the queue is paused.
+                // HASH: the partition's settings (control.lua): `paused`, `window_ms`.
                 key("control"),
+                // ZSET caller id -> ms until which it stays reserved: ids of messages gone
+                // (acked, cancelled, purged) within the queue's idempotency window.
+                key("gone"),
             ],
             prefix,
             slot: crate::partitions::slot(tag),

@@ -97,7 +97,7 @@ pub use message::{
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
     Backoff, Config, Message, PayloadKind, Schedule, SendOptions, StepDelays, DEFAULT_MAX_ATTEMPTS,
-    MAX_BACKOFF_STEPS, MAX_DELAY, MAX_REPLICA_WAIT,
+    MAX_BACKOFF_STEPS, MAX_DELAY, MAX_IDEMPOTENCY_WINDOW, MAX_REPLICA_WAIT,
 };
 pub use partitions::MAX_PARTITIONS;
 pub use queue::{Queue, MAX_BATCH, MAX_BATCH_BYTES};

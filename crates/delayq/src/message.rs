@@ -131,6 +131,10 @@ pub struct Stats {
     /// Paused ([`Queue::pause`](crate::Queue::pause)): nothing is delivered. On a queue of
     /// several partitions, true when any of them is (a pause that failed part-way).
     pub paused: bool,
+    /// How long a caller id stays reserved after its message is acked, cancelled or purged
+    /// ([`Queue::set_idempotency_window`](crate::Queue::set_idempotency_window)); zero when
+    /// only while the message exists.
+    pub idempotency_window: std::time::Duration,
 }
 
 /// How a failed delivery ended.

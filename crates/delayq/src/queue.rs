@@ -524,6 +524,7 @@ impl Queue {
             total.dead += s.dead;
             total.oldest_ready_lag_ms = total.oldest_ready_lag_ms.max(s.oldest_ready_lag_ms);
             total.paused |= s.paused;
+            total.idempotency_window = total.idempotency_window.max(s.idempotency_window);
         }
         Ok(total)
     }
@@ -546,13 +547,45 @@ impl Queue {
     }
 
     async fn set_paused(&self, paused: bool) -> Result<()> {
+        self.control("paused", if paused { "1".into() } else { String::new() })
+            .await
+    }
+
+    /// Keeps a caller id reserved for `window` after its message is acked, cancelled or its
+    /// dead letter purged, so that a producer's late retry of the send is still answered as
+    /// a duplicate (nothing written). Zero turns it off: an id is then reserved only while
+    /// its message exists (as a pending, in-flight or dead message). Applies to messages that
+    /// go from now on; each costs an entry of its id in Redis until its window ends.
+    pub async fn set_idempotency_window(&self, window: Duration) -> Result<()> {
+        let ms = checked_ms(window, "idempotency window")?;
+        if window > crate::MAX_IDEMPOTENCY_WINDOW {
+            return Err(InvalidInput::Option(format!(
+                "an idempotency window is at most {} days",
+                crate::MAX_IDEMPOTENCY_WINDOW.as_secs() / 86_400
+            ))
+            .into());
+        }
+        let value = if ms == 0 {
+            String::new()
+        } else {
+            ms.to_string()
+        };
+        self.control("window_ms", value).await
+    }
+
+    /// Sets `name` to `value` ('' clears it) in the control hash of every partition
+    /// (control.lua), all at once.
+    async fn control(&self, name: &str, value: String) -> Result<()> {
         let layout = self.layout().await?;
-        let calls = layout.parts().iter().map(|keys| {
-            let mut inv = invocation(keys, &SCRIPTS.pause);
-            inv.arg(if paused { "1" } else { "0" });
-            inv
-        });
-        let calls: Vec<_> = calls.collect();
+        let calls: Vec<_> = layout
+            .parts()
+            .iter()
+            .map(|keys| {
+                let mut inv = invocation(keys, &SCRIPTS.control);
+                inv.arg(name).arg(&value);
+                inv
+            })
+            .collect();
         for reply in join_all(calls.iter().map(|inv| self.invoke(inv))).await {
             reply?;
         }
@@ -569,6 +602,7 @@ impl Queue {
             dead: r.uint()?,
             oldest_ready_lag_ms: r.uint()?,
             paused: r.uint()? == 1,
+            idempotency_window: Duration::from_millis(r.uint()?),
         })
     }
 

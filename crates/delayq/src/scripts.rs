@@ -28,7 +28,7 @@ pub(crate) struct Scripts {
     pub(crate) dead_requeue: Script,
     pub(crate) dead_purge: Script,
     pub(crate) bury: Script,
-    pub(crate) pause: Script,
+    pub(crate) control: Script,
     /// Not a queue script: needs no prelude.
     pub(crate) partitions: Script,
 }
@@ -47,7 +47,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dead_requeue: with_prelude(include_str!("scripts/dead_requeue.lua")),
     dead_purge: with_prelude(include_str!("scripts/dead_purge.lua")),
     bury: with_prelude(include_str!("scripts/bury.lua")),
-    pause: with_prelude(include_str!("scripts/pause.lua")),
+    control: with_prelude(include_str!("scripts/control.lua")),
     partitions: Script::new(include_str!("scripts/partitions.lua")),
 });
 
@@ -218,7 +218,17 @@ mod tests {
                 &s.dead_purge,
                 vec![b("oldest"), b("x")],
             ),
-            ("pause: neither 1 nor 0", &s.pause, vec![b("yes")]),
+            (
+                "control: a bad value after a good one",
+                &s.control,
+                vec![b("paused"), b("1"), b("window_ms"), b("-5")],
+            ),
+            (
+                "control: no such setting",
+                &s.control,
+                vec![b("speed"), b("1")],
+            ),
+            ("control: not pairs", &s.control, vec![b("paused")]),
         ];
         for (what, script, args) in cases {
             let before = snapshot(&server);

@@ -10,7 +10,7 @@ use axum::Json;
 use delayq::{DeadLetter, Stats};
 use serde::{Deserialize, Serialize};
 
-use super::wire::{errors_out, parse, Body, ErrorOut, PayloadOut};
+use super::wire::{errors_out, parse, Body, DurationArg, ErrorOut, PayloadOut};
 use crate::auth::Role;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
@@ -29,6 +29,9 @@ struct StatsOut {
     partitions: u16,
     /// Paused: no consumer is given a message until it is resumed.
     paused: bool,
+    /// How long a caller id stays reserved after its message is gone (0: only while it
+    /// exists).
+    idempotency_window_ms: u64,
 }
 
 impl StatsOut {
@@ -43,6 +46,7 @@ impl StatsOut {
             oldest_ready_lag_ms: s.oldest_ready_lag_ms,
             partitions: queue.partitions().await?,
             paused: s.paused,
+            idempotency_window_ms: s.idempotency_window.as_millis() as u64,
         })
     }
 }
@@ -127,6 +131,34 @@ pub async fn resume(
     state.authorize(&headers, Role::Admin)?;
     let q = state.queue(&queue)?;
     q.resume().await?;
+    Ok(Json(StatsOut::of(&q).await?))
+}
+
+/// Settings of a queue to change; those left out stay as they are.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSettings {
+    /// How long a caller id stays reserved after its message is acked, cancelled or purged,
+    /// so a late retry of its send is still a duplicate (`"1h"` or ms; 0 turns it off; at
+    /// most 366 days).
+    idempotency_window: Option<DurationArg>,
+}
+
+/// `PATCH /v1/queues/{queue}`: changes a queue's settings. Answers the queue's stats.
+#[utoipa::path(patch, path = "/v1/queues/{queue}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = QueueSettings, responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn configure(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let settings: QueueSettings = parse(&body)?;
+    let q = state.queue(&queue)?;
+    if let Some(window) = settings.idempotency_window {
+        q.set_idempotency_window(window.get("idempotency_window")?)
+            .await?;
+    }
     Ok(Json(StatsOut::of(&q).await?))
 }
 

@@ -9,7 +9,7 @@
 //! | `POST /v1/queues/{queue}/messages/{id}/reschedule` | send |
 //! | `POST /v1/queues/{queue}/receive`, `ack`, `nack`, `extend`, `release` | consume |
 //! | `POST /v1/receive` (several queues: strict order or weights) | consume |
-//! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats), `PUT` (create) | admin |
+//! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats), `PUT` (create), `PATCH` (settings) | admin |
 //! | `POST /v1/queues/{queue}/pause`, `POST .../resume` | admin |
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
 //! | `GET /metrics` (Prometheus text) | admin |
@@ -74,7 +74,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(readyz))
         .routes(routes!(metrics))
         .routes(routes!(admin::queues))
-        .routes(routes!(admin::stats, admin::create))
+        .routes(routes!(admin::stats, admin::create, admin::configure))
         .routes(routes!(produce::send))
         .routes(routes!(produce::send_batch))
         .routes(routes!(produce::get, produce::cancel))

@@ -106,6 +106,16 @@ pub enum AdminCommand {
         common: Common,
         queue: String,
     },
+    /// Change a queue's settings.
+    Configure {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        /// Keep a caller id reserved this long after its message is acked, cancelled or
+        /// purged, so a late retry of the send is still a duplicate (e.g. 1h; 0s: off).
+        #[arg(long, value_parser = humantime::parse_duration, required = true)]
+        idempotency_window: Option<Duration>,
+    },
     /// Dead letters: list, requeue, purge.
     #[command(subcommand)]
     Dead(DeadCommand),
@@ -330,6 +340,24 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 format!("{queue}: resumed")
             })
         }
+        AdminCommand::Configure {
+            common,
+            queue,
+            idempotency_window,
+        } => {
+            let q = common.connect().await?.queue(&queue)?;
+            if let Some(window) = idempotency_window {
+                q.set_idempotency_window(window).await?;
+            }
+            let s = q.stats().await?;
+            let out = stats_json(&queue, &s, q.partitions().await?);
+            print(&common, &out, || {
+                format!(
+                    "{queue}: idempotency window {}",
+                    humantime::format_duration(s.idempotency_window)
+                )
+            })
+        }
         AdminCommand::Dead(dead) => run_dead(dead).await,
     }
 }
@@ -460,7 +488,7 @@ fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
     json!({
         "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
         "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "partitions": partitions,
-        "paused": s.paused,
+        "paused": s.paused, "idempotency_window_ms": s.idempotency_window.as_millis() as u64,
     })
 }
 

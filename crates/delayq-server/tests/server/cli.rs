@@ -324,3 +324,17 @@ fn pause_and_resume_a_queue() {
     let refused = fails(&redis, &["pause", "no!such"]);
     assert!(refused.contains("queue name"), "{refused}");
 }
+
+#[test]
+fn configure_sets_the_idempotency_window() {
+    let redis = RedisServer::start();
+    let set = json(&redis, &["configure", "jobs", "--idempotency-window", "1h"]);
+    assert_eq!(set["idempotency_window_ms"], 3_600_000, "{set}");
+    let line = ok(&redis, &["configure", "jobs", "--idempotency-window", "0s"]);
+    assert!(line.contains("idempotency window 0s"), "{line}");
+    let refused = fails(
+        &redis,
+        &["configure", "jobs", "--idempotency-window", "500days"],
+    );
+    assert!(refused.contains("at most 366 days"), "{refused}");
+}

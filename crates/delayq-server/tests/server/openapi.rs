@@ -31,6 +31,7 @@ const ROUTES: &[&str] = &[
     "GET /v1/queues/{queue}/dead",
     "POST /v1/queues/{queue}/requeue",
     "POST /v1/queues/{queue}/purge",
+    "PATCH /v1/queues/{queue}",
     "POST /v1/queues/{queue}/pause",
     "POST /v1/queues/{queue}/resume",
 ];

@@ -1,5 +1,6 @@
-//! Pause and resume over HTTP and from the CLI: a paused queue's receive gets nothing while
-//! sends are accepted; resume wakes a receive that is waiting; stats and /metrics show it.
+//! Queue settings over HTTP: pause and resume (a paused queue's receive gets nothing while
+//! sends are accepted; resume wakes a receive that is waiting; stats and /metrics show it)
+//! and the idempotency window.
 
 use std::time::Duration;
 
@@ -77,4 +78,57 @@ async fn pause_and_resume_over_http() {
 
     let (status, bad) = s.call(Method::POST, "/v1/queues/no!such/pause", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+}
+
+#[tokio::test]
+async fn the_idempotency_window_over_http() {
+    let s = TestServer::start().await;
+    let patch = |body: serde_json::Value| s.call(Method::PATCH, "/v1/queues/idem", Some(body));
+    let (status, stats) = patch(json!({ "idempotency_window": "1h" })).await;
+    assert_eq!(status, StatusCode::OK, "{stats}");
+    assert_eq!(stats["idempotency_window_ms"], 3_600_000);
+    let (status, _) = s
+        .post(
+            "/v1/queues/idem/messages",
+            json!({ "payload": 1, "id": "close-1" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let got = receive(&s, "idem", 1, "5s").await;
+    let (status, _) = s
+        .post(
+            "/v1/queues/idem/ack",
+            json!({ "receipt": got[0]["receipt"] }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, again) = s
+        .post(
+            "/v1/queues/idem/messages",
+            json!({ "payload": 1, "id": "close-1" }),
+        )
+        .await;
+    assert_eq!(
+        (status, &again["duplicate"]),
+        (StatusCode::OK, &json!(true)),
+        "{again}"
+    );
+
+    assert_error(
+        &patch(json!({ "idempotency_window": "500days" })).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_option",
+    );
+    assert_error(
+        &patch(json!({ "idempotency_window": "soon" })).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_duration",
+    );
+    assert_error(
+        &patch(json!({ "speed": 1 })).await,
+        StatusCode::BAD_REQUEST,
+        "malformed_json",
+    );
+    let (_, stats) = patch(json!({ "idempotency_window": 0 })).await;
+    assert_eq!(stats["idempotency_window_ms"], 0);
 }

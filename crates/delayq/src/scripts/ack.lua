@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 -- ack.lua: completes deliveries; the message is gone for good.
 -- Allowed at maxmemory: it frees memory.
--- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
 -- ARGV: per delivery a triple: lease member (seq .. token), id, '1' if the id is explicit
 -- Returns per delivery: 1 acked, 0 lease lost (token stale or lease expired; nothing changed).
 check_groups(3, 'ack')
@@ -34,6 +34,7 @@ if #done > 0 then
   redis.call('HDEL', k.held, unpack(seqs))
   if #explicit > 0 then
     redis.call('HDEL', k.index, unpack(explicit))
+    remember_gone(explicit, now_ms)
   end
   if redis.call('HLEN', k.errors) > 0 then
     redis.call('HDEL', k.errors, unpack(ids))

@@ -2,8 +2,8 @@
 -- bury.lua: moves deliveries whose record the client could not read to the dead letters,
 -- bytes intact (see bury_raw in prelude.lua), so one bad record never fails a claim that
 -- Redis has already made.
--- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
 -- ARGV: per delivery a pair: lease member (seq .. token), error text
 -- Returns per delivery: the id it is a dead letter under, or false when the lease was lost.
 check_groups(2, 'bury')

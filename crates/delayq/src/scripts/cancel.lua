@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 -- cancel.lua: removes a delayed or ready message. In-flight and dead messages are left alone.
 -- Allowed at maxmemory: it frees memory.
--- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
 -- ARGV[1]: message id
 -- Returns: { state, cancelled } where state is what the message was in ('delayed', 'ready',
 --   'in_flight', 'dead' or 'missing') and cancelled is 1 when it was removed.
@@ -11,7 +11,11 @@ local m, key = find_pending(id)
 if not m then
   return { settled_state(id, key), 0 }
 end
-local state = pending_state(m, now_us())
+local now = now_us()
+local state = pending_state(m, now)
 remove_pending(m)
 redis.call('HDEL', k.errors, id)
+if has(m.flags, F_ID) then
+  remember_gone({ id }, to_ms(now))
+end
 return { state, 1 }

@@ -3,9 +3,9 @@
 -- then moves up to `max` due messages from pending to in flight under fresh lease tokens,
 -- unless the queue is paused.
 -- Allowed at maxmemory: draining the queue must not need free memory.
--- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control
--- KEYS[11]: the consumer's claim record (Keys::claim_record): which messages its last claim took
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
+-- KEYS[12]: the consumer's claim record (Keys::claim_record): which messages its last claim took
 -- ARGV[1] max messages  ARGV[2] lease ms  ARGV[3] random number in [0,1) for backoff jitter
 --   ARGV[4] most expired leases to reclaim in this call
 --   ARGV[5] token base: a random number below 2^48 - 1001 from the client; message j of the
@@ -26,7 +26,7 @@ local MIN_RECORD = 19
 local max, lease_ms = arg_number(1, 'max'), arg_number(2, 'lease ms')
 local rnd, base = arg_number(3, 'rnd'), arg_number(5, 'token base')
 local reclaim_max = arg_number(4, 'most expired leases')
-local claim_record = KEYS[11]
+local claim_record = KEYS[12]
 local now = now_us()
 local now_ms = to_ms(now)
 local deadline = now_ms + lease_ms

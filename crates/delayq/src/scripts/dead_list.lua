@@ -1,8 +1,8 @@
 #!lua flags=no-writes
 -- dead_list.lua: one page of dead letters, oldest death first.
 -- Read-only (no-writes): served at maxmemory.
--- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
 -- ARGV[1]: offset  ARGV[2]: page size
 -- Returns per dead letter: id, died-at ms, attempts, max attempts, last error or false, payload,
 --   flags byte.

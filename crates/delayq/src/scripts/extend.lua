@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 -- extend.lua: pushes the lease deadline of deliveries still held.
 -- Allowed at maxmemory: it rewrites scores in place.
--- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
 -- ARGV[1]: new lease length in ms from the server's now; then per delivery its lease member
 --   (seq .. token)
 -- Returns per delivery: the new deadline in ms, or 0 when the lease was lost (nothing changed).

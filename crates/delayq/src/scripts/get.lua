@@ -1,8 +1,8 @@
 #!lua flags=no-writes
 -- get.lua: what is known of one message.
 -- Read-only (no-writes): served at maxmemory.
--- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
 -- ARGV[1]: message id
 -- Returns: { state } when missing, else { state, due ms, attempts, max attempts, last error or
 --   false, payload, lease deadline ms (in flight) or died-at ms (dead) or 0, flags byte }.

@@ -29,6 +29,7 @@
 local k = {
   pending = KEYS[1], index = KEYS[2], leases = KEYS[3], held = KEYS[4], dead = KEYS[5],
   dead_msgs = KEYS[6], errors = KEYS[7], seq = KEYS[8], wake = KEYS[9], control = KEYS[10],
+  gone = KEYS[11],
 }
 
 local F_ID, F_EXP, F_FACTOR, F_JITTER = 1, 2, 4, 8
@@ -373,6 +374,36 @@ local function add_error(id, attempt, now, err)
   entries[#entries + 1] = '\1' .. u16(math.min(attempt, 65535)) .. be6(to_ms(now)) .. u16(#text) .. text
   local from = math.max(1, #entries - MAX_ERRORS + 1)
   redis.call('HSET', k.errors, id, table.concat(entries, '', from))
+end
+
+-- How many caller ids of gone messages one call forgets at most once their window is over:
+-- the work of a call stays bounded however many windows end at once.
+local FORGET_MAX = 100
+
+-- Keeps the caller ids `ids` of messages just gone (acked, cancelled, purged) reserved for
+-- the queue's idempotency window, if it has one, so that a late retry of their send is
+-- still a duplicate; and forgets ids whose window is over.
+local function remember_gone(ids, now_ms)
+  local window = tonumber(redis.call('HGET', k.control, 'window_ms') or '0')
+  if window > 0 and #ids > 0 then
+    local until_arg = string.format('%d', now_ms + window)
+    local args = {}
+    for _, id in ipairs(ids) do
+      args[#args + 1] = until_arg
+      args[#args + 1] = id
+    end
+    redis.call('ZADD', k.gone, unpack(args))
+  end
+  local over = redis.call('ZRANGEBYSCORE', k.gone, '-inf', now_ms, 'LIMIT', 0, FORGET_MAX)
+  if #over > 0 then
+    redis.call('ZREM', k.gone, unpack(over))
+  end
+end
+
+-- True when caller id `id` belongs to a message gone within the idempotency window.
+local function recently_gone(id, now_ms)
+  local until_ms = redis.call('ZSCORE', k.gone, id)
+  return until_ms ~= false and tonumber(until_ms) > now_ms
 end
 
 -- Ends a delivery that failed: dead letter after the last attempt (or at once when `dead`),

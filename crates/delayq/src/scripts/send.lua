@@ -1,8 +1,8 @@
 #!lua
 -- send.lua: adds one or more messages to the pending set.
 -- Refused at maxmemory (no allow-oom flag): the caller gets the OOM error.
--- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
 -- ARGV[1]: the queue's partition count P   ARGV[2]: this partition's index k (src/partitions.rs)
 --   Sequence numbers here are k modulo P, so a message's sequence number names its partition.
 -- ARGV[3..]: per message a triple
@@ -10,12 +10,14 @@
 --   due    '<ms>' delay from the server's now, or '@<ms>' absolute unix ms
 --   body   the record without its 13-byte sort key (flags .. payload; src/record.rs)
 -- Returns: { now µs, sequence before the first message, then per caller id that already
---   existed (nothing written for it): its position (1-based), its due ms or -1 if in flight }.
+--   existed (nothing written for it): its position (1-based), its due ms, or -1 if in flight,
+--   dead or gone within the idempotency window }.
 --   Message i gets sequence first + i * P; the client derives due times and generated ids
 --   from these, exactly as computed here.
 local stride, offset = arg_number(1, 'partitions'), arg_number(2, 'partition')
 check_groups(3, 'send', 2)
 local now = now_us()
+local now_ms = to_ms(now)
 local n = (#ARGV - 2) / 3
 -- Due times first: a bad one fails the call before INCRBY, its first write.
 local dues = {}
@@ -33,7 +35,7 @@ local min_due = nil
 for i = 1, n do
   local id, body = ARGV[3 * i], ARGV[3 * i + 2]
   local existing = id ~= '' and (taken[id] or redis.call('HGET', k.index, id)
-    or redis.call('HEXISTS', k.dead_msgs, id) == 1)
+    or redis.call('HEXISTS', k.dead_msgs, id) == 1 or recently_gone(id, now_ms))
   if existing then
     local existing_due = -1
     if type(existing) == 'string' and not held_value(existing) then

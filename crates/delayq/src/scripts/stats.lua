@@ -1,11 +1,11 @@
 #!lua flags=no-writes
 -- stats.lua: counts per state and the lag of the oldest due message nobody has claimed yet.
 -- Read-only (no-writes): served at maxmemory.
--- KEYS[1..10]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
 -- ARGV: none
 -- Returns: { delayed, ready, in_flight, dead, oldest ready lag ms (0 when none is ready),
---   1 when paused else 0 }
+--   1 when paused else 0, idempotency window ms (0: none) }
 local now = now_us()
 local ready = redis.call('ZLEXCOUNT', k.pending, '-', due_bound(now))
 local delayed = redis.call('ZCARD', k.pending) - ready
@@ -13,5 +13,6 @@ local lag = 0
 if ready > 0 then
   lag = to_ms(now - head_due())
 end
+local control = redis.call('HMGET', k.control, 'paused', 'window_ms')
 return { delayed, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag,
-  redis.call('HEXISTS', k.control, 'paused') }
+  control[1] and 1 or 0, tonumber(control[2] or '0') }

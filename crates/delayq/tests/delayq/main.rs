@@ -8,6 +8,7 @@ mod acl;
 mod bad_input;
 mod cluster;
 mod dead_letters;
+mod idempotency;
 mod leases;
 mod memory;
 mod multi_queue;

@@ -1,0 +1,37 @@
+#!lua flags=allow-oom
+-- control.lua: changes settings of one partition of a queue (its control hash).
+-- Allowed at maxmemory: resuming is how a full queue gets drained again.
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
+-- ARGV: pairs of a setting and its value, '' to clear it:
+--   paused     '1': claims take nothing (claim.lua); sends, acks, nacks and extends go on.
+--              Clearing it wakes waiting consumers.
+--   window_ms  how long (ms) a caller id stays reserved after its message is acked, cancelled
+--              or purged (the idempotency window; prelude.lua's remember_gone)
+-- Returns: how many settings this changed.
+check_groups(2, 'control')
+local formats = { paused = '^1$', window_ms = '^[1-9]%d*$' }
+-- Every pair is checked before the first write.
+for i = 1, #ARGV, 2 do
+  local name, value = ARGV[i], ARGV[i + 1]
+  if not formats[name] then
+    error('delayq: no setting ' .. name)
+  end
+  if value ~= '' and not value:match(formats[name]) then
+    error('delayq: ' .. name .. ' cannot be ' .. value)
+  end
+end
+local changed = 0
+for i = 1, #ARGV, 2 do
+  local name, value = ARGV[i], ARGV[i + 1]
+  if value == '' then
+    changed = changed + redis.call('HDEL', k.control, name)
+    if name == 'paused' then
+      wake()
+    end
+  elseif redis.call('HGET', k.control, name) ~= value then
+    redis.call('HSET', k.control, name, value)
+    changed = changed + 1
+  end
+end
+return changed
