@@ -91,8 +91,8 @@ pub use dead_letters::DeadLetters;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
 pub use message::{
-    Amend, CancelOutcome, DeadLetter, DeadLettered, MessageInfo, NackOutcome, Next, Sent, State,
-    Stats,
+    Amend, CancelOutcome, DeadLetter, DeadLettered, MessageInfo, NackOutcome, Next, RateLimit,
+    Sent, State, Stats,
 };
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{

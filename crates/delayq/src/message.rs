@@ -135,6 +135,19 @@ pub struct Stats {
     /// ([`Queue::set_idempotency_window`](crate::Queue::set_idempotency_window)); zero when
     /// only while the message exists.
     pub idempotency_window: std::time::Duration,
+    /// The queue's rate limit ([`Queue::set_rate_limit`](crate::Queue::set_rate_limit)).
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// At most `per_second` deliveries per second from a queue, across all its consumers, with
+/// up to `burst` at once after a quiet spell (a token bucket, decided by the server's clock
+/// inside each claim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Deliveries per second (at least 1).
+    pub per_second: u32,
+    /// Most deliveries at once (at least 1).
+    pub burst: u32,
 }
 
 /// How a failed delivery ended.

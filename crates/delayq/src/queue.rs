@@ -20,8 +20,8 @@ use crate::error::{Error, InvalidInput, Result};
 use crate::error_history;
 use crate::keys::Keys;
 use crate::message::{
-    parse_state, Amend, CancelOutcome, DeadLettered, MessageInfo, NackOutcome, Next, Sent, State,
-    Stats,
+    parse_state, Amend, CancelOutcome, DeadLettered, MessageInfo, NackOutcome, Next, RateLimit,
+    Sent, State, Stats,
 };
 use crate::names::{check_caller_id, check_lookup_id, QueueName};
 use crate::options::{checked_ms, Config, DueSpec, Message, Replicas, Schedule, SendOptions};
@@ -525,6 +525,7 @@ impl Queue {
             total.oldest_ready_lag_ms = total.oldest_ready_lag_ms.max(s.oldest_ready_lag_ms);
             total.paused |= s.paused;
             total.idempotency_window = total.idempotency_window.max(s.idempotency_window);
+            total.rate_limit = total.rate_limit.or(s.rate_limit);
         }
         Ok(total)
     }
@@ -547,8 +548,8 @@ impl Queue {
     }
 
     async fn set_paused(&self, paused: bool) -> Result<()> {
-        self.control("paused", if paused { "1".into() } else { String::new() })
-            .await
+        let value = if paused { "1" } else { "" };
+        self.control(|_| vec![("paused", value.to_owned())]).await
     }
 
     /// Keeps a caller id reserved for `window` after its message is acked, cancelled or its
@@ -570,19 +571,52 @@ impl Queue {
         } else {
             ms.to_string()
         };
-        self.control("window_ms", value).await
+        self.control(|_| vec![("window_ms", value.clone())]).await
     }
 
-    /// Sets `name` to `value` ('' clears it) in the control hash of every partition
-    /// (control.lua), all at once.
-    async fn control(&self, name: &str, value: String) -> Result<()> {
+    /// Limits deliveries from this queue to `limit.per_second` a second, across every
+    /// consumer and server, with bursts of up to `limit.burst` (a token bucket kept in Redis
+    /// and decided inside each claim by the server's clock); `None` lifts the limit. A
+    /// consumer that finds no token waits for the next one, without polling. On a queue of P
+    /// partitions each partition gets an even share, `per_second / P` and a burst of
+    /// `burst / P` rounded up: the whole holds when messages spread evenly over them (as
+    /// sends without a caller id do), and a partition with nothing due leaves its share
+    /// unused.
+    pub async fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
+        let Some(limit) = limit else {
+            let cleared = ["rate", "burst", "limit"].map(|name| (name, String::new()));
+            return self.control(|_| cleared.to_vec()).await;
+        };
+        if limit.per_second == 0 || limit.burst == 0 {
+            return Err(InvalidInput::Option(
+                "a rate limit needs at least 1 per second and a burst of at least 1".into(),
+            )
+            .into());
+        }
+        self.control(|parts| {
+            let share = f64::from(limit.per_second) / f64::from(parts);
+            vec![
+                ("rate", format!("{share:.6}")),
+                ("burst", limit.burst.div_ceil(u32::from(parts)).to_string()),
+                ("limit", format!("{}/{}", limit.per_second, limit.burst)),
+            ]
+        })
+        .await
+    }
+
+    /// Sets the settings that `settings` gives for the queue's partition count ('' clears
+    /// one) in the control hash of every partition (control.lua), all at once.
+    async fn control(&self, settings: impl Fn(u16) -> Vec<(&'static str, String)>) -> Result<()> {
         let layout = self.layout().await?;
+        let pairs = settings(layout.count() as u16);
         let calls: Vec<_> = layout
             .parts()
             .iter()
             .map(|keys| {
                 let mut inv = invocation(keys, &SCRIPTS.control);
-                inv.arg(name).arg(&value);
+                for (name, value) in &pairs {
+                    inv.arg(*name).arg(value);
+                }
                 inv
             })
             .collect();
@@ -603,6 +637,7 @@ impl Queue {
             oldest_ready_lag_ms: r.uint()?,
             paused: r.uint()? == 1,
             idempotency_window: Duration::from_millis(r.uint()?),
+            rate_limit: parse_limit(&r.string()?),
         })
     }
 
@@ -1241,6 +1276,15 @@ fn send_args<'m>(
         args.push(due.arg());
         args.push(body.as_slice());
     }
+}
+
+/// A rate limit as control.lua keeps it for stats: '<per second>/<burst>' ('' for none).
+fn parse_limit(text: &str) -> Option<RateLimit> {
+    let (per_second, burst) = text.split_once('/')?;
+    Some(RateLimit {
+        per_second: per_second.parse().ok()?,
+        burst: burst.parse().ok()?,
+    })
 }
 
 /// A lease's name in Redis: sequence bytes then the 48-bit token, big-endian.

@@ -32,6 +32,8 @@ struct StatsOut {
     /// How long a caller id stays reserved after its message is gone (0: only while it
     /// exists).
     idempotency_window_ms: u64,
+    /// The queue's rate limit, if it has one.
+    rate_limit: Option<RateLimitArg>,
 }
 
 impl StatsOut {
@@ -47,6 +49,10 @@ impl StatsOut {
             partitions: queue.partitions().await?,
             paused: s.paused,
             idempotency_window_ms: s.idempotency_window.as_millis() as u64,
+            rate_limit: s.rate_limit.map(|l| RateLimitArg {
+                per_second: l.per_second,
+                burst: Some(l.burst),
+            }),
         })
     }
 }
@@ -142,6 +148,30 @@ pub struct QueueSettings {
     /// so a late retry of its send is still a duplicate (`"1h"` or ms; 0 turns it off; at
     /// most 366 days).
     idempotency_window: Option<DurationArg>,
+    /// At most this many deliveries a second across every consumer; `null` lifts the limit.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schema(value_type = Option<RateLimitArg>)]
+    rate_limit: Option<Option<RateLimitArg>>,
+}
+
+/// A rate limit: deliveries per second, and how many at once after a quiet spell.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitArg {
+    #[schema(minimum = 1)]
+    per_second: u32,
+    /// Default 1: evenly paced.
+    #[schema(minimum = 1)]
+    burst: Option<u32>,
+}
+
+/// Tells a field given as `null` (`Some(None)`) from one left out (`None`).
+fn present_or_null<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// `PATCH /v1/queues/{queue}`: changes a queue's settings. Answers the queue's stats.
@@ -158,6 +188,13 @@ pub async fn configure(
     if let Some(window) = settings.idempotency_window {
         q.set_idempotency_window(window.get("idempotency_window")?)
             .await?;
+    }
+    if let Some(limit) = settings.rate_limit {
+        let limit = limit.map(|l| delayq::RateLimit {
+            per_second: l.per_second,
+            burst: l.burst.unwrap_or(1),
+        });
+        q.set_rate_limit(limit).await?;
     }
     Ok(Json(StatsOut::of(&q).await?))
 }

@@ -113,8 +113,17 @@ pub enum AdminCommand {
         queue: String,
         /// Keep a caller id reserved this long after its message is acked, cancelled or
         /// purged, so a late retry of the send is still a duplicate (e.g. 1h; 0s: off).
-        #[arg(long, value_parser = humantime::parse_duration, required = true)]
+        #[arg(long, value_parser = humantime::parse_duration)]
         idempotency_window: Option<Duration>,
+        /// At most this many deliveries a second, across every consumer.
+        #[arg(long, conflicts_with = "no_rate_limit")]
+        rate_limit: Option<u32>,
+        /// With --rate-limit: how many at once after a quiet spell (default 1).
+        #[arg(long, requires = "rate_limit")]
+        burst: Option<u32>,
+        /// Lift the queue's rate limit.
+        #[arg(long)]
+        no_rate_limit: bool,
     },
     /// Dead letters: list, requeue, purge.
     #[command(subcommand)]
@@ -344,16 +353,34 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             common,
             queue,
             idempotency_window,
+            rate_limit,
+            burst,
+            no_rate_limit,
         } => {
+            if idempotency_window.is_none() && rate_limit.is_none() && !no_rate_limit {
+                bail!(
+                    "nothing to change: give --idempotency-window, --rate-limit or --no-rate-limit"
+                );
+            }
             let q = common.connect().await?.queue(&queue)?;
             if let Some(window) = idempotency_window {
                 q.set_idempotency_window(window).await?;
             }
+            if let Some(per_second) = rate_limit {
+                let burst = burst.unwrap_or(1);
+                q.set_rate_limit(Some(delayq::RateLimit { per_second, burst }))
+                    .await?;
+            } else if no_rate_limit {
+                q.set_rate_limit(None).await?;
+            }
             let s = q.stats().await?;
             let out = stats_json(&queue, &s, q.partitions().await?);
             print(&common, &out, || {
+                let limit = s.rate_limit.map_or("none".into(), |l| {
+                    format!("{}/s, burst {}", l.per_second, l.burst)
+                });
                 format!(
-                    "{queue}: idempotency window {}",
+                    "{queue}: idempotency window {}, rate limit {limit}",
                     humantime::format_duration(s.idempotency_window)
                 )
             })
@@ -489,6 +516,7 @@ fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
         "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
         "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "partitions": partitions,
         "paused": s.paused, "idempotency_window_ms": s.idempotency_window.as_millis() as u64,
+        "rate_limit": s.rate_limit.map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
     })
 }
 

@@ -337,4 +337,23 @@ fn configure_sets_the_idempotency_window() {
         &["configure", "jobs", "--idempotency-window", "500days"],
     );
     assert!(refused.contains("at most 366 days"), "{refused}");
+    let nothing = fails(&redis, &["configure", "jobs"]);
+    assert!(nothing.contains("nothing to change"), "{nothing}");
+}
+
+#[test]
+fn configure_sets_and_lifts_a_rate_limit() {
+    let redis = RedisServer::start();
+    let set = json(
+        &redis,
+        &["configure", "jobs", "--rate-limit", "50", "--burst", "5"],
+    );
+    assert_eq!(
+        set["rate_limit"],
+        serde_json::json!({ "per_second": 50, "burst": 5 })
+    );
+    let line = ok(&redis, &["configure", "jobs", "--no-rate-limit"]);
+    assert!(line.contains("rate limit none"), "{line}");
+    let refused = fails(&redis, &["configure", "jobs", "--rate-limit", "0"]);
+    assert!(refused.contains("at least 1 per second"), "{refused}");
 }

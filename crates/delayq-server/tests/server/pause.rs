@@ -132,3 +132,31 @@ async fn the_idempotency_window_over_http() {
     let (_, stats) = patch(json!({ "idempotency_window": 0 })).await;
     assert_eq!(stats["idempotency_window_ms"], 0);
 }
+
+#[tokio::test]
+async fn a_rate_limit_over_http() {
+    let s = TestServer::start().await;
+    let patch = |body: serde_json::Value| s.call(Method::PATCH, "/v1/queues/paced", Some(body));
+    let (status, stats) = patch(json!({ "rate_limit": { "per_second": 5 } })).await;
+    assert_eq!(status, StatusCode::OK, "{stats}");
+    assert_eq!(stats["rate_limit"], json!({ "per_second": 5, "burst": 1 }));
+    for i in 0..3 {
+        let (status, _) = s
+            .post("/v1/queues/paced/messages", json!({ "payload": i }))
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    // A burst of 1: a receive of three gets one message; the next one waits for a token.
+    assert_eq!(receive(&s, "paced", 3, "0s").await.len(), 1);
+    assert_eq!(receive(&s, "paced", 3, "5s").await.len(), 1);
+    // Other settings leave the limit alone; null lifts it.
+    let (_, stats) = patch(json!({ "idempotency_window": "1m" })).await;
+    assert_eq!(stats["rate_limit"]["per_second"], 5);
+    let (_, stats) = patch(json!({ "rate_limit": null })).await;
+    assert_eq!(stats["rate_limit"], serde_json::Value::Null);
+    assert_error(
+        &patch(json!({ "rate_limit": { "per_second": 0 } })).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_option",
+    );
+}

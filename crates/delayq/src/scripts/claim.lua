@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- claim.lua: the heart of receive. Reclaims expired leases (each counted as a failed attempt),
 -- then moves up to `max` due messages from pending to in flight under fresh lease tokens,
--- unless the queue is paused.
+-- unless the queue is paused, and no more than its rate limit allows.
 -- Allowed at maxmemory: draining the queue must not need free memory.
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
@@ -19,8 +19,9 @@
 --   has token base + j, and this delivery is its attempts + 1), or false for a message of a
 --   repeated claim that is no longer held under its token }.
 --   next_event_us: when nothing was claimed, microseconds until the next message comes due or
---   the next lease expires (-1: nothing pending or leased, or the queue is paused: the
---   consumer waits for a wake-up, which resuming sends); 0 when something was claimed.
+--   the next lease expires, and not before the rate limit's next token (-1: nothing pending
+--   or leased, or the queue is paused: the consumer waits for a wake-up, which resuming
+--   sends); 0 when something was claimed.
 -- Smallest valid record: sort key 13, flags 1, attempts 2, max attempts 2, backoff varint 1.
 local MIN_RECORD = 19
 local max, lease_ms = arg_number(1, 'max'), arg_number(2, 'lease ms')
@@ -79,13 +80,8 @@ for j, member in ipairs(expired) do
   end
 end
 
-if redis.call('HEXISTS', k.control, 'paused') == 1 then
-  return { -1, 0, 0, now, retried, buried }
-end
-
-local due = redis.call('ZRANGEBYLEX', k.pending, '-', due_bound(now), 'LIMIT', 0, max)
-local count = #due
-if count == 0 then
+-- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
+local function nothing(not_before)
   local next_us = head_due()
   local lease = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
   if lease and (next_us == nil or tonumber(lease) * 1000 < next_us) then
@@ -94,7 +90,36 @@ if count == 0 then
   if next_us == nil then
     return { -1, 0, 0, now, retried, buried }
   end
-  return { math.max(next_us - now, 0), 0, 0, now, retried, buried }
+  return { math.max(next_us, not_before) - now, 0, 0, now, retried, buried }
+end
+
+local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at')
+if control[1] then
+  return { -1, 0, 0, now, retried, buried }
+end
+-- A rate limit is a token bucket of `burst` tokens refilled at `rate` per second by the
+-- server's clock, one token per message claimed; with too few, nothing is claimed and the
+-- consumer is told when the next token comes.
+local rate, tokens = tonumber(control[2]), nil
+local take = max
+if rate then
+  local burst = tonumber(control[3]) or 1
+  local since = now - tonumber(control[5] or now)
+  tokens = math.min(burst, tonumber(control[4] or burst) + since * rate / 1e6)
+  if tokens < 1 then
+    return nothing(now + math.ceil((1 - tokens) * 1e6 / rate))
+  end
+  take = math.min(max, math.floor(tokens))
+end
+
+local due = redis.call('ZRANGEBYLEX', k.pending, '-', due_bound(now), 'LIMIT', 0, take)
+local count = #due
+if count == 0 then
+  return nothing(now)
+end
+if rate then
+  redis.call('HSET', k.control, 'tokens', string.format('%.6f', tokens - count),
+    'tokens_at', string.format('%d', now))
 end
 
 -- The claimed messages are exactly the lowest members, up to the last one taken.
@@ -130,9 +155,10 @@ if #held > 0 then
   -- overwritten by its next claim, gone with the lease.
   redis.call('SET', claim_record, table.concat(seqs), 'PX', lease_ms)
 end
--- Pass the wake-up on: another consumer can take what this call left behind.
+-- Pass the wake-up on: another consumer can take what this call left behind (unless the rate
+-- limit left it: then there are no tokens for it).
 local next_due = head_due()
-if count == max and next_due and next_due <= now then
+if count == max and take == max and next_due and next_due <= now then
   wake()
 end
 return out

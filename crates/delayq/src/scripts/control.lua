@@ -8,25 +8,38 @@
 --              Clearing it wakes waiting consumers.
 --   window_ms  how long (ms) a caller id stays reserved after its message is acked, cancelled
 --              or purged (the idempotency window; prelude.lua's remember_gone)
+--   rate       this partition's share of the queue's rate limit, messages per second (a
+--              decimal); with `burst`, the most tokens its bucket holds (claim.lua). Setting
+--              either refills the bucket; clearing `rate` lifts the limit.
+--   burst
+--   limit      the queue's own limit as '<per second>/<burst>', for stats
 -- Returns: how many settings this changed.
 check_groups(2, 'control')
-local formats = { paused = '^1$', window_ms = '^[1-9]%d*$' }
+local formats = {
+  paused = '^1$', window_ms = '^[1-9]%d*$', rate = '^%d+%.?%d*$', burst = '^[1-9]%d*$',
+  limit = '^[1-9]%d*/[1-9]%d*$',
+}
 -- Every pair is checked before the first write.
 for i = 1, #ARGV, 2 do
   local name, value = ARGV[i], ARGV[i + 1]
   if not formats[name] then
     error('delayq: no setting ' .. name)
   end
-  if value ~= '' and not value:match(formats[name]) then
+  if value ~= '' and (not value:match(formats[name]) or (name == 'rate' and tonumber(value) <= 0)) then
     error('delayq: ' .. name .. ' cannot be ' .. value)
   end
 end
 local changed = 0
 for i = 1, #ARGV, 2 do
+  if ARGV[i] == 'rate' or ARGV[i] == 'burst' then
+    redis.call('HDEL', k.control, 'tokens', 'tokens_at')
+  end
+end
+for i = 1, #ARGV, 2 do
   local name, value = ARGV[i], ARGV[i + 1]
   if value == '' then
     changed = changed + redis.call('HDEL', k.control, name)
-    if name == 'paused' then
+    if name == 'paused' or name == 'rate' then
       wake()
     end
   elseif redis.call('HGET', k.control, name) ~= value then

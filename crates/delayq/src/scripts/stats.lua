@@ -5,7 +5,8 @@
 --   wake, control, gone
 -- ARGV: none
 -- Returns: { delayed, ready, in_flight, dead, oldest ready lag ms (0 when none is ready),
---   1 when paused else 0, idempotency window ms (0: none) }
+--   1 when paused else 0, idempotency window ms (0: none), rate limit '<per second>/<burst>'
+--   or '' }
 local now = now_us()
 local ready = redis.call('ZLEXCOUNT', k.pending, '-', due_bound(now))
 local delayed = redis.call('ZCARD', k.pending) - ready
@@ -13,6 +14,6 @@ local lag = 0
 if ready > 0 then
   lag = to_ms(now - head_due())
 end
-local control = redis.call('HMGET', k.control, 'paused', 'window_ms')
+local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit')
 return { delayed, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag,
-  control[1] and 1 or 0, tonumber(control[2] or '0') }
+  control[1] and 1 or 0, tonumber(control[2] or '0'), control[3] or '' }

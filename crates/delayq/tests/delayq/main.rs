@@ -15,6 +15,7 @@ mod multi_queue;
 mod ops;
 mod partitions;
 mod pause;
+mod rate_limit;
 
 // Runtime behaviour under load and faults.
 mod concurrency;
