@@ -120,10 +120,7 @@ pub async fn pause(
     Path(queue): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
-    let q = state.queue(&queue)?;
-    q.pause().await?;
-    Ok(Json(StatsOut::of(&q).await?))
+    set_paused(&state, &queue, &headers, true).await
 }
 
 /// `POST /v1/queues/{queue}/resume`: consumers are given messages again at once. Answers
@@ -134,9 +131,21 @@ pub async fn resume(
     Path(queue): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
-    let q = state.queue(&queue)?;
-    q.resume().await?;
+    set_paused(&state, &queue, &headers, false).await
+}
+
+async fn set_paused(
+    state: &AppState,
+    queue: &str,
+    headers: &HeaderMap,
+    paused: bool,
+) -> ApiResult<Json<StatsOut>> {
+    state.authorize(headers, Role::Admin)?;
+    let q = state.queue(queue)?;
+    match paused {
+        true => q.pause().await?,
+        false => q.resume().await?,
+    }
     Ok(Json(StatsOut::of(&q).await?))
 }
 

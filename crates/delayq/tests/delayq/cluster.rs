@@ -309,9 +309,7 @@ async fn a_send_waits_for_the_replicas_it_asks_for() {
     // A cluster with a replica per master: single sends and a batch over six partitions
     // (one pipeline with WAIT per partition, each on its master's connection).
     let cluster = RedisCluster::start(3, 1);
-    let dq = DelayQ::connect_cluster(&[&cluster.urls()[0]], delayq::Config::default())
-        .await
-        .expect("connect to the cluster");
+    let dq = cluster_client(&cluster).await;
     let q = dq.create_queue("durable", 6).await.expect("create");
     let waited = SendOptions::new().replicas(1, Duration::from_secs(5));
     for i in 0..12 {

@@ -21,6 +21,13 @@ pub async fn setup_with(config: ServerConfig) -> (RedisServer, DelayQ) {
     (server, dq)
 }
 
+/// A client of `cluster`, connected through its first node.
+pub async fn cluster_client(cluster: &redis_fixture::RedisCluster) -> DelayQ {
+    DelayQ::connect_cluster(&[&cluster.urls()[0]], Config::default())
+        .await
+        .expect("connect to the cluster")
+}
+
 pub fn queue(dq: &DelayQ, name: &str) -> Queue {
     dq.queue(name).expect("valid queue name")
 }

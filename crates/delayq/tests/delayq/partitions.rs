@@ -319,9 +319,7 @@ async fn a_worker_serves_every_partition() {
 #[tokio::test]
 async fn partitions_spread_over_the_masters_of_a_cluster() {
     let cluster = RedisCluster::start(3, 1);
-    let dq = DelayQ::connect_cluster(&[&cluster.urls()[0]], delayq::Config::default())
-        .await
-        .expect("connect to the cluster");
+    let dq = cluster_client(&cluster).await;
     let q = dq.create_queue("cl.parted", 6).await.expect("create");
     exercise_queue(&q).await;
     let hour = SendOptions::new().delay(Duration::from_secs(3600));

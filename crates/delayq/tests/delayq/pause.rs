@@ -107,9 +107,7 @@ async fn pause_holds_deliveries_until_resumed_on_four_partitions() {
 #[tokio::test]
 async fn pause_holds_deliveries_until_resumed_on_a_cluster() {
     let cluster = RedisCluster::start(3, 0);
-    let dq = delayq::DelayQ::connect_cluster(&[&cluster.urls()[0]], delayq::Config::default())
-        .await
-        .expect("connect to the cluster");
+    let dq = cluster_client(&cluster).await;
     let q = dq.create_queue("paused6", 6).await.expect("create");
     pause_holds_deliveries_until_resumed(&q).await;
 }

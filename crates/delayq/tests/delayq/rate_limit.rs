@@ -104,9 +104,7 @@ async fn three_consumers_share_the_limit_on_three_partitions() {
 #[tokio::test]
 async fn three_consumers_share_the_limit_on_a_cluster() {
     let cluster = RedisCluster::start(3, 0);
-    let dq = delayq::DelayQ::connect_cluster(&[&cluster.urls()[0]], delayq::Config::default())
-        .await
-        .expect("connect to the cluster");
+    let dq = cluster_client(&cluster).await;
     let q = dq.create_queue("limited6", 6).await.expect("create");
     three_consumers_share_the_limit(&q).await;
 }
