@@ -82,6 +82,7 @@ mod recording;
 mod reply;
 mod scripts;
 mod sentinel;
+mod settings;
 mod wakeup;
 pub mod worker;
 
@@ -97,10 +98,11 @@ pub use message::{
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
     Backoff, Config, Message, PayloadKind, Schedule, SendOptions, StepDelays, DEFAULT_MAX_ATTEMPTS,
-    MAX_BACKOFF_STEPS, MAX_DELAY, MAX_IDEMPOTENCY_WINDOW, MAX_REPLICA_WAIT,
+    MAX_BACKOFF_STEPS, MAX_DELAY, MAX_REPLICA_WAIT,
 };
 pub use partitions::MAX_PARTITIONS;
 pub use queue::{Queue, MAX_BATCH, MAX_BATCH_BYTES};
 pub use queue_set::{Order, QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
 pub use receipt::Receipt;
 pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS};
+pub use settings::{Setting, MAX_IDEMPOTENCY_WINDOW};

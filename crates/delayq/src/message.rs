@@ -132,10 +132,10 @@ pub struct Stats {
     /// several partitions, true when any of them is (a pause that failed part-way).
     pub paused: bool,
     /// How long a caller id stays reserved after its message is acked, cancelled or purged
-    /// ([`Queue::set_idempotency_window`](crate::Queue::set_idempotency_window)); zero when
-    /// only while the message exists.
+    /// ([`Setting::IdempotencyWindow`](crate::Setting::IdempotencyWindow)); zero when only
+    /// while the message exists.
     pub idempotency_window: std::time::Duration,
-    /// The queue's rate limit ([`Queue::set_rate_limit`](crate::Queue::set_rate_limit)).
+    /// The queue's rate limit ([`Setting::RateLimit`](crate::Setting::RateLimit)).
     pub rate_limit: Option<RateLimit>,
 }
 

@@ -284,9 +284,6 @@ pub struct SendOptions {
     pub(crate) replicas: Option<Replicas>,
 }
 
-/// Longest idempotency window ([`Queue::set_idempotency_window`](crate::Queue::set_idempotency_window)).
-pub const MAX_IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(366 * 24 * 3600);
-
 /// Longest wait for replicas ([`SendOptions::replicas`]).
 pub const MAX_REPLICA_WAIT: Duration = Duration::from_secs(10);
 

@@ -31,6 +31,7 @@ use crate::record;
 use crate::recording::QueueMetrics;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
+use crate::settings::Setting;
 use crate::wakeup::Subscriptions;
 
 /// Most messages in one batch call (sends, claims, acks): keeps each script short, so one
@@ -552,56 +553,26 @@ impl Queue {
         self.control(|_| vec![("paused", value.to_owned())]).await
     }
 
-    /// Keeps a caller id reserved for `window` after its message is acked, cancelled or its
-    /// dead letter purged, so that a producer's late retry of the send is still answered as
-    /// a duplicate (nothing written). Zero turns it off: an id is then reserved only while
-    /// its message exists (as a pending, in-flight or dead message). Applies to messages that
-    /// go from now on; each costs an entry of its id in Redis until its window ends.
-    pub async fn set_idempotency_window(&self, window: Duration) -> Result<()> {
-        let ms = checked_ms(window, "idempotency window")?;
-        if window > crate::MAX_IDEMPOTENCY_WINDOW {
-            return Err(InvalidInput::Option(format!(
-                "an idempotency window is at most {} days",
-                crate::MAX_IDEMPOTENCY_WINDOW.as_secs() / 86_400
-            ))
-            .into());
+    /// Changes the queue's settings ([`Setting`]), all of them or, if one is refused, none.
+    /// Each partition takes them in one call; if one of those fails, configure again.
+    pub async fn configure(&self, settings: &[Setting]) -> Result<()> {
+        let layout = self.layout().await?;
+        let parts = layout.count() as u16;
+        let mut fields = Vec::new();
+        for setting in settings {
+            fields.extend(setting.fields(parts)?);
         }
-        let value = if ms == 0 {
-            String::new()
-        } else {
-            ms.to_string()
-        };
-        self.control(|_| vec![("window_ms", value.clone())]).await
+        self.control(|_| fields.clone()).await
     }
 
-    /// Limits deliveries from this queue to `limit.per_second` a second, across every
-    /// consumer and server, with bursts of up to `limit.burst` (a token bucket kept in Redis
-    /// and decided inside each claim by the server's clock); `None` lifts the limit. A
-    /// consumer that finds no token waits for the next one, without polling. On a queue of P
-    /// partitions each partition gets an even share, `per_second / P` and a burst of
-    /// `burst / P` rounded up: the whole holds when messages spread evenly over them (as
-    /// sends without a caller id do), and a partition with nothing due leaves its share
-    /// unused.
+    /// [`configure`](Self::configure) with [`Setting::IdempotencyWindow`].
+    pub async fn set_idempotency_window(&self, window: Duration) -> Result<()> {
+        self.configure(&[Setting::IdempotencyWindow(window)]).await
+    }
+
+    /// [`configure`](Self::configure) with [`Setting::RateLimit`].
     pub async fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
-        let Some(limit) = limit else {
-            let cleared = ["rate", "burst", "limit"].map(|name| (name, String::new()));
-            return self.control(|_| cleared.to_vec()).await;
-        };
-        if limit.per_second == 0 || limit.burst == 0 {
-            return Err(InvalidInput::Option(
-                "a rate limit needs at least 1 per second and a burst of at least 1".into(),
-            )
-            .into());
-        }
-        self.control(|parts| {
-            let share = f64::from(limit.per_second) / f64::from(parts);
-            vec![
-                ("rate", format!("{share:.6}")),
-                ("burst", limit.burst.div_ceil(u32::from(parts)).to_string()),
-                ("limit", format!("{}/{}", limit.per_second, limit.burst)),
-            ]
-        })
-        .await
+        self.configure(&[Setting::RateLimit(limit)]).await
     }
 
     /// Sets the settings that `settings` gives for the queue's partition count ('' clears
@@ -637,7 +608,7 @@ impl Queue {
             oldest_ready_lag_ms: r.uint()?,
             paused: r.uint()? == 1,
             idempotency_window: Duration::from_millis(r.uint()?),
-            rate_limit: parse_limit(&r.string()?),
+            rate_limit: crate::settings::parse_limit(&r.string()?),
         })
     }
 
@@ -1276,15 +1247,6 @@ fn send_args<'m>(
         args.push(due.arg());
         args.push(body.as_slice());
     }
-}
-
-/// A rate limit as control.lua keeps it for stats: '<per second>/<burst>' ('' for none).
-fn parse_limit(text: &str) -> Option<RateLimit> {
-    let (per_second, burst) = text.split_once('/')?;
-    Some(RateLimit {
-        per_second: per_second.parse().ok()?,
-        burst: burst.parse().ok()?,
-    })
 }
 
 /// A lease's name in Redis: sequence bytes then the 48-bit token, big-endian.

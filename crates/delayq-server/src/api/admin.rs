@@ -194,17 +194,21 @@ pub async fn configure(
     state.authorize(&headers, Role::Admin)?;
     let settings: QueueSettings = parse(&body)?;
     let q = state.queue(&queue)?;
+    let mut changes = Vec::new();
     if let Some(window) = settings.idempotency_window {
-        q.set_idempotency_window(window.get("idempotency_window")?)
-            .await?;
+        let window = window.get("idempotency_window")?;
+        changes.push(delayq::Setting::IdempotencyWindow(window));
     }
     if let Some(limit) = settings.rate_limit {
-        let limit = limit.map(|l| delayq::RateLimit {
-            per_second: l.per_second,
-            burst: l.burst.unwrap_or(1),
-        });
-        q.set_rate_limit(limit).await?;
+        changes.push(delayq::Setting::RateLimit(limit.map(|l| {
+            delayq::RateLimit {
+                per_second: l.per_second,
+                burst: l.burst.unwrap_or(1),
+            }
+        })));
     }
+    // All or nothing: a refused setting leaves the others unchanged too.
+    q.configure(&changes).await?;
     Ok(Json(StatsOut::of(&q).await?))
 }
 

@@ -5,7 +5,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use delayq::{Backoff, CancelOutcome, DelayQ, PayloadKind, Schedule, SendOptions, Stats};
+use delayq::{Backoff, CancelOutcome, DelayQ, PayloadKind, Schedule, SendOptions, Setting, Stats};
 use serde_json::{json, Value};
 
 use super::RedisArgs;
@@ -363,16 +363,20 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 );
             }
             let q = common.connect().await?.queue(&queue)?;
+            let mut changes = Vec::new();
             if let Some(window) = idempotency_window {
-                q.set_idempotency_window(window).await?;
+                changes.push(Setting::IdempotencyWindow(window));
             }
             if let Some(per_second) = rate_limit {
                 let burst = burst.unwrap_or(1);
-                q.set_rate_limit(Some(delayq::RateLimit { per_second, burst }))
-                    .await?;
+                changes.push(Setting::RateLimit(Some(delayq::RateLimit {
+                    per_second,
+                    burst,
+                })));
             } else if no_rate_limit {
-                q.set_rate_limit(None).await?;
+                changes.push(Setting::RateLimit(None));
             }
+            q.configure(&changes).await?;
             let s = q.stats().await?;
             let out = stats_json(&queue, &s, q.partitions().await?);
             print(&common, &out, || {

@@ -154,9 +154,12 @@ async fn a_rate_limit_over_http() {
     assert_eq!(stats["rate_limit"]["per_second"], 5);
     let (_, stats) = patch(json!({ "rate_limit": null })).await;
     assert_eq!(stats["rate_limit"], serde_json::Value::Null);
+    // All or nothing: a refused limit leaves the window given with it unchanged too.
     assert_error(
-        &patch(json!({ "rate_limit": { "per_second": 0 } })).await,
+        &patch(json!({ "idempotency_window": "2h", "rate_limit": { "per_second": 0 } })).await,
         StatusCode::BAD_REQUEST,
         "invalid_option",
     );
+    let (_, stats) = s.get("/v1/queues/paced").await;
+    assert_eq!(stats["idempotency_window_ms"], 60_000);
 }

@@ -1,0 +1,109 @@
+//! A queue's settings, kept in Redis in each partition's control hash (`control.lua`), so
+//! every producer, consumer and server sees the same: how each is checked and written.
+
+use std::time::Duration;
+
+use crate::error::{InvalidInput, Result};
+use crate::message::RateLimit;
+use crate::options::checked_ms;
+
+/// Longest idempotency window ([`Setting::IdempotencyWindow`]).
+pub const MAX_IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// One setting of a queue, for [`Queue::configure`](crate::Queue::configure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Setting {
+    /// Keep a caller id reserved this long after its message is acked, cancelled or its dead
+    /// letter purged, so that a producer's late retry of the send is still answered as a
+    /// duplicate (nothing written). Zero turns it off: an id is then reserved only while its
+    /// message exists (pending, in flight or dead). Applies to messages that go from then on;
+    /// each costs an entry of its id in Redis until its window ends. At most
+    /// [`MAX_IDEMPOTENCY_WINDOW`].
+    IdempotencyWindow(Duration),
+    /// At most `per_second` deliveries a second across every consumer and server, with
+    /// bursts of up to `burst` (a token bucket kept in Redis and decided inside each claim by
+    /// the server's clock); `None` lifts the limit. A consumer that finds no token waits for
+    /// the next one, without polling. On a queue of P partitions each partition gets an even
+    /// share, `per_second / P` and a burst of `burst / P` rounded up: the whole holds when
+    /// messages spread evenly over them (as sends without a caller id do), and a partition
+    /// with nothing due leaves its share unused.
+    RateLimit(Option<RateLimit>),
+}
+
+impl Setting {
+    /// The control hash fields (and values; '' clears one) that this setting writes on each
+    /// of `partitions` partitions, or why it is refused.
+    pub(crate) fn fields(&self, partitions: u16) -> Result<Vec<(&'static str, String)>> {
+        match *self {
+            Setting::IdempotencyWindow(window) => {
+                let ms = checked_ms(window, "idempotency window")?;
+                if window > MAX_IDEMPOTENCY_WINDOW {
+                    return Err(InvalidInput::Option(format!(
+                        "an idempotency window is at most {} days",
+                        MAX_IDEMPOTENCY_WINDOW.as_secs() / 86_400
+                    ))
+                    .into());
+                }
+                let value = if ms == 0 {
+                    String::new()
+                } else {
+                    ms.to_string()
+                };
+                Ok(vec![("window_ms", value)])
+            }
+            Setting::RateLimit(None) => Ok(["rate", "burst", "limit"]
+                .map(|name| (name, String::new()))
+                .to_vec()),
+            Setting::RateLimit(Some(limit)) => {
+                if limit.per_second == 0 || limit.burst == 0 {
+                    return Err(InvalidInput::Option(
+                        "a rate limit needs at least 1 per second and a burst of at least 1".into(),
+                    )
+                    .into());
+                }
+                let share = f64::from(limit.per_second) / f64::from(partitions);
+                Ok(vec![
+                    ("rate", format!("{share:.6}")),
+                    (
+                        "burst",
+                        limit.burst.div_ceil(u32::from(partitions)).to_string(),
+                    ),
+                    ("limit", format!("{}/{}", limit.per_second, limit.burst)),
+                ])
+            }
+        }
+    }
+}
+
+/// A rate limit as the control hash keeps it for stats: '<per second>/<burst>' ('' for none).
+pub(crate) fn parse_limit(text: &str) -> Option<RateLimit> {
+    let (per_second, burst) = text.split_once('/')?;
+    Some(RateLimit {
+        per_second: per_second.parse().ok()?,
+        burst: burst.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_limit_is_shared_evenly_by_the_partitions() {
+        let limit = Setting::RateLimit(Some(RateLimit {
+            per_second: 100,
+            burst: 10,
+        }));
+        let fields = limit.fields(3).expect("valid");
+        assert_eq!(fields[0], ("rate", "33.333333".into()));
+        assert_eq!(fields[1], ("burst", "4".into()));
+        assert_eq!(
+            parse_limit(&fields[2].1),
+            Some(RateLimit {
+                per_second: 100,
+                burst: 10
+            })
+        );
+    }
+}
