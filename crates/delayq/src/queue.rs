@@ -550,7 +550,8 @@ impl Queue {
 
     async fn set_paused(&self, paused: bool) -> Result<()> {
         let value = if paused { "1" } else { "" };
-        self.control(|_| vec![("paused", value.to_owned())]).await
+        let layout = self.layout().await?;
+        self.control(&layout, &[("paused", value.to_owned())]).await
     }
 
     /// Changes the queue's settings ([`Setting`]), all of them or, if one is refused, none.
@@ -562,7 +563,7 @@ impl Queue {
         for setting in settings {
             fields.extend(setting.fields(parts)?);
         }
-        self.control(|_| fields.clone()).await
+        self.control(&layout, &fields).await
     }
 
     /// [`configure`](Self::configure) with [`Setting::IdempotencyWindow`].
@@ -575,17 +576,15 @@ impl Queue {
         self.configure(&[Setting::RateLimit(limit)]).await
     }
 
-    /// Sets the settings that `settings` gives for the queue's partition count ('' clears
-    /// one) in the control hash of every partition (control.lua), all at once.
-    async fn control(&self, settings: impl Fn(u16) -> Vec<(&'static str, String)>) -> Result<()> {
-        let layout = self.layout().await?;
-        let pairs = settings(layout.count() as u16);
+    /// Writes `fields` (a value of '' clears one) to the control hash of every partition
+    /// (control.lua), all at once.
+    async fn control(&self, layout: &Layout, fields: &[(&'static str, String)]) -> Result<()> {
         let calls: Vec<_> = layout
             .parts()
             .iter()
             .map(|keys| {
                 let mut inv = invocation(keys, &SCRIPTS.control);
-                for (name, value) in &pairs {
+                for (name, value) in fields {
                     inv.arg(*name).arg(value);
                 }
                 inv
