@@ -139,6 +139,11 @@ impl DelayQ {
         Ok(queue)
     }
 
+    /// A connection from the shared pool.
+    pub(crate) fn connection(&self) -> connection::Conn {
+        self.conn.get()
+    }
+
     /// The queues that exist in this Redis (every queue that was ever used and still has
     /// keys), by name. Walks the keyspace with `SCAN` (of every master, on a cluster), so it
     /// costs time in proportion to the number of keys: meant for admin tools, not hot paths.

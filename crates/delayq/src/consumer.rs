@@ -61,6 +61,8 @@ pub struct Delivery {
     /// How long a worker's handler may run on it, if the sender said (in place of the
     /// worker's own timeout).
     pub handler_timeout: Option<Duration>,
+    /// Its priority ([`SendOptions::priority`](crate::SendOptions::priority)).
+    pub priority: u8,
     /// Which delivery this is, counting from 1.
     pub attempt: u32,
     /// When the message was due, ms since the Unix epoch (server clock).
@@ -106,6 +108,7 @@ impl Delivery {
             payload: Vec::new(),
             kind: self.kind,
             handler_timeout: self.handler_timeout,
+            priority: self.priority,
             attempt: self.attempt,
             due_ms: self.due_ms,
             lease_deadline_ms: self.lease_deadline_ms,

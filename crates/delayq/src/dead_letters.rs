@@ -155,6 +155,7 @@ impl<'a> DeadLetters<'a> {
                 errors,
                 payload: r.bytes()?,
                 kind: record::kind_of(r.uint()? as u8),
+                priority: r.uint()? as u8,
             });
         }
         Ok(())

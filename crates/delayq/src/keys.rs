@@ -45,7 +45,10 @@ impl Keys {
                 // Shard channel (not a key: nothing is stored) on which scripts wake waiting
                 // consumers; passed in KEYS so that it is known to share the queue's slot.
                 key("wake"),
-                // HASH: the partition's settings (control.lua): `paused`, `window_ms`.
+                // HASH: the partition's settings (control.lua): `paused`, `window_ms`, `rate`,
+                // `burst`, `limit` and the rate limit's `tokens`, `tokens_at`; `levels`, the
+                // priorities with a pending set of their own (prelude.lua); and `tick:<name>`,
+                // the last tick of a recurring schedule sent here (schedules.rs).
                 key("control"),
                 // ZSET caller id -> ms until which it stays reserved: ids of messages gone
                 // (acked, cancelled, purged) within the queue's idempotency window.
@@ -101,6 +104,10 @@ impl Keys {
 
     pub(crate) fn wake(&self) -> &str {
         &self.all[8]
+    }
+
+    pub(crate) fn control(&self) -> &str {
+        &self.all[9]
     }
 
     /// STRING, one per consumer, expiring with the lease: the token base and sequence

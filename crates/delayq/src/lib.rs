@@ -79,7 +79,10 @@ mod queue_set;
 mod receipt;
 mod record;
 mod recording;
+mod recurrence;
 mod reply;
+mod scheduler;
+mod schedules;
 mod scripts;
 mod sentinel;
 mod settings;
@@ -98,11 +101,14 @@ pub use message::{
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
     Backoff, Config, Message, PayloadKind, Schedule, SendOptions, StepDelays, DEFAULT_MAX_ATTEMPTS,
-    MAX_BACKOFF_STEPS, MAX_DELAY, MAX_REPLICA_WAIT,
+    DEFAULT_PRIORITY, MAX_BACKOFF_STEPS, MAX_DELAY, MAX_PRIORITY, MAX_REPLICA_WAIT,
 };
 pub use partitions::MAX_PARTITIONS;
 pub use queue::{Queue, MAX_BATCH, MAX_BATCH_BYTES};
 pub use queue_set::{Order, QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
 pub use receipt::Receipt;
 pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS};
+pub use recurrence::{MissedTicks, Recurrence};
+pub use scheduler::Scheduler;
+pub use schedules::{parse_missed, tick_id, ScheduleInfo, Schedules, MAX_SCHEDULE_NAME_LEN};
 pub use settings::{Setting, MAX_IDEMPOTENCY_WINDOW};

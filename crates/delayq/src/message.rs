@@ -108,6 +108,8 @@ pub struct MessageInfo {
     pub payload: Vec<u8>,
     /// What the payload is.
     pub kind: crate::PayloadKind,
+    /// Its priority ([`SendOptions::priority`](crate::SendOptions::priority)).
+    pub priority: u8,
     /// In flight: when the lease ends, ms since the Unix epoch.
     pub lease_deadline_ms: Option<u64>,
     /// Dead: when it died, ms since the Unix epoch.
@@ -222,6 +224,8 @@ pub struct DeadLetter {
     pub payload: Vec<u8>,
     /// What the payload is.
     pub kind: crate::PayloadKind,
+    /// Its priority, which a requeue keeps.
+    pub priority: u8,
 }
 
 /// A message that became a dead letter, as the call that made it so reports it: each death

@@ -269,6 +269,13 @@ pub enum PayloadKind {
     Json,
 }
 
+/// The priority of a message whose sender did not give one: the middle of 0 to
+/// [`MAX_PRIORITY`].
+pub const DEFAULT_PRIORITY: u8 = 5;
+
+/// The highest priority ([`SendOptions::priority`]); 0 is the lowest.
+pub const MAX_PRIORITY: u8 = 9;
+
 /// Default number of deliveries before a message is dead-lettered.
 pub const DEFAULT_MAX_ATTEMPTS: u16 = 5;
 
@@ -282,6 +289,7 @@ pub struct SendOptions {
     pub(crate) kind: PayloadKind,
     pub(crate) handler_timeout: Option<Duration>,
     pub(crate) replicas: Option<Replicas>,
+    pub(crate) priority: u8,
 }
 
 /// Longest wait for replicas ([`SendOptions::replicas`]).
@@ -305,6 +313,7 @@ impl Default for SendOptions {
             kind: PayloadKind::Bytes,
             handler_timeout: None,
             replicas: None,
+            priority: DEFAULT_PRIORITY,
         }
     }
 }
@@ -363,6 +372,19 @@ impl SendOptions {
     /// delivered with it as [`Delivery::handler_timeout`](crate::Delivery::handler_timeout).
     pub fn handler_timeout(mut self, timeout: Duration) -> Self {
         self.handler_timeout = Some(timeout);
+        self
+    }
+
+    /// The message's priority, 0 (lowest) to [`MAX_PRIORITY`] (default
+    /// [`DEFAULT_PRIORITY`]). Among messages that are due, a claim takes higher priorities
+    /// first, and within one priority due order then send order; so a backlog of due messages
+    /// of lower priority delays one of higher priority by one claim at most (on a queue of
+    /// several partitions: by one claim on each partition, since each orders its own). It
+    /// decides nothing before the message is due, and stays with it through retries,
+    /// requeues and reschedules. Costs no storage; a claim's work grows with the number of
+    /// priorities in use.
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
         self
     }
 

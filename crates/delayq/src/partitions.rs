@@ -15,9 +15,9 @@
 //! first producer, consumer or server that touches a queue records 1 unless the queue was
 //! created with more ([`DelayQ::create_queue`](crate::DelayQ::create_queue)). It cannot change
 //! afterwards, because it decides where every message lives:
-//! * sequence numbers in partition k are k modulo P (`send.lua`), and a message's sequence
-//!   number is fixed for its life, so any delivery, receipt or generated id names its
-//!   partition;
+//! * sequence numbers in partition k are k modulo P (`send.lua`; below the priority bits,
+//!   `record::LEVEL`), and a message's sequence number is fixed for its life, so any
+//!   delivery, receipt or generated id names its partition;
 //! * a caller id lives in partition crc16(id) mod P, which is where a duplicate send, a
 //!   cancel or a lookup of that id goes.
 //!
@@ -33,6 +33,7 @@ use std::task::Poll;
 use crate::error::{Error, InvalidInput, Result};
 use crate::keys::Keys;
 use crate::names::{is_generated_id, QueueName};
+use crate::record::LEVEL;
 
 /// Most partitions of one queue.
 pub const MAX_PARTITIONS: u16 = 256;
@@ -90,7 +91,7 @@ impl Layout {
         }
         if is_generated_id(id) {
             if let Some(seq) = id.split_once('-').and_then(|(_, s)| s.parse::<u64>().ok()) {
-                return (seq % self.count() as u64) as usize;
+                return (seq % LEVEL % self.count() as u64) as usize;
             }
         }
         self.for_caller_id(id)
@@ -104,7 +105,7 @@ impl Layout {
     /// The partition of a message in flight, by its sequence bytes.
     pub(crate) fn for_seq(&self, seq: [u8; 6]) -> usize {
         let n = seq.iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
-        (n % self.count() as u64) as usize
+        (n % LEVEL % self.count() as u64) as usize
     }
 }
 

@@ -258,7 +258,11 @@ impl Queue {
                 .collect();
             return parse_sent(value, &specs, layout.count());
         }
-        if positions.iter().all(|&i| messages[i].options.id.is_none()) {
+        let generated = |i: usize| {
+            let options = &messages[i].options;
+            options.id.is_none() && options.priority == crate::options::DEFAULT_PRIORITY
+        };
+        if positions.iter().all(|&i| generated(i)) {
             let bodies = positions.iter().map(|&i| &prepared[i]);
             return self.send_generated(layout, k, bodies).await;
         }
@@ -274,12 +278,12 @@ impl Queue {
         parse_sent(self.invoke(&inv).await?, &specs, layout.count())
     }
 
-    fn count_sent(&self, sent: &[Sent]) {
+    pub(crate) fn count_sent(&self, sent: &[Sent]) {
         let new = sent.iter().filter(|s| !s.duplicate).count();
         self.metrics.sent.increment(new as u64);
     }
 
-    /// A batch without caller ids needs no duplicate check, so it skips Lua, whose string
+    /// A batch without caller ids (of the default priority) needs no duplicate check, so it skips Lua, whose string
     /// handling was most of a send's cost: one transaction reserves sequence numbers and reads
     /// the server's clock, a second adds every record (built here, byte for byte as
     /// `send.lua` would) and wakes a consumer. Nothing is visible before the second lands,
@@ -316,6 +320,12 @@ impl Queue {
         let [secs, micros] = clock[..] else {
             return Err(Error::Protocol(format!("TIME returned {time:?}")));
         };
+        if last_seq as u64 >= record::LEVEL {
+            // As send.lua does: the bits above LEVEL are the priority's.
+            return Err(Error::Protocol(
+                "this queue has used up its sequence numbers".into(),
+            ));
+        }
         let first_seq = last_seq as u64 - count * stride;
         let now_us = secs * 1_000_000 + micros;
         let mut zadd = redis::cmd("ZADD");
@@ -408,10 +418,22 @@ impl Queue {
     }
 
     /// Validates a message and encodes its record body.
-    fn prepare(&self, payload: &[u8], options: &SendOptions) -> Result<(DueSpec, Vec<u8>)> {
+    pub(crate) fn prepare(
+        &self,
+        payload: &[u8],
+        options: &SendOptions,
+    ) -> Result<(DueSpec, Vec<u8>)> {
         self.check_payload(payload)?;
         if let Some(id) = &options.id {
             check_caller_id(id)?;
+        }
+        if options.priority > crate::options::MAX_PRIORITY {
+            return Err(InvalidInput::Option(format!(
+                "a priority is 0 to {}, not {}",
+                crate::options::MAX_PRIORITY,
+                options.priority
+            ))
+            .into());
         }
         if options.max_attempts == 0 {
             return Err(InvalidInput::Option("max attempts must be at least 1".into()).into());
@@ -496,7 +518,9 @@ impl Queue {
         let payload = r.bytes()?;
         let extra = r.uint()?;
         let kind = record::kind_of(r.uint()? as u8);
+        let priority = r.uint()? as u8;
         Ok(Some(MessageInfo {
+            priority,
             id: id.to_owned(),
             state,
             due_ms,
@@ -622,6 +646,11 @@ impl Queue {
         DeadLetters::new(self)
     }
 
+    /// The recurring schedules of this queue.
+    pub fn schedules(&self) -> crate::Schedules<'_> {
+        crate::Schedules::new(self)
+    }
+
     /// Claims up to `options.max` due messages from partition `keys` (one script call, no
     /// waiting); with `repeat`, returns what the earlier claim with token base `base` took
     /// instead, if it ran (`claim.lua`). A record that cannot be decoded is moved to the dead
@@ -688,6 +717,7 @@ impl Queue {
                         explicit_id: rec.explicit_id,
                         kind: rec.kind,
                         handler_timeout: rec.handler_timeout,
+                        priority: rec.priority,
                     })
                 }
                 Err(e) => undecodable.push((lease_member(seq, token), e.to_string())),
@@ -1153,7 +1183,8 @@ fn parse_sent(value: Value, sent: &[(&SendOptions, DueSpec)], stride: usize) -> 
                 let due_us = spec.due_us(now_us);
                 Sent {
                     id: id.clone().unwrap_or_else(|| {
-                        record::generated_id(due_us, first_seq + i * stride as u64)
+                        let seq = first_seq + i * stride as u64;
+                        record::generated_id(due_us, record::level_base(options.priority) + seq)
                     }),
                     due_ms: Some(due_us / 1000),
                     duplicate: false,
@@ -1232,7 +1263,7 @@ impl ArgSink for redis::Cmd {
 }
 
 /// `send.lua`'s arguments for partition `k` (P and k: it numbers messages k modulo P), then
-/// each message's caller id (or ''), due time and record body.
+/// each message's caller id (or ''), due time, priority and record body.
 fn send_args<'m>(
     args: &mut impl ArgSink,
     layout: &Layout,
@@ -1241,9 +1272,13 @@ fn send_args<'m>(
 ) {
     args.push(layout.count());
     args.push(k);
+    // No tick guard (scheduler.rs sends with one).
+    args.push("");
+    args.push("");
     for (options, (due, body)) in items {
         args.push(options.id.as_deref().unwrap_or(""));
         args.push(due.arg());
+        args.push(options.priority);
         args.push(body.as_slice());
     }
 }

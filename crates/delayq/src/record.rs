@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! [7] due µs, big-endian    } the sort key; written by the script, which knows the
-//! [6] sequence, big-endian  } server's time and allocates the sequence
+//! [6] sequence, big-endian  } server's time and allocates the sequence; its top 4 bits
+//!                              hold the priority (0 for the default, else priority + 1)
 //! [1] flags: 1 explicit id, 2 exponential, 4 factor byte, 8 jitter byte, 16 JSON payload,
 //!     32 linear, 64 list of delays, 128 handler timeout
 //! [2] attempts so far  [2] max attempts           (big-endian u16)
@@ -19,7 +20,28 @@
 use crate::error::Error;
 use std::time::Duration;
 
-use crate::options::{Backoff, PayloadKind, SendOptions};
+use crate::options::{Backoff, PayloadKind, SendOptions, DEFAULT_PRIORITY, MAX_PRIORITY};
+
+/// Sequence numbers count below this; the bits above hold the message's priority, which so
+/// travels with the message through every state without a byte of its own (`prelude.lua`).
+pub(crate) const LEVEL: u64 = 1 << 44;
+
+/// The priority a sequence number carries.
+pub(crate) fn priority_of(seq: u64) -> u8 {
+    match seq / LEVEL {
+        0 => DEFAULT_PRIORITY,
+        level => (level - 1).min(u64::from(MAX_PRIORITY)) as u8,
+    }
+}
+
+/// What a message of priority `priority` adds to its sequence number.
+pub(crate) fn level_base(priority: u8) -> u64 {
+    if priority == DEFAULT_PRIORITY {
+        0
+    } else {
+        (u64::from(priority) + 1) * LEVEL
+    }
+}
 
 const F_ID: u8 = 1;
 const F_EXP: u8 = 2;
@@ -109,12 +131,14 @@ pub(crate) struct Decoded {
     /// The 6 sequence bytes that name the message while it is in flight.
     pub(crate) seq: [u8; 6],
     pub(crate) attempts: u16,
+    pub(crate) max_attempts: u16,
     pub(crate) id: String,
     /// The id was given by the caller (or the message moved), rather than generated.
     pub(crate) explicit_id: bool,
     pub(crate) kind: PayloadKind,
     /// How long a worker's handler may run on it, if the sender said.
     pub(crate) handler_timeout: Option<Duration>,
+    pub(crate) priority: u8,
     pub(crate) payload: Vec<u8>,
 }
 
@@ -141,24 +165,8 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
     let seq = seq_of(&rec);
     let flags = rec[13];
     let attempts = u16::from_be_bytes([rec[14], rec[15]]);
-    let mut at = 18;
-    let first = read_varint(&rec, &mut at).ok_or_else(bad)?;
-    let more = if flags & F_STEPS != 0 {
-        first
-    } else {
-        u64::from(flags & (F_EXP | F_LINEAR) != 0)
-    };
-    for _ in 0..more {
-        read_varint(&rec, &mut at).ok_or_else(bad)?;
-    }
-    at += usize::from(flags & F_FACTOR != 0) + usize::from(flags & F_JITTER != 0);
-    let handler_timeout = if flags & F_TIMEOUT != 0 {
-        Some(Duration::from_millis(
-            read_varint(&rec, &mut at).ok_or_else(bad)?,
-        ))
-    } else {
-        None
-    };
+    let max_attempts = u16::from_be_bytes([rec[16], rec[17]]);
+    let (mut at, handler_timeout) = policy_end(&rec, flags).ok_or_else(bad)?;
     let id = if flags & F_ID != 0 {
         let len = usize::from(*rec.get(at).ok_or_else(bad)?);
         let id = rec.get(at + 1..at + 1 + len).ok_or_else(bad)?;
@@ -173,16 +181,61 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
         return Err(bad());
     }
     let payload = rec.split_off(at);
+    let seq_n = seq.iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
     Ok(Decoded {
+        priority: priority_of(seq_n),
         due_us,
         seq,
         attempts,
+        max_attempts,
         id,
         explicit_id: flags & F_ID != 0,
         kind: kind_of(flags),
         handler_timeout,
         payload,
     })
+}
+
+/// Where the retry policy of whole record `rec` (flags `flags`) ends, which is where its id
+/// (if explicit) or else its payload starts; and the handler timeout the policy carries.
+fn policy_end(rec: &[u8], flags: u8) -> Option<(usize, Option<Duration>)> {
+    let mut at = 18;
+    let first = read_varint(rec, &mut at)?;
+    let more = if flags & F_STEPS != 0 {
+        first
+    } else {
+        u64::from(flags & (F_EXP | F_LINEAR) != 0)
+    };
+    for _ in 0..more {
+        read_varint(rec, &mut at)?;
+    }
+    at += usize::from(flags & F_FACTOR != 0) + usize::from(flags & F_JITTER != 0);
+    let handler_timeout = if flags & F_TIMEOUT != 0 {
+        Some(Duration::from_millis(read_varint(rec, &mut at)?))
+    } else {
+        None
+    };
+    Some((at, handler_timeout))
+}
+
+/// Record body `body` (as [`encode_body`] made it, without an id) with caller id `id` put in:
+/// what a recurring schedule stores once and sends at every tick under that tick's id. None
+/// when `body` is not such a body.
+pub(crate) fn body_with_id(body: &[u8], id: &str) -> Option<Vec<u8>> {
+    let rec = with_sort_key(0, 0, body);
+    let flags = *rec.get(13)?;
+    if flags & F_ID != 0 || id.len() > usize::from(u8::MAX) {
+        return None;
+    }
+    let (at, _) = policy_end(&rec, flags)?;
+    let at = at.checked_sub(13).filter(|at| *at <= body.len())?;
+    let mut out = Vec::with_capacity(body.len() + 1 + id.len());
+    out.push(flags | F_ID);
+    out.extend_from_slice(&body[1..at]);
+    out.push(id.len() as u8);
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(&body[at..]);
+    Some(out)
 }
 
 /// The payload kind a record's flags byte names.
@@ -273,6 +326,25 @@ mod tests {
             assert_eq!(d.handler_timeout, timeout);
         }
         assert!(decode(key.to_vec()).is_err(), "truncated record accepted");
+    }
+
+    #[test]
+    fn a_caller_id_goes_in_where_encode_would_put_it() {
+        let backoff = Backoff::exponential(Duration::from_secs(1), Duration::from_secs(60));
+        let options = SendOptions::new()
+            .backoff(backoff.with_jitter(5))
+            .handler_timeout(Duration::from_secs(9))
+            .kind(PayloadKind::Json);
+        let body = encode_body(&options, b"{}");
+        let with_id = body_with_id(&body, "sched:daily:1700000000000");
+        let direct = encode_body(&options.id("sched:daily:1700000000000"), b"{}");
+        assert_eq!(with_id, Some(direct.clone()));
+        assert_eq!(
+            body_with_id(&direct, "again"),
+            None,
+            "a body with an id already"
+        );
+        assert_eq!(body_with_id(&body[..3], "x"), None, "a truncated body");
     }
 
     #[test]

@@ -226,6 +226,8 @@ struct DeadOut {
     died_at_ms: u64,
     attempts: u32,
     max_attempts: u32,
+    /// 0 (lowest) to 9 (highest); a requeue keeps it.
+    priority: u8,
     last_error: Option<String>,
     /// The last few failed attempts, oldest first.
     errors: Vec<ErrorOut>,
@@ -240,6 +242,7 @@ impl From<DeadLetter> for DeadOut {
             died_at_ms: d.died_at_ms,
             attempts: d.attempts,
             max_attempts: d.max_attempts,
+            priority: d.priority,
             last_error: d.last_error,
             errors: errors_out(d.errors),
             payload: PayloadOut::new(d.payload, d.kind),

@@ -58,6 +58,8 @@ struct DeliveryOut {
     receipt: String,
     id: String,
     attempt: u32,
+    /// 0 (lowest) to 9 (highest).
+    priority: u8,
     due_ms: u64,
     lease_deadline_ms: u64,
     /// The sender's limit on the time spent on it, if it gave one.
@@ -73,6 +75,7 @@ impl From<Delivery> for DeliveryOut {
             queue: d.queue.to_string(),
             receipt: d.receipt().to_string(),
             attempt: d.attempt,
+            priority: d.priority,
             due_ms: d.due_ms,
             lease_deadline_ms: d.lease_deadline_ms,
             handler_timeout_ms: d.handler_timeout.map(|t| t.as_millis() as u64),

@@ -133,6 +133,8 @@ struct MessageOut {
     due_ms: u64,
     attempts: u32,
     max_attempts: u32,
+    /// 0 (lowest) to 9 (highest).
+    priority: u8,
     last_error: Option<String>,
     /// The last few failed attempts, oldest first.
     errors: Vec<ErrorOut>,
@@ -152,6 +154,7 @@ impl From<MessageInfo> for MessageOut {
             due_ms: m.due_ms,
             attempts: m.attempts,
             max_attempts: m.max_attempts,
+            priority: m.priority,
             last_error: m.last_error,
             errors: errors_out(m.errors),
             payload: PayloadOut::new(m.payload, m.kind),

@@ -8,7 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use base64::Engine;
-use delayq::{Backoff, PayloadKind, Schedule, SendOptions};
+use delayq::{Backoff, PayloadKind, Schedule, SendOptions, MAX_PRIORITY};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
@@ -218,6 +218,10 @@ pub struct SendBody {
     pub max_attempts: Option<u64>,
     /// Retry policy.
     pub backoff: Option<BackoffArg>,
+    /// 0 (lowest) to 9 (highest), default 5: among due messages, higher priorities are
+    /// delivered first.
+    #[schema(minimum = 0, maximum = 9)]
+    pub priority: Option<u64>,
     /// How long a worker may spend on it (in place of the worker's own timeout); delivered
     /// as `handler_timeout_ms`.
     pub handler_timeout: Option<DurationArg>,
@@ -272,6 +276,7 @@ impl SendBody {
             id: self.id,
             max_attempts: self.max_attempts,
             backoff: self.backoff,
+            priority: self.priority,
             handler_timeout: self.handler_timeout,
             replicas: self.replicas,
         }
@@ -294,6 +299,8 @@ pub struct SendQuery {
     pub id: Option<String>,
     /// Deliveries before the dead letters.
     pub max_attempts: Option<u64>,
+    /// 0 (lowest) to 9 (highest), default 5.
+    pub priority: Option<u64>,
     /// How long a worker may spend on it (`30s`).
     pub handler_timeout: Option<String>,
 }
@@ -305,6 +312,7 @@ impl SendQuery {
             && self.deliver_at.is_none()
             && self.id.is_none()
             && self.max_attempts.is_none()
+            && self.priority.is_none()
             && self.handler_timeout.is_none()
     }
 
@@ -316,6 +324,7 @@ impl SendQuery {
             id: self.id,
             max_attempts: self.max_attempts,
             backoff: None,
+            priority: self.priority,
             handler_timeout: self.handler_timeout.map(DurationArg::Text),
             replicas: None,
         }
@@ -335,6 +344,8 @@ pub struct MessageOptions {
     pub max_attempts: Option<u64>,
     /// Retry policy.
     pub backoff: Option<BackoffArg>,
+    /// Priority, 0 to 9.
+    pub priority: Option<u64>,
     /// How long a worker may spend on it.
     pub handler_timeout: Option<DurationArg>,
     /// Replicas to wait for.
@@ -357,6 +368,18 @@ impl MessageOptions {
                 ApiError::bad_request("invalid_option", "max_attempts is 1 to 65535")
             })?;
             options = options.max_attempts(n);
+        }
+        if let Some(p) = self.priority {
+            let p = u8::try_from(p)
+                .ok()
+                .filter(|p| *p <= MAX_PRIORITY)
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "invalid_option",
+                        format!("priority is 0 to {MAX_PRIORITY}, not {p}"),
+                    )
+                })?;
+            options = options.priority(p);
         }
         if let Some(timeout) = self.handler_timeout {
             options = options.handler_timeout(timeout.get("handler_timeout")?);

@@ -39,6 +39,9 @@ pub enum AdminCommand {
         /// Shorten each retry delay at random by up to this percentage.
         #[arg(long, requires = "backoff")]
         jitter: Option<u8>,
+        /// 0 (lowest) to 9 (highest), default 5: due messages of higher priority go first.
+        #[arg(long)]
+        priority: Option<u8>,
         /// Longest a worker may spend on it (e.g. 90s), in place of the worker's own limit.
         #[arg(long, value_parser = humantime::parse_duration)]
         handler_timeout: Option<std::time::Duration>,
@@ -209,6 +212,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             max_attempts,
             backoff,
             jitter,
+            priority,
             handler_timeout,
             json_payload,
         } => {
@@ -226,6 +230,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             }
             if let Some(timeout) = handler_timeout {
                 options = options.handler_timeout(timeout);
+            }
+            if let Some(priority) = priority {
+                options = options.priority(priority);
             }
             if json_payload {
                 serde_json::from_str::<Value>(&payload).context("--json-payload: not JSON")?;
@@ -252,19 +259,20 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             let out = json!({
                 "id": m.id, "state": m.state.as_str(), "due_ms": m.due_ms,
                 "attempts": m.attempts, "max_attempts": m.max_attempts,
-                "last_error": m.last_error, "payload": payload,
+                "priority": m.priority, "last_error": m.last_error, "payload": payload,
                 "errors": m.errors.iter().map(|e| json!({
                     "attempt": e.attempt, "at_ms": e.at_ms, "error": e.error,
                 })).collect::<Vec<_>>(),
             });
             print(&common, &out, || {
                 let mut t = format!(
-                    "id          {}\nstate       {}\ndue         {}\nattempts    {} of {}\n",
+                    "id          {}\nstate       {}\ndue         {}\nattempts    {} of {}\npriority    {}\n",
                     m.id,
                     m.state,
                     time_text(m.due_ms),
                     m.attempts,
-                    m.max_attempts
+                    m.max_attempts,
+                    m.priority
                 );
                 for e in &m.errors {
                     t.push_str(&format!(

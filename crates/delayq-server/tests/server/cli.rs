@@ -357,3 +357,18 @@ fn configure_sets_and_lifts_a_rate_limit() {
     let refused = fails(&redis, &["configure", "jobs", "--rate-limit", "0"]);
     assert!(refused.contains("at least 1 per second"), "{refused}");
 }
+
+#[test]
+fn send_takes_a_priority_and_get_shows_it() {
+    let redis = RedisServer::start();
+    json(
+        &redis,
+        &["send", "urgent", "x", "--id", "p1", "--priority", "8"],
+    );
+    assert_eq!(json(&redis, &["get", "urgent", "p1"])["priority"], 8);
+    json(&redis, &["send", "urgent", "y", "--id", "p2"]);
+    assert_eq!(json(&redis, &["get", "urgent", "p2"])["priority"], 5);
+    assert!(
+        fails(&redis, &["send", "urgent", "x", "--priority", "10"]).contains("priority is 0 to 9")
+    );
+}

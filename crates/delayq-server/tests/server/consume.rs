@@ -521,3 +521,49 @@ async fn a_message_sent_with_a_handler_timeout_is_delivered_with_it() {
         .await;
     assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_option");
 }
+
+#[tokio::test]
+async fn higher_priorities_are_delivered_first_and_carry_their_priority() {
+    let s = TestServer::start().await;
+    send(
+        &s,
+        "prio",
+        json!({ "payload": "low", "id": "low", "priority": 0 }),
+    )
+    .await;
+    send(&s, "prio", json!({ "payload": "plain", "id": "plain" })).await;
+    send(
+        &s,
+        "prio",
+        json!({ "payload": "high", "id": "high", "priority": 9 }),
+    )
+    .await;
+    let got = receive(&s, "prio", 10, "0s").await;
+    let order: Vec<(&Value, &Value)> = got.iter().map(|d| (&d["id"], &d["priority"])).collect();
+    assert_eq!(
+        order,
+        [
+            (&json!("high"), &json!(9)),
+            (&json!("plain"), &json!(5)),
+            (&json!("low"), &json!(0)),
+        ]
+    );
+    let (status, body) = s.get("/v1/queues/prio/messages/high").await;
+    assert_eq!((status, &body["priority"]), (StatusCode::OK, &json!(9)));
+
+    for bad in [json!(10), json!(-1), json!("high"), json!(1.5)] {
+        let answer = s
+            .post(
+                "/v1/queues/prio/messages",
+                json!({ "payload": 1, "priority": bad }),
+            )
+            .await;
+        assert_eq!(
+            answer.0,
+            StatusCode::BAD_REQUEST,
+            "priority {bad}: {answer:?}"
+        );
+    }
+    let (_, stats) = s.get("/v1/queues/prio").await;
+    assert_eq!(stats["ready"], 0, "a refused send wrote nothing: {stats}");
+}

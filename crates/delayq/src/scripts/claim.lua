@@ -1,7 +1,8 @@
 #!lua flags=allow-oom
 -- claim.lua: the heart of receive. Reclaims expired leases (each counted as a failed attempt),
 -- then moves up to `max` due messages from pending to in flight under fresh lease tokens,
--- unless the queue is paused, and no more than its rate limit allows.
+-- highest priority first, unless the queue is paused, and no more than its rate limit
+-- allows.
 -- Allowed at maxmemory: draining the queue must not need free memory.
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
@@ -80,9 +81,12 @@ for j, member in ipairs(expired) do
   end
 end
 
+local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at', 'levels')
+local prios = priorities(control[6])
+
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
 local function nothing(not_before)
-  local next_us = head_due()
+  local next_us = earliest_due(prios)
   local lease = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
   if lease and (next_us == nil or tonumber(lease) * 1000 < next_us) then
     next_us = tonumber(lease) * 1000
@@ -93,7 +97,6 @@ local function nothing(not_before)
   return { math.max(next_us, not_before) - now, 0, 0, now, retried, buried }
 end
 
-local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at')
 if control[1] then
   return { -1, 0, 0, now, retried, buried }
 end
@@ -112,7 +115,30 @@ if rate then
   take = math.min(max, math.floor(tokens))
 end
 
-local due = redis.call('ZRANGEBYLEX', k.pending, '-', due_bound(now), 'LIMIT', 0, take)
+-- Highest priority first: from each set, its lowest members (due order, then send order).
+local due, bound, kept = {}, due_bound(now), {}
+for _, p in ipairs(prios) do
+  local set = pending_key(p)
+  local got, wanted = nil, take - #due
+  if wanted > 0 then
+    got = redis.call('ZRANGEBYLEX', set, '-', bound, 'LIMIT', 0, wanted)
+  end
+  if got and #got > 0 then
+    -- The claimed messages are exactly the set's lowest members, up to the last one taken.
+    redis.call('ZREMRANGEBYLEX', set, '-', '[' .. got[#got])
+    for _, rec in ipairs(got) do
+      due[#due + 1] = rec
+    end
+  end
+  -- A priority whose set is gone leaves `levels`, so claims stop looking at it.
+  if p == DEFAULT_PRIORITY or not got or #got == wanted or redis.call('EXISTS', set) == 1 then
+    kept[#kept + 1] = p
+  end
+end
+if #kept < #prios then
+  set_levels(kept)
+  prios = kept
+end
 local count = #due
 if count == 0 then
   return nothing(now)
@@ -122,8 +148,6 @@ if rate then
     'tokens_at', string.format('%d', now))
 end
 
--- The claimed messages are exactly the lowest members, up to the last one taken.
-redis.call('ZREMRANGEBYLEX', k.pending, '-', '[' .. due[count])
 -- Bulk arguments as strings: Lua would format a number argument for every element.
 local deadline_arg = string.format('%d', deadline)
 local out = { 0, deadline, base, now, retried, buried }
@@ -157,8 +181,8 @@ if #held > 0 then
 end
 -- Pass the wake-up on: another consumer can take what this call left behind (unless the rate
 -- limit left it: then there are no tokens for it).
-local next_due = head_due()
-if count == max and take == max and next_due and next_due <= now then
+local next_due = count == max and take == max and earliest_due(prios)
+if next_due and next_due <= now then
   wake()
 end
 return out

@@ -5,7 +5,7 @@
 --   wake, control, gone
 -- ARGV[1]: offset  ARGV[2]: page size
 -- Returns per dead letter: id, died-at ms, attempts, max attempts, last error or false, payload,
---   flags byte.
+--   flags byte, priority.
 local ids = redis.call('ZRANGE', k.dead, ARGV[1], tonumber(ARGV[1]) + tonumber(ARGV[2]) - 1, 'WITHSCORES')
 local out = {}
 for i = 1, #ids, 2 do
@@ -18,5 +18,6 @@ for i = 1, #ids, 2 do
   out[#out + 1] = redis.call('HGET', k.errors, id)
   out[#out + 1] = m.payload
   out[#out + 1] = m.flags
+  out[#out + 1] = priority_of(m.seq)
 end
 return out

@@ -26,7 +26,6 @@ for _, id in ipairs(ids) do
   end
 end
 local now = now_us()
-local old_head = head_due()
 local moved = 0
 for _, pair in ipairs(found) do
   local id, m = pair[1], pair[2]
@@ -37,6 +36,6 @@ for _, pair in ipairs(found) do
   moved = moved + 1
 end
 if moved > 0 then
-  wake_for(now, old_head, now)
+  wake()
 end
 return moved

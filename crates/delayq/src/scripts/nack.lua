@@ -51,9 +51,8 @@ for i = 1, #ARGV, 7 do
       out[#out + 1] = 'dead'
     elseif mode == 'r' then
       m.attempts = math.max(m.attempts - 1, 0)
-      local old_head = head_due()
       put_pending(m, now)
-      wake_for(now, old_head, now)
+      wake()
       out[#out + 1] = 'released'
     else
       if ARGV[i + 5] ~= '' then

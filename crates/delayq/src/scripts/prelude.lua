@@ -18,6 +18,14 @@
 -- Due times are kept in microseconds of the server's clock so that "due" is exact: a message
 -- sent with a delay is never claimed before request arrival + delay. Leases are in ms.
 --
+-- Priorities: a message's priority (0-9, DEFAULT_PRIORITY unless the sender said) lives in
+-- the top 4 bits of its sequence number (0 for the default, else priority + 1), so it stays
+-- with the message through every state and move without a byte of its own. Pending messages
+-- of the default priority are in `pending`; those of priority p in `pending:<p>`, a key
+-- under the same hash tag (so in the same slot), listed in the control field `levels`
+-- (digits, highest first) while it exists. A claim takes from the sets highest priority
+-- first, so its cost grows with the priorities in use, never with the messages.
+--
 -- Names: pending messages are found by their sort key (the index maps explicit ids to it; a
 -- generated id decodes to it). In flight, a message is named by its 6 sequence bytes (`seq`,
 -- fixed for its life): `held` maps seq -> lease token (6 bytes) .. attempts (u16, this
@@ -35,6 +43,9 @@ local k = {
 local F_ID, F_EXP, F_FACTOR, F_JITTER = 1, 2, 4, 8
 local F_LINEAR, F_STEPS, F_TIMEOUT = 32, 64, 128
 local TWO48 = 281474976710656
+
+-- Sequence numbers count below LEVEL; the bits above it hold the priority.
+local LEVEL, DEFAULT_PRIORITY = 17592186044416, 5
 
 local function has(flags, f)
   return math.floor(flags / f) % 2 == 1
@@ -187,6 +198,78 @@ local function encode(m)
   return sort_key(m) .. string.char(m.flags) .. u16(m.attempts) .. u16(m.max) .. m.policy .. idpart .. m.payload
 end
 
+-- The priority of sequence number `seq`.
+local function priority_of(seq)
+  local level = math.floor(seq / LEVEL)
+  if level == 0 then
+    return DEFAULT_PRIORITY
+  end
+  return level - 1
+end
+
+-- What a message of priority `p` adds to its sequence number.
+local function level_base(p)
+  if p == DEFAULT_PRIORITY then
+    return 0
+  end
+  return (p + 1) * LEVEL
+end
+
+-- The pending set of priority `p`.
+local function pending_key(p)
+  if p == DEFAULT_PRIORITY then
+    return k.pending
+  end
+  return k.pending .. ':' .. p
+end
+
+-- Priorities with a pending set, from the control field `levels`, highest first, with the
+-- default priority in its place.
+local function priorities(levels)
+  local out, placed = {}, false
+  for c in (levels or ''):gmatch('%d') do
+    local p = tonumber(c)
+    if not placed and p < DEFAULT_PRIORITY then
+      out[#out + 1] = DEFAULT_PRIORITY
+      placed = true
+    end
+    out[#out + 1] = p
+  end
+  if not placed then
+    out[#out + 1] = DEFAULT_PRIORITY
+  end
+  return out
+end
+
+-- Writes the control field `levels` from a list of priorities.
+local function set_levels(list)
+  local digits = {}
+  for _, p in ipairs(list) do
+    if p ~= DEFAULT_PRIORITY then
+      digits[#digits + 1] = tostring(p)
+    end
+  end
+  table.sort(digits, function(a, b) return a > b end)
+  if #digits == 0 then
+    redis.call('HDEL', k.control, 'levels')
+  else
+    redis.call('HSET', k.control, 'levels', table.concat(digits))
+  end
+end
+
+-- Lists priority `p` in `levels` before its pending set gets a message.
+local function use_priority(p)
+  if p == DEFAULT_PRIORITY then
+    return
+  end
+  local levels = redis.call('HGET', k.control, 'levels') or ''
+  if not levels:find(tostring(p), 1, true) then
+    local list = priorities(levels)
+    list[#list + 1] = p
+    set_levels(list)
+  end
+end
+
 -- Puts a parsed message into the pending set at `due`. Its id must stay findable: an id that
 -- no longer decodes to the sort key becomes explicit and gets an index entry.
 local function put_pending(m, due)
@@ -194,7 +277,9 @@ local function put_pending(m, due)
     m.flags = m.flags + F_ID
   end
   m.due = due
-  redis.call('ZADD', k.pending, 0, encode(m))
+  local p = priority_of(m.seq)
+  use_priority(p)
+  redis.call('ZADD', pending_key(p), 0, encode(m))
   if has(m.flags, F_ID) then
     redis.call('HSET', k.index, m.id, sort_key(m))
   end
@@ -230,8 +315,10 @@ local function find_pending(id)
   if not key then
     return nil, nil
   end
-  local upper = key:sub(1, 7) .. be6(unbe6(key, 8) + 1)
-  local hit = redis.call('ZRANGEBYLEX', k.pending, '[' .. key, '(' .. upper, 'LIMIT', 0, 1)[1]
+  local seq = unbe6(key, 8)
+  local upper = key:sub(1, 7) .. be6(seq + 1)
+  local set = pending_key(priority_of(seq))
+  local hit = redis.call('ZRANGEBYLEX', set, '[' .. key, '(' .. upper, 'LIMIT', 0, 1)[1]
   if hit then
     local m = parse(hit)
     if m.id == id then
@@ -243,7 +330,7 @@ local function find_pending(id)
 end
 
 local function remove_pending(m)
-  redis.call('ZREM', k.pending, m.member)
+  redis.call('ZREM', pending_key(priority_of(m.seq)), m.member)
   if has(m.flags, F_ID) then
     redis.call('HDEL', k.index, m.id)
   end
@@ -266,13 +353,26 @@ local function parse_held(seq, v)
   return m
 end
 
--- Due time of the earliest pending message, or nil.
-local function head_due()
-  local h = redis.call('ZRANGE', k.pending, 0, 0)[1]
+-- Due time of the earliest message in pending set `set` (default: the default priority's),
+-- or nil.
+local function head_due(set)
+  local h = redis.call('ZRANGE', set or k.pending, 0, 0)[1]
   if h then
     return unbe7(h, 1)
   end
   return nil
+end
+
+-- Due time of the earliest pending message of any of `list` (priorities), or nil.
+local function earliest_due(list)
+  local earliest = nil
+  for _, p in ipairs(list) do
+    local due = head_due(pending_key(p))
+    if due and (earliest == nil or due < earliest) then
+      earliest = due
+    end
+  end
+  return earliest
 end
 
 -- Tells every consumer that is waiting (subscribed to the queue's wake channel) to claim.
@@ -282,10 +382,16 @@ local function wake()
   redis.call('SPUBLISH', k.wake, '1')
 end
 
--- Wakes a consumer when `due` is already due or earlier than everything it may be sleeping on
--- (all in microseconds).
+-- True when a message due at `due` must wake a consumer: it is already due or earlier than everything it may be sleeping on
+-- (all in microseconds). `old_head` is the head of the set the message went into: a consumer
+-- sleeps until the earliest head of all sets, which is no later, so this wakes whenever it
+-- must (and, with several priorities in use, sometimes when it need not).
+local function wakes(due, old_head, now)
+  return due <= now or old_head == nil or due < old_head
+end
+
 local function wake_for(due, old_head, now)
-  if due <= now or old_head == nil or due < old_head then
+  if wakes(due, old_head, now) then
     wake()
   end
 end
@@ -418,7 +524,7 @@ local function retry_or_bury(m, err, delay_ms, now, dead)
     end
     return 'dead'
   end
-  local old_head = head_due()
+  local old_head = head_due(pending_key(priority_of(m.seq)))
   put_pending(m, now + delay_ms * 1000)
   wake_for(m.due, old_head, now)
   return 'retry'

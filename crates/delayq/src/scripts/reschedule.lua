@@ -15,7 +15,7 @@ local now = now_us()
 local due = due_from(spec, now)
 local state = pending_state(m, now)
 remove_pending(m)
-local old_head = head_due()
+local old_head = head_due(pending_key(priority_of(m.seq)))
 put_pending(m, due)
 wake_for(due, old_head, now)
 return { state, to_ms(due) }

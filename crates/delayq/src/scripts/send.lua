@@ -1,39 +1,63 @@
 #!lua
--- send.lua: adds one or more messages to the pending set.
+-- send.lua: adds one or more messages to the pending sets.
 -- Refused at maxmemory (no allow-oom flag): the caller gets the OOM error.
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
 -- ARGV[1]: the queue's partition count P   ARGV[2]: this partition's index k (src/partitions.rs)
 --   Sequence numbers here are k modulo P, so a message's sequence number names its partition.
--- ARGV[3..]: per message a triple
---   id     caller id, or '' for an id made from the sort key
---   due    '<ms>' delay from the server's now, or '@<ms>' absolute unix ms
---   body   the record without its 13-byte sort key (flags .. payload; src/record.rs)
+-- ARGV[3]: '' or a tick guard: the control field `tick:<schedule>`, which holds the last tick
+--   of that recurring schedule sent to this partition; ARGV[4]: '' or the tick (unix ms). A
+--   guarded send of a tick no later than the field's is reported as a duplicate of its first
+--   message and writes nothing, so each tick becomes one message however many schedulers
+--   send it (src/scheduler.rs).
+-- ARGV[5..]: per message a group of four
+--   id        caller id, or '' for an id made from the sort key
+--   due       '<ms>' delay from the server's now, or '@<ms>' absolute unix ms
+--   priority  0 to 9 (prelude.lua: it goes into the sequence number's top bits)
+--   body      the record without its 13-byte sort key (flags .. payload; src/record.rs)
 -- Returns: { now µs, sequence before the first message, then per caller id that already
 --   existed (nothing written for it): its position (1-based), its due ms, or -1 if in flight,
 --   dead or gone within the idempotency window }.
---   Message i gets sequence first + i * P; the client derives due times and generated ids
---   from these, exactly as computed here.
+--   Message i gets sequence first + i * P (plus its priority's bits); the client derives due
+--   times and generated ids from these, exactly as computed here.
 local stride, offset = arg_number(1, 'partitions'), arg_number(2, 'partition')
-check_groups(3, 'send', 2)
+check_groups(4, 'send', 4)
+local guard, tick = ARGV[3], nil
+if guard ~= '' then
+  tick = arg_number(4, 'tick')
+  if not guard:match('^tick:') then
+    error('delayq: a tick guard is a tick: field, not ' .. guard)
+  end
+end
 local now = now_us()
 local now_ms = to_ms(now)
-local n = (#ARGV - 2) / 3
--- Due times first: a bad one fails the call before INCRBY, its first write.
-local dues = {}
-for i = 1, n do
-  dues[i] = due_from(ARGV[3 * i + 1], now)
+if tick and tick <= tonumber(redis.call('HGET', k.control, guard) or '-1') then
+  return { now, 0, 1, -1 }
 end
-local old_head = head_due()
+local n = (#ARGV - 4) / 4
+-- Due times and priorities first: a bad one fails the call before INCRBY, its first write.
+local dues, prios = {}, {}
+for i = 1, n do
+  dues[i] = due_from(ARGV[4 * i + 2], now)
+  local p = ARGV[4 * i + 3]
+  if not p:match('^%d$') then
+    error('delayq: a priority is 0 to 9, not ' .. p)
+  end
+  prios[i] = tonumber(p)
+end
 if stride > 1 then
   redis.call('SET', k.seq, offset, 'NX')
 end
 local first = redis.call('INCRBY', k.seq, n * stride) - n * stride
+if first + n * stride >= LEVEL then
+  error('delayq: this queue has used up its sequence numbers')
+end
 local out = { now, first }
-local members, indexed, taken = {}, {}, {}
-local min_due = nil
+-- Per pending set: the members to add, and its head before them (false: empty).
+local members, heads, indexed, taken = {}, {}, {}, {}
+local wake_now = false
 for i = 1, n do
-  local id, body = ARGV[3 * i], ARGV[3 * i + 2]
+  local id, body = ARGV[4 * i + 1], ARGV[4 * i + 4]
   local existing = id ~= '' and (taken[id] or redis.call('HGET', k.index, id)
     or redis.call('HEXISTS', k.dead_msgs, id) == 1 or recently_gone(id, now_ms))
   if existing then
@@ -44,27 +68,35 @@ for i = 1, n do
     out[#out + 1] = i
     out[#out + 1] = existing_due
   else
-    local due = dues[i]
-    local key = key_of(due, first + i * stride)
-    members[#members + 1] = '0'
-    members[#members + 1] = key .. body
+    local due, p = dues[i], prios[i]
+    local set = pending_key(p)
+    if members[set] == nil then
+      members[set] = {}
+      heads[set] = head_due(set) or false
+      use_priority(p)
+    end
+    local key = key_of(due, level_base(p) + first + i * stride)
+    local list = members[set]
+    list[#list + 1] = '0'
+    list[#list + 1] = key .. body
     if id ~= '' then
       taken[id] = key
       indexed[#indexed + 1] = id
       indexed[#indexed + 1] = key
     end
-    if min_due == nil or due < min_due then
-      min_due = due
-    end
+    wake_now = wake_now or wakes(due, heads[set] or nil, now)
   end
 end
-if #members > 0 then
-  redis.call('ZADD', k.pending, unpack(members))
+for set, list in pairs(members) do
+  redis.call('ZADD', set, unpack(list))
 end
 if #indexed > 0 then
   redis.call('HSET', k.index, unpack(indexed))
 end
-if min_due then
-  wake_for(min_due, old_head, now)
+if wake_now then
+  wake()
+end
+if tick then
+  redis.call('HSET', k.control, guard, string.format('%d', tick))
 end
 return out

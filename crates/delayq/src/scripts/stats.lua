@@ -8,12 +8,17 @@
 --   1 when paused else 0, idempotency window ms (0: none), rate limit '<per second>/<burst>'
 --   or '' }
 local now = now_us()
-local ready = redis.call('ZLEXCOUNT', k.pending, '-', due_bound(now))
-local delayed = redis.call('ZCARD', k.pending) - ready
+local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit', 'levels')
+local prios = priorities(control[4])
+local ready, pending = 0, 0
+for _, p in ipairs(prios) do
+  local set = pending_key(p)
+  ready = ready + redis.call('ZLEXCOUNT', set, '-', due_bound(now))
+  pending = pending + redis.call('ZCARD', set)
+end
 local lag = 0
 if ready > 0 then
-  lag = to_ms(now - head_due())
+  lag = to_ms(now - earliest_due(prios))
 end
-local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit')
-return { delayed, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag,
+return { pending - ready, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag,
   control[1] and 1 or 0, tonumber(control[2] or '0'), control[3] or '' }

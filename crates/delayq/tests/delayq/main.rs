@@ -15,7 +15,9 @@ mod multi_queue;
 mod ops;
 mod partitions;
 mod pause;
+mod priority;
 mod rate_limit;
+mod schedules;
 
 // Runtime behaviour under load and faults.
 mod concurrency;

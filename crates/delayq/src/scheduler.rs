@@ -1,0 +1,201 @@
+//! The scheduler: turns the ticks of recurring schedules (`schedules.rs`) into messages.
+//!
+//! Run one in every server, or as many as you like: a tick becomes one message however many
+//! schedulers send it. A scheduler
+//! * reloads its queues' definitions every `refresh`, and reads the Redis server's clock each
+//!   time, so schedulers on hosts with skewed clocks agree on what is due;
+//! * sends each tick `lead` before it comes due, as a message due at the tick: delivery is
+//!   then as punctual as any delayed message, whatever the scheduler's own timing;
+//! * fires a tick up to `grace` late as usual; a tick later than that was missed (no
+//!   scheduler ran), and the schedule's [`MissedTicks`](crate::MissedTicks) policy decides
+//!   whether it fires.
+//!
+//! Failures (Redis away, a definition that cannot be read) are logged and retried at the
+//! next refresh; a tick that could not be sent is tried again then, under the same policy.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::time::Instant;
+
+use crate::client::DelayQ;
+use crate::error::Result;
+use crate::names::QueueName;
+use crate::queue::Queue;
+use crate::recurrence::ticks_to_fire;
+use crate::schedules::{server_ms, Definition, SCHEDULED_QUEUES};
+
+/// Runs recurring schedules: see the module documentation.
+pub struct Scheduler {
+    dq: DelayQ,
+    queues: Option<Vec<Queue>>,
+    refresh: Duration,
+    lead: Duration,
+    grace: Duration,
+}
+
+/// What a scheduler knows of one schedule.
+struct Entry {
+    queue: Queue,
+    def: Definition,
+    /// Ticks up to here are settled: sent (by this scheduler or another) or skipped.
+    done_ms: Option<u64>,
+}
+
+impl Scheduler {
+    /// A scheduler of every queue that has schedules. Defaults: refresh 1 s, lead 1 s,
+    /// grace 10 s.
+    pub fn new(dq: &DelayQ) -> Self {
+        Scheduler {
+            dq: dq.clone(),
+            queues: None,
+            refresh: Duration::from_secs(1),
+            lead: Duration::from_secs(1),
+            grace: Duration::from_secs(10),
+        }
+    }
+
+    /// Runs only the schedules of `queues`.
+    pub fn queues(mut self, queues: &[Queue]) -> Self {
+        self.queues = Some(queues.to_vec());
+        self
+    }
+
+    /// How often definitions are read again (so how soon a change takes effect).
+    pub fn refresh(mut self, every: Duration) -> Self {
+        self.refresh = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How late a tick may fire and still count as on time rather than missed.
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// How long before its tick a message is sent.
+    pub fn lead(mut self, lead: Duration) -> Self {
+        self.lead = lead;
+        self
+    }
+
+    /// Runs until `stop` completes.
+    pub async fn run(self, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        let mut entries: HashMap<(QueueName, String), Entry> = HashMap::new();
+        // Server clock minus this host's, in ms.
+        let mut offset_ms: i64 = 0;
+        let mut next_refresh = Instant::now();
+        let lead_ms = self.lead.as_millis() as u64;
+        let grace_ms = self.grace.as_millis() as u64 + lead_ms;
+        loop {
+            if Instant::now() >= next_refresh {
+                match self.reload(&mut entries).await {
+                    Ok(offset) => offset_ms = offset,
+                    Err(e) => tracing::warn!("scheduler: cannot read schedules: {e}"),
+                }
+                next_refresh = Instant::now() + self.refresh;
+            }
+            let horizon = server_now(offset_ms) + lead_ms;
+            let mut wake_at = None;
+            for entry in entries.values_mut() {
+                entry.fire(horizon, grace_ms).await;
+                let from = entry.done_ms.unwrap_or(0).max(entry.def.created_ms);
+                if let Some(next) = entry.def.recurrence.next_after(from) {
+                    wake_at = Some(wake_at.map_or(next, |w: u64| w.min(next)));
+                }
+            }
+            let until_refresh = next_refresh.saturating_duration_since(Instant::now());
+            let until_tick = wake_at.map_or(until_refresh, |at| {
+                let send_at = at.saturating_sub(lead_ms);
+                Duration::from_millis(send_at.saturating_sub(server_now(offset_ms)))
+            });
+            tokio::select! {
+                () = tokio::time::sleep(until_refresh.min(until_tick)) => {}
+                () = &mut stop => return,
+            }
+        }
+    }
+
+    /// Reads the definitions again; returns the server clock's offset from this host's.
+    async fn reload(&self, entries: &mut HashMap<(QueueName, String), Entry>) -> Result<i64> {
+        let mut conn = self.dq.connection();
+        let server = server_ms(&mut conn).await? as i64;
+        let offset = server - local_ms() as i64;
+        let queues = match &self.queues {
+            Some(queues) => queues.clone(),
+            None => {
+                let names: Vec<String> = redis::cmd("SMEMBERS")
+                    .arg(SCHEDULED_QUEUES)
+                    .query_async(&mut conn)
+                    .await?;
+                names.iter().filter_map(|n| self.dq.queue(n).ok()).collect()
+            }
+        };
+        let mut seen = std::collections::HashSet::new();
+        for queue in queues {
+            let schedules = queue.schedules();
+            for def in schedules.definitions().await? {
+                let key = (queue.name().clone(), def.name.clone());
+                seen.insert(key.clone());
+                match entries.get_mut(&key) {
+                    Some(entry) => entry.def = def,
+                    None => {
+                        let done_ms = schedules.last_tick(&def.name).await?;
+                        let queue = queue.clone();
+                        entries.insert(
+                            key,
+                            Entry {
+                                queue,
+                                def,
+                                done_ms,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        entries.retain(|key, _| seen.contains(key));
+        Ok(offset)
+    }
+}
+
+impl Entry {
+    /// Sends what is due up to `horizon` (server ms), as the policy says.
+    async fn fire(&mut self, horizon: u64, grace_ms: u64) {
+        let def = &self.def;
+        let ticks = ticks_to_fire(
+            &def.recurrence,
+            def.missed,
+            self.done_ms,
+            def.created_ms,
+            horizon,
+            grace_ms,
+        );
+        let schedules = self.queue.schedules();
+        for tick in ticks {
+            if let Err(e) = schedules.send_tick(def, tick).await {
+                tracing::warn!(
+                    queue = %self.queue.name(), schedule = %def.name, tick,
+                    "scheduler: cannot send a tick: {e}"
+                );
+                return;
+            }
+            self.done_ms = Some(tick);
+        }
+        // Whatever the policy skipped up to the horizon stays skipped.
+        self.done_ms = Some(self.done_ms.unwrap_or(0).max(horizon));
+    }
+}
+
+fn local_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The server's clock now, estimated from this host's and the last offset read.
+fn server_now(offset_ms: i64) -> u64 {
+    (local_ms() as i64 + offset_ms).max(0) as u64
+}

@@ -1,0 +1,451 @@
+//! Recurring schedules: their definitions in Redis, shared by every client and scheduler, and
+//! the send of one tick.
+//!
+//! A schedule belongs to a queue and lives under the queue's own hash tag (its partition 0's
+//! slot):
+//! * `dq:{q}:schedule:<name>`, HASH: the definition: `cron` and `tz`, or `every_ms` and
+//!   `anchor_ms`; `missed` (`skip`, `once`, `all:<n>`); `created_ms`; `priority`; and `body`,
+//!   the record body (`record.rs`) of its messages without an id, which holds the payload and
+//!   the send options;
+//! * `dq:{q}:schedules`, SET: the queue's schedule names;
+//! * `dq:scheduled`, SET: the queues that have schedules, for schedulers that serve every
+//!   queue (`scheduler.rs`). A queue stays listed after its last schedule goes: a stale entry
+//!   costs a scheduler one look, while removing it could race a new schedule's creation.
+//!
+//! Each tick becomes one message with caller id `sched:<name>:<tick ms>`, due at the tick.
+//! The partition that id belongs to keeps the last tick it was sent for the schedule, in its
+//! control hash (`tick:<name>`), and `send.lua` refuses any tick no later than that: however
+//! many schedulers send a tick, and whenever, one message comes of it.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::error::{InvalidInput, Result};
+use crate::message::Sent;
+use crate::names::QueueName;
+use crate::options::{PayloadKind, Schedule, SendOptions};
+use crate::partitions::join_all;
+use crate::queue::{invocation, Queue};
+use crate::record;
+use crate::recurrence::{MissedTicks, Recurrence};
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+
+/// Longest schedule name.
+pub const MAX_SCHEDULE_NAME_LEN: usize = 64;
+
+/// Most ticks sent ahead that a delete looks for (a scheduler sends one ahead unless its
+/// lead is longer than the schedule's period).
+const MAX_AHEAD: usize = 1000;
+
+/// How many next tick times [`ScheduleInfo::next_ticks_ms`] lists.
+const NEXT_TICKS: usize = 5;
+
+/// A recurring schedule as stored, with its next tick times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ScheduleInfo {
+    /// Its name, unique within its queue.
+    pub name: String,
+    /// When it fires.
+    pub recurrence: Recurrence,
+    /// What a scheduler does with ticks missed while none was running.
+    pub missed: MissedTicks,
+    /// The payload of each message.
+    pub payload: Vec<u8>,
+    /// What the payload is.
+    pub kind: PayloadKind,
+    /// The priority of each message.
+    pub priority: u8,
+    /// Deliveries each message gets before it is dead-lettered.
+    pub max_attempts: u16,
+    /// How long a worker's handler may run on each message, if set.
+    pub handler_timeout: Option<Duration>,
+    /// When it was created or last changed, ms since the Unix epoch (server clock); no tick
+    /// at or before this fires.
+    pub created_ms: u64,
+    /// The last tick sent as a message, if any.
+    pub last_tick_ms: Option<u64>,
+    /// The next few ticks after now (or after the last tick sent, if later).
+    pub next_ticks_ms: Vec<u64>,
+}
+
+/// A definition read back from Redis: what a scheduler needs to fire it.
+#[derive(Debug, Clone)]
+pub(crate) struct Definition {
+    pub(crate) name: String,
+    pub(crate) recurrence: Recurrence,
+    pub(crate) missed: MissedTicks,
+    pub(crate) created_ms: u64,
+    pub(crate) priority: u8,
+    /// The record body of its messages, without an id.
+    pub(crate) body: Vec<u8>,
+}
+
+/// The caller id of tick `tick_ms` of schedule `name`.
+pub fn tick_id(name: &str, tick_ms: u64) -> String {
+    format!("sched:{name}:{tick_ms}")
+}
+
+/// The recurring schedules of one queue.
+pub struct Schedules<'a> {
+    queue: &'a Queue,
+}
+
+impl<'a> Schedules<'a> {
+    pub(crate) fn new(queue: &'a Queue) -> Self {
+        Schedules { queue }
+    }
+
+    /// Creates schedule `name`, or replaces its definition. Each tick of `recurrence` then
+    /// becomes one message with `payload`, due at the tick, with caller id
+    /// `sched:<name>:<tick ms>` and the priority, attempts, backoff, kind and handler
+    /// timeout of `options` (which must not set an id, a delay or replicas). Ticks up to now
+    /// never fire, nor any already sent: a replaced schedule goes on from its last tick, and
+    /// a tick a scheduler sent ahead (it sends a little early, so that the message is due on
+    /// time) keeps the definition it was sent with. Schedulers see the change within their
+    /// refresh interval ([`Scheduler`](crate::Scheduler)).
+    pub async fn put(
+        &self,
+        name: &str,
+        recurrence: Recurrence,
+        missed: MissedTicks,
+        payload: impl AsRef<[u8]>,
+        options: &SendOptions,
+    ) -> Result<()> {
+        check_name(name)?;
+        if options.id.is_some() || options.replicas.is_some() {
+            return Err(InvalidInput::Option(
+                "a schedule's messages take their ids from their ticks, and cannot wait for \
+                 replicas: give neither"
+                    .into(),
+            )
+            .into());
+        }
+        if options.schedule != Schedule::Now {
+            return Err(InvalidInput::Schedule(
+                "a schedule's messages are due at their ticks: give no delay".into(),
+            )
+            .into());
+        }
+        if let MissedTicks::All { max: 0 } = missed {
+            return Err(
+                InvalidInput::Option("run all missed ticks up to at least 1".into()).into(),
+            );
+        }
+        let (_, body) = self.queue.prepare(payload.as_ref(), options)?;
+        // The layout fixes the partition count, as a send would.
+        self.queue.layout().await?;
+        let mut conn = self.queue.connection();
+        let created_ms = server_ms(&mut conn).await?;
+        let key = definition_key(self.queue.name(), name);
+        let mut fields: Vec<(&str, Vec<u8>)> = Vec::new();
+        match (recurrence.as_cron(), recurrence.as_interval()) {
+            (Some((expr, tz)), _) => {
+                fields.push(("cron", expr.into()));
+                fields.push(("tz", tz.into()));
+            }
+            (None, Some((every, anchor_ms))) => {
+                fields.push(("every_ms", every.as_millis().to_string().into()));
+                fields.push(("anchor_ms", anchor_ms.to_string().into()));
+            }
+            (None, None) => {
+                return Err(crate::Error::Protocol("a recurrence of no kind".into()));
+            }
+        }
+        fields.push(("missed", missed_text(missed).into()));
+        fields.push(("created_ms", created_ms.to_string().into()));
+        fields.push(("priority", options.priority.to_string().into()));
+        fields.push(("body", body));
+        let slot = crate::partitions::slot(self.queue.name().as_str());
+        let mut write = redis::pipe();
+        write
+            .atomic()
+            .del(&key)
+            .hset_multiple(&key, &fields)
+            .sadd(names_key(self.queue.name()), name);
+        conn.transaction_at(slot, &write).await?;
+        let _: i64 = redis::cmd("SADD")
+            .arg(SCHEDULED_QUEUES)
+            .arg(self.queue.name().as_str())
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Schedule `name`, or `None`.
+    pub async fn get(&self, name: &str) -> Result<Option<ScheduleInfo>> {
+        check_name(name)?;
+        let Some(def) = self.definition(name).await? else {
+            return Ok(None);
+        };
+        let mut conn = self.queue.connection();
+        let now_ms = server_ms(&mut conn).await?;
+        let last = self.last_tick(name).await?;
+        Ok(Some(info(def, last, now_ms)?))
+    }
+
+    /// Every schedule of the queue, by name.
+    pub async fn list(&self) -> Result<Vec<ScheduleInfo>> {
+        let mut out = Vec::new();
+        let mut conn = self.queue.connection();
+        let now_ms = server_ms(&mut conn).await?;
+        for def in self.definitions().await? {
+            let last = self.last_tick(&def.name).await?;
+            out.push(info(def, last, now_ms)?);
+        }
+        Ok(out)
+    }
+
+    /// Deletes schedule `name`; false if there was none. A tick a scheduler sent ahead and
+    /// that is not yet due is cancelled with it; messages of ticks already due are left to
+    /// be delivered.
+    pub async fn delete(&self, name: &str) -> Result<bool> {
+        check_name(name)?;
+        let def = self.definition(name).await.ok().flatten();
+        let mut conn = self.queue.connection();
+        let slot = crate::partitions::slot(self.queue.name().as_str());
+        let mut remove = redis::pipe();
+        remove
+            .atomic()
+            .del(definition_key(self.queue.name(), name))
+            .srem(names_key(self.queue.name()), name);
+        let replies = conn.transaction_at(slot, &remove).await?;
+        let deleted = matches!(replies.first(), Some(Value::Int(n)) if *n > 0);
+        let now_ms = server_ms(&mut conn).await?;
+        let last = self.last_tick(name).await?;
+        let layout = self.queue.known_layout().await?;
+        for keys in layout.parts() {
+            let _: u64 = redis::cmd("HDEL")
+                .arg(keys.control())
+                .arg(tick_field(name))
+                .query_async(&mut conn)
+                .await?;
+        }
+        // Ticks sent ahead lie between now and the last tick sent.
+        if let (Some(def), Some(last)) = (def, last) {
+            for tick in def.recurrence.upcoming(now_ms, MAX_AHEAD) {
+                if tick > last {
+                    break;
+                }
+                self.queue.cancel(&tick_id(name, tick)).await?;
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Every definition of the queue, by name; one that cannot be read is logged and left
+    /// out, so that one bad entry stops no other schedule.
+    pub(crate) async fn definitions(&self) -> Result<Vec<Definition>> {
+        let mut conn = self.queue.connection();
+        let mut names: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(names_key(self.queue.name()))
+            .query_async(&mut conn)
+            .await?;
+        names.sort();
+        let reads = names.iter().map(|name| self.definition(name));
+        let mut out = Vec::with_capacity(names.len());
+        for (def, name) in join_all(reads).await.into_iter().zip(&names) {
+            match def {
+                Ok(Some(def)) => out.push(def),
+                Ok(None) => {}
+                Err(crate::Error::Protocol(e)) => {
+                    tracing::warn!(queue = %self.queue.name(), schedule = %name, "unreadable schedule: {e}");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn definition(&self, name: &str) -> Result<Option<Definition>> {
+        let mut conn = self.queue.connection();
+        let fields: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
+            .arg(definition_key(self.queue.name(), name))
+            .query_async(&mut conn)
+            .await?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        parse_definition(name, fields).map(Some)
+    }
+
+    /// The last tick of schedule `name` sent as a message: the latest any partition holds.
+    pub(crate) async fn last_tick(&self, name: &str) -> Result<Option<u64>> {
+        let layout = self.queue.known_layout().await?;
+        let field = tick_field(name);
+        let reads = layout.parts().iter().map(|keys| {
+            let mut conn = self.queue.connection();
+            let field = &field;
+            async move {
+                let tick: Option<u64> = redis::cmd("HGET")
+                    .arg(keys.control())
+                    .arg(field)
+                    .query_async(&mut conn)
+                    .await?;
+                Ok::<_, crate::Error>(tick)
+            }
+        });
+        let mut last = None;
+        for tick in join_all(reads).await {
+            last = last.max(tick?);
+        }
+        Ok(last)
+    }
+
+    /// Sends tick `tick_ms` of `def` as its message, due at the tick, unless that tick (or a
+    /// later one) was sent already. True when this call sent it.
+    pub(crate) async fn send_tick(&self, def: &Definition, tick_ms: u64) -> Result<bool> {
+        let id = tick_id(&def.name, tick_ms);
+        let body = record::body_with_id(&def.body, &id).ok_or_else(|| {
+            crate::Error::Protocol(format!(
+                "schedule {}: its message body is malformed",
+                def.name
+            ))
+        })?;
+        let layout = self.queue.layout().await?;
+        let k = layout.for_caller_id(&id);
+        let mut inv = invocation(layout.part(k), &SCRIPTS.send);
+        inv.arg(layout.count())
+            .arg(k)
+            .arg(tick_field(&def.name))
+            .arg(tick_ms)
+            .arg(&id)
+            .arg(format!("@{tick_ms}"))
+            .arg(def.priority)
+            .arg(body);
+        let mut r = Reply::new(self.queue.invoke(&inv).await?)?;
+        let (_now, _first) = (r.uint()?, r.uint()?);
+        let sent = r.remaining() == 0;
+        if sent {
+            self.queue.count_sent(&[Sent {
+                id,
+                due_ms: Some(tick_ms),
+                duplicate: false,
+            }]);
+        }
+        Ok(sent)
+    }
+}
+
+/// The key of the set of queues that have schedules.
+pub(crate) const SCHEDULED_QUEUES: &str = "dq:scheduled";
+
+fn definition_key(queue: &QueueName, name: &str) -> String {
+    format!("dq:{{{}}}:schedule:{name}", queue.as_str())
+}
+
+fn names_key(queue: &QueueName) -> String {
+    format!("dq:{{{}}}:schedules", queue.as_str())
+}
+
+/// The control field in which a partition keeps the last tick of schedule `name` it was sent.
+fn tick_field(name: &str) -> String {
+    format!("tick:{name}")
+}
+
+/// The Redis server's clock, in ms: the clock every scheduler goes by.
+pub(crate) async fn server_ms(conn: &mut crate::connection::Conn) -> Result<u64> {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
+    Ok(secs * 1000 + micros / 1000)
+}
+
+/// Schedule names: 1 to 64 of `A-Za-z0-9._-`, like queue names, so that a tick's caller id
+/// is a valid message id.
+fn check_name(name: &str) -> Result<(), InvalidInput> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_SCHEDULE_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(InvalidInput::Option(format!(
+            "a schedule name is 1 to {MAX_SCHEDULE_NAME_LEN} of A-Za-z0-9._-, not {name:?}"
+        )))
+    }
+}
+
+fn missed_text(missed: MissedTicks) -> String {
+    match missed {
+        MissedTicks::Skip => "skip".into(),
+        MissedTicks::Once => "once".into(),
+        MissedTicks::All { max } => format!("all:{max}"),
+    }
+}
+
+/// Parses a missed-tick policy as `skip`, `once` or `all:<n>` (n ≥ 1).
+pub fn parse_missed(text: &str) -> Result<MissedTicks, InvalidInput> {
+    match text {
+        "skip" => Ok(MissedTicks::Skip),
+        "once" => Ok(MissedTicks::Once),
+        _ => text
+            .strip_prefix("all:")
+            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|n| *n > 0)
+            .map(|max| MissedTicks::All { max })
+            .ok_or_else(|| {
+                InvalidInput::Option(format!(
+                    "missed ticks: skip, once or all:<n> (n at least 1), not {text:?}"
+                ))
+            }),
+    }
+}
+
+fn parse_definition(name: &str, fields: Vec<(String, Vec<u8>)>) -> Result<Definition> {
+    let bad = |what: &str| crate::Error::Protocol(format!("schedule {name}: {what}"));
+    let mut map = std::collections::HashMap::new();
+    for (field, value) in fields {
+        map.insert(field, value);
+    }
+    let text = |field: &str| -> Result<String> {
+        let value = map.get(field).ok_or_else(|| bad(&format!("no {field}")))?;
+        String::from_utf8(value.clone()).map_err(|_| bad(&format!("{field} is not text")))
+    };
+    let number = |field: &str| -> Result<u64> {
+        text(field)?
+            .parse()
+            .map_err(|_| bad(&format!("{field} is not a number")))
+    };
+    let recurrence = if map.contains_key("cron") {
+        Recurrence::cron(&text("cron")?, &text("tz")?)
+    } else {
+        Recurrence::interval(
+            Duration::from_millis(number("every_ms")?),
+            number("anchor_ms")?,
+        )
+    }
+    .map_err(|e| bad(&e.to_string()))?;
+    let missed = parse_missed(&text("missed")?).map_err(|e| bad(&e.to_string()))?;
+    let priority = u8::try_from(number("priority")?).map_err(|_| bad("priority"))?;
+    let created_ms = number("created_ms")?;
+    let body = map.get("body").cloned().ok_or_else(|| bad("no body"))?;
+    Ok(Definition {
+        name: name.to_owned(),
+        recurrence,
+        missed,
+        created_ms,
+        priority,
+        body,
+    })
+}
+
+fn info(def: Definition, last_tick_ms: Option<u64>, now_ms: u64) -> Result<ScheduleInfo> {
+    let rec = record::decode(record::with_sort_key(0, 0, &def.body))?;
+    let after = now_ms.max(last_tick_ms.unwrap_or(0)).max(def.created_ms);
+    Ok(ScheduleInfo {
+        next_ticks_ms: def.recurrence.upcoming(after, NEXT_TICKS),
+        name: def.name,
+        recurrence: def.recurrence,
+        missed: def.missed,
+        payload: rec.payload,
+        kind: rec.kind,
+        priority: def.priority,
+        max_attempts: rec.max_attempts,
+        handler_timeout: rec.handler_timeout,
+        created_ms: def.created_ms,
+        last_tick_ms,
+    })
+}
