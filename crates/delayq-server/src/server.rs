@@ -23,7 +23,9 @@ use tokio::sync::Semaphore;
 use crate::state::AppState;
 
 /// Serves the API on `listener` until `shutdown` completes; then stops accepting, answers
-/// held long-polls (empty), and returns once every request in progress has finished.
+/// held long-polls (empty), and returns once every request in progress has finished. Runs a
+/// scheduler of every queue's recurring schedules meanwhile (`delayq::Scheduler`): any
+/// number of servers can run against one Redis, and each tick still becomes one message.
 pub async fn run(
     listener: TcpListener,
     state: AppState,
@@ -37,6 +39,14 @@ pub async fn run(
         .max_header_size(limits.max_header_bytes);
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
+    let scheduler = tokio::spawn({
+        let state = state.clone();
+        async move {
+            delayq::Scheduler::new(state.dq())
+                .run(state.shutdown_started())
+                .await;
+        }
+    });
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -68,5 +78,6 @@ pub async fn run(
     drop(listener);
     state.begin_shutdown();
     graceful.shutdown().await;
+    let _ = scheduler.await;
     Ok(())
 }

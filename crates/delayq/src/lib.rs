@@ -110,5 +110,5 @@ pub use receipt::Receipt;
 pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS};
 pub use recurrence::{MissedTicks, Recurrence};
 pub use scheduler::Scheduler;
-pub use schedules::{parse_missed, tick_id, ScheduleInfo, Schedules, MAX_SCHEDULE_NAME_LEN};
+pub use schedules::{tick_id, ScheduleInfo, Schedules, MAX_SCHEDULE_NAME_LEN};
 pub use settings::{Setting, MAX_IDEMPOTENCY_WINDOW};

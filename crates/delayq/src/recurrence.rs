@@ -379,6 +379,39 @@ pub enum MissedTicks {
     },
 }
 
+/// `skip`, `once` or `all:<n>`.
+impl std::fmt::Display for MissedTicks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MissedTicks::Skip => f.write_str("skip"),
+            MissedTicks::Once => f.write_str("once"),
+            MissedTicks::All { max } => write!(f, "all:{max}"),
+        }
+    }
+}
+
+/// Reads `skip`, `once` or `all:<n>` (n at least 1).
+impl std::str::FromStr for MissedTicks {
+    type Err = InvalidInput;
+
+    fn from_str(text: &str) -> Result<Self, InvalidInput> {
+        match text {
+            "skip" => Ok(MissedTicks::Skip),
+            "once" => Ok(MissedTicks::Once),
+            _ => text
+                .strip_prefix("all:")
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|n| *n > 0)
+                .map(|max| MissedTicks::All { max })
+                .ok_or_else(|| {
+                    InvalidInput::Option(format!(
+                        "missed ticks: skip, once or all:<n> (n at least 1), not {text:?}"
+                    ))
+                }),
+        }
+    }
+}
+
 /// The ticks a scheduler must fire now, ascending.
 ///
 /// Definitions:

@@ -154,7 +154,7 @@ impl<'a> Schedules<'a> {
                 return Err(crate::Error::Protocol("a recurrence of no kind".into()));
             }
         }
-        fields.push(("missed", missed_text(missed).into()));
+        fields.push(("missed", missed.to_string().into()));
         fields.push(("created_ms", created_ms.to_string().into()));
         fields.push(("priority", options.priority.to_string().into()));
         fields.push(("body", body));
@@ -368,32 +368,6 @@ fn check_name(name: &str) -> Result<(), InvalidInput> {
     }
 }
 
-fn missed_text(missed: MissedTicks) -> String {
-    match missed {
-        MissedTicks::Skip => "skip".into(),
-        MissedTicks::Once => "once".into(),
-        MissedTicks::All { max } => format!("all:{max}"),
-    }
-}
-
-/// Parses a missed-tick policy as `skip`, `once` or `all:<n>` (n ≥ 1).
-pub fn parse_missed(text: &str) -> Result<MissedTicks, InvalidInput> {
-    match text {
-        "skip" => Ok(MissedTicks::Skip),
-        "once" => Ok(MissedTicks::Once),
-        _ => text
-            .strip_prefix("all:")
-            .and_then(|n| n.parse::<u32>().ok())
-            .filter(|n| *n > 0)
-            .map(|max| MissedTicks::All { max })
-            .ok_or_else(|| {
-                InvalidInput::Option(format!(
-                    "missed ticks: skip, once or all:<n> (n at least 1), not {text:?}"
-                ))
-            }),
-    }
-}
-
 fn parse_definition(name: &str, fields: Vec<(String, Vec<u8>)>) -> Result<Definition> {
     let bad = |what: &str| crate::Error::Protocol(format!("schedule {name}: {what}"));
     let mut map = std::collections::HashMap::new();
@@ -418,7 +392,9 @@ fn parse_definition(name: &str, fields: Vec<(String, Vec<u8>)>) -> Result<Defini
         )
     }
     .map_err(|e| bad(&e.to_string()))?;
-    let missed = parse_missed(&text("missed")?).map_err(|e| bad(&e.to_string()))?;
+    let missed: MissedTicks = text("missed")?
+        .parse()
+        .map_err(|e: InvalidInput| bad(&e.to_string()))?;
     let priority = u8::try_from(number("priority")?).map_err(|_| bad("priority"))?;
     let created_ms = number("created_ms")?;
     let body = map.get("body").cloned().ok_or_else(|| bad("no body"))?;

@@ -131,6 +131,9 @@ pub enum AdminCommand {
     /// Dead letters: list, requeue, purge.
     #[command(subcommand)]
     Dead(DeadCommand),
+    /// Recurring schedules: put, get, list, delete.
+    #[command(subcommand)]
+    Schedule(super::schedule::ScheduleCommand),
 }
 
 /// Dead-letter commands.
@@ -175,7 +178,7 @@ pub struct Common {
 }
 
 impl Common {
-    async fn connect(&self) -> anyhow::Result<DelayQ> {
+    pub(super) async fn connect(&self) -> anyhow::Result<DelayQ> {
         if let Some(cluster) = self.redis.connect_cluster(Default::default()).await {
             return cluster;
         }
@@ -398,6 +401,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             })
         }
         AdminCommand::Dead(dead) => run_dead(dead).await,
+        AdminCommand::Schedule(command) => super::schedule::run(command).await,
     }
 }
 
@@ -496,7 +500,11 @@ fn schedule(
     })
 }
 
-fn print(common: &Common, json: &Value, table: impl FnOnce() -> String) -> anyhow::Result<()> {
+pub(super) fn print(
+    common: &Common,
+    json: &Value,
+    table: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
     if common.json {
         println!("{json}");
     } else {
@@ -506,7 +514,7 @@ fn print(common: &Common, json: &Value, table: impl FnOnce() -> String) -> anyho
 }
 
 /// A payload as text: JSON as it is, bytes as UTF-8 where they are, else base64.
-fn payload_text(payload: &[u8], kind: PayloadKind) -> String {
+pub(super) fn payload_text(payload: &[u8], kind: PayloadKind) -> String {
     use base64::Engine;
     match std::str::from_utf8(payload) {
         Ok(text) if kind == PayloadKind::Json || !text.chars().any(char::is_control) => {
@@ -519,7 +527,7 @@ fn payload_text(payload: &[u8], kind: PayloadKind) -> String {
     }
 }
 
-fn time_text(ms: u64) -> String {
+pub(super) fn time_text(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
@@ -548,7 +556,7 @@ fn stats_table(rows: &[(String, Stats, u16)]) -> String {
 }
 
 /// `--backoff`: `fixed:30s`, `exponential:1s..10m`, `linear:30s..10m` or `list:30s,2m,10m`.
-fn parse_backoff(spec: &str) -> Result<Backoff, String> {
+pub(super) fn parse_backoff(spec: &str) -> Result<Backoff, String> {
     let duration =
         |text: &str| humantime::parse_duration(text.trim()).map_err(|e| format!("{text:?}: {e}"));
     let range = |text: &str| -> Result<(Duration, Duration), String> {

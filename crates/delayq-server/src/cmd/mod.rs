@@ -1,6 +1,7 @@
 //! The commands and their flags.
 
 mod admin;
+mod schedule;
 mod serve;
 
 use std::path::PathBuf;

@@ -372,3 +372,80 @@ fn send_takes_a_priority_and_get_shows_it() {
         fails(&redis, &["send", "urgent", "x", "--priority", "10"]).contains("priority is 0 to 9")
     );
 }
+
+#[test]
+fn schedules_are_put_listed_shown_and_deleted() {
+    let redis = RedisServer::start();
+    let put = json(
+        &redis,
+        &[
+            "schedule",
+            "put",
+            "jobs",
+            "nightly",
+            "{\"job\":1}",
+            "--json-payload",
+            "--cron",
+            "0 0 2 * * *",
+            "--time-zone",
+            "Europe/Berlin",
+            "--missed",
+            "all:3",
+            "--priority",
+            "6",
+        ],
+    );
+    assert_eq!(
+        (
+            &put["name"],
+            &put["missed"],
+            &put["priority"],
+            &put["time_zone"]
+        ),
+        (
+            &json!("nightly"),
+            &json!("all:3"),
+            &json!(6),
+            &json!("Europe/Berlin")
+        )
+    );
+    assert_eq!(put["next_ticks_ms"].as_array().map(Vec::len), Some(5));
+    json(
+        &redis,
+        &["schedule", "put", "jobs", "often", "x", "--every", "10m"],
+    );
+    let list = json(&redis, &["schedule", "list", "jobs"]);
+    let names: Vec<&str> = list
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["nightly", "often"]);
+    assert_eq!(
+        json(&redis, &["schedule", "get", "jobs", "often"])["every_ms"],
+        600_000
+    );
+    json(&redis, &["schedule", "delete", "jobs", "often"]);
+    assert!(fails(&redis, &["schedule", "get", "jobs", "often"]).contains("no schedule often"));
+    assert!(fails(
+        &redis,
+        &["schedule", "put", "jobs", "x", "p", "--cron", "0 9 * * *"]
+    )
+    .contains("seconds field"));
+    assert!(fails(
+        &redis,
+        &[
+            "schedule",
+            "put",
+            "jobs",
+            "x",
+            "p",
+            "--every",
+            "1m",
+            "--missed",
+            "sometimes"
+        ]
+    )
+    .contains("skip, once or all"));
+}

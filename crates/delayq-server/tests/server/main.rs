@@ -12,5 +12,6 @@ mod openapi;
 mod partitions;
 mod pause;
 mod produce;
+mod schedules;
 mod serve;
 mod slow_clients;

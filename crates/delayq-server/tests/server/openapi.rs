@@ -34,6 +34,10 @@ const ROUTES: &[&str] = &[
     "PATCH /v1/queues/{queue}",
     "POST /v1/queues/{queue}/pause",
     "POST /v1/queues/{queue}/resume",
+    "GET /v1/queues/{queue}/schedules",
+    "PUT /v1/queues/{queue}/schedules/{name}",
+    "GET /v1/queues/{queue}/schedules/{name}",
+    "DELETE /v1/queues/{queue}/schedules/{name}",
 ];
 
 async fn document(s: &TestServer) -> Value {

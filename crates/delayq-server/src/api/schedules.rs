@@ -1,0 +1,221 @@
+//! Recurring schedule routes: create or replace, read, list (with next run times), delete.
+//! Every server runs a scheduler (`delayq serve`), so a schedule created here starts firing
+//! without anything else to run.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+use axum::Json;
+use delayq::{MissedTicks, Recurrence, ScheduleInfo};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use super::path::Path;
+use super::wire::{
+    parse, payload_of, present, BackoffArg, Body, DurationArg, MessageOptions, PayloadOut,
+};
+use crate::auth::Role;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::state::AppState;
+
+/// A schedule to create or replace: when it fires (`cron` or `every`), and the message each
+/// tick becomes.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleBody {
+    /// A cron expression with a seconds field: `sec min hour day-of-month month day-of-week`
+    /// (`0 30 9 * * MON-FRI`).
+    cron: Option<String>,
+    /// The IANA time zone the cron expression is read in (default `UTC`), daylight saving
+    /// changes included.
+    time_zone: Option<String>,
+    /// Or a fixed period (1 s to 366 days), on a grid from the Unix epoch: `every: "10m"`
+    /// fires at :00, :10, :20...
+    every: Option<DurationArg>,
+    /// Ticks missed while no scheduler ran: `skip` (default), `once` (the latest), or
+    /// `all:<n>` (the latest n).
+    missed: Option<String>,
+    /// A JSON payload.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<serde_json::Value>)]
+    payload: Option<Box<RawValue>>,
+    /// A bytes payload, base64.
+    payload_base64: Option<String>,
+    /// Each message's priority, 0 to 9 (default 5).
+    #[schema(minimum = 0, maximum = 9)]
+    priority: Option<u64>,
+    /// Each message's deliveries before the dead letters.
+    #[schema(minimum = 1, maximum = 65535)]
+    max_attempts: Option<u64>,
+    /// Each message's retry policy.
+    backoff: Option<BackoffArg>,
+    /// How long a worker may spend on each message.
+    handler_timeout: Option<DurationArg>,
+}
+
+/// A schedule, with its next run times.
+#[derive(Serialize, ToSchema)]
+struct ScheduleOut {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cron: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time_zone: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    every_ms: Option<u64>,
+    missed: String,
+    priority: u8,
+    max_attempts: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handler_timeout_ms: Option<u64>,
+    #[serde(flatten)]
+    payload: PayloadOut,
+    /// When it was created or last replaced (Unix ms, Redis clock).
+    created_ms: u64,
+    /// The last tick sent as a message.
+    last_tick_ms: Option<u64>,
+    /// The next five ticks (Unix ms).
+    next_ticks_ms: Vec<u64>,
+}
+
+impl From<ScheduleInfo> for ScheduleOut {
+    fn from(s: ScheduleInfo) -> Self {
+        let cron = s.recurrence.as_cron();
+        ScheduleOut {
+            cron: cron.map(|(expr, _)| expr.to_owned()),
+            time_zone: cron.map(|(_, tz)| tz.to_owned()),
+            every_ms: s
+                .recurrence
+                .as_interval()
+                .map(|(d, _)| d.as_millis() as u64),
+            missed: s.missed.to_string(),
+            priority: s.priority,
+            max_attempts: s.max_attempts,
+            handler_timeout_ms: s.handler_timeout.map(|t| t.as_millis() as u64),
+            payload: PayloadOut::new(s.payload, s.kind),
+            created_ms: s.created_ms,
+            last_tick_ms: s.last_tick_ms,
+            next_ticks_ms: s.next_ticks_ms,
+            name: s.name,
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+struct ScheduleList {
+    schedules: Vec<ScheduleOut>,
+}
+
+#[derive(Serialize, ToSchema)]
+struct Deleted {
+    deleted: bool,
+}
+
+/// `GET /v1/queues/{queue}/schedules`: every schedule of the queue, by name.
+#[utoipa::path(get, path = "/v1/queues/{queue}/schedules", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")),
+    responses((status = 200, body = ScheduleList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let q = state.queue(&queue)?;
+    let schedules = q.schedules().list().await?;
+    Ok(Json(ScheduleList {
+        schedules: schedules.into_iter().map(ScheduleOut::from).collect(),
+    }))
+}
+
+/// `PUT /v1/queues/{queue}/schedules/{name}`: creates the schedule, or replaces it (it goes on
+/// from its last tick). Answers the schedule with its next run times.
+#[utoipa::path(put, path = "/v1/queues/{queue}/schedules/{name}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), ("name" = String, Path, description = "Schedule name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = ScheduleBody,
+    responses((status = 200, body = ScheduleOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn put(
+    State(state): State<AppState>,
+    Path((queue, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let body: ScheduleBody = parse(&body)?;
+    let q = state.queue(&queue)?;
+    let recurrence = match (body.cron, body.every) {
+        (Some(cron), None) => Recurrence::cron(&cron, body.time_zone.as_deref().unwrap_or("UTC"))?,
+        (None, Some(every)) if body.time_zone.is_none() => {
+            Recurrence::interval(every.get("every")?, 0)?
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_schedule",
+                "give cron (and optionally time_zone) or every, not both or neither",
+            ))
+        }
+    };
+    let missed = match body.missed.as_deref() {
+        None => MissedTicks::Skip,
+        Some(text) => text.parse()?,
+    };
+    let Some((payload, kind)) = payload_of(body.payload, body.payload_base64)? else {
+        return Err(ApiError::bad_request(
+            "invalid_payload",
+            "give exactly one of payload (JSON) and payload_base64 (bytes)",
+        ));
+    };
+    let options = MessageOptions {
+        max_attempts: body.max_attempts,
+        backoff: body.backoff,
+        priority: body.priority,
+        handler_timeout: body.handler_timeout,
+        ..MessageOptions::default()
+    }
+    .send_options(state.limits())?
+    .kind(kind);
+    let schedules = q.schedules();
+    schedules
+        .put(&name, recurrence, missed, payload, &options)
+        .await?;
+    let info = schedules
+        .get(&name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("schedule {name} was deleted meanwhile")))?;
+    Ok(Json(ScheduleOut::from(info)))
+}
+
+/// `GET /v1/queues/{queue}/schedules/{name}`.
+#[utoipa::path(get, path = "/v1/queues/{queue}/schedules/{name}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), ("name" = String, Path, description = "Schedule name", pattern = "^[A-Za-z0-9._-]{1,64}$")),
+    responses((status = 200, body = ScheduleOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get(
+    State(state): State<AppState>,
+    Path((queue, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let q = state.queue(&queue)?;
+    let info = q
+        .schedules()
+        .get(&name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no schedule {name} in {queue}")))?;
+    Ok(Json(ScheduleOut::from(info)))
+}
+
+/// `DELETE /v1/queues/{queue}/schedules/{name}`: a tick already sent ahead and not yet due is
+/// cancelled with it.
+#[utoipa::path(delete, path = "/v1/queues/{queue}/schedules/{name}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), ("name" = String, Path, description = "Schedule name", pattern = "^[A-Za-z0-9._-]{1,64}$")),
+    responses((status = 200, body = Deleted), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Path((queue, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let q = state.queue(&queue)?;
+    if !q.schedules().delete(&name).await? {
+        return Err(ApiError::not_found(format!(
+            "no schedule {name} in {queue}"
+        )));
+    }
+    Ok(Json(Deleted { deleted: true }))
+}
