@@ -192,6 +192,8 @@ struct Lane {
     unanswered: Option<u64>,
     /// What the last claim said of the time before anything comes due here.
     quiet: Quiet,
+    /// Claims for push delivery ([`QueueSet::pushing`]).
+    push: bool,
 }
 
 /// What a consumer knows of a queue's next due time, from its last claim there.
@@ -234,7 +236,13 @@ impl Lane {
         self.unanswered = Some(base);
         let claim = self
             .queue
-            .claim(&self.keys, &self.claim_record, options, base, repeat)
+            .claim(
+                &self.keys,
+                &self.claim_record,
+                options,
+                (base, repeat),
+                self.push,
+            )
             .await?;
         self.unanswered = None;
         Ok(claim)
@@ -266,6 +274,7 @@ impl Consumer {
                     seen: 0,
                     unanswered: None,
                     quiet: Quiet::Unknown,
+                    push: set.push,
                 });
                 shape.push((group, layout.count()));
             }

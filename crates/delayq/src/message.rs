@@ -139,6 +139,8 @@ pub struct Stats {
     pub idempotency_window: std::time::Duration,
     /// The queue's rate limit ([`Setting::RateLimit`](crate::Setting::RateLimit)).
     pub rate_limit: Option<RateLimit>,
+    /// Delivered by push ([`Setting::PushDelivery`](crate::Setting::PushDelivery)).
+    pub push: bool,
 }
 
 /// At most `per_second` deliveries per second from a queue, across all its consumers, with

@@ -551,6 +551,7 @@ impl Queue {
             total.paused |= s.paused;
             total.idempotency_window = total.idempotency_window.max(s.idempotency_window);
             total.rate_limit = total.rate_limit.or(s.rate_limit);
+            total.push |= s.push;
         }
         Ok(total)
     }
@@ -632,6 +633,7 @@ impl Queue {
             paused: r.uint()? == 1,
             idempotency_window: Duration::from_millis(r.uint()?),
             rate_limit: crate::settings::parse_limit(&r.string()?),
+            push: r.uint()? == 1,
         })
     }
 
@@ -653,15 +655,15 @@ impl Queue {
 
     /// Claims up to `options.max` due messages from partition `keys` (one script call, no
     /// waiting); with `repeat`, returns what the earlier claim with token base `base` took
-    /// instead, if it ran (`claim.lua`). A record that cannot be decoded is moved to the dead
+    /// instead, if it ran (`claim.lua`); `push` for push delivery ([`QueueSet::pushing`]). A record that cannot be decoded is moved to the dead
     /// letters and left out; the rest of the claim is delivered.
     pub(crate) async fn claim(
         &self,
         keys: &Keys,
         claim_record: &str,
         options: &ReceiveOptions,
-        base: u64,
-        repeat: bool,
+        (base, repeat): (u64, bool),
+        push: bool,
     ) -> Result<Claim> {
         let lease_ms = checked_ms(options.lease, "lease")?;
         let mut inv = invocation(keys, &SCRIPTS.claim);
@@ -671,7 +673,8 @@ impl Queue {
             .arg(rand::random::<f64>())
             .arg(RECLAIM_PER_CLAIM)
             .arg(base)
-            .arg(if repeat { "1" } else { "0" });
+            .arg(if repeat { "1" } else { "0" })
+            .arg(if push { "1" } else { "0" });
         // The lease began after this moment in Redis, so it ends no earlier than this + lease.
         let expires = Instant::now() + options.lease;
         let mut r = Reply::new(self.invoke(&inv).await?)?;

@@ -36,6 +36,8 @@ pub enum Order {
 pub struct QueueSet {
     pub(crate) queues: Vec<(Queue, u32)>,
     pub(crate) order: Order,
+    /// Its consumers claim for push delivery ([`QueueSet::pushing`]).
+    pub(crate) push: bool,
 }
 
 impl QueueSet {
@@ -49,11 +51,21 @@ impl QueueSet {
         Self::new(queues.into_iter().collect(), Order::Weighted)
     }
 
+    /// The same set, for push delivery: its consumers (and workers) take messages only from
+    /// queues set to [`Setting::PushDelivery`](crate::Setting::PushDelivery), and ordinary
+    /// consumers no longer get those. For the runtime that delivers by push (`delayq serve`),
+    /// not for applications.
+    pub fn pushing(mut self) -> Self {
+        self.push = true;
+        self
+    }
+
     /// One queue on its own.
     pub fn single(queue: Queue) -> Self {
         QueueSet {
             queues: vec![(queue, 1)],
             order: Order::Strict,
+            push: false,
         }
     }
 
@@ -76,7 +88,11 @@ impl QueueSet {
                 return bad(format!("queue {} is in the set twice", queue.name()));
             }
         }
-        Ok(QueueSet { queues, order })
+        Ok(QueueSet {
+            queues,
+            order,
+            push: false,
+        })
     }
 
     /// The queues, in the order given, with their weights (1 each in a strict set).

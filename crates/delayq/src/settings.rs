@@ -29,6 +29,12 @@ pub enum Setting {
     /// messages spread evenly over them (as sends without a caller id do), and a partition
     /// with nothing due leaves its share unused.
     RateLimit(Option<RateLimit>),
+    /// The queue is delivered by push (a delayq server calls an HTTP endpoint with each
+    /// message): its messages are then claimed only by consumers of a
+    /// [`QueueSet::pushing`](crate::QueueSet::pushing) set, never handed to ordinary
+    /// consumers, which wait as they would on a paused queue until this is turned off (that
+    /// wakes them). Pausing a queue stops push consumers too.
+    PushDelivery(bool),
 }
 
 impl Setting {
@@ -52,6 +58,7 @@ impl Setting {
                 };
                 Ok(vec![("window_ms", value)])
             }
+            Setting::PushDelivery(on) => Ok(vec![("push", if on { "1" } else { "" }.to_owned())]),
             Setting::RateLimit(None) => Ok(["rate", "burst", "limit"]
                 .map(|name| (name, String::new()))
                 .to_vec()),

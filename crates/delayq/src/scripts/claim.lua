@@ -14,6 +14,8 @@
 --     loses its last writes
 --   ARGV[6] '1' when this call repeats a claim whose reply was lost (same token base): the
 --     messages that claim took are returned again, leases renewed, if still held under it
+--   ARGV[7] '1' for a claim by push delivery: a queue set to push (control field `push`) is
+--     claimed only by those, any other only by the rest
 -- Returns: { next_event_us, lease_deadline_ms, token base, now µs, expired leases retried,
 --   what this call dead-lettered as a flat list { id, error, id, error, ... } (expired leases
 --   on their last attempt, records too short to read), then per message its record as it was pending (message j
@@ -21,8 +23,8 @@
 --   repeated claim that is no longer held under its token }.
 --   next_event_us: when nothing was claimed, microseconds until the next message comes due or
 --   the next lease expires, and not before the rate limit's next token (-1: nothing pending
---   or leased, or the queue is paused: the consumer waits for a wake-up, which resuming
---   sends); 0 when something was claimed.
+--   or leased, or the queue is paused or not for this kind of consumer (ARGV[7]): the
+--   consumer waits for a wake-up, which resuming or changing the kind sends); 0 when something was claimed.
 -- Smallest valid record: sort key 13, flags 1, attempts 2, max attempts 2, backoff varint 1.
 local MIN_RECORD = 19
 local max, lease_ms = arg_number(1, 'max'), arg_number(2, 'lease ms')
@@ -81,7 +83,8 @@ for j, member in ipairs(expired) do
   end
 end
 
-local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at', 'levels')
+local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at', 'levels',
+  'push')
 local prios = priorities(control[6])
 
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
@@ -97,7 +100,7 @@ local function nothing(not_before)
   return { math.max(next_us, not_before) - now, 0, 0, now, retried, buried }
 end
 
-if control[1] then
+if control[1] or (control[7] ~= false) ~= (ARGV[7] == '1') then
   return { -1, 0, 0, now, retried, buried }
 end
 -- A rate limit is a token bucket of `burst` tokens refilled at `rate` per second by the

@@ -13,11 +13,13 @@
 --              either refills the bucket; clearing `rate` lifts the limit.
 --   burst
 --   limit      the queue's own limit as '<per second>/<burst>', for stats
+--   push       '1': delivered by push; only push claims take from it (claim.lua). Setting or
+--              clearing it wakes waiting consumers, the kind that now claims among them.
 -- Returns: how many settings this changed.
 check_groups(2, 'control')
 local formats = {
   paused = '^1$', window_ms = '^[1-9]%d*$', rate = '^%d+%.?%d*$', burst = '^[1-9]%d*$',
-  limit = '^[1-9]%d*/[1-9]%d*$',
+  limit = '^[1-9]%d*/[1-9]%d*$', push = '^1$',
 }
 -- Every pair is checked before the first write.
 for i = 1, #ARGV, 2 do
@@ -39,12 +41,15 @@ for i = 1, #ARGV, 2 do
   local name, value = ARGV[i], ARGV[i + 1]
   if value == '' then
     changed = changed + redis.call('HDEL', k.control, name)
-    if name == 'paused' or name == 'rate' then
+    if name == 'paused' or name == 'rate' or name == 'push' then
       wake()
     end
   elseif redis.call('HGET', k.control, name) ~= value then
     redis.call('HSET', k.control, name, value)
     changed = changed + 1
+    if name == 'push' then
+      wake()
+    end
   end
 end
 return changed

@@ -16,6 +16,7 @@ mod ops;
 mod partitions;
 mod pause;
 mod priority;
+mod push_mode;
 mod rate_limit;
 mod schedules;
 
