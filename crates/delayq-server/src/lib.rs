@@ -15,5 +15,6 @@ pub mod embedded;
 pub mod error;
 pub mod limits;
 pub mod metrics;
+pub mod push;
 pub mod server;
 pub mod state;

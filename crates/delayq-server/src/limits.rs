@@ -28,6 +28,9 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Most connections open at once; more are closed as soon as they are accepted.
     pub max_connections: usize,
+    /// Networks pushes may reach although they are loopback, private or link-local
+    /// (`push/address.rs`); empty: only public addresses.
+    pub push_allow: Vec<crate::push::address::Network>,
 }
 
 impl Default for Limits {
@@ -44,6 +47,7 @@ impl Default for Limits {
             body_timeout: Duration::from_secs(30),
             max_header_bytes: 16 * 1024,
             max_connections: 4096,
+            push_allow: Vec::new(),
         }
     }
 }

@@ -24,8 +24,10 @@ use crate::state::AppState;
 
 /// Serves the API on `listener` until `shutdown` completes; then stops accepting, answers
 /// held long-polls (empty), and returns once every request in progress has finished. Runs a
-/// scheduler of every queue's recurring schedules meanwhile (`delayq::Scheduler`): any
-/// number of servers can run against one Redis, and each tick still becomes one message.
+/// scheduler of every queue's recurring schedules meanwhile (`delayq::Scheduler`), and the
+/// push delivery of every queue with a push target (`push::runtime`): any number of servers
+/// can run against one Redis, and each tick still becomes one message, each push one
+/// request at a time.
 pub async fn run(
     listener: TcpListener,
     state: AppState,
@@ -39,6 +41,21 @@ pub async fn run(
         .max_header_size(limits.max_header_bytes);
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
+    let pusher = match crate::push::runtime::Clients::new(crate::push::address::AddressPolicy::new(
+        limits.push_allow.clone(),
+    )) {
+        Ok(clients) => {
+            let state = state.clone();
+            Some(tokio::spawn(async move {
+                let dq = state.dq().clone();
+                crate::push::runtime::run(dq, clients, state.shutdown_started()).await;
+            }))
+        }
+        Err(e) => {
+            tracing::error!("push delivery is off: {e}");
+            None
+        }
+    };
     let scheduler = tokio::spawn({
         let state = state.clone();
         async move {
@@ -79,5 +96,8 @@ pub async fn run(
     state.begin_shutdown();
     graceful.shutdown().await;
     let _ = scheduler.await;
+    if let Some(pusher) = pusher {
+        let _ = pusher.await;
+    }
     Ok(())
 }

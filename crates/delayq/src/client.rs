@@ -144,6 +144,13 @@ impl DelayQ {
         self.conn.get()
     }
 
+    /// A connection from the client's pool (to the server, or to the cluster, following
+    /// `MOVED`), for keys of the caller's own next to delayq's (the server keeps its push
+    /// targets this way). Cheap: it shares the client's multiplexed connection.
+    pub fn redis(&self) -> RedisConnection {
+        RedisConnection(self.conn.get())
+    }
+
     /// The queues that exist in this Redis (every queue that was ever used and still has
     /// keys), by name. Walks the keyspace with `SCAN` (of every master, on a cluster), so it
     /// costs time in proportion to the number of keys: meant for admin tools, not hot paths.
@@ -167,6 +174,32 @@ impl DelayQ {
             }
         }
         Ok(names.into_iter().collect())
+    }
+}
+
+/// A connection from a [`DelayQ`]'s pool ([`DelayQ::redis`]): runs any command
+/// (`redis::aio::ConnectionLike`).
+pub struct RedisConnection(connection::Conn);
+
+impl redis::aio::ConnectionLike for RedisConnection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        self.0.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        self.0.req_packed_commands(cmd, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
     }
 }
 

@@ -89,7 +89,7 @@ mod settings;
 mod wakeup;
 pub mod worker;
 
-pub use client::DelayQ;
+pub use client::{DelayQ, RedisConnection};
 pub use consumer::{Consumer, Delivery, ReceiveOptions};
 pub use dead_letters::DeadLetters;
 pub use error::{Error, InvalidInput, Result};

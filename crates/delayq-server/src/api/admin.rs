@@ -164,7 +164,7 @@ pub struct QueueSettings {
 }
 
 /// A rate limit: deliveries per second, and how many at once after a quiet spell.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitArg {
     #[schema(minimum = 1)]
@@ -172,6 +172,15 @@ pub struct RateLimitArg {
     /// Default 1: evenly paced.
     #[schema(minimum = 1)]
     burst: Option<u32>,
+}
+
+impl From<RateLimitArg> for delayq::RateLimit {
+    fn from(l: RateLimitArg) -> Self {
+        delayq::RateLimit {
+            per_second: l.per_second,
+            burst: l.burst.unwrap_or(1),
+        }
+    }
 }
 
 /// Tells a field given as `null` (`Some(None)`) from one left out (`None`).
@@ -200,12 +209,7 @@ pub async fn configure(
         changes.push(delayq::Setting::IdempotencyWindow(window));
     }
     if let Some(limit) = settings.rate_limit {
-        changes.push(delayq::Setting::RateLimit(limit.map(|l| {
-            delayq::RateLimit {
-                per_second: l.per_second,
-                burst: l.burst.unwrap_or(1),
-            }
-        })));
+        changes.push(delayq::Setting::RateLimit(limit.map(Into::into)));
     }
     // All or nothing: a refused setting leaves the others unchanged too.
     q.configure(&changes).await?;

@@ -12,6 +12,7 @@
 //! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats), `PUT` (create), `PATCH` (settings) | admin |
 //! | `POST /v1/queues/{queue}/pause`, `POST .../resume` | admin |
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
+//! | `PUT /v1/queues/{queue}/push` (set the push target), `GET`, `DELETE` | admin |
 //! | `GET /v1/queues/{queue}/schedules`; `PUT`, `GET`, `DELETE .../schedules/{name}` | admin |
 //! | `GET /metrics` (Prometheus text) | admin |
 //! | `GET /openapi.json` (this table, as OpenAPI 3.1), `GET /readyz` (Redis answers) | any |
@@ -21,6 +22,7 @@ mod admin;
 mod consume;
 mod path;
 mod produce;
+mod push;
 mod schedules;
 pub mod wire;
 
@@ -92,6 +94,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::purge))
         .routes(routes!(admin::pause))
         .routes(routes!(admin::resume))
+        .routes(routes!(push::put, push::get, push::delete))
         .routes(routes!(schedules::list))
         .routes(routes!(schedules::put, schedules::get, schedules::delete))
 }

@@ -134,6 +134,9 @@ pub enum AdminCommand {
     /// Recurring schedules: put, get, list, delete.
     #[command(subcommand)]
     Schedule(super::schedule::ScheduleCommand),
+    /// Push delivery: set, get, remove a queue's push target.
+    #[command(subcommand)]
+    Push(super::push::PushCommand),
 }
 
 /// Dead-letter commands.
@@ -402,6 +405,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
         }
         AdminCommand::Dead(dead) => run_dead(dead).await,
         AdminCommand::Schedule(command) => super::schedule::run(command).await,
+        AdminCommand::Push(command) => super::push::run(command).await,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The commands and their flags.
 
 mod admin;
+mod push;
 mod schedule;
 mod serve;
 

@@ -63,6 +63,11 @@ pub struct ServeArgs {
     /// Most connections open at once.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
+    /// Networks push targets may be in although they are loopback, private or link-local
+    /// (comma-separated, e.g. 10.1.0.0/16,127.0.0.1): by default pushes go to public
+    /// addresses only.
+    #[arg(long, env = "DELAYQ_PUSH_ALLOW", value_delimiter = ',')]
+    push_allow: Vec<delayq_server::push::address::Network>,
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -97,6 +102,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
         max_connections: args.max_connections,
+        push_allow: args.push_allow.clone(),
         ..Limits::default()
     };
 

@@ -449,3 +449,41 @@ fn schedules_are_put_listed_shown_and_deleted() {
     )
     .contains("skip, once or all"));
 }
+
+#[test]
+fn push_targets_are_set_shown_and_removed() {
+    let redis = RedisServer::start();
+    let set = json(
+        &redis,
+        &[
+            "push",
+            "set",
+            "orders",
+            "https://example.com/hook",
+            "--header",
+            "x-team: shop",
+            "--timeout",
+            "5s",
+        ],
+    );
+    assert_eq!(
+        (&set["url"], &set["timeout_ms"]),
+        (&json!("https://example.com/hook"), &json!(5000))
+    );
+    assert_eq!(set["headers"]["x-team"], "shop");
+    let key = set["signing_keys"][0].clone();
+    assert!(key.as_str().is_some_and(|k| k.len() == 64), "{set}");
+    // Setting it again keeps the key.
+    let again = json(
+        &redis,
+        &["push", "set", "orders", "https://example.com/other"],
+    );
+    assert_eq!(again["signing_keys"][0], key);
+    assert_eq!(
+        json(&redis, &["push", "get", "orders"])["url"],
+        "https://example.com/other"
+    );
+    json(&redis, &["push", "remove", "orders"]);
+    assert!(fails(&redis, &["push", "get", "orders"]).contains("no push target"));
+    assert!(fails(&redis, &["push", "set", "orders", "ftp://x/y"]).contains("http"));
+}

@@ -17,9 +17,15 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// A running server and what it runs on.
+/// A running server and the Redis it runs on (its own). Everything else is its
+/// [`Endpoint`]'s.
 pub struct TestServer {
     pub redis: RedisServer,
+    endpoint: Endpoint,
+}
+
+/// A running in-process server: where it listens, and how to stop it.
+pub struct Endpoint {
     pub base: String,
     pub http: reqwest::Client,
     /// The bearer token sent with every request, if any.
@@ -44,7 +50,44 @@ impl TestServer {
 
     /// A server on a Redis the test started (with the config it needs).
     pub async fn start_on(redis: RedisServer, limits: Limits, tokens: Tokens) -> TestServer {
-        let dq = DelayQ::connect_with(&redis.url(), client_config())
+        let endpoint = Endpoint::start(&redis.url(), limits, tokens).await;
+        TestServer { redis, endpoint }
+    }
+
+    /// A second server on this one's Redis.
+    pub async fn start_beside(&self, limits: Limits) -> Endpoint {
+        Endpoint::start(&self.redis.url(), limits, Tokens::default()).await
+    }
+
+    /// Stops the server gracefully and waits for it.
+    pub async fn shutdown(self) {
+        self.endpoint.shutdown().await;
+    }
+
+    /// Waits for the server task after `begin_shutdown`.
+    pub async fn join(self) {
+        self.endpoint.join().await;
+    }
+}
+
+impl std::ops::Deref for TestServer {
+    type Target = Endpoint;
+
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
+    }
+}
+
+impl std::ops::DerefMut for TestServer {
+    fn deref_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
+}
+
+impl Endpoint {
+    /// A server on the Redis at `url`, listening on a free loopback port.
+    pub async fn start(url: &str, limits: Limits, tokens: Tokens) -> Endpoint {
+        let dq = DelayQ::connect_with(url, client_config())
             .await
             .expect("connect to redis");
         let metrics = delayq_server::metrics::install().expect("metrics recorder");
@@ -55,10 +98,9 @@ impl TestServer {
         let task = tokio::spawn(delayq_server::server::run(listener, state, async move {
             let _ = stopped.await;
         }));
-        TestServer {
-            redis,
+        Endpoint {
             base,
-            http: reqwest::Client::new(),
+            http: http_client(),
             token: None,
             stop: Some(stop),
             task: Some(task),
@@ -117,7 +159,7 @@ impl TestServer {
     }
 }
 
-impl Drop for TestServer {
+impl Drop for Endpoint {
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
@@ -178,4 +220,11 @@ pub async fn receive(s: &TestServer, queue: &str, max: usize, wait: &str) -> Vec
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body["deliveries"].as_array().cloned().unwrap_or_default()
+}
+
+/// An HTTP client for the tests. reqwest is built with rustls but no crypto provider of its
+/// own (the server installs ring's, `push/runtime.rs`): install it here too, once.
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }

@@ -12,6 +12,8 @@ mod openapi;
 mod partitions;
 mod pause;
 mod produce;
+mod push;
+mod receiver;
 mod schedules;
 mod serve;
 mod slow_clients;

@@ -12,15 +12,15 @@ use serde_json::json;
 use crate::common::*;
 
 /// A running `delayq serve`; killed on drop.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    base: String,
-    http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) http: reqwest::Client,
 }
 
 impl Serve {
     /// Starts `delayq serve ARGS --listen 127.0.0.1:<free port>` and waits for /healthz.
-    async fn start(args: &[&str], env_path: Option<&str>) -> Serve {
+    pub(crate) async fn start(args: &[&str], env_path: Option<&str>) -> Serve {
         let port = redis_fixture::free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
         cmd.arg("serve")
@@ -37,7 +37,7 @@ impl Serve {
         let mut serve = Serve {
             child,
             base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
+            http: http_client(),
         };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
@@ -65,7 +65,11 @@ impl Serve {
         text
     }
 
-    async fn post(&self, path: &str, body: serde_json::Value) -> (StatusCode, serde_json::Value) {
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        body: serde_json::Value,
+    ) -> (StatusCode, serde_json::Value) {
         let resp = self
             .http
             .post(format!("{}{path}", self.base))
@@ -87,7 +91,7 @@ impl Serve {
     }
 
     /// SIGKILL, as a crash would.
-    fn kill(mut self) {
+    pub(crate) fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -381,7 +385,7 @@ async fn rediss_urls_reach_a_tls_redis() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn delayq serve");
-    let http = reqwest::Client::new();
+    let http = http_client();
     let base = format!("http://127.0.0.1:{port}");
     let ready = async {
         loop {
@@ -482,7 +486,7 @@ async fn tokens_come_from_a_file_or_the_environment() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
-    let http = reqwest::Client::new();
+    let http = http_client();
     let url = format!("http://127.0.0.1:{port}/v1/queues/q/messages");
     let mut status = None;
     for _ in 0..500 {

@@ -1,0 +1,169 @@
+//! Push target routes: set, read and remove the HTTP endpoint a queue's messages are pushed
+//! to (`push/`). Setting one turns the queue over to the servers' push runtime: its messages
+//! are no longer handed to pull consumers.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::admin::RateLimitArg;
+use super::path::Path;
+use super::wire::{parse, Body, DurationArg};
+use crate::auth::Role;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::push::address::{check_url, AddressPolicy};
+use crate::push::signature::new_key;
+use crate::push::target::{self, PushTarget};
+use crate::state::AppState;
+
+/// A push target to set.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PushBody {
+    /// Where to send each message: `http://` or `https://`.
+    url: String,
+    /// POST (default), PUT or PATCH.
+    method: Option<String>,
+    /// Extra headers of each request.
+    headers: Option<BTreeMap<String, String>>,
+    /// How long one request may take (default 10 s, at most 10 min).
+    timeout: Option<DurationArg>,
+    /// Most requests at once, per server (default 16).
+    #[schema(minimum = 1, maximum = 1000)]
+    concurrency: Option<usize>,
+    /// Signing keys (16-256 characters): the current one, and during a rotation the old one.
+    /// Default: the target's keys if it has some, else a new random key.
+    signing_keys: Option<Vec<String>>,
+    /// Statuses that dead-letter a message at once (default: every 4xx but 408 and 429).
+    dead_statuses: Option<Vec<u16>>,
+    /// Called once with a message and its errors when it becomes a dead letter.
+    failure_callback: Option<String>,
+    /// Follow redirects (default false).
+    follow_redirects: Option<bool>,
+    /// At most this many requests a second across every server.
+    rate_limit: Option<RateLimitArg>,
+}
+
+/// A queue's push target.
+#[derive(Serialize, ToSchema)]
+struct PushOut {
+    url: String,
+    method: String,
+    headers: BTreeMap<String, String>,
+    timeout_ms: u64,
+    concurrency: usize,
+    /// The keys requests are signed with: verify `Delayq-Signature` with them.
+    signing_keys: Vec<String>,
+    dead_statuses: Option<Vec<u16>>,
+    failure_callback: Option<String>,
+    follow_redirects: bool,
+}
+
+impl From<PushTarget> for PushOut {
+    fn from(t: PushTarget) -> Self {
+        PushOut {
+            url: t.url,
+            method: t.method,
+            headers: t.headers,
+            timeout_ms: t.timeout_ms,
+            concurrency: t.concurrency,
+            signing_keys: t.signing_keys,
+            dead_statuses: t.dead_statuses,
+            failure_callback: t.failure_callback,
+            follow_redirects: t.follow_redirects,
+        }
+    }
+}
+
+/// `PUT /v1/queues/{queue}/push`: sets the queue's push target (every server then pushes its
+/// messages). A URL that resolves to a loopback, private or link-local address is refused
+/// (400 `push_target_refused`) unless the server allows that network (`--push-allow`).
+#[utoipa::path(put, path = "/v1/queues/{queue}/push", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = PushBody,
+    responses((status = 200, body = PushOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn put(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let body: PushBody = parse(&body)?;
+    let q = state.queue(&queue)?;
+    let existing = target::load(state.dq(), &q).await?;
+    let timeout = match &body.timeout {
+        Some(t) => t.get("timeout")?,
+        None => Duration::from_secs(10),
+    };
+    let signing_keys = match (body.signing_keys, existing) {
+        (Some(keys), _) => keys,
+        (None, Some(old)) => old.signing_keys,
+        (None, None) => vec![new_key()],
+    };
+    let target = PushTarget {
+        url: body.url,
+        method: body
+            .method
+            .unwrap_or_else(|| "POST".into())
+            .to_ascii_uppercase(),
+        headers: body.headers.unwrap_or_default(),
+        timeout_ms: timeout.as_millis().min(u128::from(u64::MAX)) as u64,
+        concurrency: body.concurrency.unwrap_or(16),
+        signing_keys,
+        dead_statuses: body.dead_statuses,
+        failure_callback: body.failure_callback,
+        follow_redirects: body.follow_redirects.unwrap_or(false),
+    };
+    let invalid = |e: String| ApiError::bad_request("invalid_push_target", e);
+    let url = target.validate().map_err(invalid)?;
+    let policy = AddressPolicy::new(state.limits().push_allow.clone());
+    let refused = |e: String| ApiError::bad_request("push_target_refused", e);
+    check_url(&policy, &url).await.map_err(refused)?;
+    if let Some(callback) = &target.failure_callback {
+        let url = reqwest::Url::parse(callback).map_err(|e| invalid(e.to_string()))?;
+        check_url(&policy, &url).await.map_err(refused)?;
+    }
+    if let Some(limit) = body.rate_limit {
+        q.configure(&[delayq::Setting::RateLimit(Some(limit.into()))])
+            .await?;
+    }
+    target::save(state.dq(), &q, &target).await?;
+    Ok(Json(PushOut::from(target)))
+}
+
+/// `GET /v1/queues/{queue}/push`.
+#[utoipa::path(get, path = "/v1/queues/{queue}/push", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")),
+    responses((status = 200, body = PushOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let q = state.queue(&queue)?;
+    let target = target::load(state.dq(), &q)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("{queue} has no push target")))?;
+    Ok(Json(PushOut::from(target)))
+}
+
+/// `DELETE /v1/queues/{queue}/push`: the queue goes back to pull consumers.
+#[utoipa::path(delete, path = "/v1/queues/{queue}/push", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")),
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authorize(&headers, Role::Admin)?;
+    let q = state.queue(&queue)?;
+    if !target::remove(state.dq(), &q).await? {
+        return Err(ApiError::not_found(format!("{queue} has no push target")));
+    }
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}

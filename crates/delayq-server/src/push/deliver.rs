@@ -1,0 +1,198 @@
+//! One push: a message's HTTP request, and what its outcome means for the message.
+//!
+//! 2xx acks it. 429 and 503 with `Retry-After` retry after that long. A status in the
+//! target's dead statuses (default: every 4xx but 408 and 429) makes it a dead letter at once.
+//! Anything else (another status, a timeout, a refused connection, a TLS error) retries it by
+//! its backoff. The error of a failed attempt names the status and the first bytes of the
+//! response body.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use delayq::worker::Failure;
+use delayq::{Delivery, PayloadKind};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+
+use super::signature;
+use super::target::PushTarget;
+
+/// Most bytes of a response body read (the rest is dropped unread).
+const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+
+/// Most bytes of a response body kept in a failed attempt's error.
+const ERROR_BODY_BYTES: usize = 200;
+
+/// Longest `Retry-After` honoured; a longer one is cut to this.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// Sends `delivery` to `target` with `client`; `Err` says how the attempt failed.
+pub async fn push(
+    client: &reqwest::Client,
+    target: &PushTarget,
+    delivery: &Delivery,
+) -> Result<(), Failure> {
+    let url =
+        reqwest::Url::parse(&target.url).map_err(|e| Failure::dead(format!("bad url: {e}")))?;
+    let host = url.host_str().unwrap_or("").to_owned();
+    let queue = delivery.queue.as_str().to_owned();
+    let started = SystemTime::now();
+    let now_ms = started
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    metrics::histogram!("delayq_push_lateness_seconds", "queue" => queue.clone())
+        .record(now_ms.saturating_sub(delivery.due_ms) as f64 / 1000.0);
+    let headers = headers(target, delivery, now_ms / 1000);
+    let method = reqwest::Method::from_bytes(target.method.as_bytes())
+        .map_err(|_| Failure::dead(format!("bad method {}", target.method)))?;
+    let request = client
+        .request(method, url)
+        .headers(headers)
+        .timeout(Duration::from_millis(target.timeout_ms))
+        .body(delivery.payload.clone());
+    let timer = std::time::Instant::now();
+    let result = request.send().await;
+    let outcome = match result {
+        Err(e) => {
+            count(&queue, &host, "error");
+            Err(Failure::retry(transport_error(&e)))
+        }
+        Ok(mut response) => {
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            let body = read_bounded(&mut response).await;
+            count(&queue, &host, &format!("{}xx", status / 100));
+            if (200..300).contains(&status) {
+                Ok(())
+            } else {
+                let snippet =
+                    String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY_BYTES)]).into_owned();
+                let error = format!("HTTP {status}: {snippet}");
+                match (status, retry_after) {
+                    (429 | 503, Some(after)) => Err(Failure::retry_after(after, error)),
+                    _ if target.is_dead_status(status) => Err(Failure::dead(error)),
+                    _ => Err(Failure::retry(error)),
+                }
+            }
+        }
+    };
+    metrics::histogram!("delayq_push_request_seconds", "queue" => queue)
+        .record(timer.elapsed().as_secs_f64());
+    outcome
+}
+
+fn count(queue: &str, host: &str, class: &str) {
+    metrics::counter!("delayq_push_requests_total", "queue" => queue.to_owned(),
+        "host" => host.to_owned(), "class" => class.to_owned())
+    .increment(1);
+}
+
+/// The request's headers: the target's own, the content type, and delayq's.
+fn headers(target: &PushTarget, delivery: &Delivery, unix_secs: u64) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let content_type = match delivery.kind {
+        PayloadKind::Json => "application/json",
+        _ => "application/octet-stream",
+    };
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    for (name, value) in &target.headers {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            headers.insert(n, v);
+        }
+    }
+    let signature = signature::sign(&target.signing_keys, unix_secs, &delivery.payload);
+    let ours = [
+        ("delayq-queue", delivery.queue.as_str().to_owned()),
+        ("delayq-message-id", delivery.id.clone()),
+        ("delayq-attempt", delivery.attempt.to_string()),
+        ("delayq-due-ms", delivery.due_ms.to_string()),
+        (signature::HEADER, signature),
+    ];
+    for (name, value) in ours {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), v);
+        }
+    }
+    headers
+}
+
+/// What went wrong below HTTP, in words a person reading the error history understands.
+fn transport_error(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "cannot connect"
+    } else if e.is_redirect() {
+        "redirect refused"
+    } else {
+        "request failed"
+    };
+    // The source chain holds the cause (refused, TLS, refused address).
+    let mut text = format!("{kind}: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
+/// `Retry-After`: seconds, or an HTTP date.
+fn parse_retry_after(text: &str) -> Option<Duration> {
+    let after = match text.trim().parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => {
+            let at = humantime::parse_rfc3339_weak(text.trim())
+                .ok()
+                .or_else(|| httpdate(text.trim()))?;
+            at.duration_since(SystemTime::now()).unwrap_or_default()
+        }
+    };
+    Some(after.min(MAX_RETRY_AFTER))
+}
+
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form HTTP dates take.
+fn httpdate(text: &str) -> Option<SystemTime> {
+    let rest = text.split_once(", ")?.1;
+    let mut parts = rest.split_whitespace();
+    let (day, month, year, time) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| *m == month)? + 1;
+    humantime::parse_rfc3339_weak(&format!("{year}-{month:02}-{day:0>2}T{time}Z")).ok()
+}
+
+async fn read_bounded(response: &mut reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < MAX_RESPONSE_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(MAX_RESPONSE_BYTES);
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        assert_eq!(parse_retry_after("120"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after("99999999"), Some(MAX_RETRY_AFTER));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert!(httpdate("Sun, 06 Nov 1994 08:49:37 GMT").is_some());
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+}

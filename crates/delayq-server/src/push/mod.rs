@@ -1,0 +1,14 @@
+//! Push delivery: the server calls a queue's HTTP endpoint with each message when it is due,
+//! signs the request, and retries by the message's backoff until the endpoint takes it.
+//!
+//! * `target.rs`: the push target of a queue, stored in Redis;
+//! * `address.rs`: which addresses pushes may reach (SSRF protection);
+//! * `signature.rs`: the `Delayq-Signature` header, and its verification;
+//! * `deliver.rs`: one request and what its outcome means;
+//! * `runtime.rs`: the workers that make the requests, one per target, in every server.
+
+pub mod address;
+mod deliver;
+pub mod runtime;
+pub mod signature;
+pub mod target;

@@ -1,0 +1,252 @@
+//! A server's push runtime: for every queue with a push target, a worker whose handler is
+//! the HTTP request (`deliver.rs`). Every server runs one: leases keep one request per
+//! message at a time, and a server that dies mid-request leaves the message to come back
+//! after its lease, to whichever server claims it then.
+//!
+//! Targets are read again every second; a worker whose target changed is stopped (its
+//! requests in flight finish) and started again with the new one. The lease covers the
+//! request timeout and a margin, and the worker extends it while a request runs.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayq::worker::WorkerBuilder;
+use delayq::{DeadLettered, DelayQ, Queue, QueueName, QueueSet, State};
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::address::{check_url, AddressPolicy, GuardedResolver};
+use super::target::{self, PushTarget};
+use super::{deliver, signature};
+
+/// How often targets are read again.
+const REFRESH: Duration = Duration::from_secs(1);
+
+/// Lease beyond the request timeout.
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+
+/// Tries of a failure callback, and the pause before each retry.
+const CALLBACK_RETRIES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(5)];
+
+struct Running {
+    target: PushTarget,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+/// The HTTP clients pushes go through: pooled per host, with the address policy in their
+/// resolver; one follows redirects (each hop checked), one does not.
+#[derive(Clone)]
+pub struct Clients {
+    plain: reqwest::Client,
+    redirecting: reqwest::Client,
+    policy: Arc<AddressPolicy>,
+}
+
+impl Clients {
+    /// Clients for `policy`.
+    pub fn new(policy: AddressPolicy) -> Result<Self, String> {
+        // reqwest's rustls needs a crypto provider; ring is the one the workspace builds.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let policy = Arc::new(policy);
+        let build = |redirect: reqwest::redirect::Policy| {
+            reqwest::Client::builder()
+                .dns_resolver(Arc::new(GuardedResolver {
+                    policy: policy.clone(),
+                }))
+                .redirect(redirect)
+                .user_agent(concat!("delayq/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| format!("push client: {e}"))
+        };
+        let hop_policy = policy.clone();
+        let follow = reqwest::redirect::Policy::custom(move |attempt| {
+            let refused = attempt
+                .url()
+                .host_str()
+                .and_then(|h| h.trim_matches(['[', ']']).parse().ok())
+                .and_then(|ip| hop_policy.refusal(ip));
+            if let Some(why) = refused {
+                attempt.error(format!("redirect to {why}"))
+            } else if attempt.previous().len() >= 5 {
+                attempt.error("more than 5 redirects")
+            } else {
+                attempt.follow()
+            }
+        });
+        Ok(Clients {
+            plain: build(reqwest::redirect::Policy::none())?,
+            redirecting: build(follow)?,
+            policy,
+        })
+    }
+
+    /// The address policy.
+    pub fn policy(&self) -> &AddressPolicy {
+        &self.policy
+    }
+
+    fn for_target(&self, target: &PushTarget) -> reqwest::Client {
+        if target.follow_redirects {
+            self.redirecting.clone()
+        } else {
+            self.plain.clone()
+        }
+    }
+}
+
+/// Runs pushes for every queue with a target until `stop` completes; then stops the workers,
+/// letting requests in flight finish.
+pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    let mut running: HashMap<QueueName, Running> = HashMap::new();
+    loop {
+        match target::all(&dq).await {
+            Ok(targets) => reconcile(&dq, &clients, &mut running, targets).await,
+            Err(e) => tracing::warn!("push: cannot read targets: {e}"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(REFRESH) => {}
+            () = &mut stop => break,
+        }
+    }
+    for (_, r) in running.drain() {
+        let _ = r.stop.send(());
+        let _ = r.task.await;
+    }
+}
+
+async fn reconcile(
+    dq: &DelayQ,
+    clients: &Clients,
+    running: &mut HashMap<QueueName, Running>,
+    targets: Vec<(Queue, PushTarget)>,
+) {
+    let wanted: HashMap<QueueName, (Queue, PushTarget)> = targets
+        .into_iter()
+        .map(|(q, t)| (q.name().clone(), (q, t)))
+        .collect();
+    let stale: Vec<QueueName> = running
+        .iter()
+        .filter(|(name, r)| wanted.get(*name).is_none_or(|(_, t)| *t != r.target))
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in stale {
+        if let Some(r) = running.remove(&name) {
+            let _ = r.stop.send(());
+            let _ = r.task.await;
+        }
+    }
+    for (name, (queue, target)) in wanted {
+        if running.contains_key(&name) {
+            continue;
+        }
+        match start(dq, clients, queue, target.clone()).await {
+            Ok((stop, task)) => {
+                running.insert(name, Running { target, stop, task });
+            }
+            Err(e) => tracing::error!(queue = %name, "push: not delivering: {e}"),
+        }
+    }
+}
+
+/// Starts the worker of one target.
+async fn start(
+    dq: &DelayQ,
+    clients: &Clients,
+    queue: Queue,
+    target: PushTarget,
+) -> Result<(oneshot::Sender<()>, JoinHandle<()>), String> {
+    let url = target.validate()?;
+    check_url(clients.policy(), &url).await?;
+    let lease = Duration::from_millis(target.timeout_ms) + LEASE_MARGIN;
+    let client = clients.for_target(&target);
+    let target = Arc::new(target);
+    let mut builder = WorkerBuilder::serving(QueueSet::single(queue.clone()).pushing())
+        .concurrency(target.concurrency)
+        .batch_size(target.concurrency.min(100))
+        .lease(lease);
+    if let Some(callback) = target.failure_callback.clone() {
+        let (dq, client, keys) = (dq.clone(), client.clone(), target.signing_keys.clone());
+        builder = builder.on_dead_letter(move |dead: &DeadLettered| {
+            let (dq, client, keys, callback) =
+                (dq.clone(), client.clone(), keys.clone(), callback.clone());
+            let dead = dead.clone();
+            tokio::spawn(async move { call_back(&dq, &client, &keys, &callback, &dead).await });
+        });
+    }
+    let handler_target = target.clone();
+    let worker = builder
+        .build(move |delivery| {
+            let (client, target) = (client.clone(), handler_target.clone());
+            async move { deliver::push(&client, &target, &delivery).await }
+        })
+        .map_err(|e| e.to_string())?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let name = queue.name().clone();
+    let task = tokio::spawn(async move {
+        let stopped = async move {
+            let _ = stopped.await;
+        };
+        if let Err(e) = worker.run(stopped).await {
+            tracing::error!(queue = %name, "push worker stopped: {e}");
+        }
+    });
+    Ok((stop, task))
+}
+
+/// Calls a target's failure callback once for a dead letter: a signed POST of the message
+/// and its error history, tried up to three times.
+async fn call_back(
+    dq: &DelayQ,
+    client: &reqwest::Client,
+    keys: &[String],
+    url: &str,
+    dead: &DeadLettered,
+) {
+    let Ok(queue) = dq.queue(dead.queue.as_str()) else {
+        return;
+    };
+    let info = match queue.get(&dead.id).await {
+        Ok(Some(info)) if info.state == State::Dead => info,
+        _ => return,
+    };
+    let payload = crate::api::wire::PayloadOut::new(info.payload.clone(), info.kind);
+    let body = json!({
+        "queue": dead.queue.as_str(),
+        "id": dead.id,
+        "error": dead.error,
+        "attempts": info.attempts,
+        "errors": info.errors.iter().map(|e| json!({
+            "attempt": e.attempt, "at_ms": e.at_ms, "error": e.error,
+        })).collect::<Vec<_>>(),
+        "message": payload,
+    });
+    let body = body.to_string().into_bytes();
+    for pause in std::iter::once(Duration::ZERO).chain(CALLBACK_RETRIES) {
+        tokio::time::sleep(pause).await;
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let sent = client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("delayq-queue", dead.queue.as_str())
+            .header("delayq-message-id", &dead.id)
+            .header(signature::HEADER, signature::sign(keys, secs, &body))
+            .timeout(Duration::from_secs(10))
+            .body(body.clone())
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status().is_success() => return,
+            Ok(r) => {
+                tracing::warn!(id = %dead.id, status = %r.status(), "failure callback refused")
+            }
+            Err(e) => tracing::warn!(id = %dead.id, "failure callback failed: {e}"),
+        }
+    }
+}

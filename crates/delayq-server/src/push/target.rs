@@ -1,0 +1,183 @@
+//! A queue's push target: where its messages go and how, stored in Redis so that every
+//! server agrees. `dq:{q}:push` holds it as JSON (under the queue's hash tag), and
+//! `dq:pushed` lists the queues that have one, for the servers' push runtimes to find.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use delayq::{DelayQ, Queue, Setting};
+use serde::{Deserialize, Serialize};
+
+/// The set of queues with a push target.
+const PUSHED_QUEUES: &str = "dq:pushed";
+
+/// Longest request timeout.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Most requests at once, per server, per target.
+pub const MAX_CONCURRENCY: usize = 1000;
+
+/// Where a queue's messages are pushed, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushTarget {
+    /// `http://` or `https://`.
+    pub url: String,
+    /// POST (default), PUT or PATCH.
+    pub method: String,
+    /// Extra request headers.
+    pub headers: BTreeMap<String, String>,
+    /// How long one request may take, ms.
+    pub timeout_ms: u64,
+    /// Most requests at once, per server.
+    pub concurrency: usize,
+    /// Keys the requests are signed with (`signature.rs`): the first is current, a second is
+    /// the one being rotated out.
+    pub signing_keys: Vec<String>,
+    /// Statuses that make a message a dead letter at once; `None`: every 4xx but 408 and 429.
+    pub dead_statuses: Option<Vec<u16>>,
+    /// Called once (POST, signed) with a message and its errors when it becomes a dead letter.
+    pub failure_callback: Option<String>,
+    /// Follow redirects (at most 5, each to an address the server may reach).
+    pub follow_redirects: bool,
+}
+
+impl PushTarget {
+    /// Checks everything but the address (`address::check_url` does that).
+    pub fn validate(&self) -> Result<reqwest::Url, String> {
+        let url = parse_url(&self.url, "url")?;
+        if let Some(callback) = &self.failure_callback {
+            parse_url(callback, "failure_callback")?;
+        }
+        if !["POST", "PUT", "PATCH"].contains(&self.method.as_str()) {
+            return Err(format!(
+                "method is POST, PUT or PATCH, not {:?}",
+                self.method
+            ));
+        }
+        if self.timeout_ms == 0 || Duration::from_millis(self.timeout_ms) > MAX_TIMEOUT {
+            return Err(format!("timeout is 1 ms to {}s", MAX_TIMEOUT.as_secs()));
+        }
+        if self.concurrency == 0 || self.concurrency > MAX_CONCURRENCY {
+            return Err(format!("concurrency is 1 to {MAX_CONCURRENCY}"));
+        }
+        if self.signing_keys.is_empty() || self.signing_keys.len() > 2 {
+            return Err("give one signing key, or two while rotating".into());
+        }
+        if self
+            .signing_keys
+            .iter()
+            .any(|k| k.len() < 16 || k.len() > 256)
+        {
+            return Err("a signing key is 16 to 256 characters".into());
+        }
+        for (name, value) in &self.headers {
+            let ok = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+                && reqwest::header::HeaderValue::from_str(value).is_ok();
+            if !ok || name.to_ascii_lowercase().starts_with("delayq-") {
+                return Err(format!(
+                    "header {name:?} cannot be sent (or is delayq's own)"
+                ));
+            }
+        }
+        if let Some(statuses) = &self.dead_statuses {
+            if statuses.iter().any(|s| !(100..=599).contains(s)) {
+                return Err("dead_statuses are HTTP statuses, 100 to 599".into());
+            }
+        }
+        Ok(url)
+    }
+
+    /// Whether `status` makes a message a dead letter at once.
+    pub fn is_dead_status(&self, status: u16) -> bool {
+        match &self.dead_statuses {
+            Some(list) => list.contains(&status),
+            None => (400..500).contains(&status) && status != 408 && status != 429,
+        }
+    }
+}
+
+fn parse_url(text: &str, field: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(text).map_err(|e| format!("{field} {text:?}: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!(
+            "{field} must be an http:// or https:// URL with a host"
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "{field}: put credentials in headers, not in the URL"
+        ));
+    }
+    Ok(url)
+}
+
+fn key(queue: &Queue) -> String {
+    format!("dq:{{{}}}:push", queue.name().as_str())
+}
+
+/// The target of `queue`, if it has one.
+pub async fn load(dq: &DelayQ, queue: &Queue) -> delayq::Result<Option<PushTarget>> {
+    let mut conn = dq.redis();
+    let text: Option<String> = redis::cmd("GET")
+        .arg(key(queue))
+        .query_async(&mut conn)
+        .await?;
+    Ok(text.and_then(|t| match serde_json::from_str(&t) {
+        Ok(target) => Some(target),
+        Err(e) => {
+            tracing::warn!(queue = %queue.name(), "unreadable push target: {e}");
+            None
+        }
+    }))
+}
+
+/// Stores `target` for `queue` and turns push delivery on.
+pub async fn save(dq: &DelayQ, queue: &Queue, target: &PushTarget) -> delayq::Result<()> {
+    let json = serde_json::to_string(target)
+        .map_err(|e| delayq::Error::Protocol(format!("push target: {e}")))?;
+    let mut conn = dq.redis();
+    let _: () = redis::cmd("SET")
+        .arg(key(queue))
+        .arg(json)
+        .query_async(&mut conn)
+        .await?;
+    let _: i64 = redis::cmd("SADD")
+        .arg(PUSHED_QUEUES)
+        .arg(queue.name().as_str())
+        .query_async(&mut conn)
+        .await?;
+    queue.configure(&[Setting::PushDelivery(true)]).await
+}
+
+/// Removes the target of `queue` and turns push delivery off; false if it had none.
+pub async fn remove(dq: &DelayQ, queue: &Queue) -> delayq::Result<bool> {
+    let mut conn = dq.redis();
+    let removed: i64 = redis::cmd("DEL")
+        .arg(key(queue))
+        .query_async(&mut conn)
+        .await?;
+    let _: i64 = redis::cmd("SREM")
+        .arg(PUSHED_QUEUES)
+        .arg(queue.name().as_str())
+        .query_async(&mut conn)
+        .await?;
+    queue.configure(&[Setting::PushDelivery(false)]).await?;
+    Ok(removed > 0)
+}
+
+/// Every queue with a push target, with it.
+pub async fn all(dq: &DelayQ) -> delayq::Result<Vec<(Queue, PushTarget)>> {
+    let mut conn = dq.redis();
+    let names: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(PUSHED_QUEUES)
+        .query_async(&mut conn)
+        .await?;
+    let mut out = Vec::new();
+    for name in names {
+        let Ok(queue) = dq.queue(&name) else { continue };
+        if let Some(target) = load(dq, &queue).await? {
+            out.push((queue, target));
+        }
+    }
+    Ok(out)
+}
