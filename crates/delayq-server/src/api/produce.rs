@@ -69,7 +69,7 @@ pub async fn send(
             .options()
             .send_options(state.limits())?
             .kind(PayloadKind::Bytes);
-        (body.to_vec(), options)
+        (crate::api::wire::sealed(body.to_vec(), None)?, options)
     };
     let sent = q.send(&payload, &options).await?;
     let status = if sent.duplicate {

@@ -228,6 +228,10 @@ pub struct SendBody {
     /// Answer only once this many replicas have the message (Redis `WAIT`); fewer in time is
     /// a 503 `not_replicated`, the message written all the same.
     pub replicas: Option<ReplicasArg>,
+    /// On a queue delivered by push: this message's own URL and extra headers, in place of
+    /// the target's.
+    #[schema(value_type = Option<Object>)]
+    pub push: Option<crate::push::envelope::Destination>,
 }
 
 /// How many replicas must have a send, and how long to wait for them.
@@ -282,7 +286,29 @@ impl SendBody {
         }
         .send_options(limits)?
         .kind(kind);
-        Ok((payload, options))
+        Ok((sealed(payload, self.push)?, options))
+    }
+}
+
+/// The payload as stored: in an envelope with the message's own push destination if it has
+/// one (`push/envelope.rs`), or if it could be mistaken for one.
+pub fn sealed(
+    payload: Vec<u8>,
+    push: Option<crate::push::envelope::Destination>,
+) -> ApiResult<Vec<u8>> {
+    use crate::push::envelope;
+    match push {
+        Some(destination) => {
+            if let Some(url) = &destination.url {
+                crate::push::target::check_destination_url(url)
+                    .map_err(|e| ApiError::bad_request("invalid_option", e))?;
+            }
+            Ok(envelope::seal(&destination, &payload))
+        }
+        None if envelope::looks_sealed(&payload) => {
+            Ok(envelope::seal(&Default::default(), &payload))
+        }
+        None => Ok(payload),
     }
 }
 
@@ -490,6 +516,11 @@ impl PayloadOut {
     /// The payload of a message of `kind`. A JSON-kind payload that is not valid JSON (it
     /// can only come from another writer) is answered as bytes rather than not at all.
     pub fn new(payload: Vec<u8>, kind: PayloadKind) -> Self {
+        // A message's own push destination is not part of its payload.
+        let payload = match crate::push::envelope::open(&payload) {
+            (Some(_), inner) => inner.to_vec(),
+            (None, _) => payload,
+        };
         if kind == PayloadKind::Json {
             if let Ok(json) = String::from_utf8(payload.clone())
                 .map_err(|_| ())

@@ -12,6 +12,8 @@ use delayq::worker::Failure;
 use delayq::{Delivery, PayloadKind};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 
+use super::address::{check_url, AddressPolicy};
+use super::envelope::{self, Destination};
 use super::signature;
 use super::target::PushTarget;
 
@@ -27,11 +29,19 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 /// Sends `delivery` to `target` with `client`; `Err` says how the attempt failed.
 pub async fn push(
     client: &reqwest::Client,
+    policy: &AddressPolicy,
     target: &PushTarget,
     delivery: &Delivery,
 ) -> Result<(), Failure> {
-    let url =
-        reqwest::Url::parse(&target.url).map_err(|e| Failure::dead(format!("bad url: {e}")))?;
+    let (destination, body) = envelope::open(&delivery.payload);
+    let destination = destination.unwrap_or_default();
+    let url = destination.url.as_deref().unwrap_or(&target.url);
+    let url = reqwest::Url::parse(url).map_err(|e| Failure::dead(format!("bad url: {e}")))?;
+    if destination.url.is_some() {
+        // The target's own URL was checked when it was set; a message's is checked here. A
+        // refused one never will be allowed: a dead letter now, with the reason.
+        check_url(policy, &url).await.map_err(Failure::dead)?;
+    }
     let host = url.host_str().unwrap_or("").to_owned();
     let queue = delivery.queue.as_str().to_owned();
     let started = SystemTime::now();
@@ -40,14 +50,14 @@ pub async fn push(
         .map_or(0, |d| d.as_millis() as u64);
     metrics::histogram!("delayq_push_lateness_seconds", "queue" => queue.clone())
         .record(now_ms.saturating_sub(delivery.due_ms) as f64 / 1000.0);
-    let headers = headers(target, delivery, now_ms / 1000);
+    let headers = headers(target, &destination, delivery, body, now_ms / 1000);
     let method = reqwest::Method::from_bytes(target.method.as_bytes())
         .map_err(|_| Failure::dead(format!("bad method {}", target.method)))?;
     let request = client
         .request(method, url)
         .headers(headers)
         .timeout(Duration::from_millis(target.timeout_ms))
-        .body(delivery.payload.clone());
+        .body(body.to_vec());
     let timer = std::time::Instant::now();
     let result = request.send().await;
     let outcome = match result {
@@ -90,14 +100,20 @@ fn count(queue: &str, host: &str, class: &str) {
 }
 
 /// The request's headers: the target's own, the content type, and delayq's.
-fn headers(target: &PushTarget, delivery: &Delivery, unix_secs: u64) -> HeaderMap {
+fn headers(
+    target: &PushTarget,
+    destination: &Destination,
+    delivery: &Delivery,
+    body: &[u8],
+    unix_secs: u64,
+) -> HeaderMap {
     let mut headers = HeaderMap::new();
     let content_type = match delivery.kind {
         PayloadKind::Json => "application/json",
         _ => "application/octet-stream",
     };
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    for (name, value) in &target.headers {
+    for (name, value) in target.headers.iter().chain(&destination.headers) {
         if let (Ok(n), Ok(v)) = (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_str(value),
@@ -105,7 +121,7 @@ fn headers(target: &PushTarget, delivery: &Delivery, unix_secs: u64) -> HeaderMa
             headers.insert(n, v);
         }
     }
-    let signature = signature::sign(&target.signing_keys, unix_secs, &delivery.payload);
+    let signature = signature::sign(&target.signing_keys, unix_secs, body);
     let ours = [
         ("delayq-queue", delivery.queue.as_str().to_owned()),
         ("delayq-message-id", delivery.id.clone()),

@@ -179,10 +179,12 @@ async fn start(
         });
     }
     let handler_target = target.clone();
+    let policy = clients.policy.clone();
     let worker = builder
         .build(move |delivery| {
             let (client, target) = (client.clone(), handler_target.clone());
-            async move { deliver::push(&client, &target, &delivery).await }
+            let policy = policy.clone();
+            async move { deliver::push(&client, &policy, &target, &delivery).await }
         })
         .map_err(|e| e.to_string())?;
     let (stop, stopped) = oneshot::channel::<()>();

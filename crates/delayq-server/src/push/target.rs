@@ -96,6 +96,12 @@ impl PushTarget {
     }
 }
 
+/// Checks a message's own push URL as a target's is checked (its address is checked when it
+/// is pushed).
+pub fn check_destination_url(text: &str) -> Result<(), String> {
+    parse_url(text, "push.url").map(drop)
+}
+
 fn parse_url(text: &str, field: &str) -> Result<reqwest::Url, String> {
     let url = reqwest::Url::parse(text).map_err(|e| format!("{field} {text:?}: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {

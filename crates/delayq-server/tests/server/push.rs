@@ -370,3 +370,60 @@ async fn targets_on_private_addresses_are_refused_unless_allowed() {
     let none = s.get("/v1/queues/q/push").await;
     assert_error(&none, StatusCode::NOT_FOUND, "not_found");
 }
+
+#[tokio::test]
+async fn a_message_can_carry_its_own_url_and_headers() {
+    let s = server().await;
+    let receiver = Receiver::start().await;
+    set_target(
+        &s,
+        "own",
+        &receiver,
+        json!({ "headers": { "x-team": "shop" } }),
+    )
+    .await;
+    let own =
+        json!({ "url": format!("{}/orders/1234", receiver.url), "headers": { "x-tenant": "7" } });
+    send(
+        &s,
+        "own",
+        json!({ "payload": { "close": 1234 }, "id": "o1", "push": own, "delay": "300ms" }),
+    )
+    .await;
+    // Until it is pushed, get shows the payload as sent.
+    let (_, info) = s.get("/v1/queues/own/messages/o1").await;
+    assert_eq!(info["payload"], json!({ "close": 1234 }));
+    wait_for_requests(&receiver, "o1", 1, Duration::from_secs(10)).await;
+    let request = &receiver.for_id("o1")[0];
+    assert_eq!(request.path, "/orders/1234");
+    assert_eq!(
+        (request.header("x-tenant"), request.header("x-team")),
+        ("7", "shop")
+    );
+    assert_eq!(request.body, br#"{"close":1234}"#);
+
+    // Its own URL is held to the same address rules as a target's: refused, dead at once.
+    let private = json!({ "url": "http://10.0.0.1/orders" });
+    send(
+        &s,
+        "own",
+        json!({ "payload": 1, "id": "o2", "push": private, "max_attempts": 5 }),
+    )
+    .await;
+    wait_until(
+        Duration::from_secs(10),
+        "the refused message's dead letter",
+        || async { state_of(&s, "own", "o2").await["state"] == "dead" },
+    )
+    .await;
+    let dead = state_of(&s, "own", "o2").await;
+    let error = dead["last_error"].as_str().unwrap_or_default();
+    assert!(error.contains("private address"), "{dead}");
+    let bad = s
+        .post(
+            "/v1/queues/own/messages",
+            json!({ "payload": 1, "push": { "url": "ftp://x/y" } }),
+        )
+        .await;
+    assert_error(&bad, StatusCode::BAD_REQUEST, "invalid_option");
+}
