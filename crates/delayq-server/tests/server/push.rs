@@ -108,6 +108,23 @@ async fn a_due_message_is_pushed_on_time_and_signed() {
         state_of(&s, "orders", &id).await["error"]["code"] == "not_found"
     })
     .await;
+    // The target's rate limit is the queue's, kept in the same place.
+    set_target(
+        &s,
+        "orders",
+        &receiver,
+        json!({ "rate_limit": { "per_second": 50, "burst": 5 } }),
+    )
+    .await;
+    let (_, stats) = s.get("/v1/queues/orders").await;
+    assert_eq!(
+        stats["rate_limit"],
+        json!({ "per_second": 50, "burst": 5 }),
+        "{stats}"
+    );
+    // Setting the target again keeps its signing key.
+    let (_, target) = s.get("/v1/queues/orders/push").await;
+    assert_eq!(target["signing_keys"][0], key.as_str());
     // A pull consumer never gets a push queue's messages.
     send(&s, "orders", json!({ "payload": 2, "delay": "1h" })).await;
     assert!(receive(&s, "orders", 10, "0s").await.is_empty());
