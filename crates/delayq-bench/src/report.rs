@@ -23,7 +23,7 @@ pub struct WorkloadResult {
     pub workload: Workload,
     /// The system under test.
     pub system: String,
-    /// How the agents reached it: `library` or `http`.
+    /// How the agents reached it: `library`, `http` or `push`.
     pub via: String,
     /// Its version, from the agents' `ready`.
     pub system_version: Option<String>,
@@ -81,7 +81,8 @@ impl WorkloadResult {
             || (check && self.metrics.duplicates.unwrap_or(0) > 0)
     }
 
-    /// The workload id, with `/http` for runs through the HTTP API and `/clusterM-PN` for
+    /// The workload id, with `/http` (`/push`) for runs through the HTTP API (push delivery)
+    /// and `/clusterM-PN` for
     /// runs on a cluster of M masters with N partitions.
     pub fn label(&self) -> String {
         let mut label = self.workload.to_string();
@@ -94,7 +95,7 @@ impl WorkloadResult {
         label
     }
 
-    /// Writes `dir/<workload>.json` (`<workload>-http.json` through HTTP,
+    /// Writes `dir/<workload>.json` (`<workload>-http.json` through HTTP, `-push.json` by push,
     /// `<workload>-cluster3-P6.json` on a cluster).
     pub fn write(&self, dir: &Path) -> Result<()> {
         let path = dir.join(format!("{}.json", self.label().replace('/', "-")));

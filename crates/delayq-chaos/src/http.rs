@@ -37,6 +37,9 @@ impl CallError {
 impl HttpQueue {
     /// Talks to the server at `base` (`http://127.0.0.1:PORT`).
     pub fn new(base: &str) -> Result<HttpQueue, String> {
+        // Built with delayq-server, reqwest has its rustls without a crypto provider: every
+        // client, plain http:// too, needs one installed (ring, as the server installs).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             // Longer than any long-poll this harness asks for.

@@ -1,6 +1,7 @@
 //! The consumer agent: on `start`, runs delayq's worker runtime with an "ack immediately"
 //! handler that logs `(seq, due_ms, start_ms)` per invocation; on `stop`, shuts the worker
-//! down gracefully, writes the deliveries file and reports `stopped`.
+//! down gracefully, writes the deliveries file and reports `stopped`. Over HTTP it long-polls
+//! instead, and with `--via push` it is the receiver `delayq serve` pushes to (`push.rs`).
 
 use std::convert::Infallible;
 use std::fs::File;
@@ -16,7 +17,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::http::HttpQueue;
-use super::{emit, Commands, Target, VERSION};
+use super::{emit, push, Commands, Target, VERSION};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::protocol::{Command, Event};
@@ -43,7 +44,7 @@ struct Record {
 
 /// What handlers share.
 #[derive(Default)]
-struct Log {
+pub(super) struct Log {
     records: Mutex<Vec<Record>>,
     total: AtomicU64,
     bad_payloads: AtomicU64,
@@ -58,6 +59,24 @@ impl Log {
             .unwrap_or_else(|p| p.into_inner())
             .push(record);
         self.total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Logs one handler invocation that started at `start_ms`; the payload's `(seq, due_ms)`,
+    /// or `None` (counted as a bad payload) if it is not one of ours.
+    pub(super) fn record(&self, start_ms: f64, payload: &[u8]) -> Option<(u64, f64)> {
+        let parsed = parse_payload(payload);
+        match parsed {
+            Some((seq, due_ms)) => self.push(Record {
+                seq,
+                due_ms,
+                start_ms,
+            }),
+            None => {
+                self.bad_payloads.fetch_add(1, Ordering::Relaxed);
+                self.total.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        parsed
     }
 
     fn take(&self) -> Vec<Record> {
@@ -96,6 +115,7 @@ pub(super) async fn run(
             "lease_s": LEASE.as_secs(),
             "queue": crate::workload::QUEUE_NAME,
         }),
+        Target::Push(_) => push::config(),
     };
     emit(&Event::Ready {
         system: "delayq".into(),
@@ -110,6 +130,7 @@ pub(super) async fn run(
         match queue {
             Target::Library(qs) => consume(qs, &log, &mut commands).await?,
             Target::Http(h) => consume_http(h, &log, &mut commands).await?,
+            Target::Push(h) => push::consume(h, &log, &mut commands).await?,
         }
     }
     let records = log.take();
@@ -140,18 +161,7 @@ async fn consume(queues: Vec<Queue>, log: &Arc<Log>, commands: &mut Commands) ->
             let log = handler_log.clone();
             async move {
                 // "Ack immediately": the clock first, then parse and log, nothing else.
-                let start_ms = now_ms();
-                match parse_payload(&delivery.payload) {
-                    Some((seq, due_ms)) => log.push(Record {
-                        seq,
-                        due_ms,
-                        start_ms,
-                    }),
-                    None => {
-                        log.bad_payloads.fetch_add(1, Ordering::Relaxed);
-                        log.total.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
+                log.record(now_ms(), &delivery.payload);
                 Ok::<(), Infallible>(())
             }
         })?;
@@ -216,18 +226,7 @@ async fn consume_http(http: HttpQueue, log: &Arc<Log>, commands: &mut Commands) 
                 };
                 let mut receipts = Vec::with_capacity(got.len());
                 for d in got {
-                    let start_ms = now_ms();
-                    match parse_payload(&d.payload) {
-                        Some((seq, due_ms)) => log.push(Record {
-                            seq,
-                            due_ms,
-                            start_ms,
-                        }),
-                        None => {
-                            log.bad_payloads.fetch_add(1, Ordering::Relaxed);
-                            log.total.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
+                    log.record(now_ms(), &d.payload);
                     receipts.push(d.receipt);
                 }
                 if !receipts.is_empty() {
@@ -238,6 +237,16 @@ async fn consume_http(http: HttpQueue, log: &Arc<Log>, commands: &mut Commands) 
         });
     }
     emit(&Event::Started { t_ms: now_ms() })?;
+    report_progress_until_stop(log, commands).await?;
+    let _ = stop_tx.send(true);
+    while let Some(ended) = loops.join_next().await {
+        ended.map_err(|e| format!("poll loop failed: {e}"))??;
+    }
+    Ok(())
+}
+
+/// Reports `progress` until `stop` (or the end of stdin).
+pub(super) async fn report_progress_until_stop(log: &Log, commands: &mut Commands) -> Result<()> {
     let mut tick = tokio::time::interval(PROGRESS_EVERY);
     loop {
         tokio::select! {
@@ -246,16 +255,11 @@ async fn consume_http(http: HttpQueue, log: &Arc<Log>, commands: &mut Commands) 
                 t_ms: now_ms(),
             })?,
             cmd = commands.next() => match cmd {
-                Some(Command::Stop) | None => break,
+                Some(Command::Stop) | None => return Ok(()),
                 Some(other) => tracing::warn!("ignoring {other:?} while consuming"),
             },
         }
     }
-    let _ = stop_tx.send(true);
-    while let Some(ended) = loops.join_next().await {
-        ended.map_err(|e| format!("poll loop failed: {e}"))??;
-    }
-    Ok(())
 }
 
 /// One line per handler invocation: `seq<TAB>due_ms<TAB>start_ms`, ms with 3 decimals.

@@ -1,5 +1,6 @@
 //! The agents' way to the queue through `delayq serve`'s HTTP API instead of the library:
-//! the same operations, over keep-alive connections. Payloads travel as JSON strings.
+//! the same operations, over keep-alive connections. Payloads travel as JSON strings. With
+//! `--via push`, also the call that points the queue's push target at the consumer.
 
 use std::time::Duration;
 
@@ -23,6 +24,9 @@ pub(crate) struct HttpDelivery {
 
 impl HttpQueue {
     pub(crate) fn new(port: u16) -> Result<Self> {
+        // Without a provider, a reqwest unified with delayq-server's features panics when the
+        // client is built (see Cargo.toml). Already installed is fine too.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
             .build()
@@ -34,27 +38,33 @@ impl HttpQueue {
     }
 
     async fn post(&self, path: &str, body: &Value) -> Result<Value> {
+        self.call(reqwest::Method::POST, path, body).await
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: &Value) -> Result<Value> {
+        let what = format!("{method} {path}");
         let resp = self
             .client
-            .post(format!("{}{path}", self.base))
+            .request(method, format!("{}{path}", self.base))
             .json(body)
             .send()
             .await
-            .map_err(|e| format!("POST {path}: {e}"))?;
+            .map_err(|e| format!("{what}: {e}"))?;
         let status = resp.status();
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| format!("POST {path}: {e}"))?;
+        let bytes = resp.bytes().await.map_err(|e| format!("{what}: {e}"))?;
         if !status.is_success() {
-            return Err(
-                format!("POST {path}: {status} {}", String::from_utf8_lossy(&bytes)).into(),
-            );
+            return Err(format!("{what}: {status} {}", String::from_utf8_lossy(&bytes)).into());
         }
         if bytes.is_empty() {
             return Ok(Value::Null);
         }
-        Ok(serde_json::from_slice(&bytes).map_err(|e| format!("POST {path}: {e}"))?)
+        Ok(serde_json::from_slice(&bytes).map_err(|e| format!("{what}: {e}"))?)
+    }
+
+    /// Sets the queue's push target (`PUT /v1/queues/{q}/push`); the server's answer.
+    pub(crate) async fn set_push_target(&self, url: &str, concurrency: usize) -> Result<Value> {
+        let body = json!({ "url": url, "concurrency": concurrency, "timeout": "10s" });
+        self.call(reqwest::Method::PUT, "/push", &body).await
     }
 
     fn message(payload: &[u8], delay_ms: Option<u64>) -> Value {

@@ -7,6 +7,7 @@
 mod consumer;
 mod http;
 mod producer;
+mod push;
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -47,6 +48,9 @@ pub enum Via {
     Library,
     /// `delayq serve`'s HTTP API.
     Http,
+    /// `delayq serve` pushing each due message to the consumer, an HTTP receiver; the
+    /// producer sends as with `Http`.
+    Push,
 }
 
 impl Via {
@@ -55,6 +59,7 @@ impl Via {
         match self {
             Via::Library => "library",
             Via::Http => "http",
+            Via::Push => "push",
         }
     }
 }
@@ -63,6 +68,8 @@ impl Via {
 pub(crate) enum Target {
     Library(Vec<Queue>),
     Http(http::HttpQueue),
+    /// `--via push`: the server's HTTP API, to set the push target and to produce.
+    Push(http::HttpQueue),
 }
 
 /// Command line of `delayq-bench agent`.
@@ -83,10 +90,10 @@ pub struct AgentArgs {
     /// Consumer: where to write `seq<TAB>due_ms<TAB>start_ms` per handler invocation.
     #[arg(long)]
     pub deliveries: Option<PathBuf>,
-    /// Through the library (Redis at --port) or HTTP (`delayq serve` at --http-port).
+    /// Through the library (Redis at --port), or HTTP or push (`delayq serve` at --http-port).
     #[arg(long, value_enum, default_value_t)]
     pub via: Via,
-    /// `delayq serve`'s port on 127.0.0.1, with `--via http`.
+    /// `delayq serve`'s port on 127.0.0.1, with `--via http` or `--via push`.
     #[arg(long)]
     pub http_port: Option<u16>,
     /// `--port` is a node of a Redis Cluster: connect with `DelayQ::connect_cluster` (the
@@ -122,12 +129,18 @@ fn fail(msg: &str) -> ExitCode {
 async fn run(args: AgentArgs) -> Result<()> {
     let queue = match args.via {
         Via::Library => Target::Library(connect(args.port, args.cluster, args.workload).await?),
-        Via::Http if args.workload.queue_names().len() > 1 => {
+        Via::Http | Via::Push if args.workload.queue_names().len() > 1 => {
             return Err(format!("{} runs through the library only", args.workload).into())
         }
-        Via::Http => {
-            let port = args.http_port.ok_or("--via http needs --http-port")?;
-            Target::Http(http::HttpQueue::new(port)?)
+        Via::Http | Via::Push => {
+            let port = args
+                .http_port
+                .ok_or("--via http or push needs --http-port")?;
+            let queue = http::HttpQueue::new(port)?;
+            match args.via {
+                Via::Push => Target::Push(queue),
+                _ => Target::Http(queue),
+            }
         }
     };
     let commands = Commands::spawn();

@@ -25,7 +25,7 @@ pub(super) async fn run(
             "Queue::send_batch (generated ids: two MULTI round trips per batch, in sequence)",
             "Queue::send",
         ),
-        Target::Http(_) => (
+        Target::Http(_) | Target::Push(_) => (
             "POST /v1/queues/{q}/batch (JSON string payloads)",
             "POST /v1/queues/{q}/messages",
         ),
@@ -73,7 +73,7 @@ pub(super) async fn run(
                 }
                 pending
             }
-            Target::Http(h) => h.pending().await?,
+            Target::Http(h) | Target::Push(h) => h.pending().await?,
         });
     }
     tracing::info!(?produced, "produced");
@@ -156,7 +156,9 @@ async fn produce_paced(queue: &Target, n: u64) -> Result<Produced> {
                 let q = &qs[(seq % qs.len() as u64) as usize];
                 drop(q.send(payload(seq, due)?, &options).await?)
             }
-            Target::Http(h) => h.send(&payload(seq, due)?, Some(W3_DELAY_MS)).await?,
+            Target::Http(h) | Target::Push(h) => {
+                h.send(&payload(seq, due)?, Some(W3_DELAY_MS)).await?
+            }
         }
     }
     let end_ms = now_ms();
@@ -188,6 +190,6 @@ async fn send_batch(queue: &Target, batch: Vec<(Vec<u8>, Option<u64>)>) -> Resul
                 .collect();
             Ok(q.send_batch(&messages).await?.len())
         }
-        Target::Http(h) => h.send_batch(&batch).await,
+        Target::Http(h) | Target::Push(h) => h.send_batch(&batch).await,
     }
 }

@@ -1,5 +1,5 @@
-//! `delayq serve` as a child process, for `--via http` runs: started on the workload's Redis
-//! and a free loopback port, checked with `/healthz`, killed when dropped.
+//! `delayq serve` as a child process, for `--via http` and `--via push` runs: started on the
+//! workload's Redis and a free loopback port, checked with `/healthz`, killed when dropped.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -20,8 +20,8 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
-    /// Starts `bin serve` on Redis at `redis_port`, its log in `log`.
-    pub fn start(bin: &Path, redis_port: u16, log: &Path) -> Result<Self> {
+    /// Starts `bin serve` on Redis at `redis_port` with `extra` arguments, its log in `log`.
+    pub fn start(bin: &Path, redis_port: u16, extra: &[&str], log: &Path) -> Result<Self> {
         let port = redis_fixture::free_port();
         let log_file =
             File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
@@ -30,6 +30,7 @@ impl HttpServer {
             .arg(format!("redis://127.0.0.1:{redis_port}/"))
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

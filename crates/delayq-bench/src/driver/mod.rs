@@ -9,7 +9,7 @@
 //! measurement, and the queue's partitions), `deployment.rs` (either of the two),
 //! `redis_cpu.rs` (Redis CPU per message), `agents.rs` (child processes and their events),
 //! `workload_run.rs` (one workload's choreography and end-of-run rules), `env.rs` (the
-//! recorded environment).
+//! recorded environment), `http_server.rs` (`delayq serve` for `--via http` and `push`).
 
 mod agents;
 pub mod cluster;
@@ -57,10 +57,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub check: bool,
     /// How the agents reach delayq, comma-separated: `library` (straight to Redis), `http`
-    /// (through `delayq serve`, started per workload); each runs every workload.
+    /// (through `delayq serve`, started per workload), `push` (`delayq serve` pushes to the
+    /// consumer; W1 and W3 only); each runs every workload it can.
     #[arg(long, value_delimiter = ',', default_value = "library")]
     pub via: Vec<Via>,
-    /// The `delayq` binary for `--via http` (default: beside this one).
+    /// The `delayq` binary for `--via http` and `push` (default: beside this one).
     #[arg(long)]
     pub delayq_bin: Option<PathBuf>,
     /// Also run W1, W2a, W2b and W3 (those selected) on a Redis Cluster of this many
@@ -87,7 +88,7 @@ pub struct RunContext {
     pub environment: Environment,
     /// The ceiling, recorded in every result.
     pub ceiling: Option<Ceiling>,
-    /// The `delayq` binary, for HTTP runs.
+    /// The `delayq` binary, for HTTP and push runs.
     pub delayq_bin: PathBuf,
     /// Sample Redis CPU around each measured phase (with `--cluster`).
     pub measure_cpu: bool,
@@ -194,6 +195,12 @@ fn run(args: &RunArgs) -> Result<bool> {
         for &workload in &args.workloads {
             if via == Via::Http && workload.queue_names().len() > 1 {
                 tracing::info!(%workload, "runs through the library only; skipped over HTTP");
+                continue;
+            }
+            // Push delivery is measured where it differs from pulling: when messages come
+            // due (W1's burst, W3's precision); the rest measures enqueueing or the pull API.
+            if via == Via::Push && !matches!(workload, Workload::W1 | Workload::W3) {
+                tracing::info!(%workload, "push runs W1 and W3 only; skipped with --via push");
                 continue;
             }
             let result = workload_run::run(&ctx, workload, via, Deployment::Single);

@@ -34,6 +34,9 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// W4: `before` is read this long after the producer announced ready.
 const W4_SETTLE: Duration = Duration::from_millis(500);
+/// `delayq serve`'s arguments for `--via push`: the consumer's receiver is on loopback, which
+/// push targets may not reach by default.
+const PUSH_SERVE_ARGS: [&str; 2] = ["--push-allow", "127.0.0.0/8"];
 
 /// What the choreography learned besides the agents' events.
 #[derive(Default)]
@@ -44,8 +47,8 @@ struct Observed {
     cpu: (Option<Sample>, Option<Sample>),
 }
 
-/// Runs `workload` on `deployment` with agents reaching delayq `via` the library or HTTP,
-/// and returns its result (errors are recorded in it, never returned).
+/// Runs `workload` on `deployment` with agents reaching delayq `via` the library, HTTP or
+/// push, and returns its result (errors are recorded in it, never returned).
 pub fn run(
     ctx: &RunContext,
     workload: Workload,
@@ -66,7 +69,7 @@ pub fn run(
     };
     let tag = match (via, cluster) {
         (Via::Library, None) => workload.to_string(),
-        (Via::Http, None) => format!("{workload}-http"),
+        (Via::Http | Via::Push, None) => format!("{workload}-{}", via.as_str()),
         (_, Some(c)) => format!("{workload}-cluster{}-P{}", c.masters, c.partitions),
     };
     let deliveries_files: Vec<PathBuf> = (0..consumers)
@@ -120,9 +123,13 @@ pub fn run(
     result.redis_args = server.args();
     let http = match via {
         Via::Library => None,
-        Via::Http => {
+        Via::Http | Via::Push => {
             let log = ctx.raw_dir.join(format!("{tag}-serve.log"));
-            match HttpServer::start(&ctx.delayq_bin, server.port(), &log) {
+            let extra: &[&str] = match via {
+                Via::Push => &PUSH_SERVE_ARGS,
+                _ => &[],
+            };
+            match HttpServer::start(&ctx.delayq_bin, server.port(), extra, &log) {
                 Ok(http) => Some(http),
                 Err(e) => {
                     result.errors.push(e.to_string());
@@ -169,6 +176,8 @@ pub fn run(
         result.errors.push(e.to_string());
     }
     fleet.finish(EXIT_TIMEOUT);
+    // `delayq serve` before its Redis, so that it is not left retrying a Redis that is gone.
+    drop(http);
     drop(server);
 
     for agent in fleet.agents() {

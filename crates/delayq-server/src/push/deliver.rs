@@ -6,10 +6,12 @@
 //! its backoff. The error of a failed attempt names the status and the first bytes of the
 //! response body.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use delayq::worker::Failure;
 use delayq::{Delivery, PayloadKind};
+use metrics::{Counter, Histogram};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 
 use super::address::{check_url, AddressPolicy};
@@ -26,77 +28,124 @@ const ERROR_BODY_BYTES: usize = 200;
 /// Longest `Retry-After` honoured; a longer one is cut to this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 
-/// Sends `delivery` to `target` with `client`; `Err` says how the attempt failed.
-pub async fn push(
-    client: &reqwest::Client,
-    policy: &AddressPolicy,
-    target: &PushTarget,
-    delivery: &Delivery,
-) -> Result<(), Failure> {
-    let (destination, body) = envelope::open(&delivery.payload);
-    let destination = destination.unwrap_or_default();
-    let url = destination.url.as_deref().unwrap_or(&target.url);
-    let url = reqwest::Url::parse(url).map_err(|e| Failure::dead(format!("bad url: {e}")))?;
-    if destination.url.is_some() {
-        // The target's own URL was checked when it was set; a message's is checked here. A
-        // refused one never will be allowed: a dead letter now, with the reason.
-        check_url(policy, &url).await.map_err(Failure::dead)?;
-    }
-    let host = url.host_str().unwrap_or("").to_owned();
-    let queue = delivery.queue.as_str().to_owned();
-    let started = SystemTime::now();
-    let now_ms = started
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    metrics::histogram!("delayq_push_lateness_seconds", "queue" => queue.clone())
-        .record(now_ms.saturating_sub(delivery.due_ms) as f64 / 1000.0);
-    let headers = headers(target, &destination, delivery, body, now_ms / 1000);
-    let method = reqwest::Method::from_bytes(target.method.as_bytes())
-        .map_err(|_| Failure::dead(format!("bad method {}", target.method)))?;
-    let request = client
-        .request(method, url)
-        .headers(headers)
-        .timeout(Duration::from_millis(target.timeout_ms))
-        .body(body.to_vec());
-    let timer = std::time::Instant::now();
-    let result = request.send().await;
-    let outcome = match result {
-        Err(e) => {
-            count(&queue, &host, "error");
-            Err(Failure::retry(transport_error(&e)))
-        }
-        Ok(mut response) => {
-            let status = response.status().as_u16();
-            let retry_after = response
-                .headers()
-                .get(RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_retry_after);
-            let body = read_bounded(&mut response).await;
-            count(&queue, &host, &format!("{}xx", status / 100));
-            if (200..300).contains(&status) {
-                Ok(())
-            } else {
-                let snippet =
-                    String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY_BYTES)]).into_owned();
-                let error = format!("HTTP {status}: {snippet}");
-                match (status, retry_after) {
-                    (429 | 503, Some(after)) => Err(Failure::retry_after(after, error)),
-                    _ if target.is_dead_status(status) => Err(Failure::dead(error)),
-                    _ => Err(Failure::retry(error)),
-                }
-            }
-        }
-    };
-    metrics::histogram!("delayq_push_request_seconds", "queue" => queue)
-        .record(timer.elapsed().as_secs_f64());
-    outcome
+/// What one target's pushes share, made once per worker: the parsed URL and method, and the
+/// metric handles (a push's own work is then the request itself).
+pub struct Pusher {
+    client: reqwest::Client,
+    policy: Arc<AddressPolicy>,
+    target: Arc<PushTarget>,
+    url: reqwest::Url,
+    method: reqwest::Method,
+    lateness: Histogram,
+    duration: Histogram,
+    /// Requests to the target's host by class: 1xx to 5xx, then transport errors.
+    requests: [Counter; 6],
 }
 
-fn count(queue: &str, host: &str, class: &str) {
+const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "error"];
+
+impl Pusher {
+    /// The pusher of `queue`'s `target`.
+    pub fn new(
+        client: reqwest::Client,
+        policy: Arc<AddressPolicy>,
+        queue: &str,
+        target: Arc<PushTarget>,
+    ) -> Result<Self, String> {
+        let url = target.validate()?;
+        let method = reqwest::Method::from_bytes(target.method.as_bytes())
+            .map_err(|_| format!("bad method {}", target.method))?;
+        let host = url.host_str().unwrap_or("").to_owned();
+        let requests = CLASSES.map(|class| request_counter(queue, &host, class));
+        Ok(Pusher {
+            client,
+            policy,
+            url,
+            method,
+            lateness: metrics::histogram!("delayq_push_lateness_seconds", "queue" => queue.to_owned()),
+            duration: metrics::histogram!("delayq_push_request_seconds", "queue" => queue.to_owned()),
+            requests,
+            target,
+        })
+    }
+
+    /// Sends `delivery`; `Err` says how the attempt failed.
+    pub async fn push(&self, delivery: &Delivery) -> Result<(), Failure> {
+        let target = &self.target;
+        let (destination, body) = envelope::open(&delivery.payload);
+        let destination = destination.unwrap_or_default();
+        let own_url = match &destination.url {
+            None => None,
+            Some(text) => {
+                let url = reqwest::Url::parse(text)
+                    .map_err(|e| Failure::dead(format!("bad url: {e}")))?;
+                // The target's own URL was checked when it was set; a message's is checked
+                // here. A refused one never will be allowed: a dead letter now, with the reason.
+                check_url(&self.policy, &url).await.map_err(Failure::dead)?;
+                Some(url)
+            }
+        };
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.lateness
+            .record(now_ms.saturating_sub(delivery.due_ms) as f64 / 1000.0);
+        let headers = headers(target, &destination, delivery, body, now_ms / 1000);
+        let request = self
+            .client
+            .request(
+                self.method.clone(),
+                own_url.clone().unwrap_or_else(|| self.url.clone()),
+            )
+            .headers(headers)
+            .timeout(Duration::from_millis(target.timeout_ms))
+            .body(body.to_vec());
+        let timer = std::time::Instant::now();
+        let result = request.send().await;
+        let count = |class: usize| match &own_url {
+            None => self.requests[class].increment(1),
+            Some(url) => {
+                let host = url.host_str().unwrap_or("");
+                request_counter(delivery.queue.as_str(), host, CLASSES[class]).increment(1);
+            }
+        };
+        let outcome = match result {
+            Err(e) => {
+                count(5);
+                Err(Failure::retry(transport_error(&e)))
+            }
+            Ok(mut response) => {
+                let status = response.status().as_u16();
+                let retry_after = response
+                    .headers()
+                    .get(RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(parse_retry_after);
+                let body = read_bounded(&mut response).await;
+                count(usize::from(status / 100).clamp(1, 5) - 1);
+                if (200..300).contains(&status) {
+                    Ok(())
+                } else {
+                    let snippet =
+                        String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY_BYTES)])
+                            .into_owned();
+                    let error = format!("HTTP {status}: {snippet}");
+                    match (status, retry_after) {
+                        (429 | 503, Some(after)) => Err(Failure::retry_after(after, error)),
+                        _ if target.is_dead_status(status) => Err(Failure::dead(error)),
+                        _ => Err(Failure::retry(error)),
+                    }
+                }
+            }
+        };
+        self.duration.record(timer.elapsed().as_secs_f64());
+        outcome
+    }
+}
+
+fn request_counter(queue: &str, host: &str, class: &str) -> Counter {
     metrics::counter!("delayq_push_requests_total", "queue" => queue.to_owned(),
         "host" => host.to_owned(), "class" => class.to_owned())
-    .increment(1);
 }
 
 /// The request's headers: the target's own, the content type, and delayq's.

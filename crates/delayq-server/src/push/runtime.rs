@@ -178,13 +178,16 @@ async fn start(
             tokio::spawn(async move { call_back(&dq, &client, &keys, &callback, &dead).await });
         });
     }
-    let handler_target = target.clone();
-    let policy = clients.policy.clone();
+    let pusher = Arc::new(deliver::Pusher::new(
+        client,
+        clients.policy.clone(),
+        queue.name().as_str(),
+        target.clone(),
+    )?);
     let worker = builder
         .build(move |delivery| {
-            let (client, target) = (client.clone(), handler_target.clone());
-            let policy = policy.clone();
-            async move { deliver::push(&client, &policy, &target, &delivery).await }
+            let pusher = pusher.clone();
+            async move { pusher.push(&delivery).await }
         })
         .map_err(|e| e.to_string())?;
     let (stop, stopped) = oneshot::channel::<()>();
