@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 use super::path::Path;
 use super::wire::{
-    parse, payload_of, present, BackoffArg, Body, DurationArg, MessageOptions, PayloadOut,
+    parse, present, required_payload, BackoffArg, Body, DurationArg, MessageOptions, PayloadOut,
 };
 use crate::auth::Role;
 use crate::error::{ApiError, ApiResult, ErrorBody};
@@ -157,12 +157,7 @@ pub async fn put(
         None => MissedTicks::Skip,
         Some(text) => text.parse()?,
     };
-    let Some((payload, kind)) = payload_of(body.payload, body.payload_base64)? else {
-        return Err(ApiError::bad_request(
-            "invalid_payload",
-            "give exactly one of payload (JSON) and payload_base64 (bytes)",
-        ));
-    };
+    let (payload, kind) = required_payload(body.payload, body.payload_base64)?;
     let options = MessageOptions {
         max_attempts: body.max_attempts,
         backoff: body.backoff,

@@ -265,15 +265,23 @@ pub fn payload_of(
     }
 }
 
+/// The payload of a message that must have one: `payload` or `payload_base64`.
+pub fn required_payload(
+    json: Option<Box<RawValue>>,
+    base64: Option<String>,
+) -> ApiResult<(Vec<u8>, PayloadKind)> {
+    payload_of(json, base64)?.ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_payload",
+            "give exactly one of payload (JSON) and payload_base64 (bytes)",
+        )
+    })
+}
+
 impl SendBody {
     /// The payload bytes and the send options.
     pub fn into_message(self, limits: &Limits) -> ApiResult<(Vec<u8>, SendOptions)> {
-        let Some((payload, kind)) = payload_of(self.payload, self.payload_base64)? else {
-            return Err(ApiError::bad_request(
-                "invalid_payload",
-                "give exactly one of payload (JSON) and payload_base64 (bytes)",
-            ));
-        };
+        let (payload, kind) = required_payload(self.payload, self.payload_base64)?;
         let options = MessageOptions {
             delay: self.delay,
             deliver_at: self.deliver_at,
