@@ -64,6 +64,21 @@ impl Keys {
         format!("dq:{{{}}}:partitions", queue.as_str())
     }
 
+    /// HASH under a queue's own name: the definition of its recurring schedule `name`
+    /// (schedules.rs).
+    pub(crate) fn schedule(queue: &QueueName, name: &str) -> String {
+        format!("dq:{{{}}}:schedule:{name}", queue.as_str())
+    }
+
+    /// SET under a queue's own name: the names of its recurring schedules.
+    pub(crate) fn schedule_names(queue: &QueueName) -> String {
+        format!("dq:{{{}}}:schedules", queue.as_str())
+    }
+
+    /// SET, outside every queue's hash tag: the queues that have recurring schedules, for
+    /// schedulers that serve them all.
+    pub(crate) const SCHEDULED_QUEUES: &'static str = "dq:scheduled";
+
     /// The `SCAN` pattern that matches every queue's keys.
     pub(crate) fn scan_pattern() -> &'static str {
         "dq:{*}:*"

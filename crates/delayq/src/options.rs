@@ -479,9 +479,9 @@ pub(crate) fn check_handler_timeout(timeout: Duration) -> Result<(), InvalidInpu
     Ok(())
 }
 
-/// This host's clock in ms; used only to reject absurd absolute due times, never to decide
-/// what is due.
-fn now_ms() -> u64 {
+/// This host's clock in ms. Never decides what is due: it rejects absurd absolute due times,
+/// and the scheduler estimates the server's clock from it and the last reading.
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

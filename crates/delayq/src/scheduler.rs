@@ -15,16 +15,18 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::client::DelayQ;
 use crate::error::Result;
+use crate::keys::Keys;
 use crate::names::QueueName;
+use crate::options::now_ms as local_ms;
 use crate::queue::Queue;
 use crate::recurrence::ticks_to_fire;
-use crate::schedules::{server_ms, Definition, SCHEDULED_QUEUES};
+use crate::schedules::{server_ms, Definition};
 
 /// Runs recurring schedules: see the module documentation.
 pub struct Scheduler {
@@ -127,7 +129,7 @@ impl Scheduler {
             Some(queues) => queues.clone(),
             None => {
                 let names: Vec<String> = redis::cmd("SMEMBERS")
-                    .arg(SCHEDULED_QUEUES)
+                    .arg(Keys::SCHEDULED_QUEUES)
                     .query_async(&mut conn)
                     .await?;
                 names.iter().filter_map(|n| self.dq.queue(n).ok()).collect()
@@ -187,12 +189,6 @@ impl Entry {
         // Whatever the policy skipped up to the horizon stays skipped.
         self.done_ms = Some(self.done_ms.unwrap_or(0).max(horizon));
     }
-}
-
-fn local_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The server's clock now, estimated from this host's and the last offset read.

@@ -22,6 +22,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::{InvalidInput, Result};
+use crate::keys::Keys;
 use crate::message::Sent;
 use crate::names::QueueName;
 use crate::options::{PayloadKind, Schedule, SendOptions};
@@ -33,7 +34,7 @@ use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 
 /// Longest schedule name.
-pub const MAX_SCHEDULE_NAME_LEN: usize = 64;
+pub const MAX_SCHEDULE_NAME_LEN: usize = crate::names::MAX_QUEUE_NAME_LEN;
 
 /// Most ticks sent ahead that a delete looks for (a scheduler sends one ahead unless its
 /// lead is longer than the schedule's period).
@@ -139,7 +140,7 @@ impl<'a> Schedules<'a> {
         self.queue.layout().await?;
         let mut conn = self.queue.connection();
         let created_ms = server_ms(&mut conn).await?;
-        let key = definition_key(self.queue.name(), name);
+        let key = Keys::schedule(self.queue.name(), name);
         let mut fields: Vec<(&str, Vec<u8>)> = Vec::new();
         match (recurrence.as_cron(), recurrence.as_interval()) {
             (Some((expr, tz)), _) => {
@@ -164,10 +165,10 @@ impl<'a> Schedules<'a> {
             .atomic()
             .del(&key)
             .hset_multiple(&key, &fields)
-            .sadd(names_key(self.queue.name()), name);
+            .sadd(Keys::schedule_names(self.queue.name()), name);
         conn.transaction_at(slot, &write).await?;
         let _: i64 = redis::cmd("SADD")
-            .arg(SCHEDULED_QUEUES)
+            .arg(Keys::SCHEDULED_QUEUES)
             .arg(self.queue.name().as_str())
             .query_async(&mut conn)
             .await?;
@@ -209,8 +210,8 @@ impl<'a> Schedules<'a> {
         let mut remove = redis::pipe();
         remove
             .atomic()
-            .del(definition_key(self.queue.name(), name))
-            .srem(names_key(self.queue.name()), name);
+            .del(Keys::schedule(self.queue.name(), name))
+            .srem(Keys::schedule_names(self.queue.name()), name);
         let replies = conn.transaction_at(slot, &remove).await?;
         let deleted = matches!(replies.first(), Some(Value::Int(n)) if *n > 0);
         let now_ms = server_ms(&mut conn).await?;
@@ -240,7 +241,7 @@ impl<'a> Schedules<'a> {
     pub(crate) async fn definitions(&self) -> Result<Vec<Definition>> {
         let mut conn = self.queue.connection();
         let mut names: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(names_key(self.queue.name()))
+            .arg(Keys::schedule_names(self.queue.name()))
             .query_async(&mut conn)
             .await?;
         names.sort();
@@ -262,7 +263,7 @@ impl<'a> Schedules<'a> {
     async fn definition(&self, name: &str) -> Result<Option<Definition>> {
         let mut conn = self.queue.connection();
         let fields: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
-            .arg(definition_key(self.queue.name(), name))
+            .arg(Keys::schedule(self.queue.name(), name))
             .query_async(&mut conn)
             .await?;
         if fields.is_empty() {
@@ -329,17 +330,6 @@ impl<'a> Schedules<'a> {
     }
 }
 
-/// The key of the set of queues that have schedules.
-pub(crate) const SCHEDULED_QUEUES: &str = "dq:scheduled";
-
-fn definition_key(queue: &QueueName, name: &str) -> String {
-    format!("dq:{{{}}}:schedule:{name}", queue.as_str())
-}
-
-fn names_key(queue: &QueueName) -> String {
-    format!("dq:{{{}}}:schedules", queue.as_str())
-}
-
 /// The control field in which a partition keeps the last tick of schedule `name` it was sent.
 fn tick_field(name: &str) -> String {
     format!("tick:{name}")
@@ -351,21 +341,14 @@ pub(crate) async fn server_ms(conn: &mut crate::connection::Conn) -> Result<u64>
     Ok(secs * 1000 + micros / 1000)
 }
 
-/// Schedule names: 1 to 64 of `A-Za-z0-9._-`, like queue names, so that a tick's caller id
-/// is a valid message id.
+/// Schedule names follow the queue-name rule (1 to 64 of `A-Za-z0-9._-`), so that a tick's
+/// caller id is a valid message id.
 fn check_name(name: &str) -> Result<(), InvalidInput> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_SCHEDULE_NAME_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(InvalidInput::Option(format!(
+    QueueName::new(name).map(drop).map_err(|_| {
+        InvalidInput::Option(format!(
             "a schedule name is 1 to {MAX_SCHEDULE_NAME_LEN} of A-Za-z0-9._-, not {name:?}"
-        )))
-    }
+        ))
+    })
 }
 
 fn parse_definition(name: &str, fields: Vec<(String, Vec<u8>)>) -> Result<Definition> {
