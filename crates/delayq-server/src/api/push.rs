@@ -18,7 +18,6 @@ use super::wire::{parse, Body, DurationArg};
 use crate::auth::Role;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::push::address::{check_url, AddressPolicy};
-use crate::push::signature::new_key;
 use crate::push::target::{self, PushTarget};
 use crate::state::AppState;
 
@@ -100,11 +99,7 @@ pub async fn put(
         Some(t) => t.get("timeout")?,
         None => Duration::from_secs(10),
     };
-    let signing_keys = match (body.signing_keys, existing) {
-        (Some(keys), _) => keys,
-        (None, Some(old)) => old.signing_keys,
-        (None, None) => vec![new_key()],
-    };
+    let signing_keys = target::signing_keys(body.signing_keys, existing);
     let target = PushTarget {
         url: body.url,
         method: body
@@ -120,13 +115,11 @@ pub async fn put(
         follow_redirects: body.follow_redirects.unwrap_or(false),
     };
     let invalid = |e: String| ApiError::bad_request("invalid_push_target", e);
-    let url = target.validate().map_err(invalid)?;
+    let (url, callback) = target.validate().map_err(invalid)?;
     let policy = AddressPolicy::new(state.limits().push_allow.clone());
     let refused = |e: String| ApiError::bad_request("push_target_refused", e);
-    check_url(&policy, &url).await.map_err(refused)?;
-    if let Some(callback) = &target.failure_callback {
-        let url = reqwest::Url::parse(callback).map_err(|e| invalid(e.to_string()))?;
-        check_url(&policy, &url).await.map_err(refused)?;
+    for url in std::iter::once(&url).chain(&callback) {
+        check_url(&policy, url).await.map_err(refused)?;
     }
     if let Some(limit) = body.rate_limit {
         q.configure(&[delayq::Setting::RateLimit(Some(limit.into()))])

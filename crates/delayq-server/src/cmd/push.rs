@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use anyhow::bail;
-use delayq_server::push::signature::new_key;
 use delayq_server::push::target::{self, PushTarget};
 use serde_json::json;
 
@@ -71,11 +70,8 @@ pub async fn run(command: PushCommand) -> anyhow::Result<()> {
                 };
                 header_map.insert(name.trim().to_owned(), value.trim().to_owned());
             }
-            let signing_keys = match (signing_keys.is_empty(), target::load(&dq, &q).await?) {
-                (false, _) => signing_keys,
-                (true, Some(old)) => old.signing_keys,
-                (true, None) => vec![new_key()],
-            };
+            let given = (!signing_keys.is_empty()).then_some(signing_keys);
+            let signing_keys = target::signing_keys(given, target::load(&dq, &q).await?);
             let target = PushTarget {
                 url,
                 method: "POST".into(),

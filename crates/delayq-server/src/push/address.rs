@@ -162,16 +162,24 @@ impl reqwest::dns::Resolve for GuardedResolver {
     }
 }
 
+/// The address a URL host names literally (`10.0.0.1`, `[::1]`), if it is one: those are
+/// connected to without a lookup, so the resolver never sees them.
+pub fn literal_ip(host: &str) -> Option<IpAddr> {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
 /// Checks a target URL's host now: an IP literal against the policy, a name by resolving it.
 pub async fn check_url(policy: &AddressPolicy, url: &reqwest::Url) -> Result<(), String> {
     let host = url
         .host_str()
         .ok_or_else(|| "the URL has no host".to_owned())?;
     let port = url.port_or_known_default().unwrap_or(80);
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let addrs: Vec<IpAddr> = match bare.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => tokio::net::lookup_host((bare, port))
+    let addrs: Vec<IpAddr> = match literal_ip(host) {
+        Some(ip) => vec![ip],
+        None => tokio::net::lookup_host((host, port))
             .await
             .map_err(|e| format!("cannot resolve {host}: {e}"))?
             .map(|a| a.ip())

@@ -52,7 +52,7 @@ impl Pusher {
         queue: &str,
         target: Arc<PushTarget>,
     ) -> Result<Self, String> {
-        let url = target.validate()?;
+        let (url, _) = target.validate()?;
         let method = reqwest::Method::from_bytes(target.method.as_bytes())
             .map_err(|_| format!("bad method {}", target.method))?;
         let host = url.host_str().unwrap_or("").to_owned();

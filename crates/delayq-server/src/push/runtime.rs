@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::address::{check_url, AddressPolicy, GuardedResolver};
+use super::address::{check_url, literal_ip, AddressPolicy, GuardedResolver};
 use super::target::{self, PushTarget};
 use super::{deliver, signature};
 
@@ -67,7 +67,7 @@ impl Clients {
             let refused = attempt
                 .url()
                 .host_str()
-                .and_then(|h| h.trim_matches(['[', ']']).parse().ok())
+                .and_then(literal_ip)
                 .and_then(|ip| hop_policy.refusal(ip));
             if let Some(why) = refused {
                 attempt.error(format!("redirect to {why}"))
@@ -160,7 +160,7 @@ async fn start(
     queue: Queue,
     target: PushTarget,
 ) -> Result<(oneshot::Sender<()>, JoinHandle<()>), String> {
-    let url = target.validate()?;
+    let (url, _) = target.validate()?;
     check_url(clients.policy(), &url).await?;
     let lease = Duration::from_millis(target.timeout_ms) + LEASE_MARGIN;
     let client = clients.for_target(&target);

@@ -42,12 +42,14 @@ pub struct PushTarget {
 }
 
 impl PushTarget {
-    /// Checks everything but the address (`address::check_url` does that).
-    pub fn validate(&self) -> Result<reqwest::Url, String> {
+    /// Checks everything but the addresses (`address::check_url` does that); returns the
+    /// target's URL and its failure callback's, parsed.
+    pub fn validate(&self) -> Result<(reqwest::Url, Option<reqwest::Url>), String> {
         let url = parse_url(&self.url, "url")?;
-        if let Some(callback) = &self.failure_callback {
-            parse_url(callback, "failure_callback")?;
-        }
+        let callback = match &self.failure_callback {
+            Some(callback) => Some(parse_url(callback, "failure_callback")?),
+            None => None,
+        };
         if !["POST", "PUT", "PATCH"].contains(&self.method.as_str()) {
             return Err(format!(
                 "method is POST, PUT or PATCH, not {:?}",
@@ -84,7 +86,7 @@ impl PushTarget {
                 return Err("dead_statuses are HTTP statuses, 100 to 599".into());
             }
         }
-        Ok(url)
+        Ok((url, callback))
     }
 
     /// Whether `status` makes a message a dead letter at once.
@@ -100,6 +102,16 @@ impl PushTarget {
 /// is pushed).
 pub fn check_destination_url(text: &str) -> Result<(), String> {
     parse_url(text, "push.url").map(drop)
+}
+
+/// The signing keys of a target being set: those given, else the keys of the target it
+/// replaces (so receivers need not change theirs), else a new one.
+pub fn signing_keys(given: Option<Vec<String>>, replaced: Option<PushTarget>) -> Vec<String> {
+    match (given, replaced) {
+        (Some(keys), _) => keys,
+        (None, Some(old)) => old.signing_keys,
+        (None, None) => vec![super::signature::new_key()],
+    }
 }
 
 fn parse_url(text: &str, field: &str) -> Result<reqwest::Url, String> {
