@@ -58,6 +58,8 @@ impl Clients {
                     policy: policy.clone(),
                 }))
                 .redirect(redirect)
+                // A proxy would resolve the target's host itself, past the address checks.
+                .no_proxy()
                 .user_agent(concat!("delayq/", env!("CARGO_PKG_VERSION")))
                 .build()
                 .map_err(|e| format!("push client: {e}"))

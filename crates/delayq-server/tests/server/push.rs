@@ -289,7 +289,7 @@ async fn a_server_killed_mid_request_leaves_the_message_to_be_pushed_after_the_l
     let receiver = Receiver::start().await;
     // A `delayq serve` process, killed with -9 while its request hangs.
     let url = redis.url();
-    let doomed = Serve::start(&["--redis-url", &url, "--push-allow", "127.0.0.0/8"], None).await;
+    let doomed = Serve::start(&["--redis-url", &url, "--push-allow", "127.0.0.0/8"], &[]).await;
     let target = json!({ "url": format!("{}/hook", receiver.url), "timeout": "2s" });
     let put = doomed
         .http
@@ -443,4 +443,41 @@ async fn a_message_can_carry_its_own_url_and_headers() {
         )
         .await;
     assert_error(&bad, StatusCode::BAD_REQUEST, "invalid_option");
+}
+
+#[tokio::test]
+async fn a_proxy_in_the_environment_is_not_used_for_pushes() {
+    // A proxy resolves the target's host itself, where the address checks cannot see it; so
+    // pushes go straight to the target whatever HTTP_PROXY says.
+    let redis = RedisServer::start();
+    let proxy = Receiver::start().await;
+    let receiver = Receiver::start().await;
+    let serve = Serve::start(
+        &["--redis-url", &redis.url(), "--push-allow", "127.0.0.0/8"],
+        &[
+            ("HTTP_PROXY", &proxy.url),
+            ("http_proxy", &proxy.url),
+            ("ALL_PROXY", &proxy.url),
+            ("NO_PROXY", ""),
+        ],
+    )
+    .await;
+    let target = json!({ "url": format!("{}/hook", receiver.url) });
+    let put = serve
+        .http
+        .put(format!("{}/v1/queues/proxied/push", serve.base))
+        .json(&target)
+        .send()
+        .await
+        .expect("put target");
+    assert_eq!(put.status(), StatusCode::OK);
+    let (status, _) = serve
+        .post(
+            "/v1/queues/proxied/messages",
+            json!({ "payload": 1, "id": "p" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    wait_for_requests(&receiver, "p", 1, Duration::from_secs(10)).await;
+    assert!(proxy.seen().is_empty(), "a push went through the proxy");
 }

@@ -20,7 +20,8 @@ pub(crate) struct Serve {
 
 impl Serve {
     /// Starts `delayq serve ARGS --listen 127.0.0.1:<free port>` and waits for /healthz.
-    pub(crate) async fn start(args: &[&str], env_path: Option<&str>) -> Serve {
+    /// `env` adds to (or overrides) the test's environment.
+    pub(crate) async fn start(args: &[&str], env: &[(&str, &str)]) -> Serve {
         let port = redis_fixture::free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
         cmd.arg("serve")
@@ -30,9 +31,7 @@ impl Serve {
             .env_remove("DELAYQ_REDIS_URL")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        if let Some(path) = env_path {
-            cmd.env("PATH", path);
-        }
+        cmd.envs(env.iter().copied());
         let child = cmd.spawn().expect("spawn delayq serve");
         let mut serve = Serve {
             child,
@@ -107,7 +106,7 @@ impl Drop for Serve {
 #[tokio::test]
 async fn on_an_external_redis_it_warns_where_messages_could_be_lost() {
     let redis = RedisServer::start();
-    let serve = Serve::start(&["--redis-url", &redis.url()], None).await;
+    let serve = Serve::start(&["--redis-url", &redis.url()], &[]).await;
     let (status, _) = serve
         .post("/v1/queues/q/messages", json!({ "payload": 1 }))
         .await;
@@ -121,7 +120,7 @@ async fn on_an_external_redis_it_warns_where_messages_could_be_lost() {
 async fn embedded_with_a_message(dir: &tempfile::TempDir) -> (Serve, std::path::PathBuf) {
     let data = dir.path().join("data");
     let data_arg = data.to_str().expect("utf-8 path");
-    let serve = Serve::start(&["--data-dir", data_arg, "--fsync-always"], None).await;
+    let serve = Serve::start(&["--data-dir", data_arg, "--fsync-always"], &[]).await;
     let sent = json!({ "payload": { "order": 1 }, "id": "kept" });
     assert_eq!(
         serve.post("/v1/queues/q/messages", sent).await.0,
@@ -146,7 +145,7 @@ async fn embedded_messages_survive_a_crash_of_the_server_and_its_redis() {
     let (serve, data) = embedded_with_a_message(&dir).await;
     serve.kill();
     kill_redis_of(&data);
-    let serve = Serve::start(&["--data-dir", data.to_str().expect("utf-8")], None).await;
+    let serve = Serve::start(&["--data-dir", data.to_str().expect("utf-8")], &[]).await;
     assert_kept(&serve).await;
     serve.terminate();
 }
@@ -164,7 +163,7 @@ async fn a_second_serve_on_the_same_data_dir_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let data_arg = data.to_str().expect("utf-8 path");
-    let first = Serve::start(&["--data-dir", data_arg], None).await;
+    let first = Serve::start(&["--data-dir", data_arg], &[]).await;
     let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
         .args(["serve", "--data-dir", data_arg, "--listen", "127.0.0.1:0"])
         .output()
@@ -226,7 +225,7 @@ async fn a_redis_left_running_by_a_killed_serve_is_taken_over() {
         "its redis-server outlives a killed serve"
     );
 
-    let serve = Serve::start(&["--data-dir", data_arg], None).await;
+    let serve = Serve::start(&["--data-dir", data_arg], &[]).await;
     let now = std::fs::read_to_string(data.join("redis.pid")).expect("pidfile");
     assert_ne!(now.trim(), orphan.trim(), "a redis-server of its own");
     assert_kept(&serve).await;
@@ -445,7 +444,7 @@ async fn tokens_come_from_a_file_or_the_environment() {
     let file_arg = file.to_str().expect("utf-8");
     let serve = Serve::start(
         &["--redis-url", &redis.url(), "--tokens-file", file_arg],
-        None,
+        &[],
     )
     .await;
     let get = |token: Option<&'static str>| {
