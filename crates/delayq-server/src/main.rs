@@ -6,6 +6,11 @@
 
 mod cmd;
 
+// glibc's malloc took about 14 % of the server's CPU under push load (its arena locks and
+// consolidation); mimalloc's thread-local free lists do the same work for far less.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 
 use clap::Parser;
