@@ -63,6 +63,7 @@
 //!   carries consumers' subscriptions to wake-ups on one connection per client; `reply.rs`
 //!   reads script replies; `recording.rs` names the metrics delayq records.
 
+mod browse;
 mod client;
 mod connection;
 mod consumer;
@@ -89,6 +90,7 @@ mod settings;
 mod wakeup;
 pub mod worker;
 
+pub use browse::{Cursor, Page};
 pub use client::{DelayQ, RedisConnection};
 pub use consumer::{Consumer, Delivery, ReceiveOptions};
 pub use dead_letters::DeadLetters;

@@ -6,6 +6,7 @@ mod common;
 // Queue operations, input checks, retries and dead letters, leases, cluster mode.
 mod acl;
 mod bad_input;
+mod browse;
 mod cluster;
 mod dead_letters;
 mod idempotency;

@@ -1,0 +1,320 @@
+//! Paging through the messages of one state in bounded steps: lists of delayed, ready,
+//! in-flight and dead messages, and a search of their payloads, for the dashboard and the
+//! HTTP API.
+//!
+//! Each step is one read-only script call per partition (`browse.lua`) that looks at no more
+//! than a given number of messages, however many there are. Where a step stopped is a
+//! [`Cursor`]: delayed and ready messages resume after the sort key of the last one seen, so
+//! messages that leave meanwhile shift nothing; in-flight and dead messages resume at an
+//! offset (their sets are small, or change slowly).
+
+use std::fmt;
+
+use crate::error::{InvalidInput, Result};
+use crate::message::{MessageInfo, State};
+use crate::partitions::join_all;
+use crate::queue::{check_count, invocation, Queue};
+use crate::record;
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+
+/// Where a list or a search goes on from: one position per partition. Its text form
+/// ([`Display`](fmt::Display), [`Cursor::parse`]) is what the HTTP API hands out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    positions: Vec<Position>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Position {
+    /// Not started.
+    Start,
+    /// After the message with this sort key (delayed, ready).
+    After([u8; 13]),
+    /// Skipping this many (in flight, dead).
+    Skip(u64),
+    /// Nothing more.
+    End,
+}
+
+impl Cursor {
+    /// Reads a cursor from its text form.
+    pub fn parse(text: &str) -> Result<Cursor, InvalidInput> {
+        let bad = || {
+            InvalidInput::Option(format!(
+                "cursor {:?} is not one delayq gave out",
+                text.chars().take(200).collect::<String>()
+            ))
+        };
+        if text.is_empty() || text.len() > 64 * 1024 {
+            return Err(bad());
+        }
+        let positions = text
+            .split('.')
+            .map(|part| match part {
+                "s" => Ok(Position::Start),
+                "e" => Ok(Position::End),
+                _ if part.len() == 26 => {
+                    let mut key = [0u8; 13];
+                    for (i, byte) in key.iter_mut().enumerate() {
+                        *byte = u8::from_str_radix(part.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
+                            .map_err(|_| bad())?;
+                    }
+                    Ok(Position::After(key))
+                }
+                _ => part.parse().map(Position::Skip).map_err(|_| bad()),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Cursor { positions })
+    }
+
+    fn position(&self, k: usize) -> &Position {
+        self.positions.get(k).unwrap_or(&Position::Start)
+    }
+}
+
+impl fmt::Display for Cursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.positions.iter().enumerate() {
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            match p {
+                Position::Start => f.write_str("s")?,
+                Position::End => f.write_str("e")?,
+                Position::Skip(n) => write!(f, "{n}")?,
+                Position::After(key) => {
+                    for b in key {
+                        write!(f, "{b:02x}")?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One step of a list or a search.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Page {
+    /// The messages, in the state's order (for a search: those that matched).
+    pub messages: Vec<MessageInfo>,
+    /// How many messages the step looked at.
+    pub scanned: u64,
+    /// Where the next step starts, or `None` when this one reached the end.
+    pub next: Option<Cursor>,
+}
+
+/// What one partition's step gave.
+struct Step {
+    found: Vec<(Order, MessageInfo)>,
+    scanned: u64,
+    next: Position,
+}
+
+/// A message's place in its state's order, comparable across partitions.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Order {
+    Key([u8; 13]),
+    Score(u64, String),
+}
+
+impl Queue {
+    /// A page of the messages in `state`, in order (delayed and ready by due time, in flight
+    /// by lease deadline, dead by time of death): up to `limit` (1 to 1000) after `after`.
+    /// A page is read per partition, so it is not one snapshot: a message that changes state
+    /// meanwhile may be missed or seen twice.
+    pub async fn list(&self, state: State, after: Option<&Cursor>, limit: usize) -> Result<Page> {
+        check_count("a page", limit)?;
+        let (steps, k) = self.browse(state, after, limit, b"").await?;
+        // Merge the partitions' pages, take the first `limit`, and move each partition on by
+        // what was taken from it.
+        let mut all: Vec<(Order, usize, MessageInfo)> = Vec::new();
+        for (part, step) in steps.iter().enumerate() {
+            all.extend(step.found.iter().map(|(o, m)| (o.clone(), part, m.clone())));
+        }
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.truncate(limit);
+        let mut positions = Vec::with_capacity(k);
+        for (part, step) in steps.iter().enumerate() {
+            let taken: Vec<&Order> = all
+                .iter()
+                .filter(|(_, p, _)| *p == part)
+                .map(|(o, _, _)| o)
+                .collect();
+            let old = after.map_or(Position::Start, |c| c.position(part).clone());
+            let position = if taken.len() == step.found.len() {
+                step.next.clone()
+            } else {
+                match (taken.last(), old) {
+                    (None, old) => old,
+                    (Some(Order::Key(key)), _) => Position::After(*key),
+                    (Some(Order::Score(..)), Position::Skip(n)) => {
+                        Position::Skip(n + taken.len() as u64)
+                    }
+                    (Some(Order::Score(..)), _) => Position::Skip(taken.len() as u64),
+                }
+            };
+            positions.push(position);
+        }
+        let scanned = all.len() as u64;
+        Ok(page(
+            all.into_iter().map(|(_, _, m)| m).collect(),
+            scanned,
+            positions,
+        ))
+    }
+
+    /// One step of a search of `state` for messages whose payload or id contains `needle`:
+    /// looks at up to `budget` (1 to 1000) messages of each partition after `after`, and
+    /// returns those that match. A whole search is steps until [`Page::next`] is `None`,
+    /// so it can show progress ([`Page::scanned`]) and be stopped between steps.
+    pub async fn search(
+        &self,
+        state: State,
+        needle: &[u8],
+        after: Option<&Cursor>,
+        budget: usize,
+    ) -> Result<Page> {
+        check_count("a search step", budget)?;
+        if needle.is_empty() {
+            return Err(InvalidInput::Option("a search needs something to look for".into()).into());
+        }
+        let (steps, _) = self.browse(state, after, budget, needle).await?;
+        let scanned = steps.iter().map(|s| s.scanned).sum();
+        let mut found: Vec<(Order, MessageInfo)> = Vec::new();
+        let mut positions = Vec::with_capacity(steps.len());
+        for step in steps {
+            found.extend(step.found);
+            positions.push(step.next);
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(page(
+            found.into_iter().map(|(_, m)| m).collect(),
+            scanned,
+            positions,
+        ))
+    }
+
+    /// One `browse.lua` step on every partition not yet at its end.
+    async fn browse(
+        &self,
+        state: State,
+        after: Option<&Cursor>,
+        limit: usize,
+        needle: &[u8],
+    ) -> Result<(Vec<Step>, usize)> {
+        let layout = self.known_layout().await?;
+        let k = layout.count();
+        if let Some(c) = after {
+            if c.positions.len() != k {
+                return Err(InvalidInput::Option(format!(
+                    "cursor has {} positions for a queue of {k} partitions",
+                    c.positions.len()
+                ))
+                .into());
+            }
+        }
+        let pending = matches!(state, State::Delayed | State::Ready);
+        let steps = layout.parts().iter().enumerate().map(|(part, keys)| {
+            let position = after.map_or(&Position::Start, |c| c.position(part)).clone();
+            async move {
+                let from: Vec<u8> = match (&position, pending) {
+                    (Position::End, _) => {
+                        return Ok(Step {
+                            found: Vec::new(),
+                            scanned: 0,
+                            next: Position::End,
+                        })
+                    }
+                    (Position::Start, _) => Vec::new(),
+                    (Position::After(key), true) => key.to_vec(),
+                    (Position::Skip(n), false) => n.to_string().into_bytes(),
+                    _ => {
+                        return Err(InvalidInput::Option(format!(
+                            "cursor is not one of a list of {} messages",
+                            state.as_str()
+                        ))
+                        .into())
+                    }
+                };
+                let mut inv = invocation(keys, &SCRIPTS.browse);
+                inv.arg(state.as_str()).arg(from).arg(limit).arg(needle);
+                let reply = Reply::new(self.invoke(&inv).await?)?;
+                read_step(reply, state)
+            }
+        });
+        let steps = join_all(steps)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        Ok((steps, k))
+    }
+}
+
+fn page(messages: Vec<MessageInfo>, scanned: u64, positions: Vec<Position>) -> Page {
+    let done = positions.iter().all(|p| *p == Position::End);
+    Page {
+        messages,
+        scanned,
+        next: (!done).then_some(Cursor { positions }),
+    }
+}
+
+fn read_step(mut r: Reply, state: State) -> Result<Step> {
+    let scanned = r.uint()?;
+    let next = match r.opt_bytes()? {
+        None => Position::End,
+        Some(b) if b.len() == 13 => {
+            let mut key = [0u8; 13];
+            key.copy_from_slice(&b);
+            Position::After(key)
+        }
+        Some(b) => Position::Skip(
+            std::str::from_utf8(&b)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| crate::Error::Protocol("browse: bad next position".into()))?,
+        ),
+    };
+    let mut found = Vec::new();
+    while r.remaining() > 0 {
+        let id = r.string()?;
+        let due_ms = r.uint()?;
+        let attempts = r.uint()? as u32;
+        let max_attempts = r.uint()? as u32;
+        let (last_error, errors) = crate::error_history::read(r.opt_bytes()?);
+        let payload = r.bytes()?;
+        let extra = r.uint()?;
+        let kind = record::kind_of(r.uint()? as u8);
+        let priority = r.uint()? as u8;
+        let key = r.bytes()?;
+        let order = match <[u8; 13]>::try_from(key.as_slice()) {
+            Ok(k) => Order::Key(k),
+            Err(_) => Order::Score(extra, id.clone()),
+        };
+        found.push((
+            order,
+            MessageInfo {
+                id,
+                state,
+                due_ms,
+                attempts,
+                max_attempts,
+                last_error,
+                errors,
+                payload,
+                kind,
+                priority,
+                lease_deadline_ms: (state == State::InFlight).then_some(extra),
+                died_at_ms: (state == State::Dead).then_some(extra),
+            },
+        ));
+    }
+    Ok(Step {
+        found,
+        scanned,
+        next,
+    })
+}

@@ -1,0 +1,112 @@
+#!lua flags=no-writes
+-- browse.lua: one bounded step through the messages of one state, in order: a page of a list,
+-- or a step of a payload search.
+-- Read-only (no-writes): served at maxmemory.
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
+-- ARGV[1]: state: 'delayed' or 'ready' (in order of due time, then sequence number, over every
+--   priority's set), 'in_flight' (in order of lease deadline), 'dead' (in order of death)
+-- ARGV[2]: where the step starts: '' for the first message; for delayed and ready the 13-byte
+--   sort key of the last message already seen (the step starts after it, so messages that
+--   leave meanwhile shift nothing); for in_flight and dead the number of messages to skip
+-- ARGV[3]: most messages the step looks at, 1 to 1000
+-- ARGV[4]: '' to return every message looked at; else only those whose payload or id
+--   contains these bytes
+-- Returns: { looked at, next, then per message returned: id, due ms, attempts, max attempts,
+--   error history or false, payload, lease deadline ms (in flight) or died-at ms (dead) or 0,
+--   flags byte, priority, sort key (delayed, ready) or '' }
+--   next is where the following step starts (as ARGV[2]), or false when this step reached
+--   the end.
+local state, from, limit, needle = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+if limit == nil or limit < 1 or limit > 1000 or limit % 1 ~= 0 then
+  error('delayq: a browse step looks at 1 to 1000 messages')
+end
+
+local out = { 0, false }
+local function add(m, extra, key)
+  out[1] = out[1] + 1
+  if needle ~= '' and not string.find(m.payload, needle, 1, true) and not string.find(m.id, needle, 1, true) then
+    return
+  end
+  local n = #out
+  out[n + 1] = m.id
+  out[n + 2] = to_ms(m.due)
+  out[n + 3] = m.attempts
+  out[n + 4] = m.max
+  out[n + 5] = redis.call('HGET', k.errors, m.id)
+  out[n + 6] = m.payload
+  out[n + 7] = extra
+  out[n + 8] = m.flags
+  out[n + 9] = priority_of(m.seq)
+  out[n + 10] = key or ''
+end
+
+if state == 'delayed' or state == 'ready' then
+  local now = now_us()
+  local lower, upper = '-', '+'
+  if from ~= '' then
+    if #from ~= 13 then
+      error('delayq: a browse position of a pending state is a 13-byte sort key')
+    end
+    lower = '[' .. key_of(unbe7(from, 1), unbe6(from, 8) + 1)
+  end
+  if state == 'ready' then
+    upper = due_bound(now)
+  else
+    -- Compared as numbers: Redis sets a collation locale, so Lua's string order may not be
+    -- byte order.
+    if from == '' or unbe7(from, 1) <= now then
+      lower = '[' .. be7(now + 1)
+    end
+  end
+  -- Each priority's set is in order; the step takes the first `limit` of them all.
+  local found = {}
+  for _, p in ipairs(priorities(redis.call('HGET', k.control, 'levels'))) do
+    for _, rec in ipairs(redis.call('ZRANGE', pending_key(p), lower, upper, 'BYLEX', 'LIMIT', 0, limit)) do
+      found[#found + 1] = { due = unbe7(rec, 1), seq = unbe6(rec, 8), rec = rec }
+    end
+  end
+  table.sort(found, function(a, b)
+    if a.due ~= b.due then
+      return a.due < b.due
+    end
+    return a.seq < b.seq
+  end)
+  local taken = math.min(#found, limit)
+  for i = 1, taken do
+    local rec = found[i].rec
+    add(parse(rec), 0, rec:sub(1, 13))
+  end
+  if #found >= limit then
+    out[2] = found[taken].rec:sub(1, 13)
+  end
+elseif state == 'in_flight' or state == 'dead' then
+  local skip = tonumber(from == '' and '0' or from)
+  if skip == nil or skip < 0 or skip % 1 ~= 0 then
+    error('delayq: a browse position of in_flight or dead is a count')
+  end
+  local set = state == 'dead' and k.dead or k.leases
+  local entries = redis.call('ZRANGE', set, skip, skip + limit - 1, 'WITHSCORES')
+  for i = 1, #entries, 2 do
+    local member, score = entries[i], tonumber(entries[i + 1])
+    if state == 'dead' then
+      add(parse(redis.call('HGET', k.dead_msgs, member)), score)
+    else
+      local seq = member:sub(1, 6)
+      local v = redis.call('HGET', k.held, seq)
+      -- A lease member whose held value has another token is stale: skip it, but count it,
+      -- so that positions stay offsets into the set.
+      if v and v:sub(1, 6) == member:sub(7, 12) then
+        add(parse_held(seq, v), score)
+      else
+        out[1] = out[1] + 1
+      end
+    end
+  end
+  if #entries / 2 >= limit then
+    out[2] = tostring(skip + limit)
+  end
+else
+  error('delayq: a state is delayed, ready, in_flight or dead, not ' .. state)
+end
+return out
