@@ -1,7 +1,9 @@
 //! Admin routes: queues and their stats, pause and resume, dead letters (list, requeue,
 //! purge).
 
-use axum::extract::{Query, State};
+use axum::extract::State;
+
+use super::query::Query;
 
 use super::path::Path;
 use axum::http::HeaderMap;

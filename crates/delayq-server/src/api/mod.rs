@@ -19,10 +19,12 @@
 //! | `GET /healthz` (process up) | none |
 
 mod admin;
+pub mod browse;
 mod consume;
 mod path;
 mod produce;
 mod push;
+mod query;
 mod schedules;
 pub mod wire;
 
@@ -79,7 +81,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(metrics))
         .routes(routes!(admin::queues))
         .routes(routes!(admin::stats, admin::create, admin::configure))
-        .routes(routes!(produce::send))
+        .routes(routes!(produce::send, browse::list))
         .routes(routes!(produce::send_batch))
         .routes(routes!(produce::get, produce::cancel))
         .routes(routes!(produce::reschedule))

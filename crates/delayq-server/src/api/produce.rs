@@ -1,6 +1,8 @@
 //! Producer routes: send one (JSON or a raw body), send a batch, get, cancel, reschedule.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
+
+use super::query::Query;
 
 use super::path::Path;
 use axum::http::{header, HeaderMap, StatusCode};

@@ -4,6 +4,7 @@
 mod common;
 
 mod auth;
+mod browse;
 mod cli;
 mod consume;
 mod errors;

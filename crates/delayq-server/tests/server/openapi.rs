@@ -18,6 +18,7 @@ const ROUTES: &[&str] = &[
     "GET /v1/queues/{queue}",
     "PUT /v1/queues/{queue}",
     "POST /v1/queues/{queue}/messages",
+    "GET /v1/queues/{queue}/messages",
     "POST /v1/queues/{queue}/batch",
     "GET /v1/queues/{queue}/messages/{id}",
     "DELETE /v1/queues/{queue}/messages/{id}",

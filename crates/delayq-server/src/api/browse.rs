@@ -1,0 +1,156 @@
+//! `GET /v1/queues/{queue}/messages?state=...`: one state's messages a page at a time, and
+//! a search of their payloads in bounded steps (the dashboard's lists and search).
+//!
+//! Any valid token may read: the dashboard shows these lists to every role. A list shows a
+//! preview of each payload; the whole message is `GET /v1/queues/{queue}/messages/{id}`.
+
+use axum::extract::State;
+
+use super::query::Query;
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+use axum::Json;
+use delayq::{Cursor, MessageInfo, PayloadKind};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::path::Path;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::state::AppState;
+
+/// Bytes of a payload shown in a list.
+pub const PREVIEW_BYTES: usize = 200;
+
+/// Messages per page when the request does not say.
+const DEFAULT_PAGE: usize = 50;
+
+/// Messages a search step looks at per partition when the request does not say.
+const DEFAULT_SEARCH_STEP: usize = 500;
+
+/// The query of a list, or of a search step.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// `delayed`, `ready`, `in_flight` or `dead`.
+    state: String,
+    /// Where to go on from: a previous answer's `next`.
+    cursor: Option<String>,
+    /// A list: messages per page (1-1000, default 50). A search: messages looked at per
+    /// partition in this step (1-1000, default 500).
+    limit: Option<usize>,
+    /// Search: only messages whose payload or id contains this text.
+    contains: Option<String>,
+}
+
+/// A message as a list shows it.
+#[derive(Serialize, ToSchema)]
+pub struct SummaryOut {
+    id: String,
+    state: &'static str,
+    due_ms: u64,
+    attempts: u32,
+    max_attempts: u32,
+    priority: u8,
+    last_error: Option<String>,
+    lease_deadline_ms: Option<u64>,
+    died_at_ms: Option<u64>,
+    /// `json` or `bytes`.
+    payload_kind: &'static str,
+    /// The payload's size in bytes.
+    payload_bytes: usize,
+    /// Its first 200 bytes as text (bytes that are not UTF-8 shown as U+FFFD).
+    payload_preview: String,
+}
+
+impl From<MessageInfo> for SummaryOut {
+    fn from(m: MessageInfo) -> Self {
+        let body = crate::push::envelope::open(&m.payload).1;
+        SummaryOut {
+            state: m.state.as_str(),
+            due_ms: m.due_ms,
+            attempts: m.attempts,
+            max_attempts: m.max_attempts,
+            priority: m.priority,
+            last_error: m.last_error,
+            lease_deadline_ms: m.lease_deadline_ms,
+            died_at_ms: m.died_at_ms,
+            payload_kind: if m.kind == PayloadKind::Json {
+                "json"
+            } else {
+                "bytes"
+            },
+            payload_bytes: body.len(),
+            payload_preview: preview(body),
+            id: m.id,
+        }
+    }
+}
+
+/// The first [`PREVIEW_BYTES`] of `body` as text, never cut inside a character.
+pub fn preview(body: &[u8]) -> String {
+    let mut end = body.len().min(PREVIEW_BYTES);
+    if let Err(e) = std::str::from_utf8(&body[..end]) {
+        if e.error_len().is_none() {
+            // Only the cut is inside a character: stop before it.
+            end = e.valid_up_to();
+        }
+    }
+    String::from_utf8_lossy(&body[..end]).into_owned()
+}
+
+#[derive(Serialize, ToSchema)]
+struct ListOut {
+    messages: Vec<SummaryOut>,
+    /// How many messages this step looked at (a search's progress).
+    scanned: u64,
+    /// Where the next page or step starts; `null` at the end.
+    next: Option<String>,
+}
+
+/// The state named in a query.
+pub fn parse_state(text: &str) -> ApiResult<delayq::State> {
+    use delayq::State;
+    [State::Delayed, State::Ready, State::InFlight, State::Dead]
+        .into_iter()
+        .find(|s| s.as_str() == text)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_option",
+                format!("state is delayed, ready, in_flight or dead, not {text:?}"),
+            )
+        })
+}
+
+/// `GET /v1/queues/{queue}/messages?state=delayed&limit=50&cursor=...`: a page of one state,
+/// in its order (delayed and ready by due time, in flight by lease deadline, dead by death).
+/// With `contains=text` it is one step of a search: the messages among the next `limit` of
+/// each partition that contain the text; go on with `next` until it is `null`.
+#[utoipa::path(get, path = "/v1/queues/{queue}/messages", tag = "produce", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), ListQuery), responses((status = 200, body = ListOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    Query(query): Query<ListQuery>,
+    headers: HeaderMap,
+) -> ApiResult<impl IntoResponse> {
+    state.authenticate(&headers)?;
+    let q = state.queue(&queue)?;
+    let which = parse_state(&query.state)?;
+    let cursor = query.cursor.as_deref().map(Cursor::parse).transpose()?;
+    let page = match query.contains.as_deref() {
+        Some(needle) => {
+            let step = query.limit.unwrap_or(DEFAULT_SEARCH_STEP);
+            q.search(which, needle.as_bytes(), cursor.as_ref(), step)
+                .await?
+        }
+        None => {
+            q.list(which, cursor.as_ref(), query.limit.unwrap_or(DEFAULT_PAGE))
+                .await?
+        }
+    };
+    Ok(Json(ListOut {
+        messages: page.messages.into_iter().map(SummaryOut::from).collect(),
+        scanned: page.scanned,
+        next: page.next.map(|c| c.to_string()),
+    }))
+}
