@@ -113,6 +113,12 @@ impl Keys {
         &self.all[7]
     }
 
+    /// HASH: the partition's counts in the minute `minute` (ms since the epoch / 60,000) of
+    /// the server's clock, kept 25 hours (`add_history` in prelude.lua; history.rs reads it).
+    pub(crate) fn history(&self, minute: u64) -> String {
+        format!("{}m:{minute}", self.prefix)
+    }
+
     pub(crate) fn dead(&self) -> &str {
         &self.all[4]
     }

@@ -70,6 +70,7 @@ mod consumer;
 mod dead_letters;
 mod error;
 mod error_history;
+mod history;
 mod keys;
 mod message;
 mod names;
@@ -96,6 +97,7 @@ pub use consumer::{Consumer, Delivery, ReceiveOptions};
 pub use dead_letters::DeadLetters;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
+pub use history::{Lateness, Minute, MAX_HISTORY_MINUTES};
 pub use message::{
     Amend, CancelOutcome, DeadLetter, DeadLettered, MessageInfo, NackOutcome, Next, RateLimit,
     Sent, State, Stats,

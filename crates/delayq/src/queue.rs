@@ -342,8 +342,17 @@ impl Queue {
             });
         }
         let mut add = redis::pipe();
+        // As add_history() in prelude.lua does, by the server's clock read above.
+        let minute = keys.history(now_us / 60_000_000);
         add.atomic()
             .add_command(zadd)
+            .cmd("HINCRBY")
+            .arg(&minute)
+            .arg("s")
+            .arg(count)
+            .cmd("EXPIRE")
+            .arg(&minute)
+            .arg(crate::history::TTL_SECS)
             // As wake() in prelude.lua does.
             .cmd("SPUBLISH")
             .arg(keys.wake())

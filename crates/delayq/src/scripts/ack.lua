@@ -6,7 +6,8 @@
 -- ARGV: per delivery a triple: lease member (seq .. token), id, '1' if the id is explicit
 -- Returns per delivery: 1 acked, 0 lease lost (token stale or lease expired; nothing changed).
 check_groups(3, 'ack')
-local now_ms = to_ms(now_us())
+local now = now_us()
+local now_ms = to_ms(now)
 local members = {}
 for i = 1, #ARGV, 3 do
   members[#members + 1] = ARGV[i]
@@ -30,6 +31,7 @@ for j, member in ipairs(members) do
   end
 end
 if #done > 0 then
+  add_history(now, 'a', #done)
   redis.call('ZREM', k.leases, unpack(done))
   redis.call('HDEL', k.held, unpack(seqs))
   if #explicit > 0 then

@@ -155,6 +155,7 @@ end
 local deadline_arg = string.format('%d', deadline)
 local out = { 0, deadline, base, now, retried, buried }
 local held, leases, seqs = {}, {}, { be6(base) }
+local late = {}
 for j = 1, count do
   local rec = due[j]
   if #rec < MIN_RECORD then
@@ -172,10 +173,16 @@ for j = 1, count do
     leases[#leases + 1] = deadline_arg
     leases[#leases + 1] = seq .. token
     seqs[j + 1] = seq
+    local b = lateness_bucket(now - unbe7(rec, 1))
+    late[b] = (late[b] or 0) + 1
   end
   out[6 + j] = rec
 end
 if #held > 0 then
+  add_history(now, 'd', #held / 2)
+  for b, n in pairs(late) do
+    add_history(now, 'l' .. b, n)
+  end
   redis.call('HSET', k.held, unpack(held))
   redis.call('ZADD', k.leases, unpack(leases))
   -- Lets a repeat of this claim (its reply lost) find what it took. One key per consumer,

@@ -47,6 +47,34 @@ local TWO48 = 281474976710656
 -- Sequence numbers count below LEVEL; the bits above it hold the priority.
 local LEVEL, DEFAULT_PRIORITY = 17592186044416, 5
 
+-- Per-minute history, for the dashboard's charts: a HASH per partition and minute of the
+-- server's clock, `dq:{tag}:m:<minute>` (a key under the partition's tag, so in its slot),
+-- kept HISTORY_TTL seconds. Fields: s sent, d delivered, a acked, f failed attempts, x
+-- dead-lettered, and l<b> the deliveries whose lateness fell in bucket b (src/history.rs
+-- reads them).
+local HISTORY_TTL = 90000
+local HISTORY_PREFIX = k.pending:sub(1, #k.pending - #'pending') .. 'm:'
+
+-- Adds `n` to field `field` of the minute of `now` (microseconds).
+local function add_history(now, field, n)
+  if n > 0 then
+    local key = HISTORY_PREFIX .. string.format('%d', math.floor(now / 60000000))
+    -- A field's first count of the minute sets the key's expiry: a few EXPIREs a minute.
+    if redis.call('HINCRBY', key, field, n) == n then
+      redis.call('EXPIRE', key, HISTORY_TTL)
+    end
+  end
+end
+
+-- The lateness bucket of a delivery `late_us` after its due time: 0 below 1 ms, then four
+-- buckets per doubling (bucket b ends at 2^(b/4) ms).
+local function lateness_bucket(late_us)
+  if late_us < 1000 then
+    return 0
+  end
+  return math.floor(4 * math.log(late_us / 1000) / math.log(2)) + 1
+end
+
 local function has(flags, f)
   return math.floor(flags / f) % 2 == 1
 end
@@ -516,7 +544,9 @@ end
 -- otherwise back to pending `delay_ms` after `now` (microseconds).
 local function retry_or_bury(m, err, delay_ms, now, dead)
   add_error(m.id, m.attempts, now, err)
+  add_history(now, 'f', 1)
   if dead or m.attempts >= m.max then
+    add_history(now, 'x', 1)
     redis.call('ZADD', k.dead, to_ms(now), m.id)
     redis.call('HSET', k.dead_msgs, m.id, encode(m))
     if has(m.flags, F_ID) then
@@ -559,6 +589,8 @@ local function bury_raw(seq, v, err, now)
   local id = string.format('%d-%d', unbe7(key, 1), unbe6(key, 8))
   redis.call('HDEL', k.held, seq)
   add_error(id, attempts, now, err)
+  add_history(now, 'f', 1)
+  add_history(now, 'x', 1)
   redis.call('ZADD', k.dead, to_ms(now), id)
   redis.call('HSET', k.dead_msgs, id, key .. '\0' .. u16(attempts) .. u16(attempts) .. '\0' .. raw)
   return id

@@ -89,6 +89,7 @@ for i = 1, n do
 end
 for set, list in pairs(members) do
   redis.call('ZADD', set, unpack(list))
+  add_history(now, 's', #list / 2)
 end
 if #indexed > 0 then
   redis.call('HSET', k.index, unpack(indexed))

@@ -9,6 +9,7 @@ mod bad_input;
 mod browse;
 mod cluster;
 mod dead_letters;
+mod history;
 mod idempotency;
 mod leases;
 mod memory;
