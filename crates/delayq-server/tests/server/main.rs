@@ -5,6 +5,7 @@ mod common;
 
 mod auth;
 mod browse;
+mod browser;
 mod cli;
 mod consume;
 mod errors;
