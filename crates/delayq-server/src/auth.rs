@@ -74,6 +74,23 @@ impl Tokens {
         Ok(Tokens(tokens))
     }
 
+    /// The role of `presented` if it is one of these tokens, and the token itself (the key
+    /// of a dashboard session's signature). Every token is compared, in constant time.
+    pub fn find(&self, presented: &[u8]) -> Option<(Role, &[u8])> {
+        let mut found = None;
+        for (r, token) in &self.0 {
+            if constant_time_eq(token, presented) {
+                found = Some((*r, token.as_slice()));
+            }
+        }
+        found
+    }
+
+    /// Every token with its role.
+    pub fn iter(&self) -> impl Iterator<Item = (Role, &[u8])> {
+        self.0.iter().map(|(r, t)| (*r, t.as_slice()))
+    }
+
     /// True when no token is configured (auth is off).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

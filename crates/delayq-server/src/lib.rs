@@ -7,6 +7,7 @@
 //! * `api/`: the routes (`produce.rs`, `consume.rs`, `admin.rs`) and `wire.rs`, the JSON
 //!   shapes; `error.rs`: the one error shape every route answers with.
 //! * `metrics.rs`: Prometheus text at `/metrics`.
+//! * `ui/`: the web dashboard at `/ui`.
 //! * `embedded.rs`: the private `redis-server` that `serve` runs when given no Redis URL.
 
 pub mod api;
@@ -18,3 +19,4 @@ pub mod metrics;
 pub mod push;
 pub mod server;
 pub mod state;
+pub mod ui;

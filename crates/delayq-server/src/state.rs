@@ -52,6 +52,11 @@ impl AppState {
         }))
     }
 
+    /// The configured tokens.
+    pub fn tokens(&self) -> &Tokens {
+        &self.0.tokens
+    }
+
     /// The Prometheus handle, if metrics are on.
     pub fn metrics(&self) -> Option<&PrometheusHandle> {
         self.0.metrics.as_ref()

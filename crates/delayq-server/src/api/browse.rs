@@ -108,18 +108,25 @@ struct ListOut {
     next: Option<String>,
 }
 
-/// The state named in a query.
-pub fn parse_state(text: &str) -> ApiResult<delayq::State> {
-    use delayq::State;
-    [State::Delayed, State::Ready, State::InFlight, State::Dead]
+/// Every state a message can be listed in.
+pub const STATES: [delayq::State; 4] = [
+    delayq::State::Delayed,
+    delayq::State::Ready,
+    delayq::State::InFlight,
+    delayq::State::Dead,
+];
+
+/// The state named `text`, as [`delayq::State::as_str`] names it.
+pub fn state_named(text: &str) -> Result<delayq::State, String> {
+    STATES
         .into_iter()
         .find(|s| s.as_str() == text)
-        .ok_or_else(|| {
-            ApiError::bad_request(
-                "invalid_option",
-                format!("state is delayed, ready, in_flight or dead, not {text:?}"),
-            )
-        })
+        .ok_or_else(|| format!("state is delayed, ready, in_flight or dead, not {text:?}"))
+}
+
+/// The state named in a query.
+pub fn parse_state(text: &str) -> ApiResult<delayq::State> {
+    state_named(text).map_err(|why| ApiError::bad_request("invalid_option", why))
 }
 
 /// `GET /v1/queues/{queue}/messages?state=delayed&limit=50&cursor=...`: a page of one state,

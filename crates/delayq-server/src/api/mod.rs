@@ -62,6 +62,7 @@ pub fn router(state: AppState) -> Router {
                 },
             ),
         )
+        .merge(crate::ui::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

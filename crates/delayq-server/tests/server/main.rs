@@ -19,3 +19,4 @@ mod receiver;
 mod schedules;
 mod serve;
 mod slow_clients;
+mod ui;

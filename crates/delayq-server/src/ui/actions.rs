@@ -1,0 +1,208 @@
+//! What the dashboard's buttons do. Every action is a POST that needs an admin session and
+//! that session's CSRF token; it answers with a redirect (303) to the page to see the result
+//! on, so reloading that page repeats nothing. Bulk actions on dead letters first show a
+//! confirmation that names how many they touch.
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use delayq::Schedule;
+use maud::html;
+use serde::Deserialize;
+
+use super::session::Session;
+use super::{layout, segment, Visitor};
+use crate::state::AppState;
+
+#[derive(Deserialize)]
+pub struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    action: String,
+    /// Reschedule: the new due time, `YYYY-MM-DDTHH:MM[:SS]` in UTC.
+    at: Option<String>,
+}
+
+/// Why the action is refused (403), unless an admin sent it with this session's CSRF token.
+fn refusal(session: &Session, form: &ActionForm) -> Option<Response> {
+    let why = if !session.csrf_matches(&form.csrf) {
+        "bad or missing CSRF token"
+    } else if !session.can_act() {
+        "only an admin token can act"
+    } else {
+        return None;
+    };
+    Some((StatusCode::FORBIDDEN, why).into_response())
+}
+
+/// Where to go after an action, with what it did.
+fn then(to: &str, done: &str) -> Response {
+    Redirect::to(&format!(
+        "{to}{}done={}",
+        if to.contains('?') { "&" } else { "?" },
+        segment(done)
+    ))
+    .into_response()
+}
+
+fn failed(e: impl std::fmt::Display) -> Response {
+    (StatusCode::BAD_REQUEST, e.to_string()).into_response()
+}
+
+/// `POST /ui/queues/{queue}/act`: `pause`, `resume`, `requeue_all`, `purge_all`.
+pub async fn queue_action(
+    State(app): State<AppState>,
+    Visitor(session): Visitor,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    if let Some(refused) = refusal(&session, &form) {
+        return refused;
+    }
+    let queue = match app.dq().queue(&name) {
+        Ok(q) => q,
+        Err(e) => return failed(e),
+    };
+    let base = format!("/ui/queues/{}", segment(&name));
+    let done = match form.action.as_str() {
+        "pause" => queue.pause().await.map(|()| "Paused.".to_owned()),
+        "resume" => queue.resume().await.map(|()| "Resumed.".to_owned()),
+        "requeue_all" => queue
+            .dead_letters()
+            .requeue_all()
+            .await
+            .map(|n| format!("Requeued {n} dead letters.")),
+        "purge_all" => queue
+            .dead_letters()
+            .purge_all()
+            .await
+            .map(|n| format!("Purged {n} dead letters.")),
+        other => return failed(format!("no such action: {other}")),
+    };
+    match done {
+        Ok(text) if form.action.ends_with("_all") => then(&format!("{base}?state=dead"), &text),
+        Ok(text) => then(&base, &text),
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ConfirmQuery {
+    action: String,
+}
+
+/// `GET /ui/queues/{queue}/confirm?action=requeue_all|purge_all`: says how many dead letters
+/// the action will touch, and asks.
+pub async fn confirm(
+    State(app): State<AppState>,
+    Visitor(session): Visitor,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    Query(query): Query<ConfirmQuery>,
+) -> Response {
+    let verb = match query.action.as_str() {
+        "requeue_all" => "Requeue",
+        "purge_all" => "Purge",
+        other => return failed(format!("no such action: {other}")),
+    };
+    let count = match app.dq().queue(&name) {
+        Ok(q) => match q.dead_letters().count().await {
+            Ok(n) => n,
+            Err(e) => return failed(e),
+        },
+        Err(e) => return failed(e),
+    };
+    let base = format!("/ui/queues/{}", segment(&name));
+    let body = html! {
+        h1 { (verb) " all dead letters?" }
+        p #confirm-text {
+            (verb) " all " strong { (count) } " dead letters of queue " strong { (name) } "?"
+            @if verb == "Purge" { " They are deleted for good." } @else { " They become ready now, attempts reset." }
+        }
+        div.row {
+            form.inline method="post" action=(format!("{base}/act")) {
+                (layout::csrf(&session))
+                button.danger[verb == "Purge"].primary[verb == "Requeue"] #confirm type="submit" name="action" value=(query.action) {
+                    (verb) " " (count)
+                }
+            }
+            a href=(format!("{base}?state=dead")) { "Cancel" }
+        }
+    };
+    layout::page("Confirm", Some(&session), false, body).into_response()
+}
+
+/// `POST /ui/queues/{queue}/messages/{id}/act`: `cancel`, `deliver_now`, `reschedule` (with
+/// `at`), `requeue`, `purge`.
+pub async fn message_action(
+    State(app): State<AppState>,
+    Visitor(session): Visitor,
+    axum::extract::Path((name, id)): axum::extract::Path<(String, String)>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    if let Some(refused) = refusal(&session, &form) {
+        return refused;
+    }
+    let queue = match app.dq().queue(&name) {
+        Ok(q) => q,
+        Err(e) => return failed(e),
+    };
+    let base = format!("/ui/queues/{}", segment(&name));
+    let here = format!("{base}/messages/{}", segment(&id));
+    match form.action.as_str() {
+        "cancel" => match queue.cancel(&id).await {
+            Ok(outcome) => then(&base, &format!("Cancel {id}: {outcome:?}.")),
+            Err(e) => failed(e),
+        },
+        "deliver_now" => match queue.reschedule(&id, Schedule::Now).await {
+            Ok(_) => then(&here, "Due now."),
+            Err(e) => failed(e),
+        },
+        "reschedule" => {
+            let Some(at) = form.at.as_deref().and_then(parse_utc) else {
+                return failed("reschedule needs a time: YYYY-MM-DDTHH:MM[:SS], UTC");
+            };
+            match queue.reschedule(&id, Schedule::At(at)).await {
+                Ok(due) => then(&here, &format!("Due at {}.", super::utc(due))),
+                Err(e) => failed(e),
+            }
+        }
+        "requeue" => match queue.dead_letters().requeue(&id).await {
+            Ok(true) => then(&here, "Requeued: ready now."),
+            Ok(false) => failed(format!("{id} is not a dead letter")),
+            Err(e) => failed(e),
+        },
+        "purge" => match queue.dead_letters().purge(&id).await {
+            Ok(true) => then(&base, &format!("Purged {id}.")),
+            Ok(false) => failed(format!("{id} is not a dead letter")),
+            Err(e) => failed(e),
+        },
+        other => failed(format!("no such action: {other}")),
+    }
+}
+
+/// A `datetime-local` value (`2026-11-23T18:30` or with seconds), read as UTC, in ms.
+fn parse_utc(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let with_seconds = if text.len() == 16 {
+        format!("{text}:00")
+    } else {
+        text.to_owned()
+    };
+    let t = humantime::parse_rfc3339(&format!("{with_seconds}Z")).ok()?;
+    t.duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datetime_local_values_read_as_utc() {
+        assert_eq!(parse_utc("1970-01-01T00:01"), Some(60_000));
+        assert_eq!(parse_utc("1970-01-01T00:00:02"), Some(2_000));
+        assert_eq!(parse_utc("tomorrow"), None);
+    }
+}

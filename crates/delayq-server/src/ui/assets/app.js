@@ -1,0 +1,112 @@
+// The dashboard's script. Pages work without it; it adds two things:
+// * refresh: a page marked data-refresh is fetched again every few seconds and its <main>
+//   swapped in place, so the scroll position stays where it was (paused while a field has
+//   the focus or a search runs);
+// * search: the search form steps through a state with the JSON endpoint, showing progress,
+//   until the end or until Stop.
+"use strict";
+
+let searching = false;
+
+function refreshEvery(ms) {
+  setInterval(async () => {
+    const active = document.activeElement;
+    if (searching || (active && ["INPUT", "SELECT", "TEXTAREA"].includes(active.tagName))) {
+      return;
+    }
+    try {
+      const response = await fetch(location.href, { credentials: "same-origin" });
+      if (!response.ok || response.redirected) {
+        return;
+      }
+      const page = new DOMParser().parseFromString(await response.text(), "text/html");
+      const fresh = page.querySelector("main");
+      const main = document.querySelector("main");
+      if (fresh && main) {
+        main.replaceWith(fresh);
+        wireSearch();
+      }
+    } catch (e) {
+      // The server went away for a moment: the next tick tries again.
+    }
+  }, ms);
+}
+
+function cell(text, className) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (className) {
+    td.className = className;
+  }
+  return td;
+}
+
+function wireSearch() {
+  const form = document.getElementById("search");
+  if (!form || form.dataset.wired) {
+    return;
+  }
+  form.dataset.wired = "1";
+  const stop = document.getElementById("search-stop");
+  const progress = document.getElementById("search-progress");
+  const rows = document.getElementById("search-results");
+  stop.addEventListener("click", () => { searching = false; });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const needle = data.get("contains");
+    if (!needle) {
+      return;
+    }
+    rows.replaceChildren();
+    searching = true;
+    stop.hidden = false;
+    let cursor = null;
+    let scanned = 0;
+    let found = 0;
+    const total = Number(form.dataset.total || 0);
+    while (searching) {
+      const query = new URLSearchParams({ state: data.get("state"), contains: needle });
+      if (cursor) {
+        query.set("cursor", cursor);
+      }
+      const response = await fetch(form.action + "?" + query, { credentials: "same-origin" });
+      const step = await response.json();
+      if (!response.ok) {
+        progress.textContent = step.error ? step.error.message : "search failed";
+        break;
+      }
+      scanned += step.scanned;
+      for (const m of step.messages) {
+        found += 1;
+        const tr = document.createElement("tr");
+        const link = document.createElement("a");
+        link.href = m.href;
+        link.textContent = m.id;
+        const id = document.createElement("td");
+        id.appendChild(link);
+        tr.append(id, cell(m.when), cell(String(m.attempts), "num"), cell(m.preview, "preview"));
+        rows.appendChild(tr);
+      }
+      progress.textContent = `${found} found, ${scanned} of about ${total} looked at`;
+      cursor = step.next;
+      if (!cursor) {
+        progress.textContent += " (done)";
+        break;
+      }
+    }
+    if (cursor && !searching) {
+      progress.textContent += " (stopped)";
+    }
+    searching = false;
+    stop.hidden = true;
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  wireSearch();
+  const every = Number(document.body.dataset.refresh || 0);
+  if (every > 0) {
+    refreshEvery(every);
+  }
+});

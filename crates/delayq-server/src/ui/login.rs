@@ -1,0 +1,83 @@
+//! Logging in with an API token, and out. The cookie is HttpOnly (no script reads it),
+//! SameSite=Strict (no other site's page sends it) and lasts as long as the session.
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use maud::html;
+use serde::Deserialize;
+
+use super::layout;
+use super::session::{self, COOKIE, LIFETIME};
+use crate::state::AppState;
+
+/// `GET /ui/login`.
+pub async fn form(State(state): State<AppState>) -> Response {
+    if state.tokens().is_empty() {
+        // Nothing to log in with: everyone on loopback is admin.
+        return Redirect::to("/ui").into_response();
+    }
+    login_page(None, StatusCode::OK)
+}
+
+fn login_page(error: Option<&str>, status: StatusCode) -> Response {
+    let body = html! {
+        div.login {
+            h1 { "Log in" }
+            @if let Some(e) = error {
+                p.notice.error role="alert" { (e) }
+            }
+            form method="post" action="/ui/login" {
+                label for="token" { "API token" }
+                input #token type="password" name="token" autocomplete="current-password" required autofocus;
+                button.primary type="submit" { "Log in" }
+            }
+            p.muted { "A send or consume token sees the pages; an admin token can also act." }
+        }
+    };
+    (status, layout::page("Log in", None, false, body)).into_response()
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    token: String,
+}
+
+/// `POST /ui/login`: a known token gets the cookie; anything else the form again, with 401.
+pub async fn submit(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Response {
+    match session::issue(state.tokens(), &form.token) {
+        Some(cookie) => {
+            let set = format!(
+                "{COOKIE}={cookie}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
+                LIFETIME.as_secs()
+            );
+            ([(header::SET_COOKIE, set)], Redirect::to("/ui")).into_response()
+        }
+        None => login_page(
+            Some("That is not a token of this server."),
+            StatusCode::UNAUTHORIZED,
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct LogoutForm {
+    csrf: String,
+}
+
+/// `POST /ui/logout`: clears the cookie (CSRF-checked, so no other site can log one out).
+pub async fn logout(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<LogoutForm>,
+) -> Response {
+    let cookies = headers.get(header::COOKIE).and_then(|v| v.to_str().ok());
+    let valid = session::verify(state.tokens(), session::cookie_value(cookies, COOKIE))
+        .is_some_and(|s| s.csrf_matches(&form.csrf));
+    if !valid {
+        return (StatusCode::FORBIDDEN, "bad or missing CSRF token").into_response();
+    }
+    let clear = format!("{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
+    ([(header::SET_COOKIE, clear)], Redirect::to("/ui/login")).into_response()
+}

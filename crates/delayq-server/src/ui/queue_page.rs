@@ -1,0 +1,324 @@
+//! One queue: its counts, charts of the last hour or day, its messages by state a page at a
+//! time, a search of their payloads, its recurring schedules and its push target.
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use delayq::{Cursor, MessageInfo, Minute, State as MessageState};
+use maud::{html, Markup};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::chart::{self, Series};
+use super::session::Session;
+use super::{layout, segment, span, utc, Visitor};
+use crate::api::browse::{preview, state_named, STATES};
+use crate::state::AppState;
+
+/// Messages per page of a state's list.
+const PAGE: usize = 25;
+
+#[derive(Deserialize, Default)]
+pub struct QueueQuery {
+    state: Option<String>,
+    cursor: Option<String>,
+    /// `1h` (default) or `24h`.
+    range: Option<String>,
+    /// What the last action did, to show once.
+    done: Option<String>,
+}
+
+/// `GET /ui/queues/{queue}`.
+pub async fn page(
+    State(app): State<AppState>,
+    Visitor(session): Visitor,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    Query(query): Query<QueueQuery>,
+) -> Response {
+    match render(&app, &session, &name, &query).await {
+        Ok(body) => layout::page(&name, Some(&session), true, body).into_response(),
+        Err(e) => {
+            let body = html! { h1 { (name) } p.notice.error role="alert" { (e) } };
+            (
+                StatusCode::BAD_REQUEST,
+                layout::page(&name, Some(&session), false, body),
+            )
+                .into_response()
+        }
+    }
+}
+
+async fn render(
+    app: &AppState,
+    session: &Session,
+    name: &str,
+    query: &QueueQuery,
+) -> Result<Markup, String> {
+    let queue = app.dq().queue(name).map_err(|e| e.to_string())?;
+    let which = state_named(query.state.as_deref().unwrap_or("ready"))?;
+    let cursor = match query.cursor.as_deref() {
+        Some(c) => Some(Cursor::parse(c).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let day = query.range.as_deref() == Some("24h");
+    let minutes = if day { 1440 } else { 60 };
+    let schedule_view = queue.schedules();
+    let (stats, history, page, schedules, target) = tokio::join!(
+        queue.stats(),
+        queue.history(minutes),
+        queue.list(which, cursor.as_ref(), PAGE),
+        schedule_view.list(),
+        crate::push::target::load(app.dq(), &queue),
+    );
+    let stats = stats.map_err(|e| e.to_string())?;
+    let history = history.map_err(|e| e.to_string())?;
+    let page = page.map_err(|e| e.to_string())?;
+    let schedules = schedules.map_err(|e| e.to_string())?;
+    let target = target.map_err(|e| e.to_string())?;
+    let base = format!("/ui/queues/{}", segment(name));
+    let count_of = |s: MessageState| match s {
+        MessageState::Delayed => stats.delayed,
+        MessageState::Ready => stats.ready,
+        MessageState::InFlight => stats.in_flight,
+        _ => stats.dead,
+    };
+    let states = STATES;
+    Ok(html! {
+        h1 { "Queue " (name) }
+        (layout::notice(query.done.as_deref()))
+        div.cards {
+            @for s in states {
+                div.card data-count=(s.as_str()) {
+                    div.n { (count_of(s)) }
+                    div.l { (label(s)) }
+                }
+            }
+            div.card { div.n { @if stats.ready > 0 { (span(stats.oldest_ready_lag_ms as f64)) } @else { "–" } } div.l { "oldest ready" } }
+            div.card #paused-state { div.n { @if stats.paused { span.warn { "paused" } } @else { "running" } } div.l { "state" } }
+        }
+        @if session.can_act() {
+            form.row method="post" action=(format!("{base}/act")) {
+                (layout::csrf(session))
+                @if stats.paused {
+                    button.primary #resume type="submit" name="action" value="resume" { "Resume" }
+                } @else {
+                    button #pause type="submit" name="action" value="pause" { "Pause" }
+                }
+            }
+        }
+        h2 { "Last " @if day { "24 hours" } @else { "hour" } }
+        div.tabs {
+            a.on[!day] href=(format!("{base}?range=1h")) { "1 hour" }
+            a.on[day] href=(format!("{base}?range=24h")) { "24 hours" }
+        }
+        (charts(&history))
+        h2 { "Messages" }
+        nav.tabs {
+            @for s in states {
+                a.on[s == which] href=(format!("{base}?state={}", s.as_str())) { (label(s)) " (" (count_of(s)) ")" }
+            }
+        }
+        @if which == MessageState::Dead && stats.dead > 0 && session.can_act() {
+            div.row {
+                a href=(format!("{base}/confirm?action=requeue_all")) { button #requeue-all type="button" { "Requeue all " (stats.dead) } }
+                a href=(format!("{base}/confirm?action=purge_all")) { button.danger #purge-all type="button" { "Purge all " (stats.dead) } }
+            }
+        }
+        (message_table(&base, which, &page.messages))
+        div.row {
+            @if cursor.is_some() { a href=(format!("{base}?state={}", which.as_str())) { "First page" } }
+            @if let Some(next) = &page.next {
+                a #next-page href=(format!("{base}?state={}&cursor={}", which.as_str(), next)) { "Next page" }
+            }
+        }
+        h2 { "Search" }
+        form #search .row method="get" action=(format!("{base}/search")) data-total=(count_of(which)) {
+            select name="state" aria-label="State" {
+                @for s in states { option value=(s.as_str()) selected[s == which] { (label(s)) } }
+            }
+            input type="search" name="contains" placeholder="Text in the payload or id" aria-label="Text to find" required;
+            button type="submit" { "Search" }
+            button #search-stop type="button" hidden { "Stop" }
+            span #search-progress .muted {}
+        }
+        div.scroll { table { tbody #search-results {} } }
+        @if !schedules.is_empty() {
+            h2 { "Recurring schedules" }
+            div.scroll { table {
+                thead { tr { th { "Name" } th { "When" } th { "Missed ticks" } th { "Last sent" } th { "Next" } } }
+                tbody {
+                    @for s in &schedules {
+                        tr {
+                            td { (s.name) }
+                            td { (format!("{:?}", s.recurrence)) }
+                            td { (s.missed.to_string()) }
+                            td { (s.last_tick_ms.map(utc).unwrap_or_else(|| "–".into())) }
+                            td { @for t in s.next_ticks_ms.iter().take(3) { (utc(*t)) br; } }
+                        }
+                    }
+                }
+            } }
+        }
+        @if let Some(t) = &target {
+            h2 { "Push target" }
+            dl.fields {
+                dt { "URL" } dd { (t.method) " " (t.url) }
+                dt { "Timeout" } dd { (span(t.timeout_ms as f64)) }
+                dt { "Concurrency" } dd { (t.concurrency) " per server" }
+                @if let Some(cb) = &t.failure_callback { dt { "Failure callback" } dd { (cb) } }
+            }
+            p.muted { "Statuses per class: delayq_push_requests_total on /metrics." }
+        }
+    })
+}
+
+fn label(s: MessageState) -> &'static str {
+    match s {
+        MessageState::Delayed => "Delayed",
+        MessageState::Ready => "Ready",
+        MessageState::InFlight => "In flight",
+        _ => "Dead",
+    }
+}
+
+/// The time a list shows for a message: when it is due, its lease ends, or it died.
+fn when(m: &MessageInfo) -> String {
+    match (m.lease_deadline_ms, m.died_at_ms) {
+        (Some(lease), _) => format!("lease until {}", utc(lease)),
+        (_, Some(died)) => format!("died {}", utc(died)),
+        _ => utc(m.due_ms),
+    }
+}
+
+fn message_table(base: &str, which: MessageState, messages: &[MessageInfo]) -> Markup {
+    html! {
+        div.scroll { table #messages data-state=(which.as_str()) {
+            thead { tr {
+                th { "Id" }
+                th { @match which { MessageState::InFlight => "Lease", MessageState::Dead => "Died", _ => "Due" } }
+                th.num { "Attempts" }
+                th { "Last error" }
+                th { "Payload" }
+            } }
+            tbody {
+                @for m in messages {
+                    tr data-id=(m.id) {
+                        td { a href=(format!("{base}/messages/{}", segment(&m.id))) { (m.id) } }
+                        td { (when(m)) }
+                        td.num { (m.attempts) "/" (m.max_attempts) }
+                        td.preview { (m.last_error.as_deref().unwrap_or("")) }
+                        td.preview { (preview(crate::push::envelope::open(&m.payload).1)) }
+                    }
+                }
+                @if messages.is_empty() { tr { td colspan="5" .muted { "None." } } }
+            }
+        } }
+    }
+}
+
+fn charts(history: &[Minute]) -> Markup {
+    let (first, last) = match (history.first(), history.last()) {
+        (Some(f), Some(l)) => (utc(f.start_ms), utc(l.start_ms)),
+        _ => (String::new(), String::new()),
+    };
+    let per_minute = |f: fn(&Minute) -> u64| history.iter().map(|m| Some(f(m) as f64)).collect();
+    let quantile = |q: f64| history.iter().map(|m| m.lateness.quantile(q)).collect();
+    let counts = [
+        Series {
+            name: "sent",
+            colour: "--s1",
+            values: per_minute(|m| m.sent),
+        },
+        Series {
+            name: "delivered",
+            colour: "--s3",
+            values: per_minute(|m| m.delivered),
+        },
+        Series {
+            name: "acked",
+            colour: "--s2",
+            values: per_minute(|m| m.acked),
+        },
+        Series {
+            name: "failed",
+            colour: "--s4",
+            values: per_minute(|m| m.failed),
+        },
+    ];
+    let lateness = [
+        Series {
+            name: "p50",
+            colour: "--s2",
+            values: quantile(0.5),
+        },
+        Series {
+            name: "p99",
+            colour: "--s4",
+            values: quantile(0.99),
+        },
+    ];
+    html! {
+        div.charts {
+            (chart::lines("Messages per minute", &counts, &first, &last, |v| format!("{v:.0}")))
+            (chart::lines("Lateness per minute (claim minus due)", &lateness, &first, &last, span))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SearchQuery {
+    state: String,
+    contains: String,
+    cursor: Option<String>,
+}
+
+/// `GET /ui/queues/{queue}/search`: one step of a search, as JSON for the page's script.
+pub async fn search_step(
+    State(app): State<AppState>,
+    Visitor(_): Visitor,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    Query(query): Query<SearchQuery>,
+) -> Response {
+    let step = async {
+        let queue = app.dq().queue(&name).map_err(|e| e.to_string())?;
+        let which = state_named(&query.state)?;
+        let cursor = match query.cursor.as_deref() {
+            Some(c) => Some(Cursor::parse(c).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        queue
+            .search(which, query.contains.as_bytes(), cursor.as_ref(), 500)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    match step.await {
+        Ok(page) => {
+            let base = format!("/ui/queues/{}", segment(&name));
+            let messages: Vec<_> = page
+                .messages
+                .iter()
+                .map(|m| {
+                    json!({
+                        "id": m.id,
+                        "href": format!("{base}/messages/{}", segment(&m.id)),
+                        "when": when(m),
+                        "attempts": m.attempts,
+                        "preview": preview(crate::push::envelope::open(&m.payload).1),
+                    })
+                })
+                .collect();
+            Json(json!({
+                "messages": messages,
+                "scanned": page.scanned,
+                "next": page.next.map(|c| c.to_string()),
+            }))
+            .into_response()
+        }
+        Err(e) => (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "error": { "code": "invalid_option", "message": e } })),
+        )
+            .into_response(),
+    }
+}

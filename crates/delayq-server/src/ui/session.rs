@@ -1,0 +1,156 @@
+//! Dashboard sessions: the login form takes an API token and sets a cookie that proves it
+//! without holding it, and every action carries a CSRF token derived from the same secret.
+//!
+//! The cookie is `<expiry unix s>.<hex HMAC-SHA256(token, "delayq-ui-session." + expiry)>`:
+//! nothing is stored, any server with the same tokens accepts it, and removing a token from
+//! the configuration ends its sessions. The CSRF token is the HMAC of
+//! `"delayq-ui-csrf." + expiry` under the same key, so a page from another site can neither
+//! read nor guess it. With no tokens configured (the server then listens on loopback only)
+//! everyone is admin, and the key is a random one of this process.
+
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::auth::{Role, Tokens};
+
+/// The session cookie's name.
+pub const COOKIE: &str = "delayq_session";
+
+/// How long a login lasts.
+pub const LIFETIME: Duration = Duration::from_secs(12 * 3600);
+
+/// A logged-in visitor: what they may do, and the CSRF token their forms carry.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The role of the token logged in with (admin when auth is off).
+    pub role: Role,
+    /// The CSRF token of this session's forms.
+    pub csrf: String,
+    /// False when auth is off: there is nothing to log out of.
+    pub logged_in: bool,
+}
+
+impl Session {
+    /// True when the visitor may act (requeue, cancel, pause...), not only look.
+    pub fn can_act(&self) -> bool {
+        self.role == Role::Admin
+    }
+
+    /// True when `presented` is this session's CSRF token.
+    pub fn csrf_matches(&self, presented: &str) -> bool {
+        constant_time_eq(self.csrf.as_bytes(), presented.as_bytes())
+    }
+}
+
+/// The cookie value for a login with `token`, or `None` when it is not a configured token.
+pub fn issue(tokens: &Tokens, token: &str) -> Option<String> {
+    let (_, key) = tokens.find(token.trim().as_bytes())?;
+    let expiry = unix_now() + LIFETIME.as_secs();
+    Some(format!("{expiry}.{}", mac(key, "session", expiry)))
+}
+
+/// The session a request's cookie proves, if any. With no tokens configured, every request
+/// has an admin session.
+pub fn verify(tokens: &Tokens, cookie: Option<&str>) -> Option<Session> {
+    if tokens.is_empty() {
+        return Some(Session {
+            role: Role::Admin,
+            csrf: mac(open_key(), "csrf", 0),
+            logged_in: false,
+        });
+    }
+    let (expiry, signature) = cookie?.split_once('.')?;
+    let expiry: u64 = expiry.parse().ok()?;
+    if expiry <= unix_now() {
+        return None;
+    }
+    // Every token is tried, so the time taken does not tell which one matched.
+    let mut found = None;
+    for (role, key) in tokens.iter() {
+        if constant_time_eq(mac(key, "session", expiry).as_bytes(), signature.as_bytes()) {
+            found = Some(Session {
+                role,
+                csrf: mac(key, "csrf", expiry),
+                logged_in: true,
+            });
+        }
+    }
+    found
+}
+
+/// The `Cookie` header's value of `name`.
+pub fn cookie_value<'h>(header: Option<&'h str>, name: &str) -> Option<&'h str> {
+    header?.split(';').find_map(|pair| {
+        let (n, v) = pair.trim().split_once('=')?;
+        (n == name).then_some(v)
+    })
+}
+
+fn mac(key: &[u8], purpose: &str, expiry: u64) -> String {
+    // HMAC takes a key of any length; the error case cannot happen.
+    let Ok(mut m) = Hmac::<Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    m.update(format!("delayq-ui-{purpose}.{expiry}").as_bytes());
+    m.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The key of sessions when no tokens are configured: random, this process's own.
+fn open_key() -> &'static [u8] {
+    static KEY: OnceLock<[u8; 32]> = OnceLock::new();
+    KEY.get_or_init(rand::random)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cookie_proves_its_token_until_it_expires_or_the_token_goes() {
+        let tokens = Tokens::parse("admin:admin-token-0123456789\nsend:send-token-0123456789")
+            .expect("tokens");
+        assert!(issue(&tokens, "wrong-token-0123456789").is_none());
+        let cookie = issue(&tokens, "send-token-0123456789").expect("cookie");
+        let session = verify(&tokens, Some(&cookie)).expect("valid");
+        assert_eq!(session.role, Role::Send);
+        assert!(!session.can_act());
+        assert!(session.csrf_matches(&session.csrf.clone()));
+        assert!(!session.csrf_matches("0"));
+        // Tampered, expired, or its token removed: no session.
+        let (expiry, sig) = cookie.split_once('.').expect("dot");
+        let later = expiry.parse::<u64>().expect("n") + 1;
+        assert!(verify(&tokens, Some(&format!("{later}.{sig}"))).is_none());
+        assert!(verify(
+            &tokens,
+            Some(&format!(
+                "1.{}",
+                mac(b"send-token-0123456789", "session", 1)
+            ))
+        )
+        .is_none());
+        let fewer = Tokens::parse("admin:admin-token-0123456789").expect("tokens");
+        assert!(verify(&fewer, Some(&cookie)).is_none());
+        assert!(verify(&tokens, None).is_none());
+        assert_eq!(
+            cookie_value(Some("a=1; delayq_session=x.y; b=2"), COOKIE),
+            Some("x.y")
+        );
+    }
+}
