@@ -118,8 +118,30 @@ if rate then
   take = math.min(max, math.floor(tokens))
 end
 
+local function bucket_of(rec)
+  -- A record too short to hold a due time is buried below; it counts as on time.
+  return #rec >= 7 and lateness_bucket(now - unbe7(rec, 1)) or 0
+end
+
+-- Counts the lateness of records run[i..j] into `late` (bucket -> deliveries). They are in due
+-- order, so lateness only falls from i to j: a stretch that starts and ends in one bucket is
+-- counted whole, and a claim computes a few buckets rather than one per message.
+local function count_lateness(late, run, i, j)
+  local bi, bj = bucket_of(run[i]), bucket_of(run[j])
+  if bi == bj then
+    late[bi] = (late[bi] or 0) + (j - i + 1)
+  elseif j == i + 1 then
+    late[bi] = (late[bi] or 0) + 1
+    late[bj] = (late[bj] or 0) + 1
+  else
+    local mid = math.floor((i + j) / 2)
+    count_lateness(late, run, i, mid)
+    count_lateness(late, run, mid + 1, j)
+  end
+end
+
 -- Highest priority first: from each set, its lowest members (due order, then send order).
-local due, bound, kept = {}, due_bound(now), {}
+local due, bound, kept, late = {}, due_bound(now), {}, {}
 for _, p in ipairs(prios) do
   local set = pending_key(p)
   local got, wanted = nil, take - #due
@@ -132,6 +154,7 @@ for _, p in ipairs(prios) do
     for _, rec in ipairs(got) do
       due[#due + 1] = rec
     end
+    count_lateness(late, got, 1, #got)
   end
   -- A priority whose set is gone leaves `levels`, so claims stop looking at it.
   if p == DEFAULT_PRIORITY or not got or #got == wanted or redis.call('EXISTS', set) == 1 then
@@ -155,7 +178,6 @@ end
 local deadline_arg = string.format('%d', deadline)
 local out = { 0, deadline, base, now, retried, buried }
 local held, leases, seqs = {}, {}, { be6(base) }
-local late = {}
 for j = 1, count do
   local rec = due[j]
   if #rec < MIN_RECORD then
@@ -173,8 +195,6 @@ for j = 1, count do
     leases[#leases + 1] = deadline_arg
     leases[#leases + 1] = seq .. token
     seqs[j + 1] = seq
-    local b = lateness_bucket(now - unbe7(rec, 1))
-    late[b] = (late[b] or 0) + 1
   end
   out[6 + j] = rec
 end

@@ -115,3 +115,34 @@ async fn lateness_shows_how_long_a_due_message_waited() {
     // Bucket ends are 19 % apart: 300 ms late lands in the bucket ending in (300, 360].
     assert!((300.0..=2_000.0).contains(&p50), "p50 {p50} ms");
 }
+
+#[tokio::test]
+async fn one_claim_of_messages_late_by_many_amounts_counts_each_in_its_bucket() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "spread");
+    // Due 0, 100, ..., 3,000 ms ago: one claim takes all 31, late by 0 to 3 s.
+    let now = now_ms();
+    let batch: Vec<Message> = (0..=30u64)
+        .map(|k| Message::new("x", SendOptions::new().deliver_at(now - k * 100)))
+        .collect();
+    q.send_batch(&batch).await.expect("batch");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let got = consumer
+        .receive(&receiving(31, LEASE, Duration::from_secs(5)))
+        .await
+        .expect("receive");
+    assert_eq!(got.len(), 31);
+    let t = totals(&q).await;
+    assert_eq!(t.lateness.count(), 31);
+    // The k-th least late is at least (k - 1) * 100 ms late; a bucket's end is at most 19 %
+    // above what it holds, and the claim came within the test's few seconds.
+    for (q_share, at_least) in [(0.5, 1_400.0), (0.9, 2_600.0), (1.0, 3_000.0)] {
+        let v = t.lateness.quantile(q_share).expect("quantile");
+        assert!(
+            (at_least..=at_least * 1.19 + 5_000.0).contains(&v),
+            "q{q_share}: {v} ms"
+        );
+    }
+    let low = t.lateness.quantile(1.0 / 31.0).expect("least late");
+    assert!(low < 1_000.0, "the least late message: {low} ms");
+}
