@@ -45,6 +45,13 @@ pub fn lines(
                 @for s in series {
                     polyline fill="none" stroke-width="1.6" style=(format!("stroke: var({})", s.colour))
                         points=(path(&s.values, &x, &y)) {}
+                    // A minute with data between two without would be no line at all: a dot.
+                    @for i in isolated(&s.values) {
+                        @if let Some(v) = s.values[i] {
+                            circle cx=(format!("{:.1}", x(i))) cy=(format!("{:.1}", y(v))) r="2.5"
+                                style=(format!("fill: var({})", s.colour)) {}
+                        }
+                    }
                 }
             }
             div.legend {
@@ -64,4 +71,15 @@ fn path(values: &[Option<f64>], x: &impl Fn(usize) -> f64, y: &impl Fn(f64) -> f
         .filter_map(|(i, v)| v.map(|v| format!("{:.1},{:.1}", x(i), y(v))))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The minutes with data whose neighbours have none.
+fn isolated(values: &[Option<f64>]) -> Vec<usize> {
+    (0..values.len())
+        .filter(|&i| {
+            values[i].is_some()
+                && (i == 0 || values[i - 1].is_none())
+                && values.get(i + 1).is_none_or(|v| v.is_none())
+        })
+        .collect()
 }
