@@ -133,7 +133,7 @@ pub fn parse_state(text: &str) -> ApiResult<delayq::State> {
 /// in its order (delayed and ready by due time, in flight by lease deadline, dead by death).
 /// With `contains=text` it is one step of a search: the messages among the next `limit` of
 /// each partition that contain the text; go on with `next` until it is `null`.
-#[utoipa::path(get, path = "/v1/queues/{queue}/messages", tag = "produce", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), ListQuery), responses((status = 200, body = ListOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/queues/{queue}/messages", tag = "browse", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), ListQuery), responses((status = 200, body = ListOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
     Path(queue): Path<String>,

@@ -111,6 +111,7 @@ fn routes() -> OpenApiRouter<AppState> {
         (name = "produce", description = "Send, get, cancel, reschedule (role send)"),
         (name = "consume", description = "Receive and settle by receipt (role consume)"),
         (name = "admin", description = "Queues, stats, pause and resume, dead letters, metrics (role admin)"),
+        (name = "browse", description = "Lists and searches of messages by state (any token)"),
         (name = "probes", description = "Health (no token) and readiness (any token)"),
     )
 )]
