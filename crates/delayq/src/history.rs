@@ -36,6 +36,9 @@ pub struct Minute {
     pub dead_lettered: u64,
     /// How late the minute's deliveries were.
     pub lateness: Lateness,
+    /// Push deliveries' answers by class: 1xx, 2xx, 3xx, 4xx, 5xx, and no answer (timeout,
+    /// refused connection...), as servers report them ([`Queue::add_push_responses`]).
+    pub push_responses: [u64; 6],
 }
 
 /// A histogram of how late deliveries were (claim time minus due time, by the Redis server's
@@ -95,6 +98,9 @@ impl Minute {
         self.failed += other.failed;
         self.dead_lettered += other.dead_lettered;
         self.lateness.merge(&other.lateness);
+        for (mine, theirs) in self.push_responses.iter_mut().zip(other.push_responses) {
+            *mine += theirs;
+        }
     }
 
     fn from_fields(start_ms: u64, fields: BTreeMap<String, u64>) -> Minute {
@@ -109,6 +115,11 @@ impl Minute {
                 "a" => m.acked = n,
                 "f" => m.failed = n,
                 "x" => m.dead_lettered = n,
+                "pe" => m.push_responses[5] = n,
+                "p1" | "p2" | "p3" | "p4" | "p5" => {
+                    let class = usize::from(field.as_bytes()[1] - b'1');
+                    m.push_responses[class] = n;
+                }
                 other => {
                     if let Some(b) = other.strip_prefix('l').and_then(|b| b.parse().ok()) {
                         m.lateness.buckets.insert(b, n);
@@ -120,7 +131,28 @@ impl Minute {
     }
 }
 
+/// The history fields of push answers, by class (as [`Minute::push_responses`]).
+const PUSH_FIELDS: [&str; 6] = ["p1", "p2", "p3", "p4", "p5", "pe"];
+
 impl Queue {
+    /// Adds push deliveries' answers by class (1xx to 5xx, then no answer) to the current
+    /// minute of the queue's history: a pushing server's tally of the last second or so.
+    pub async fn add_push_responses(&self, counts: &[u64; 6]) -> Result<()> {
+        if counts.iter().all(|&n| n == 0) {
+            return Ok(());
+        }
+        let layout = self.known_layout().await?;
+        let mut inv =
+            crate::queue::invocation(layout.part(0), &crate::scripts::SCRIPTS.add_history);
+        for (field, n) in PUSH_FIELDS.iter().zip(counts) {
+            if *n > 0 {
+                inv.arg(*field).arg(*n);
+            }
+        }
+        self.invoke(&inv).await?;
+        Ok(())
+    }
+
     /// The last `minutes` (1 to [`MAX_HISTORY_MINUTES`]) minutes of the queue's history, by
     /// the Redis server's clock, oldest first; the last is the current minute so far. All
     /// partitions added up. Minutes with nothing in them are there, with zeros.

@@ -24,6 +24,7 @@ pub(crate) struct Scripts {
     pub(crate) reschedule: Script,
     pub(crate) get: Script,
     pub(crate) browse: Script,
+    pub(crate) add_history: Script,
     pub(crate) stats: Script,
     pub(crate) dead_list: Script,
     pub(crate) dead_requeue: Script,
@@ -44,6 +45,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     reschedule: with_prelude(include_str!("scripts/reschedule.lua")),
     get: with_prelude(include_str!("scripts/get.lua")),
     browse: with_prelude(include_str!("scripts/browse.lua")),
+    add_history: with_prelude(include_str!("scripts/add_history.lua")),
     stats: with_prelude(include_str!("scripts/stats.lua")),
     dead_list: with_prelude(include_str!("scripts/dead_list.lua")),
     dead_requeue: with_prelude(include_str!("scripts/dead_requeue.lua")),
@@ -163,6 +165,17 @@ mod tests {
                     b("body"),
                 ],
             ),
+            (
+                "add_history: a field it does not keep, after a good one",
+                &s.add_history,
+                vec![b("p2"), b("1"), b("s"), b("5")],
+            ),
+            (
+                "add_history: a count that is not one, after a good one",
+                &s.add_history,
+                vec![b("p2"), b("1"), b("p5"), b("-1")],
+            ),
+            ("add_history: not a pair", &s.add_history, vec![b("p2")]),
             (
                 "send: not a group of four",
                 &s.send,

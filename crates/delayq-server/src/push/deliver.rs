@@ -6,6 +6,7 @@
 //! its backoff. The error of a failed attempt names the status and the first bytes of the
 //! response body.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -40,6 +41,20 @@ pub struct Pusher {
     duration: Histogram,
     /// Requests to the target's host by class: 1xx to 5xx, then transport errors.
     requests: [Counter; 6],
+    /// The same, since the runtime last took them for the queue's history.
+    tally: Arc<Tally>,
+}
+
+/// Answers by class (1xx to 5xx, then none) counted since they were last taken: a server
+/// adds them to the queue's history about once a second, not one write per push.
+#[derive(Default)]
+pub struct Tally([AtomicU64; 6]);
+
+impl Tally {
+    /// The counts so far, and zero from here on.
+    pub fn take(&self) -> [u64; 6] {
+        std::array::from_fn(|i| self.0[i].swap(0, Ordering::Relaxed))
+    }
 }
 
 const CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "error"];
@@ -51,6 +66,7 @@ impl Pusher {
         policy: Arc<AddressPolicy>,
         queue: &str,
         target: Arc<PushTarget>,
+        tally: Arc<Tally>,
     ) -> Result<Self, String> {
         let (url, _) = target.validate()?;
         let method = reqwest::Method::from_bytes(target.method.as_bytes())
@@ -66,6 +82,7 @@ impl Pusher {
             duration: metrics::histogram!("delayq_push_request_seconds", "queue" => queue.to_owned()),
             requests,
             target,
+            tally,
         })
     }
 
@@ -102,11 +119,14 @@ impl Pusher {
             .body(body.to_vec());
         let timer = std::time::Instant::now();
         let result = request.send().await;
-        let count = |class: usize| match &own_url {
-            None => self.requests[class].increment(1),
-            Some(url) => {
-                let host = url.host_str().unwrap_or("");
-                request_counter(delivery.queue.as_str(), host, CLASSES[class]).increment(1);
+        let count = |class: usize| {
+            self.tally.0[class].fetch_add(1, Ordering::Relaxed);
+            match &own_url {
+                None => self.requests[class].increment(1),
+                Some(url) => {
+                    let host = url.host_str().unwrap_or("");
+                    request_counter(delivery.queue.as_str(), host, CLASSES[class]).increment(1);
+                }
             }
         };
         let outcome = match result {

@@ -25,6 +25,9 @@ use super::{deliver, signature};
 /// How often targets are read again.
 const REFRESH: Duration = Duration::from_secs(1);
 
+/// How often a worker adds its push answers to the queue's history.
+const TALLY_EVERY: Duration = Duration::from_secs(1);
+
 /// Lease beyond the request timeout.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
@@ -180,11 +183,13 @@ async fn start(
             tokio::spawn(async move { call_back(&dq, &client, &keys, &callback, &dead).await });
         });
     }
+    let tally = Arc::new(deliver::Tally::default());
     let pusher = Arc::new(deliver::Pusher::new(
         client,
         clients.policy.clone(),
         queue.name().as_str(),
         target.clone(),
+        tally.clone(),
     )?);
     let worker = builder
         .build(move |delivery| {
@@ -198,11 +203,30 @@ async fn start(
         let stopped = async move {
             let _ = stopped.await;
         };
-        if let Err(e) = worker.run(stopped).await {
+        let run = worker.run(stopped);
+        tokio::pin!(run);
+        let mut tick = tokio::time::interval(TALLY_EVERY);
+        let result = loop {
+            tokio::select! {
+                result = &mut run => break result,
+                _ = tick.tick() => add_tally(&queue, &tally).await,
+            }
+        };
+        add_tally(&queue, &tally).await;
+        if let Err(e) = result {
             tracing::error!(queue = %name, "push worker stopped: {e}");
         }
     });
     Ok((stop, task))
+}
+
+/// Adds the answers counted since the last time to the queue's history (the dashboard's
+/// chart of push answers). A failure loses one second's counts, never a message.
+async fn add_tally(queue: &Queue, tally: &deliver::Tally) {
+    let counts = tally.take();
+    if let Err(e) = queue.add_push_responses(&counts).await {
+        tracing::warn!(queue = %queue.name(), "push: cannot record answers in the history: {e}");
+    }
 }
 
 /// Calls a target's failure callback once for a dead letter: a signed POST of the message

@@ -112,7 +112,7 @@ async fn render(
             a.on[!day] href=(format!("{base}?range=1h")) { "1 hour" }
             a.on[day] href=(format!("{base}?range=24h")) { "24 hours" }
         }
-        (charts(&history))
+        (charts(&history, target.is_some()))
         h2 { "Messages" }
         nav.tabs {
             @for s in states {
@@ -168,7 +168,17 @@ async fn render(
                 dt { "Concurrency" } dd { (t.concurrency) " per server" }
                 @if let Some(cb) = &t.failure_callback { dt { "Failure callback" } dd { (cb) } }
             }
-            p.muted { "Statuses per class: delayq_push_requests_total on /metrics." }
+            @let recent = history.iter().rev().take(5).fold([0u64; 6], |mut sum, m| {
+                for (s, n) in sum.iter_mut().zip(m.push_responses) { *s += n; }
+                sum
+            });
+            p #push-answers {
+                "Answers in the last 5 minutes: "
+                @for (class, n) in ["1xx", "2xx", "3xx", "4xx", "5xx", "no answer"].iter().zip(recent) {
+                    @if n > 0 { span.bad[*class == "5xx" || *class == "no answer"] { (class) ": " (n) } " " }
+                }
+                @if recent.iter().all(|&n| n == 0) { span.muted { "none" } }
+            }
         }
     })
 }
@@ -217,7 +227,7 @@ fn message_table(base: &str, which: MessageState, messages: &[MessageInfo]) -> M
     }
 }
 
-fn charts(history: &[Minute]) -> Markup {
+fn charts(history: &[Minute], push: bool) -> Markup {
     let (first, last) = match (history.first(), history.last()) {
         (Some(f), Some(l)) => (utc(f.start_ms), utc(l.start_ms)),
         _ => (String::new(), String::new()),
@@ -258,10 +268,41 @@ fn charts(history: &[Minute]) -> Markup {
             values: quantile(0.99),
         },
     ];
+    let answers = |class: usize| {
+        history
+            .iter()
+            .map(|m| Some(m.push_responses[class] as f64))
+            .collect()
+    };
+    let push_answers = [
+        Series {
+            name: "2xx",
+            colour: "--s2",
+            values: answers(1),
+        },
+        Series {
+            name: "4xx",
+            colour: "--s3",
+            values: answers(3),
+        },
+        Series {
+            name: "5xx",
+            colour: "--s4",
+            values: answers(4),
+        },
+        Series {
+            name: "no answer",
+            colour: "--s1",
+            values: answers(5),
+        },
+    ];
     html! {
         div.charts {
             (chart::lines("Messages per minute", &counts, &first, &last, |v| format!("{v:.0}")))
             (chart::lines("Lateness per minute (claim minus due)", &lateness, &first, &last, span))
+            @if push {
+                (chart::lines("Push answers per minute", &push_answers, &first, &last, |v| format!("{v:.0}")))
+            }
         }
     }
 }

@@ -481,3 +481,39 @@ async fn a_proxy_in_the_environment_is_not_used_for_pushes() {
     wait_for_requests(&receiver, "p", 1, Duration::from_secs(10)).await;
     assert!(proxy.seen().is_empty(), "a push went through the proxy");
 }
+
+#[tokio::test]
+async fn push_answers_show_on_the_dashboard_by_class() {
+    let s = server().await;
+    let receiver = Receiver::start().await;
+    set_target(&s, "answers", &receiver, json!({})).await;
+    receiver.script(
+        "gone",
+        vec![Answer::Status(410, vec![], "no such order".into())],
+    );
+    for id in ["ok-1", "ok-2", "gone"] {
+        send(&s, "answers", json!({ "payload": 1, "id": id })).await;
+    }
+    for id in ["ok-1", "ok-2", "gone"] {
+        wait_for_requests(&receiver, id, 1, Duration::from_secs(10)).await;
+    }
+    // Each server adds its tally to the queue's history about once a second.
+    let page = format!("{}/ui/queues/answers", s.base);
+    wait_until(
+        Duration::from_secs(10),
+        "the answers on the page",
+        || async {
+            let html = s
+                .http
+                .get(&page)
+                .send()
+                .await
+                .expect("page")
+                .text()
+                .await
+                .expect("html");
+            html.contains("2xx: 2") && html.contains("4xx: 1")
+        },
+    )
+    .await;
+}

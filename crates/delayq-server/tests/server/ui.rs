@@ -172,6 +172,56 @@ async fn the_dashboard_shows_the_queues_and_acts_on_them_in_a_real_browser() {
     browser.wait_for("#pause", WAIT).await;
     assert_eq!(stats(&s).await["paused"], false);
 
+    // A search steps through the delayed messages and finds one by its id, to the end.
+    browser
+        .goto(&format!("{}/ui/queues/orders?state=delayed", s.base))
+        .await;
+    browser
+        .fill("#search input[name=contains]", "order-3")
+        .await;
+    browser.click("#search button[type=submit]").await;
+    browser
+        .wait_for_text("#search-progress", "(done)", WAIT)
+        .await;
+    assert!(browser.text("#search-results").await.contains("order-3"));
+    assert!(!browser.text("#search-results").await.contains("order-1"));
+    assert!(browser
+        .text("#search-progress")
+        .await
+        .starts_with("1 found"));
+
+    // Requeue all dead letters: a confirmation names the count first.
+    for id in ["bulk-1", "bulk-2"] {
+        let sent = s
+            .post(
+                "/v1/queues/orders/messages",
+                json!({ "payload": 1, "id": id, "max_attempts": 1 }),
+            )
+            .await;
+        assert_eq!(sent.0, StatusCode::CREATED);
+    }
+    for d in receive(&s, "orders", 2, "5s").await {
+        let nacked = s
+            .post(
+                "/v1/queues/orders/nack",
+                json!({ "receipt": d["receipt"], "error": "bulk" }),
+            )
+            .await;
+        assert_eq!(nacked.1["outcome"], "dead", "{d}");
+    }
+    browser
+        .goto(&format!("{}/ui/queues/orders?state=dead", s.base))
+        .await;
+    browser.click("#requeue-all").await;
+    browser
+        .wait_for_text("#confirm-text", "Requeue all 2 dead letters", WAIT)
+        .await;
+    browser.click("#confirm").await;
+    browser
+        .wait_for_text("[role=status]", "Requeued 2 dead letters", WAIT)
+        .await;
+    assert_eq!(stats(&s).await["dead"], 0);
+
     // At phone width nothing sticks out sideways: wide tables scroll inside their box.
     browser.set_window_width(390).await;
     for page in ["/ui", "/ui/queues/orders?state=delayed"] {

@@ -26,6 +26,9 @@ async fn totals(q: &delayq::Queue) -> delayq::Minute {
         total.failed += m.failed;
         total.dead_lettered += m.dead_lettered;
         total.lateness.merge(&m.lateness);
+        for (sum, n) in total.push_responses.iter_mut().zip(m.push_responses) {
+            *sum += n;
+        }
     }
     total
 }
@@ -145,4 +148,24 @@ async fn one_claim_of_messages_late_by_many_amounts_counts_each_in_its_bucket() 
     }
     let low = t.lateness.quantile(1.0 / 31.0).expect("least late");
     assert!(low < 1_000.0, "the least late message: {low} ms");
+}
+
+#[tokio::test]
+async fn push_answers_reported_by_servers_add_up_in_the_minute() {
+    let (_server, dq) = setup().await;
+    for (name, partitions) in [("one", 1), ("four", 4)] {
+        let q = dq.create_queue(name, partitions).await.expect("create");
+        q.add_push_responses(&[0, 5, 0, 1, 2, 3])
+            .await
+            .expect("add");
+        q.add_push_responses(&[0, 2, 0, 0, 0, 0])
+            .await
+            .expect("add");
+        q.add_push_responses(&[0; 6]).await.expect("nothing to add");
+        assert_eq!(
+            totals(&q).await.push_responses,
+            [0, 7, 0, 1, 2, 3],
+            "{name}"
+        );
+    }
 }
