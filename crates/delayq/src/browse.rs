@@ -13,8 +13,7 @@ use std::fmt;
 use crate::error::{InvalidInput, Result};
 use crate::message::{MessageInfo, State};
 use crate::partitions::join_all;
-use crate::queue::{check_count, invocation, Queue};
-use crate::record;
+use crate::queue::{check_count, invocation, read_message, Queue};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 
@@ -281,36 +280,16 @@ fn read_step(mut r: Reply, state: State) -> Result<Step> {
     let mut found = Vec::new();
     while r.remaining() > 0 {
         let id = r.string()?;
-        let due_ms = r.uint()?;
-        let attempts = r.uint()? as u32;
-        let max_attempts = r.uint()? as u32;
-        let (last_error, errors) = crate::error_history::read(r.opt_bytes()?);
-        let payload = r.bytes()?;
-        let extra = r.uint()?;
-        let kind = record::kind_of(r.uint()? as u8);
-        let priority = r.uint()? as u8;
+        let info = read_message(&mut r, id, state)?;
         let key = r.bytes()?;
         let order = match <[u8; 13]>::try_from(key.as_slice()) {
             Ok(k) => Order::Key(k),
-            Err(_) => Order::Score(extra, id.clone()),
+            Err(_) => {
+                let score = info.lease_deadline_ms.or(info.died_at_ms).unwrap_or(0);
+                Order::Score(score, info.id.clone())
+            }
         };
-        found.push((
-            order,
-            MessageInfo {
-                id,
-                state,
-                due_ms,
-                attempts,
-                max_attempts,
-                last_error,
-                errors,
-                payload,
-                kind,
-                priority,
-                lease_deadline_ms: (state == State::InFlight).then_some(extra),
-                died_at_ms: (state == State::Dead).then_some(extra),
-            },
-        ));
+        found.push((order, info));
     }
     Ok(Step {
         found,

@@ -520,28 +520,7 @@ impl Queue {
         let Some(state) = parse_state(&r.string()?)? else {
             return Ok(None);
         };
-        let due_ms = r.uint()?;
-        let attempts = r.uint()? as u32;
-        let max_attempts = r.uint()? as u32;
-        let (last_error, errors) = error_history::read(r.opt_bytes()?);
-        let payload = r.bytes()?;
-        let extra = r.uint()?;
-        let kind = record::kind_of(r.uint()? as u8);
-        let priority = r.uint()? as u8;
-        Ok(Some(MessageInfo {
-            priority,
-            id: id.to_owned(),
-            state,
-            due_ms,
-            attempts,
-            max_attempts,
-            last_error,
-            errors,
-            payload,
-            kind,
-            lease_deadline_ms: (state == State::InFlight).then_some(extra),
-            died_at_ms: (state == State::Dead).then_some(extra),
-        }))
+        read_message(&mut r, id.to_owned(), state).map(Some)
     }
 
     /// Counts per state and the lag of the oldest ready message: one atomic read per
@@ -1121,6 +1100,34 @@ impl Queue {
         let mut conn = self.conn.get();
         Ok(inv.invoke_async(&mut conn).await?)
     }
+}
+
+/// A message as `get.lua` and `browse.lua` return it, from its due time on: due ms,
+/// attempts, max attempts, error history, payload, lease deadline or died-at ms, flags byte,
+/// priority.
+pub(crate) fn read_message(r: &mut Reply, id: String, state: State) -> Result<MessageInfo> {
+    let due_ms = r.uint()?;
+    let attempts = r.uint()? as u32;
+    let max_attempts = r.uint()? as u32;
+    let (last_error, errors) = error_history::read(r.opt_bytes()?);
+    let payload = r.bytes()?;
+    let extra = r.uint()?;
+    let kind = record::kind_of(r.uint()? as u8);
+    let priority = r.uint()? as u8;
+    Ok(MessageInfo {
+        priority,
+        id,
+        state,
+        due_ms,
+        attempts,
+        max_attempts,
+        last_error,
+        errors,
+        payload,
+        kind,
+        lease_deadline_ms: (state == State::InFlight).then_some(extra),
+        died_at_ms: (state == State::Dead).then_some(extra),
+    })
 }
 
 /// The arguments `nack.lua` takes for one failed delivery.

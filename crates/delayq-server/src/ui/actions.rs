@@ -36,6 +36,20 @@ fn refusal(session: &Session, form: &ActionForm) -> Option<Response> {
     Some((StatusCode::FORBIDDEN, why).into_response())
 }
 
+/// The queue an admin's action, with this session's CSRF token, is on; otherwise the answer
+/// that refuses it.
+fn queue_to_act_on(
+    app: &AppState,
+    session: &Session,
+    form: &ActionForm,
+    name: &str,
+) -> Result<delayq::Queue, Box<Response>> {
+    if let Some(refused) = refusal(session, form) {
+        return Err(Box::new(refused));
+    }
+    app.dq().queue(name).map_err(|e| Box::new(failed(e)))
+}
+
 /// Where to go after an action, with what it did.
 fn then(to: &str, done: &str) -> Response {
     Redirect::to(&format!(
@@ -57,12 +71,9 @@ pub async fn queue_action(
     axum::extract::Path(name): axum::extract::Path<String>,
     Form(form): Form<ActionForm>,
 ) -> Response {
-    if let Some(refused) = refusal(&session, &form) {
-        return refused;
-    }
-    let queue = match app.dq().queue(&name) {
+    let queue = match queue_to_act_on(&app, &session, &form, &name) {
         Ok(q) => q,
-        Err(e) => return failed(e),
+        Err(refused) => return *refused,
     };
     let base = format!("/ui/queues/{}", segment(&name));
     let done = match form.action.as_str() {
@@ -140,12 +151,9 @@ pub async fn message_action(
     axum::extract::Path((name, id)): axum::extract::Path<(String, String)>,
     Form(form): Form<ActionForm>,
 ) -> Response {
-    if let Some(refused) = refusal(&session, &form) {
-        return refused;
-    }
-    let queue = match app.dq().queue(&name) {
+    let queue = match queue_to_act_on(&app, &session, &form, &name) {
         Ok(q) => q,
-        Err(e) => return failed(e),
+        Err(refused) => return *refused,
     };
     let base = format!("/ui/queues/{}", segment(&name));
     let here = format!("{base}/messages/{}", segment(&id));
