@@ -236,6 +236,27 @@ async fn the_dashboard_shows_the_queues_and_acts_on_them_in_a_real_browser() {
     }
     browser.screenshot("queue-phone").await;
 
+    // The page refreshes itself in place: a message sent meanwhile shows up in the counts
+    // without a reload, and the scroll position stays where it was.
+    let delayed_before = stats(&s).await["delayed"].as_u64().expect("count");
+    browser.execute("window.scrollTo(0, 400);", vec![]).await;
+    let sent = s
+        .post(
+            "/v1/queues/orders/messages",
+            json!({ "payload": 1, "delay": "1h" }),
+        )
+        .await;
+    assert_eq!(sent.0, StatusCode::CREATED);
+    browser
+        .wait_for_text(
+            "[data-count=delayed] .n",
+            &(delayed_before + 1).to_string(),
+            Duration::from_secs(15),
+        )
+        .await;
+    let scrolled = browser.execute("return window.scrollY;", vec![]).await;
+    assert_eq!(scrolled, json!(400), "the refresh moved the page");
+
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:?}");
 
