@@ -77,6 +77,7 @@ impl Tokens {
     /// The role of `presented` if it is one of these tokens, and the token itself (the key
     /// of a dashboard session's signature). Every token is compared, in constant time.
     pub fn find(&self, presented: &[u8]) -> Option<(Role, &[u8])> {
+        // Every token is compared, each in constant time, so timing reveals nothing.
         let mut found = None;
         for (r, token) in &self.0 {
             if constant_time_eq(token, presented) {
@@ -123,16 +124,9 @@ impl Tokens {
         let Some(presented) = presented else {
             return Err(unauthorized("missing bearer token"));
         };
-        // Every token is compared, each in constant time, so timing reveals nothing.
-        let mut role = None;
-        for (r, token) in &self.0 {
-            if constant_time_eq(token, presented.as_bytes()) {
-                role = Some(*r);
-            }
-        }
-        match role {
+        match self.find(presented.as_bytes()) {
             None => Err(unauthorized("unknown token")),
-            Some(r) => Ok(Some(r)),
+            Some((r, _)) => Ok(Some(r)),
         }
     }
 }
@@ -142,7 +136,7 @@ fn unauthorized(why: &str) -> ApiError {
 }
 
 /// Equality whose time depends only on the lengths, not on where the bytes differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -14,7 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::auth::{Role, Tokens};
+use crate::auth::{constant_time_eq, Role, Tokens};
+use crate::push::signature::hex;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "delayq_session";
@@ -95,11 +96,7 @@ fn mac(key: &[u8], purpose: &str, expiry: u64) -> String {
         return String::new();
     };
     m.update(format!("delayq-ui-{purpose}.{expiry}").as_bytes());
-    m.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&m.finalize().into_bytes())
 }
 
 /// The key of sessions when no tokens are configured: random, this process's own.
@@ -112,10 +109,6 @@ fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
