@@ -56,6 +56,11 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         self.code
     }
+
+    /// What went wrong, in words.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 impl IntoResponse for ApiError {

@@ -12,7 +12,7 @@ use maud::html;
 use serde::Deserialize;
 
 use super::session::Session;
-use super::{layout, segment, Visitor};
+use super::{layout, queue_path, segment, Visitor};
 use crate::state::AppState;
 
 #[derive(Deserialize)]
@@ -47,7 +47,7 @@ fn queue_to_act_on(
     if let Some(refused) = refusal(session, form) {
         return Err(Box::new(refused));
     }
-    app.dq().queue(name).map_err(|e| Box::new(failed(e)))
+    app.queue(name).map_err(|e| Box::new(failed(e.message())))
 }
 
 /// Where to go after an action, with what it did.
@@ -75,7 +75,7 @@ pub async fn queue_action(
         Ok(q) => q,
         Err(refused) => return *refused,
     };
-    let base = format!("/ui/queues/{}", segment(&name));
+    let base = queue_path(&name);
     let done = match form.action.as_str() {
         "pause" => queue.pause().await.map(|()| "Paused.".to_owned()),
         "resume" => queue.resume().await.map(|()| "Resumed.".to_owned()),
@@ -116,14 +116,14 @@ pub async fn confirm(
         "purge_all" => "Purge",
         other => return failed(format!("no such action: {other}")),
     };
-    let count = match app.dq().queue(&name) {
+    let count = match app.queue(&name) {
         Ok(q) => match q.dead_letters().count().await {
             Ok(n) => n,
             Err(e) => return failed(e),
         },
-        Err(e) => return failed(e),
+        Err(e) => return failed(e.message()),
     };
-    let base = format!("/ui/queues/{}", segment(&name));
+    let base = queue_path(&name);
     let body = html! {
         h1 { (verb) " all dead letters?" }
         p #confirm-text {
@@ -155,7 +155,7 @@ pub async fn message_action(
         Ok(q) => q,
         Err(refused) => return *refused,
     };
-    let base = format!("/ui/queues/{}", segment(&name));
+    let base = queue_path(&name);
     let here = format!("{base}/messages/{}", segment(&id));
     match form.action.as_str() {
         "cancel" => match queue.cancel(&id).await {

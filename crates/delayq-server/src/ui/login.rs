@@ -72,9 +72,7 @@ pub async fn logout(
     headers: HeaderMap,
     Form(form): Form<LogoutForm>,
 ) -> Response {
-    let cookies = headers.get(header::COOKIE).and_then(|v| v.to_str().ok());
-    let valid = session::verify(state.tokens(), session::cookie_value(cookies, COOKIE))
-        .is_some_and(|s| s.csrf_matches(&form.csrf));
+    let valid = super::session_of(&headers, &state).is_some_and(|s| s.csrf_matches(&form.csrf));
     if !valid {
         return (StatusCode::FORBIDDEN, "bad or missing CSRF token").into_response();
     }

@@ -9,7 +9,7 @@ use maud::{html, Markup};
 use serde::Deserialize;
 
 use super::session::Session;
-use super::{layout, segment, utc, Visitor};
+use super::{layout, queue_path, segment, utc, Visitor};
 use crate::state::AppState;
 
 /// Most payload bytes shown; the rest is counted, not shown.
@@ -27,11 +27,11 @@ pub async fn page(
     axum::extract::Path((name, id)): axum::extract::Path<(String, String)>,
     Query(query): Query<MessageQuery>,
 ) -> Response {
-    let found = match app.dq().queue(&name) {
+    let found = match app.queue(&name) {
         Ok(q) => q.get(&id).await.map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.message().to_owned()),
     };
-    let back = format!("/ui/queues/{}", segment(&name));
+    let back = queue_path(&name);
     let (status, body) = match found {
         Ok(Some(m)) => (
             StatusCode::OK,
@@ -54,7 +54,7 @@ pub async fn page(
 }
 
 fn render(session: &Session, queue: &str, m: &MessageInfo, done: Option<&str>) -> Markup {
-    let base = format!("/ui/queues/{}", segment(queue));
+    let base = queue_path(queue);
     let act = format!("{base}/messages/{}/act", segment(&m.id));
     let (destination, body) = crate::push::envelope::open(&m.payload);
     html! {

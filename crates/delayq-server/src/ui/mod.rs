@@ -54,12 +54,7 @@ impl FromRequestParts<AppState> for Visitor {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        let cookies = parts
-            .headers
-            .get(header::COOKIE)
-            .and_then(|v| v.to_str().ok());
-        let cookie = session::cookie_value(cookies, session::COOKIE);
-        match session::verify(state.tokens(), cookie) {
+        match session_of(&parts.headers, state) {
             Some(s) => Ok(Visitor(s)),
             None if parts.method == axum::http::Method::GET => {
                 Err(Redirect::to("/ui/login").into_response())
@@ -67,6 +62,20 @@ impl FromRequestParts<AppState> for Visitor {
             None => Err((StatusCode::UNAUTHORIZED, "log in first").into_response()),
         }
     }
+}
+
+/// The dashboard page of queue `name`.
+pub fn queue_path(name: &str) -> String {
+    format!("/ui/queues/{}", segment(name))
+}
+
+/// The session the request's cookie proves, if any (see [`session::verify`]).
+pub fn session_of(headers: &axum::http::HeaderMap, state: &AppState) -> Option<Session> {
+    let cookies = headers.get(header::COOKIE).and_then(|v| v.to_str().ok());
+    session::verify(
+        state.tokens(),
+        session::cookie_value(cookies, session::COOKIE),
+    )
 }
 
 /// `text` for a URL path segment: everything but unreserved characters percent-encoded

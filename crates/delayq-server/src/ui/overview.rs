@@ -11,7 +11,7 @@ use maud::html;
 use serde::Deserialize;
 use tokio::task::JoinSet;
 
-use super::{layout, segment, span, Visitor};
+use super::{layout, queue_path, segment, span, Visitor};
 use crate::state::AppState;
 
 /// Minutes the lateness columns cover.
@@ -130,7 +130,7 @@ pub async fn page(
                 tbody {
                     @for r in &rows {
                         tr data-queue=(r.name) {
-                            td { a href=(format!("/ui/queues/{}", segment(&r.name))) { (r.name) } }
+                            td { a href=(queue_path(&r.name)) { (r.name) } }
                             td.num data-state="delayed" { (r.stats.delayed) }
                             td.num data-state="ready" { (r.stats.ready) }
                             td.num data-state="in_flight" { (r.stats.in_flight) }
@@ -177,7 +177,7 @@ async fn rows(
         if filter.is_some_and(|f| !name.as_str().contains(f)) {
             continue;
         }
-        if let Ok(queue) = state.dq().queue(name.as_str()) {
+        if let Ok(queue) = state.queue(name.as_str()) {
             reads.spawn(row(queue));
         }
     }

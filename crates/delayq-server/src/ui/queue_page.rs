@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::chart::{self, Series};
 use super::session::Session;
-use super::{layout, segment, span, utc, Visitor};
+use super::{layout, queue_path, segment, span, utc, Visitor};
 use crate::api::browse::{preview, state_named, STATES};
 use crate::state::AppState;
 
@@ -55,12 +55,14 @@ async fn render(
     name: &str,
     query: &QueueQuery,
 ) -> Result<Markup, String> {
-    let queue = app.dq().queue(name).map_err(|e| e.to_string())?;
+    let queue = app.queue(name).map_err(|e| e.message().to_owned())?;
     let which = state_named(query.state.as_deref().unwrap_or("ready"))?;
-    let cursor = match query.cursor.as_deref() {
-        Some(c) => Some(Cursor::parse(c).map_err(|e| e.to_string())?),
-        None => None,
-    };
+    let cursor = query
+        .cursor
+        .as_deref()
+        .map(Cursor::parse)
+        .transpose()
+        .map_err(|e| e.to_string())?;
     let day = query.range.as_deref() == Some("24h");
     let minutes = if day { 1440 } else { 60 };
     let schedule_view = queue.schedules();
@@ -76,7 +78,7 @@ async fn render(
     let page = page.map_err(|e| e.to_string())?;
     let schedules = schedules.map_err(|e| e.to_string())?;
     let target = target.map_err(|e| e.to_string())?;
-    let base = format!("/ui/queues/{}", segment(name));
+    let base = queue_path(name);
     let count_of = |s: MessageState| match s {
         MessageState::Delayed => stats.delayed,
         MessageState::Ready => stats.ready,
@@ -322,12 +324,14 @@ pub async fn search_step(
     Query(query): Query<SearchQuery>,
 ) -> Response {
     let step = async {
-        let queue = app.dq().queue(&name).map_err(|e| e.to_string())?;
+        let queue = app.queue(&name).map_err(|e| e.message().to_owned())?;
         let which = state_named(&query.state)?;
-        let cursor = match query.cursor.as_deref() {
-            Some(c) => Some(Cursor::parse(c).map_err(|e| e.to_string())?),
-            None => None,
-        };
+        let cursor = query
+            .cursor
+            .as_deref()
+            .map(Cursor::parse)
+            .transpose()
+            .map_err(|e| e.to_string())?;
         queue
             .search(which, query.contains.as_bytes(), cursor.as_ref(), 500)
             .await
@@ -335,7 +339,7 @@ pub async fn search_step(
     };
     match step.await {
         Ok(page) => {
-            let base = format!("/ui/queues/{}", segment(&name));
+            let base = queue_path(&name);
             let messages: Vec<_> = page
                 .messages
                 .iter()
