@@ -126,25 +126,28 @@ impl Queue {
     /// meanwhile may be missed or seen twice.
     pub async fn list(&self, state: State, after: Option<&Cursor>, limit: usize) -> Result<Page> {
         check_count("a page", limit)?;
-        let (steps, k) = self.browse(state, after, limit, b"").await?;
+        let steps = self.browse(state, after, limit, b"").await?;
         // Merge the partitions' pages, take the first `limit`, and move each partition on by
         // what was taken from it.
         let mut all: Vec<(Order, usize, MessageInfo)> = Vec::new();
-        for (part, step) in steps.iter().enumerate() {
-            all.extend(step.found.iter().map(|(o, m)| (o.clone(), part, m.clone())));
+        // Per partition: how many it found, and where it goes on if all of them are taken.
+        let mut ends = Vec::with_capacity(steps.len());
+        for (part, step) in steps.into_iter().enumerate() {
+            ends.push((step.found.len(), step.next));
+            all.extend(step.found.into_iter().map(|(o, m)| (o, part, m)));
         }
         all.sort_by(|a, b| a.0.cmp(&b.0));
         all.truncate(limit);
-        let mut positions = Vec::with_capacity(k);
-        for (part, step) in steps.iter().enumerate() {
+        let mut positions = Vec::with_capacity(ends.len());
+        for (part, (found, next)) in ends.into_iter().enumerate() {
             let taken: Vec<&Order> = all
                 .iter()
                 .filter(|(_, p, _)| *p == part)
                 .map(|(o, _, _)| o)
                 .collect();
             let old = after.map_or(Position::Start, |c| c.position(part).clone());
-            let position = if taken.len() == step.found.len() {
-                step.next.clone()
+            let position = if taken.len() == found {
+                next
             } else {
                 match (taken.last(), old) {
                     (None, old) => old,
@@ -180,7 +183,7 @@ impl Queue {
         if needle.is_empty() {
             return Err(InvalidInput::Option("a search needs something to look for".into()).into());
         }
-        let (steps, _) = self.browse(state, after, budget, needle).await?;
+        let steps = self.browse(state, after, budget, needle).await?;
         let scanned = steps.iter().map(|s| s.scanned).sum();
         let mut found: Vec<(Order, MessageInfo)> = Vec::new();
         let mut positions = Vec::with_capacity(steps.len());
@@ -203,7 +206,7 @@ impl Queue {
         after: Option<&Cursor>,
         limit: usize,
         needle: &[u8],
-    ) -> Result<(Vec<Step>, usize)> {
+    ) -> Result<Vec<Step>> {
         let layout = self.known_layout().await?;
         let k = layout.count();
         if let Some(c) = after {
@@ -244,11 +247,7 @@ impl Queue {
                 read_step(reply, state)
             }
         });
-        let steps = join_all(steps)
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>>>()?;
-        Ok((steps, k))
+        join_all(steps).await.into_iter().collect()
     }
 }
 
