@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use delayq_server::auth::Tokens;
 use delayq_server::limits::Limits;
+use delayq_server::ui::segment;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -280,20 +281,10 @@ async fn the_dashboard_shows_the_queues_and_acts_on_them_in_a_real_browser() {
 
 /// `pairs` as an HTML form sends them.
 fn form_body(pairs: &[(&str, &str)]) -> String {
-    let encode = |text: &str| -> String {
-        text.bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                    char::from(b).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect()
-    };
+    // Percent-encoding every byte but the unreserved ones is valid form encoding too.
     pairs
         .iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .map(|(k, v)| format!("{}={}", segment(k), segment(v)))
         .collect::<Vec<_>>()
         .join("&")
 }
