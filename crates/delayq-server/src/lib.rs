@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //! * `server.rs`: [`server::run`], the entry point (listener, state, shutdown).
-//! * `state.rs`: what handlers share; `limits.rs`, `auth.rs`: what a request may do.
+//! * `state.rs`: what handlers share; `limits.rs`, `auth.rs`: what a request may do;
+//!   `front_door.rs`: what every request passes first (Host, origin) and every answer carries.
 //! * `api/`: the routes (`produce.rs`, `consume.rs`, `admin.rs`) and `wire.rs`, the JSON
 //!   shapes; `error.rs`: the one error shape every route answers with.
 //! * `metrics.rs`: Prometheus text at `/metrics`.
@@ -14,6 +15,7 @@ pub mod api;
 pub mod auth;
 pub mod embedded;
 pub mod error;
+pub mod front_door;
 pub mod limits;
 pub mod metrics;
 pub mod push;

@@ -11,6 +11,10 @@ use crate::error::{ApiError, ApiResult};
 pub struct Limits {
     /// Largest request body in bytes.
     pub max_body_bytes: usize,
+    /// Largest body of a route that carries no payload (receive, ack, nack without a new
+    /// payload, extend, release, settings, dead-letter actions): enough for a full batch of
+    /// receipts, not for megabytes.
+    pub max_control_body_bytes: usize,
     /// Most messages (or receipts) in one batch request.
     pub max_batch: usize,
     /// Longest long-poll `wait`.
@@ -28,17 +32,25 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Most connections open at once; more are closed as soon as they are accepted.
     pub max_connections: usize,
+    /// Most connections open at once from one peer address (`None`: no cap of its own);
+    /// `serve` sets it when it listens on a non-loopback address, so that one client cannot
+    /// take every slot.
+    pub max_connections_per_peer: Option<usize>,
+    /// Names besides loopback ones and IP addresses that a server without tokens answers
+    /// to, and origins whose state changes it takes (`front_door.rs`; `--allow-host`).
+    pub allowed_hosts: Vec<String>,
     /// Networks pushes may reach although they are loopback, private or link-local
     /// (`push/address.rs`); empty: only public addresses.
     pub push_allow: Vec<crate::push::address::Network>,
 }
 
 impl Default for Limits {
-    /// 16 MiB bodies, batches of 1000, 30 s waits, 12 h leases, delays up to delayq's own
+    /// 16 MiB bodies (256 KiB where no payload is carried), batches of 1000, 30 s waits, 12 h leases, delays up to delayq's own
     /// ten-year limit; 10 s for headers, 30 s for a body, 16 KiB heads, 4096 connections.
     fn default() -> Self {
         Limits {
             max_body_bytes: 16 * 1024 * 1024,
+            max_control_body_bytes: 256 * 1024,
             max_batch: delayq::MAX_BATCH,
             max_wait: Duration::from_secs(30),
             max_lease: Duration::from_secs(12 * 3600),
@@ -47,6 +59,8 @@ impl Default for Limits {
             body_timeout: Duration::from_secs(30),
             max_header_bytes: 16 * 1024,
             max_connections: 4096,
+            max_connections_per_peer: None,
+            allowed_hosts: Vec::new(),
             push_allow: Vec::new(),
         }
     }

@@ -8,10 +8,13 @@
 //! header timeout; a head is at most `max_header_bytes` (431 beyond); a body must arrive
 //! within the body timeout (408, in `api/wire.rs`); and beyond `max_connections` new
 //! connections are closed as soon as they are accepted, so a flood of them costs one file
-//! descriptor each for an instant, not a slot.
+//! descriptor each for an instant, not a slot; likewise beyond `max_connections_per_peer`
+//! from one address, so that one client cannot take every slot from the others.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -40,6 +43,7 @@ pub async fn run(
         .header_read_timeout(limits.header_timeout)
         .max_header_size(limits.max_header_bytes);
     let open = Arc::new(Semaphore::new(limits.max_connections));
+    let peers = Arc::new(PeerCounts::default());
     let graceful = GracefulShutdown::new();
     let pusher = match crate::push::runtime::Clients::new(crate::push::address::AddressPolicy::new(
         limits.push_allow.clone(),
@@ -70,8 +74,8 @@ pub async fn run(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors, most likely: wait for some to close.
                 tracing::warn!(error = %e, "cannot accept a connection");
@@ -84,12 +88,23 @@ pub async fn run(
             drop(stream);
             continue;
         };
+        let peer_slot = match limits.max_connections_per_peer {
+            Some(cap) => match PeerCounts::take(&peers, peer.ip(), cap) {
+                Some(taken) => Some(taken),
+                None => {
+                    drop(stream);
+                    continue;
+                }
+            },
+            None => None,
+        };
         let _ = stream.set_nodelay(true);
         let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
         tokio::spawn(async move {
             // A client that goes away mid-request is its own problem, not the server's.
             let _ = conn.await;
             drop(slot);
+            drop(peer_slot);
         });
     }
     drop(listener);
@@ -100,4 +115,44 @@ pub async fn run(
         let _ = pusher.await;
     }
     Ok(())
+}
+
+/// Connections open per client address.
+#[derive(Default)]
+struct PeerCounts(Mutex<HashMap<IpAddr, usize>>);
+
+/// One connection's place in its address's count, given back when dropped.
+struct PeerSlot {
+    counts: Arc<PeerCounts>,
+    ip: IpAddr,
+}
+
+impl PeerCounts {
+    /// A slot for a connection from `ip`, if it has fewer than `cap` open.
+    fn take(counts: &Arc<PeerCounts>, ip: IpAddr, cap: usize) -> Option<PeerSlot> {
+        let mut open = counts.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(ip).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot {
+            counts: counts.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut open = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                // Only addresses with connections open are kept: the map cannot grow
+                // with the number of clients ever seen.
+                open.remove(&self.ip);
+            }
+        }
+    }
 }

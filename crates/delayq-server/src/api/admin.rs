@@ -6,14 +6,14 @@ use axum::extract::State;
 use super::query::Query;
 
 use super::path::Path;
-use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::Json;
 use delayq::{DeadLetter, Stats};
 use serde::{Deserialize, Serialize};
 
-use super::wire::{errors_out, parse, Body, DurationArg, ErrorOut, PayloadOut};
-use crate::auth::Role;
+use super::access::{AdminRole, Authorized};
+use super::body::{parse, JsonBody};
+use super::wire::{errors_out, DurationArg, ErrorOut, PayloadOut};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
 use utoipa::{IntoParams, ToSchema};
@@ -68,9 +68,8 @@ struct QueuesOut {
 #[utoipa::path(get, path = "/v1/queues", tag = "admin", responses((status = 200, body = QueuesOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn queues(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    _: Authorized<AdminRole>,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let mut out = Vec::new();
     for name in state.dq().queues().await? {
         out.push(StatsOut::of(&state.queue(name.as_str())?).await?);
@@ -82,10 +81,9 @@ pub async fn queues(
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn stats(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     Ok(Json(StatsOut::of(&state.queue(&queue)?).await?))
 }
 
@@ -103,11 +101,10 @@ pub struct CreateQueue {
 #[utoipa::path(put, path = "/v1/queues/{queue}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = CreateQueue, responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let create: CreateQueue = parse(&body)?;
     let q = state.dq().create_queue(&queue, create.partitions).await?;
     Ok(Json(StatsOut::of(&q).await?))
@@ -119,10 +116,12 @@ pub async fn create(
 #[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn pause(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
+    // Takes no body, but refuses a form's like every JSON route (`api/body.rs`).
+    _: JsonBody,
 ) -> ApiResult<impl IntoResponse> {
-    set_paused(&state, &queue, &headers, true).await
+    set_paused(&state, &queue, true).await
 }
 
 /// `POST /v1/queues/{queue}/resume`: consumers are given messages again at once. Answers
@@ -130,19 +129,15 @@ pub async fn pause(
 #[utoipa::path(post, path = "/v1/queues/{queue}/resume", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn resume(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
+    // Takes no body, but refuses a form's like every JSON route (`api/body.rs`).
+    _: JsonBody,
 ) -> ApiResult<impl IntoResponse> {
-    set_paused(&state, &queue, &headers, false).await
+    set_paused(&state, &queue, false).await
 }
 
-async fn set_paused(
-    state: &AppState,
-    queue: &str,
-    headers: &HeaderMap,
-    paused: bool,
-) -> ApiResult<Json<StatsOut>> {
-    state.authorize(headers, Role::Admin)?;
+async fn set_paused(state: &AppState, queue: &str, paused: bool) -> ApiResult<Json<StatsOut>> {
     let q = state.queue(queue)?;
     match paused {
         true => q.pause().await?,
@@ -198,11 +193,10 @@ where
 #[utoipa::path(patch, path = "/v1/queues/{queue}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = QueueSettings, responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn configure(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let settings: QueueSettings = parse(&body)?;
     let q = state.queue(&queue)?;
     let mut changes = Vec::new();
@@ -266,11 +260,10 @@ struct DeadListOut {
 #[utoipa::path(get, path = "/v1/queues/{queue}/dead", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), Page), responses((status = 200, body = DeadListOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn dead_list(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
     Query(page): Query<Page>,
-    headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let q = state.queue(&queue)?;
     let limit = page.limit.unwrap_or(100);
     state.limits().check_batch(limit)?;
@@ -301,22 +294,22 @@ struct CountOut {
 #[utoipa::path(post, path = "/v1/queues/{queue}/requeue", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = Which, responses((status = 200, body = CountOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn requeue(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<impl IntoResponse> {
-    one_or_all(&state, &queue, &headers, &body, Action::Requeue).await
+    one_or_all(&state, &queue, &body, Action::Requeue).await
 }
 
 /// `POST /v1/queues/{queue}/purge` with `{"id"}` or `{"all": true}`: dead letters deleted.
 #[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = Which, responses((status = 200, body = CountOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn purge(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<impl IntoResponse> {
-    one_or_all(&state, &queue, &headers, &body, Action::Purge).await
+    one_or_all(&state, &queue, &body, Action::Purge).await
 }
 
 #[derive(Clone, Copy)]
@@ -328,11 +321,9 @@ enum Action {
 async fn one_or_all(
     state: &AppState,
     queue: &str,
-    headers: &HeaderMap,
     body: &[u8],
     action: Action,
 ) -> ApiResult<Json<CountOut>> {
-    state.authorize(headers, Role::Admin)?;
     let q = state.queue(queue)?;
     let dead = q.dead_letters();
     let count = match (parse::<Which>(body)?, action) {

@@ -7,13 +7,13 @@
 use axum::extract::State;
 
 use super::query::Query;
-use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::Json;
 use delayq::{Cursor, MessageInfo, PayloadKind};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::access::{AnyRole, Authorized};
 use super::path::Path;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
@@ -136,11 +136,10 @@ pub fn parse_state(text: &str) -> ApiResult<delayq::State> {
 #[utoipa::path(get, path = "/v1/queues/{queue}/messages", tag = "browse", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), ListQuery), responses((status = 200, body = ListOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
+    _: Authorized<AnyRole>,
     Path(queue): Path<String>,
     Query(query): Query<ListQuery>,
-    headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authenticate(&headers)?;
     let q = state.queue(&queue)?;
     let which = parse_state(&query.state)?;
     let cursor = query.cursor.as_deref().map(Cursor::parse).transpose()?;

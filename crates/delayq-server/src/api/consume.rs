@@ -10,14 +10,15 @@ use std::time::Duration;
 use axum::extract::State;
 
 use super::path::Path;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use delayq::{Delivery, NackOutcome, Next, QueueSet, Receipt, ReceiveOptions};
 use serde::{Deserialize, Serialize};
 
-use super::wire::{parse, Body, DurationArg, PayloadOut};
-use crate::auth::Role;
+use super::access::{Authorized, ConsumeRole};
+use super::body::{parse, JsonBody, JsonPayload};
+use super::wire::{DurationArg, PayloadOut};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
 use utoipa::ToSchema;
@@ -96,11 +97,10 @@ struct ReceiveOut {
     responses((status = 200, body = ReceiveOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn receive(
     State(state): State<AppState>,
+    _: Authorized<ConsumeRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Consume)?;
     let q = state.queue(&queue)?;
     let req: ReceiveBody = parse(&body)?;
     let options = receive_options(&state, req.max, req.lease.as_ref(), req.wait.as_ref())?;
@@ -114,10 +114,9 @@ pub async fn receive(
     responses((status = 200, body = ReceiveOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn receive_many(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    Body(body): Body,
+    _: Authorized<ConsumeRole>,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Consume)?;
     let req: ReceiveManyBody = parse(&body)?;
     let set = match (req.queues, req.weights) {
         (Some(names), None) => QueueSet::strict(
@@ -271,11 +270,10 @@ fn as_settled(flags: Vec<bool>) -> Vec<Option<u64>> {
     responses((status = 200, body = SettledOut, description = "Many receipts: a result each"), (status = 204, description = "One receipt: settled"), (status = 409, body = ErrorBody, description = "One receipt: its lease was lost"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn ack(
     State(state): State<AppState>,
+    _: Authorized<ConsumeRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
-    state.authorize(&headers, Role::Consume)?;
     let q = state.queue(&queue)?;
     let (receipts, single) = parse::<Receipts>(&body)?.parse(&state)?;
     let acked = q.ack_receipts(&receipts).await?;
@@ -287,11 +285,10 @@ pub async fn ack(
     responses((status = 200, body = SettledOut, description = "Many receipts: a result each"), (status = 204, description = "One receipt: settled"), (status = 409, body = ErrorBody, description = "One receipt: its lease was lost"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn release(
     State(state): State<AppState>,
+    _: Authorized<ConsumeRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
-    state.authorize(&headers, Role::Consume)?;
     let q = state.queue(&queue)?;
     let (receipts, single) = parse::<Receipts>(&body)?.parse(&state)?;
     let released = q.release_receipts(&receipts).await?;
@@ -303,11 +300,10 @@ pub async fn release(
     responses((status = 200, body = SettledOut, description = "Many receipts: a result each"), (status = 204, description = "One receipt: settled"), (status = 409, body = ErrorBody, description = "One receipt: its lease was lost"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn extend(
     State(state): State<AppState>,
+    _: Authorized<ConsumeRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
-    state.authorize(&headers, Role::Consume)?;
     let q = state.queue(&queue)?;
     let req: Receipts = parse(&body)?;
     let lease = match &req.lease {
@@ -353,11 +349,10 @@ struct NackOut {
     responses((status = 200, body = NackOut), (status = 409, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn nack(
     State(state): State<AppState>,
+    _: Authorized<ConsumeRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonPayload(body): JsonPayload,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Consume)?;
     let q = state.queue(&queue)?;
     let req: NackBody = parse(&body)?;
     let receipt: Receipt = req.receipt.parse()?;

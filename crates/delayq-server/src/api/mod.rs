@@ -18,7 +18,9 @@
 //! | `GET /openapi.json` (this table, as OpenAPI 3.1), `GET /readyz` (Redis answers) | any |
 //! | `GET /healthz` (process up) | none |
 
+pub mod access;
 mod admin;
+pub mod body;
 pub mod browse;
 mod consume;
 mod path;
@@ -45,28 +47,32 @@ use crate::state::AppState;
 /// The router with every route, built together with its OpenAPI document (served at
 /// `/openapi.json`), so that the two cannot disagree.
 pub fn router(state: AppState) -> Router {
-    let body_limit = state.limits().max_body_bytes;
-    let body_timeout = wire::BodyTimeout(state.limits().body_timeout);
+    let limits = state.limits();
+    let body_limit = limits.max_body_bytes;
+    let body_rules = body::BodyRules {
+        timeout: limits.body_timeout,
+        payload_limit: limits.max_body_bytes,
+        control_limit: limits.max_control_body_bytes.min(limits.max_body_bytes),
+    };
     let (router, api) = routes().split_for_parts();
     let api = Arc::new(api);
     router
         .route(
             "/openapi.json",
-            get(
-                move |State(state): State<AppState>, headers: axum::http::HeaderMap| {
-                    let api = api.clone();
-                    async move {
-                        state.authenticate(&headers)?;
-                        Ok::<_, ApiError>(Json(api.as_ref().clone()))
-                    }
-                },
-            ),
+            get(move |_: access::Authorized<access::AnyRole>| {
+                let api = api.clone();
+                async move { Json(api.as_ref().clone()) }
+            }),
         )
         .merge(crate::ui::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
-        .layer(axum::Extension(body_timeout))
+        .layer(axum::Extension(body_rules))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::front_door::guard,
+        ))
         .with_state(state)
 }
 
@@ -143,11 +149,8 @@ async fn healthz() -> impl IntoResponse {
         (status = 503, body = ErrorBody)))]
 async fn readyz(
     State(state): State<AppState>,
-    headers: axum::http::HeaderMap,
+    _: access::Authorized<access::AnyRole>,
 ) -> impl IntoResponse {
-    if let Err(e) = state.authenticate(&headers) {
-        return e.into_response();
-    }
     match state.queue("readyz") {
         Ok(q) => match q.stats().await {
             Ok(_) => Json(serde_json::json!({ "status": "ready" })).into_response(),
@@ -171,9 +174,8 @@ async fn method_not_allowed() -> ApiError {
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn metrics(
     State(state): State<AppState>,
-    headers: axum::http::HeaderMap,
+    _: access::Authorized<access::AdminRole>,
 ) -> Result<impl IntoResponse, ApiError> {
-    state.authorize(&headers, crate::auth::Role::Admin)?;
     let Some(handle) = state.metrics() else {
         return Err(ApiError::not_found("metrics are off"));
     };

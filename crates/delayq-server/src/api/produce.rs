@@ -5,16 +5,17 @@ use axum::extract::State;
 use super::query::Query;
 
 use super::path::Path;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use delayq::{CancelOutcome, Message, MessageInfo, PayloadKind, Sent};
 use serde::{Deserialize, Serialize};
 
+use super::access::{Authorized, SendRole};
+use super::body::{parse, Body, JsonBody, JsonPayload};
 use super::wire::{
-    errors_out, parse, Body, ErrorOut, PayloadOut, RawPayload, ScheduleArgs, SendBody, SendQuery,
+    errors_out, ErrorOut, PayloadOut, RawPayload, ScheduleArgs, SendBody, SendQuery,
 };
-use crate::auth::Role;
 use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -51,14 +52,14 @@ impl From<Sent> for SentOut {
         (status = 413, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn send(
     State(state): State<AppState>,
+    _: Authorized<SendRole>,
     Path(queue): Path<String>,
     Query(query): Query<SendQuery>,
     headers: HeaderMap,
     Body(body): Body,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Send)?;
     let q = state.queue(&queue)?;
-    let (payload, options) = if is_json(&headers) {
+    let (payload, options) = if super::body::is_json(&headers) {
         if !query.is_empty() {
             return Err(ApiError::bad_request(
                 "invalid_option",
@@ -82,14 +83,6 @@ pub async fn send(
     Ok((status, Json(SentOut::from(sent))))
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
-}
-
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct BatchBody {
@@ -108,11 +101,10 @@ struct BatchOut {
     responses((status = 200, body = BatchOut), (status = 413, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn send_batch(
     State(state): State<AppState>,
+    _: Authorized<SendRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonPayload(body): JsonPayload,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Send)?;
     let q = state.queue(&queue)?;
     let batch: BatchBody = parse(&body)?;
     state.limits().check_batch(batch.messages.len())?;
@@ -171,10 +163,9 @@ impl From<MessageInfo> for MessageOut {
     responses((status = 200, body = MessageOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
+    _: Authorized<SendRole>,
     Path((queue, id)): Path<(String, String)>,
-    headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Send)?;
     let q = state.queue(&queue)?;
     match q.get(&id).await? {
         Some(info) => Ok(Json(MessageOut::from(info))),
@@ -195,10 +186,9 @@ struct CancelOut {
         (status = 409, body = ErrorBody, description = "In flight or dead: left alone"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn cancel(
     State(state): State<AppState>,
+    _: Authorized<SendRole>,
     Path((queue, id)): Path<(String, String)>,
-    headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Send)?;
     let q = state.queue(&queue)?;
     match q.cancel(&id).await? {
         CancelOutcome::Cancelled(s) => Ok(Json(CancelOut {
@@ -228,11 +218,10 @@ struct RescheduledOut {
         (status = 409, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn reschedule(
     State(state): State<AppState>,
+    _: Authorized<SendRole>,
     Path((queue, id)): Path<(String, String)>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Send)?;
     let q = state.queue(&queue)?;
     let schedule = parse::<ScheduleArgs>(&body)?.schedule(state.limits())?;
     let due_ms = q.reschedule(&id, schedule).await?;

@@ -6,16 +6,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::access::{AdminRole, Authorized};
 use super::admin::RateLimitArg;
+use super::body::{parse, JsonBody};
 use super::path::Path;
-use super::wire::{parse, Body, DurationArg};
-use crate::auth::Role;
+use super::wire::DurationArg;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::push::address::{check_url, AddressPolicy};
 use crate::push::target::{self, PushTarget};
@@ -87,11 +87,10 @@ impl From<PushTarget> for PushOut {
     responses((status = 200, body = PushOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn put(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let body: PushBody = parse(&body)?;
     let q = state.queue(&queue)?;
     let existing = target::load(state.dq(), &q).await?;
@@ -134,10 +133,9 @@ pub async fn put(
     responses((status = 200, body = PushOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let q = state.queue(&queue)?;
     let target = target::load(state.dq(), &q)
         .await?
@@ -150,10 +148,9 @@ pub async fn get(
     responses((status = 204), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let q = state.queue(&queue)?;
     if !target::remove(state.dq(), &q).await? {
         return Err(ApiError::not_found(format!("{queue} has no push target")));

@@ -3,7 +3,6 @@
 //! without anything else to run.
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::Json;
 use delayq::{MissedTicks, Recurrence, ScheduleInfo};
@@ -11,11 +10,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
+use super::access::{AdminRole, Authorized};
+use super::body::{parse, JsonPayload};
 use super::path::Path;
-use super::wire::{
-    parse, present, required_payload, BackoffArg, Body, DurationArg, MessageOptions, PayloadOut,
-};
-use crate::auth::Role;
+use super::wire::{present, required_payload, BackoffArg, DurationArg, MessageOptions, PayloadOut};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
 
@@ -117,10 +115,9 @@ struct Deleted {
     responses((status = 200, body = ScheduleList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path(queue): Path<String>,
-    headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let q = state.queue(&queue)?;
     let schedules = q.schedules().list().await?;
     Ok(Json(ScheduleList {
@@ -134,11 +131,10 @@ pub async fn list(
     responses((status = 200, body = ScheduleOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn put(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path((queue, name)): Path<(String, String)>,
-    headers: HeaderMap,
-    Body(body): Body,
+    JsonPayload(body): JsonPayload,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let body: ScheduleBody = parse(&body)?;
     let q = state.queue(&queue)?;
     let recurrence = match (body.cron, body.every) {
@@ -183,10 +179,9 @@ pub async fn put(
     responses((status = 200, body = ScheduleOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path((queue, name)): Path<(String, String)>,
-    headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let q = state.queue(&queue)?;
     let info = q
         .schedules()
@@ -202,10 +197,9 @@ pub async fn get(
     responses((status = 200, body = Deleted), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
+    _: Authorized<AdminRole>,
     Path((queue, name)): Path<(String, String)>,
-    headers: HeaderMap,
 ) -> ApiResult<impl IntoResponse> {
-    state.authorize(&headers, Role::Admin)?;
     let q = state.queue(&queue)?;
     if !q.schedules().delete(&name).await? {
         return Err(ApiError::not_found(format!(

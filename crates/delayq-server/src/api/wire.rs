@@ -5,8 +5,6 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
 use base64::Engine;
 use delayq::{Backoff, PayloadKind, Schedule, SendOptions, MAX_PRIORITY};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -17,53 +15,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::limits::Limits;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
-
-/// A request body, read whole; over the body limit it is a 413 in the API's error shape, and
-/// one that does not arrive within [`BodyTimeout`] a 408.
-pub struct Body(pub Bytes);
-
-/// How long a body may take to arrive (a request extension set by the router).
-#[derive(Debug, Clone, Copy)]
-pub struct BodyTimeout(pub Duration);
-
-impl<S: Send + Sync> FromRequest<S> for Body {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let limit = req.extensions().get::<BodyTimeout>().map(|t| t.0);
-        let read = Bytes::from_request(req, state);
-        let read = match limit {
-            Some(limit) => tokio::time::timeout(limit, read).await.map_err(|_| {
-                ApiError::new(
-                    axum::http::StatusCode::REQUEST_TIMEOUT,
-                    "body_timeout",
-                    format!(
-                        "the request body did not arrive within {}",
-                        humantime::format_duration(limit)
-                    ),
-                )
-            })?,
-            None => read.await,
-        };
-        match read {
-            Ok(bytes) => Ok(Body(bytes)),
-            Err(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => Err(
-                ApiError::too_large("body_too_large", "the request body is over the limit"),
-            ),
-            Err(e) => Err(ApiError::bad_request("bad_body", e.body_text())),
-        }
-    }
-}
-
-/// Parses a JSON body; an empty body is `{}`.
-pub fn parse<T: for<'de> Deserialize<'de>>(body: &[u8]) -> ApiResult<T> {
-    let body = if body.iter().all(u8::is_ascii_whitespace) {
-        b"{}".as_slice()
-    } else {
-        body
-    };
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request("malformed_json", e.to_string()))
-}
 
 /// A duration: a number of milliseconds, or text such as `"15m"`, `"1h 30m"`, `"250ms"`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]

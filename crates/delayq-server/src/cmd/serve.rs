@@ -63,6 +63,15 @@ pub struct ServeArgs {
     /// Most connections open at once.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
+    /// Names (besides loopback names and IP addresses) this server answers to, comma-separated:
+    /// without tokens, requests naming another host are refused (DNS rebinding), and state
+    /// changes are taken from pages of these origins (behind a proxy, its public name).
+    #[arg(long, env = "DELAYQ_ALLOW_HOST", value_delimiter = ',')]
+    allow_host: Vec<String>,
+    /// Most connections from one client address at once, when listening on a non-loopback
+    /// address (0: no cap of its own).
+    #[arg(long, default_value_t = 256)]
+    max_connections_per_peer: usize,
     /// Networks push targets may be in although they are loopback, private or link-local
     /// (comma-separated, e.g. 10.1.0.0/16,127.0.0.1): by default pushes go to public
     /// addresses only.
@@ -102,6 +111,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
         max_connections: args.max_connections,
+        max_connections_per_peer: (!args.listen.ip().is_loopback()
+            && args.max_connections_per_peer > 0)
+            .then_some(args.max_connections_per_peer),
+        allowed_hosts: args.allow_host.clone(),
         push_allow: args.push_allow.clone(),
         ..Limits::default()
     };

@@ -9,6 +9,7 @@ mod browser;
 mod cli;
 mod consume;
 mod errors;
+mod front_door;
 mod metrics;
 mod openapi;
 mod partitions;

@@ -44,7 +44,7 @@ async fn headers_trickled_in_slowly_are_cut_off_at_the_header_timeout() {
     let started = Instant::now();
     // One header line every 100 ms, never the blank line that ends them.
     let trickle = async {
-        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             .await?;
         for i in 0..100 {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -109,7 +109,7 @@ async fn huge_headers_are_a_431() {
     let s = TestServer::start().await;
     let mut conn = connect(&s).await;
     let big = "x".repeat(64 * 1024);
-    let request = format!("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {big}\r\n\r\n");
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: {big}\r\n\r\n");
     let _ = conn.write_all(request.as_bytes()).await;
     let answer = until_closed(&mut conn, Duration::from_secs(5))
         .await
@@ -121,7 +121,7 @@ async fn huge_headers_are_a_431() {
 async fn a_body_that_never_finishes_is_a_408_at_the_body_timeout() {
     let s = TestServer::start_with(tight(), Tokens::default()).await;
     let mut conn = connect(&s).await;
-    let head = "POST /v1/queues/q/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"payload\":";
+    let head = "POST /v1/queues/q/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"payload\":";
     conn.write_all(head.as_bytes()).await.expect("write");
     let started = Instant::now();
     let answer = until_closed(&mut conn, Duration::from_secs(5))
