@@ -19,6 +19,7 @@ pub mod front_door;
 pub mod limits;
 pub mod metrics;
 pub mod push;
+pub mod rfc3339;
 pub mod server;
 pub mod state;
 pub mod ui;

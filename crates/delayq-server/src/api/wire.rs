@@ -53,16 +53,8 @@ impl TimeArg {
     pub fn unix_ms(&self, field: &str) -> ApiResult<u64> {
         match self {
             TimeArg::Millis(ms) => Ok(*ms),
-            TimeArg::Text(text) => humantime::parse_rfc3339_weak(text)
-                .ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map(|d| d.as_millis() as u64)
-                .ok_or_else(|| {
-                    ApiError::bad_request(
-                        "invalid_time",
-                        format!("{field}: {text:?} is not an RFC 3339 time"),
-                    )
-                }),
+            TimeArg::Text(text) => crate::rfc3339::unix_ms(text)
+                .map_err(|e| ApiError::bad_request("invalid_time", format!("{field}: {e}"))),
         }
     }
 }

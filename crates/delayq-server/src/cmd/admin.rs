@@ -24,7 +24,7 @@ pub enum AdminCommand {
         #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "at")]
         delay: Option<Duration>,
         /// Due at this time (RFC 3339, e.g. 2026-12-01T09:00:00Z).
-        #[arg(long, value_parser = humantime::parse_rfc3339_weak)]
+        #[arg(long, value_parser = delayq_server::rfc3339::system_time)]
         at: Option<std::time::SystemTime>,
         /// Your own id (idempotent send; cancel by it later).
         #[arg(long)]
@@ -71,7 +71,7 @@ pub enum AdminCommand {
         id: String,
         #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "at", required_unless_present = "at")]
         delay: Option<Duration>,
-        #[arg(long, value_parser = humantime::parse_rfc3339_weak)]
+        #[arg(long, value_parser = delayq_server::rfc3339::system_time)]
         at: Option<std::time::SystemTime>,
     },
     /// Counts per state of one queue, or of every queue.

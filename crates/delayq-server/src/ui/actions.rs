@@ -189,9 +189,13 @@ pub async fn message_action(
     }
 }
 
-/// A `datetime-local` value (`2026-11-23T18:30` or with seconds), read as UTC, in ms.
+/// A `datetime-local` value (`2026-11-23T18:30` or with seconds), read as UTC, or a full
+/// RFC 3339 time with its offset; in ms.
 fn parse_utc(text: &str) -> Option<u64> {
     let text = text.trim();
+    if let Ok(ms) = crate::rfc3339::unix_ms(text) {
+        return Some(ms);
+    }
     let with_seconds = if text.len() == 16 {
         format!("{text}:00")
     } else {
@@ -211,6 +215,7 @@ mod tests {
     fn datetime_local_values_read_as_utc() {
         assert_eq!(parse_utc("1970-01-01T00:01"), Some(60_000));
         assert_eq!(parse_utc("1970-01-01T00:00:02"), Some(2_000));
+        assert_eq!(parse_utc("1970-01-01T01:00:02+01:00"), Some(2_000));
         assert_eq!(parse_utc("tomorrow"), None);
     }
 }

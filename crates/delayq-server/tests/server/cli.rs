@@ -83,6 +83,18 @@ fn send_get_cancel_and_reschedule() {
         ],
     );
     assert_eq!(moved["due_ms"], 1_893_456_000_000u64);
+    // Any RFC 3339 offset and fraction means the instant it names.
+    let moved = json(
+        &redis,
+        &[
+            "reschedule",
+            "orders",
+            "close-1",
+            "--at",
+            "2030-01-01T10:00:00.123+05:45",
+        ],
+    );
+    assert_eq!(moved["due_ms"], 1_893_471_300_123u64);
     let cancelled = json(&redis, &["cancel", "orders", "close-1"]);
     assert_eq!(cancelled["cancelled"], true);
     assert!(fails(&redis, &["get", "orders", "close-1"]).contains("not found"));

@@ -201,3 +201,54 @@ async fn a_delayed_message_is_delivered_when_due_not_before() {
         "delivered when due, not at the wait's end"
     );
 }
+
+/// RFC 3339 times with any offset and fraction of a second mean the instant they name
+/// (expected values computed with Python's `datetime.fromisoformat`).
+#[tokio::test]
+async fn deliver_at_reads_any_rfc3339_offset() {
+    let s = TestServer::start().await;
+    let cases = [
+        ("2030-01-01T10:00:00Z", 1_893_492_000_000u64),
+        ("2030-01-01T10:00:00+02:00", 1_893_484_800_000),
+        ("2030-01-01T10:00:00-05:00", 1_893_510_000_000),
+        ("2030-01-01T10:00:00.5-03:30", 1_893_504_600_500),
+        ("2030-01-01T10:00:00.123+05:45", 1_893_471_300_123),
+        ("2030-01-01t10:00:00.123456789z", 1_893_492_000_123),
+    ];
+    for (i, (at, due_ms)) in cases.iter().enumerate() {
+        let id = format!("m{i}");
+        let (status, body) = s
+            .post(
+                "/v1/queues/tz/messages",
+                json!({ "payload": 1, "id": id, "deliver_at": at }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{at}: {body}");
+        assert_eq!(body["due_ms"], *due_ms, "{at}");
+        let (status, body) = s
+            .post(
+                &format!("/v1/queues/tz/messages/{id}/reschedule"),
+                json!({ "deliver_at": at }),
+            )
+            .await;
+        assert_eq!(
+            (status, &body["due_ms"]),
+            (StatusCode::OK, &json!(due_ms)),
+            "{at}"
+        );
+    }
+    for bad in [
+        "2030-01-01T10:00:00",
+        "2030-01-01 10:00:00+25:00",
+        "2030-02-30T10:00:00Z",
+        "1969-12-31T23:59:59Z",
+    ] {
+        let answer = s
+            .post(
+                "/v1/queues/tz/messages",
+                json!({ "payload": 1, "deliver_at": bad }),
+            )
+            .await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_time");
+    }
+}
