@@ -570,6 +570,11 @@ impl Queue {
     /// Changes the queue's settings ([`Setting`]), all of them or, if one is refused, none.
     /// Each partition takes them in one call; if one of those fails, configure again.
     pub async fn configure(&self, settings: &[Setting]) -> Result<()> {
+        // Checked before the layout is read, which records one for a queue not used yet: a
+        // refused setting must not create the queue.
+        for setting in settings {
+            setting.fields(1)?;
+        }
         let layout = self.layout().await?;
         let parts = layout.count() as u16;
         let mut fields = Vec::new();

@@ -522,6 +522,105 @@ async fn names_and_ids_cannot_break_out_of_the_key_space() {
     assert_eq!(message["state"], "delayed", "{message}");
 }
 
+/// A refused change of settings writes nothing: the queue it names is not created (not
+/// listed, its partition count not pinned to 1).
+#[tokio::test]
+async fn refused_settings_create_no_queue() {
+    let s = TestServer::start().await;
+    let before = all_keys(&s);
+    for settings in [
+        json!({ "rate_limit": { "per_second": 0 } }),
+        json!({ "rate_limit": { "per_second": 5, "burst": 0 } }),
+        json!({ "idempotency_window": "400days" }),
+        json!({ "idempotency_window": "1h", "rate_limit": { "per_second": 0 } }),
+    ] {
+        let answer = s
+            .call(Method::PATCH, "/v1/queues/fresh", Some(settings.clone()))
+            .await;
+        assert_eq!(
+            answer.0,
+            StatusCode::BAD_REQUEST,
+            "{settings}: {}",
+            answer.1
+        );
+        assert_eq!(all_keys(&s), before, "{settings} wrote a key");
+    }
+    // Other refusals (a 400 or a 404) on a queue never used write nothing either.
+    let receipt = "0123456789abcdef01234567gnope";
+    for (method, path, body) in [
+        (
+            Method::PUT,
+            "/v1/queues/fresh",
+            Some(json!({ "partitions": 0 })),
+        ),
+        (
+            Method::PUT,
+            "/v1/queues/fresh",
+            Some(json!({ "partitions": 300 })),
+        ),
+        (
+            Method::PUT,
+            "/v1/queues/fresh/schedules/s",
+            Some(json!({ "cron": "not a cron", "payload": 1 })),
+        ),
+        (
+            Method::POST,
+            "/v1/queues/fresh/requeue",
+            Some(json!({ "id": "nope" })),
+        ),
+        (
+            Method::POST,
+            "/v1/queues/fresh/purge",
+            Some(json!({ "id": "nope" })),
+        ),
+        (Method::DELETE, "/v1/queues/fresh/messages/nope", None),
+        (
+            Method::POST,
+            "/v1/queues/fresh/messages/nope/reschedule",
+            Some(json!({ "delay": "1s" })),
+        ),
+        (
+            Method::POST,
+            "/v1/queues/fresh/ack",
+            Some(json!({ "receipt": receipt })),
+        ),
+        (
+            Method::POST,
+            "/v1/queues/fresh/nack",
+            Some(json!({ "receipt": receipt })),
+        ),
+        (
+            Method::POST,
+            "/v1/queues/fresh/messages",
+            Some(json!({ "payload": 1, "priority": 10 })),
+        ),
+        (Method::DELETE, "/v1/queues/fresh/schedules/s", None),
+    ] {
+        let answer = s.call(method.clone(), path, body).await;
+        assert!(
+            answer.0.is_client_error(),
+            "{method} {path}: {} {}",
+            answer.0,
+            answer.1
+        );
+        assert_eq!(all_keys(&s), before, "{method} {path} wrote a key");
+    }
+    let (_, listed) = s.get("/v1/queues").await;
+    assert_eq!(listed["queues"], json!([]), "{listed}");
+    let (status, body) = s
+        .call(
+            Method::PUT,
+            "/v1/queues/fresh",
+            Some(json!({ "partitions": 4 })),
+        )
+        .await;
+    assert_eq!(
+        (status, &body["partitions"]),
+        (StatusCode::OK, &json!(4)),
+        "{body}"
+    );
+}
+
 /// Every key in Redis, sorted.
 fn all_keys(s: &TestServer) -> Vec<String> {
     let mut keys: Vec<String> = s
