@@ -55,6 +55,10 @@ pub(crate) struct Shared {
     sentinels: Option<Arc<Sentinels>>,
     /// How replacements connect.
     config: ConnectionManagerConfig,
+    /// Longest one call may take, a reconnect included (the response timeout): a Redis that
+    /// accepts connections but never answers (frozen) would otherwise hold a call for every
+    /// connect attempt of the reconnect behind it.
+    deadline: Duration,
     /// The connection in use.
     current: RwLock<Current>,
     /// Sentinel lookups: at most one at a time, and not more often than [`LOOKUP_EVERY`].
@@ -198,6 +202,7 @@ impl Shared {
         Ok(Shared {
             sentinels,
             config: cfg.set_connection_timeout(Some(impatient)),
+            deadline: config.response_timeout,
             current: RwLock::new(Current {
                 generation: 0,
                 manager,
@@ -356,7 +361,9 @@ impl Conn {
         pipe: &Pipeline,
     ) -> redis::RedisResult<Vec<Value>> {
         let result = match self {
-            Conn::Single { manager, .. } => pipe.query_async(manager).await,
+            Conn::Single { manager, owner, .. } => {
+                bounded(owner.deadline, pipe.query_async(manager)).await
+            }
             Conn::Cluster(conn) => {
                 let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
                 conn.route_pipeline(pipe.clone(), 0, pipe.len(), route)
@@ -385,10 +392,12 @@ impl Conn {
         // The replies to MULTI and to each queued command are skipped; EXEC's is kept.
         let (offset, count) = (transaction.len() + 1, 1);
         let replies = match self {
-            Conn::Single { manager, .. } => {
-                manager
-                    .req_packed_commands(transaction, offset, count)
-                    .await
+            Conn::Single { manager, owner, .. } => {
+                bounded(
+                    owner.deadline,
+                    manager.req_packed_commands(transaction, offset, count),
+                )
+                .await
             }
             Conn::Cluster(conn) => {
                 let mut route =
@@ -456,7 +465,9 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let result = match self {
-                Conn::Single { manager, .. } => manager.req_packed_command(cmd).await,
+                Conn::Single { manager, owner, .. } => {
+                    bounded(owner.deadline, manager.req_packed_command(cmd)).await
+                }
                 Conn::Cluster(conn) => conn.req_packed_command(cmd).await,
             };
             self.check(result)
@@ -471,8 +482,12 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             let result = match self {
-                Conn::Single { manager, .. } => {
-                    manager.req_packed_commands(pipeline, offset, count).await
+                Conn::Single { manager, owner, .. } => {
+                    bounded(
+                        owner.deadline,
+                        manager.req_packed_commands(pipeline, offset, count),
+                    )
+                    .await
                 }
                 Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count).await,
             };
@@ -485,6 +500,20 @@ impl ConnectionLike for Conn {
             Conn::Single { manager, .. } => manager.get_db(),
             Conn::Cluster(_) => 0,
         }
+    }
+}
+
+/// `call`, or a timeout error (which replaces the connection) if it takes over `limit`.
+async fn bounded<T>(
+    limit: Duration,
+    call: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(result) => result,
+        Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "Redis did not answer within the response timeout",
+        ))),
     }
 }
 

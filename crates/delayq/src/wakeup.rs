@@ -312,8 +312,9 @@ async fn open_single(
         .clone()
         .set_protocol(ProtocolVersion::RESP3);
     let client = redis::Client::open(info.set_redis_settings(settings))?;
+    // Opened inside a call (the first receive of a queue): bounded like the call itself.
     let cfg = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(config.connection_timeout))
+        .set_connection_timeout(Some(config.connection_timeout.min(config.response_timeout)))
         .set_response_timeout(Some(config.response_timeout))
         .set_push_sender(on_push);
     Ok(client

@@ -10,6 +10,7 @@ mod cli;
 mod consume;
 mod errors;
 mod front_door;
+mod frozen_redis;
 mod metrics;
 mod openapi;
 mod partitions;
