@@ -1,10 +1,16 @@
 //! The embedded Redis: a private, durable `redis-server` that `delayq serve` starts,
 //! supervises and stops when it is given no Redis URL.
 //!
-//! * Its data lives in one directory (`--data-dir`), with AOF on (`appendfsync everysec`, or
-//!   `always`) and `maxmemory-policy noeviction`: the settings delayq needs to lose nothing.
-//! * It listens on a unix socket in that directory (no TCP port), or on a free loopback port
-//!   when the socket path would be too long.
+//! * Its data lives in one directory (`--data-dir`, made private: 0700), with AOF on
+//!   (`appendfsync everysec`, or `always`) and `maxmemory-policy noeviction`: the settings
+//!   delayq needs to lose nothing.
+//! * Its memory is bounded (`maxmemory`, by default half of what the machine or its cgroup
+//!   has): when it is full, sends are refused with `OOM` while draining goes on, rather than
+//!   the kernel's OOM killer ending Redis.
+//! * It listens only on a unix socket (no TCP port, so no other user of the machine can
+//!   reach it). When the data directory's path is too long for a socket, the socket lives in
+//!   a private directory of this user's (`$XDG_RUNTIME_DIR` or the temp dir), and
+//!   `redis.sock` in the data directory links to it.
 //! * One `serve` per directory: an exclusive lock on `delayq.lock` makes a second one fail
 //!   with a clear message instead of two servers writing one AOF.
 //! * A `serve` killed outright leaves its Redis running; the next one, holding the lock, knows
@@ -12,6 +18,7 @@
 //! * If Redis dies, the supervisor starts it again on the same directory and address.
 
 use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -38,6 +45,8 @@ pub struct EmbeddedOptions {
     pub fsync_always: bool,
     /// The `redis-server` binary; by default the one on `PATH`.
     pub redis_server: Option<PathBuf>,
+    /// Its `maxmemory` in bytes; by default [`default_maxmemory`].
+    pub maxmemory: Option<u64>,
 }
 
 /// Why the embedded Redis could not run.
@@ -98,6 +107,9 @@ impl EmbeddedRedis {
         let dir = &options.data_dir;
         std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
         let dir = std::fs::canonicalize(dir).map_err(io("cannot resolve", dir))?;
+        // It holds every message: no one else on the machine may read it.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(io("cannot make private", &dir))?;
         let lock_path = dir.join("delayq.lock");
         let lock = File::create(&lock_path).map_err(io("cannot create", &lock_path))?;
         if lock.try_lock().is_err() {
@@ -105,17 +117,16 @@ impl EmbeddedRedis {
         }
         stop_orphan(&dir).await;
 
-        let socket = dir.join("redis.sock");
-        let (address, url) = if socket.as_os_str().len() <= MAX_SOCKET_PATH {
-            let url = format!("redis+unix://{}", socket.display());
-            (Address::Socket(socket), url)
-        } else {
-            let port = free_port().map_err(io("cannot find a free port near", &dir))?;
-            (Address::Port(port), format!("redis://127.0.0.1:{port}/"))
-        };
+        let socket = socket_path(&dir)?;
+        let url = format!("redis+unix://{}", socket.display());
+        let maxmemory = options.maxmemory.unwrap_or_else(default_maxmemory);
+        tracing::info!(
+            maxmemory,
+            "embedded redis-server memory limit (--redis-maxmemory)"
+        );
         let launch = Launch {
             binary,
-            args: redis_args(&dir, &address, options.fsync_always),
+            args: redis_args(&dir, &socket, maxmemory, options.fsync_always),
             dir,
             url: url.clone(),
         };
@@ -159,11 +170,6 @@ impl Drop for EmbeddedRedis {
             }
         }
     }
-}
-
-enum Address {
-    Socket(PathBuf),
-    Port(u16),
 }
 
 /// Everything needed to start (and restart) the process.
@@ -266,14 +272,16 @@ async fn supervise(
     }
 }
 
-fn redis_args(dir: &Path, address: &Address, fsync_always: bool) -> Vec<String> {
-    let mut args: Vec<String> = vec![
+fn redis_args(dir: &Path, socket: &Path, maxmemory: u64, fsync_always: bool) -> Vec<String> {
+    vec![
         "--dir".into(),
         dir.display().to_string(),
         "--appendonly".into(),
         "yes".into(),
         "--appendfsync".into(),
         if fsync_always { "always" } else { "everysec" }.into(),
+        "--maxmemory".into(),
+        maxmemory.to_string(),
         "--maxmemory-policy".into(),
         "noeviction".into(),
         "--save".into(),
@@ -286,24 +294,99 @@ fn redis_args(dir: &Path, address: &Address, fsync_always: bool) -> Vec<String> 
         dir.join("redis.pid").display().to_string(),
         "--protected-mode".into(),
         "yes".into(),
-    ];
-    match address {
-        Address::Socket(path) => args.extend([
-            "--port".into(),
-            "0".into(),
-            "--unixsocket".into(),
-            path.display().to_string(),
-            "--unixsocketperm".into(),
-            "700".into(),
-        ]),
-        Address::Port(port) => args.extend([
-            "--port".into(),
-            port.to_string(),
-            "--bind".into(),
-            "127.0.0.1".into(),
-        ]),
+        "--port".into(),
+        "0".into(),
+        "--unixsocket".into(),
+        socket.display().to_string(),
+        "--unixsocketperm".into(),
+        "700".into(),
+    ]
+}
+
+/// Where the socket of the Redis of `dir` (canonical) goes: in `dir` when the path fits a
+/// socket address, else in a private directory of its own with a link from `dir`.
+fn socket_path(dir: &Path) -> Result<PathBuf, EmbeddedError> {
+    let in_dir = dir.join("redis.sock");
+    if in_dir.as_os_str().len() <= MAX_SOCKET_PATH {
+        return Ok(in_dir);
     }
-    args
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(dir, &mut hasher);
+    let name = format!("delayq-{:016x}", std::hash::Hasher::finish(&hasher));
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|b| b.is_dir() && b.join(&name).as_os_str().len() < MAX_SOCKET_PATH - 11)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let private = base.join(name);
+    make_private_dir(&private, dir)?;
+    let socket = private.join("redis.sock");
+    // The link lets anything that looks in the data directory (the CLI) find the socket.
+    let _ = std::fs::remove_file(&in_dir);
+    std::os::unix::fs::symlink(&socket, &in_dir).map_err(io("cannot link", &in_dir))?;
+    Ok(socket)
+}
+
+/// Makes `path` a directory only its owner may use, or checks that it is one already owned
+/// by whoever owns `owner_of`: in a shared temp dir another user could have made it first,
+/// to read the socket or to point it elsewhere.
+fn make_private_dir(path: &Path, owner_of: &Path) -> Result<(), EmbeddedError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("cannot create", path)(e)),
+    }
+    let found = std::fs::symlink_metadata(path).map_err(io("cannot inspect", path))?;
+    let owner = std::fs::metadata(owner_of).map_err(io("cannot inspect", owner_of))?;
+    if !found.is_dir() || found.uid() != owner.uid() || found.mode() & 0o077 != 0 {
+        return Err(io("refusing to use", path)(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "it is not a private directory of this user's",
+        )));
+    }
+    Ok(())
+}
+
+/// Half the memory this process may use: its cgroup's limit if it has one, else the
+/// machine's (1 GiB if neither can be read). The other half is for the copy-on-write of an
+/// AOF rewrite, the server and everything else on the machine.
+pub fn default_maxmemory() -> u64 {
+    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let machine = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    });
+    match (cgroup, machine) {
+        (Some(c), Some(m)) => c.min(m) / 2,
+        (Some(one), None) | (None, Some(one)) => one / 2,
+        (None, None) => 1 << 30,
+    }
+}
+
+/// A size as people write it: `4mb`, `2GB`, `512k`, or bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: u64 = match &lower[digits.len()..] {
+        "" | "b" => 1,
+        "k" | "kb" => 1 << 10,
+        "m" | "mb" => 1 << 20,
+        "g" | "gb" => 1 << 30,
+        other => return Err(format!("unknown unit {other:?}: use kb, mb or gb")),
+    };
+    match digits
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+    {
+        Some(0) | None => Err(format!("{text:?} is not a size such as 512mb or 2gb")),
+        Some(bytes) => Ok(bytes),
+    }
 }
 
 /// True once Redis answers PONG; false while it answers anything else (`-LOADING`).
@@ -395,12 +478,6 @@ fn find_binary(given: Option<&Path>) -> Result<PathBuf, EmbeddedError> {
         .ok_or(EmbeddedError::RedisServerMissing)
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// The last lines of the server's log and stderr, for error messages.
 fn log_tail(dir: &Path) -> String {
     let mut out = String::new();
@@ -419,4 +496,21 @@ fn log_tail(dir: &Path) -> String {
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EmbeddedError {
     let path = path.to_path_buf();
     move |source| EmbeddedError::Io { what, path, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(parse_size("4mb"), Ok(4 << 20));
+        assert_eq!(parse_size("2GB"), Ok(2 << 30));
+        assert_eq!(parse_size("512k"), Ok(512 << 10));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        for bad in ["0", "", "mb", "4tb", "-1mb", "1.5gb"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert!(default_maxmemory() > 0);
+    }
 }

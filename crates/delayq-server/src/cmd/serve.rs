@@ -26,6 +26,10 @@ pub struct ServeArgs {
     /// Embedded Redis: fsync every write (appendfsync always) instead of once a second.
     #[arg(long)]
     fsync_always: bool,
+    /// Embedded Redis: its memory limit (e.g. 512mb, 4gb); sends are refused beyond it while
+    /// draining goes on. Default: half of the machine's (or its cgroup's) memory.
+    #[arg(long, value_parser = delayq_server::embedded::parse_size)]
+    redis_maxmemory: Option<u64>,
     /// File of bearer tokens, one `role:token` per line (roles: send, consume, admin).
     #[arg(long, env = "DELAYQ_TOKENS_FILE")]
     tokens_file: Option<PathBuf>,
@@ -126,6 +130,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 data_dir: args.redis.data_dir.clone(),
                 fsync_always: args.fsync_always,
                 redis_server: None,
+                maxmemory: args.redis_maxmemory,
             })
             .await?,
         ),

@@ -8,6 +8,7 @@ mod browse;
 mod browser;
 mod cli;
 mod consume;
+mod embedded;
 mod errors;
 mod front_door;
 mod frozen_redis;

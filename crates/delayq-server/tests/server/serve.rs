@@ -97,7 +97,20 @@ impl Serve {
 }
 
 impl Drop for Serve {
+    /// SIGTERM first, so that `serve` stops its embedded Redis (a `serve` killed outright
+    /// leaves it running until the next one on its directory); SIGKILL if it takes over 10 s.
     fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pid = self.child.id().to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while std::time::Instant::now() < deadline {
+                if !matches!(self.child.try_wait(), Ok(None)) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
