@@ -5,7 +5,8 @@
 //!   loopback names, IP addresses, and the names given with `--allow-host`. A page whose
 //!   own name was made to resolve to 127.0.0.1 (DNS rebinding) sends its own name as `Host`
 //!   and is refused (403 `host_not_allowed`), so it can neither read payloads nor set a
-//!   push target. With tokens the token decides, and any name may be used.
+//!   push target. A request that names no host (HTTP/1.0) comes from no browser and is
+//!   taken. With tokens the token decides, and any name may be used.
 //! * **Origin.** A state change (any method but GET, HEAD and OPTIONS) that a browser says
 //!   comes from another site (`Sec-Fetch-Site` other than `same-origin` or `none`), or whose
 //!   `Origin` is not this server's, is refused (403 `cross_origin`): a cross-site form or
@@ -50,7 +51,8 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
 fn check(state: &AppState, method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     let allowed = &state.limits().allowed_hosts;
-    if state.tokens().is_empty() && !host.is_some_and(|h| host_allowed(h, allowed)) {
+    // A request with no Host at all (HTTP/1.0, a bare probe) comes from no browser page.
+    if state.tokens().is_empty() && !host.is_none_or(|h| host_allowed(h, allowed)) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "host_not_allowed",

@@ -218,20 +218,25 @@ async fn json_routes_refuse_bodies_a_cross_site_form_can_send() {
     assert_eq!(stats["paused"], false, "{stats}");
 }
 
+/// `GET /v1/queues` as if the client had reached the server by the name `host`.
+async fn list_queues_as(s: &TestServer, host: &str) -> (StatusCode, serde_json::Value) {
+    let mut req = s
+        .http
+        .get(format!("{}/v1/queues", s.base))
+        .header("host", host);
+    if let Some(token) = &s.token {
+        req = req.bearer_auth(token);
+    }
+    read(req.send().await.expect("request")).await
+}
+
 #[tokio::test]
 async fn without_tokens_only_names_the_server_answers_to_are_accepted() {
     let s = TestServer::start().await;
     let port = addr(&s).port();
     // A page on evil.example whose name now resolves to 127.0.0.1 (DNS rebinding).
     for host in [format!("evil.example:{port}"), "evil.example".to_owned()] {
-        let answer = call_with(
-            &s,
-            reqwest::Method::GET,
-            "/v1/queues",
-            &[("host", &host)],
-            None,
-        )
-        .await;
+        let answer = list_queues_as(&s, &host).await;
         assert_error(&answer, StatusCode::FORBIDDEN, "host_not_allowed");
     }
     for host in [
@@ -239,26 +244,18 @@ async fn without_tokens_only_names_the_server_answers_to_are_accepted() {
         format!("127.0.0.1:{port}"),
         format!("[::1]:{port}"),
     ] {
-        let answer = call_with(
-            &s,
-            reqwest::Method::GET,
-            "/v1/queues",
-            &[("host", &host)],
-            None,
-        )
-        .await;
+        let answer = list_queues_as(&s, &host).await;
         assert_eq!(answer.0, StatusCode::OK, "{host}: {}", answer.1);
     }
+    // A client that names no host (HTTP/1.0, a bare health probe) is not a browser page.
+    let status = answer_to_head(&s, "GET /healthz HTTP/1.0\r\n\r\n", Duration::from_secs(3)).await;
+    assert_eq!(status.as_deref(), Some("HTTP/1.0 200 OK"));
     // With tokens, a token is what decides: any name may be used to reach the server.
     let tokens = Tokens::parse(&format!("admin:{SEND}")).expect("tokens");
     let mut secured = TestServer::start_with(Limits::default(), tokens).await;
     secured.token = Some(SEND.into());
-    let mut req = secured
-        .http
-        .get(format!("{}/v1/queues", secured.base))
-        .header("host", "delayq.internal.example");
-    req = req.bearer_auth(SEND);
-    assert_eq!(req.send().await.expect("request").status(), StatusCode::OK);
+    let answer = list_queues_as(&secured, "delayq.internal.example").await;
+    assert_eq!(answer.0, StatusCode::OK, "{}", answer.1);
 }
 
 #[tokio::test]
