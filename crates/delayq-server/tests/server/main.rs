@@ -10,6 +10,7 @@ mod cli;
 mod consume;
 mod embedded;
 mod errors;
+mod forged_receipts;
 mod front_door;
 mod frozen_redis;
 mod metrics;

@@ -509,3 +509,59 @@ async fn a_dead_letter_page_far_beyond_the_end_is_empty() {
     }
     assert_eq!(q.dead_letters().list(0, 10).await.expect("page").len(), 1);
 }
+
+/// A receipt is the client's to keep, and to edit: its id and its explicit-id flag must
+/// agree with the message it holds, or the ack is refused and changes nothing. Taking them
+/// on trust let an edited receipt delete another pending message's index entry (it could no
+/// longer be found or cancelled) or leave its own behind (its id a duplicate for ever).
+#[tokio::test]
+async fn an_edited_receipt_acks_nothing_and_touches_no_other_message() {
+    let server = redis_fixture::RedisServer::start();
+    let dq = DelayQ::connect(&server.url()).await.expect("connect");
+    let q = queue(&dq, "forged");
+    for id in ["a", "b"] {
+        let delay = if id == "a" {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(3600)
+        };
+        q.send(id, &SendOptions::new().id(id).delay(delay))
+            .await
+            .expect("send");
+    }
+    let mut consumer = q.consumer().await.expect("consumer");
+    let got = consumer
+        .receive(&receiving(1, Duration::from_secs(60), Duration::ZERO))
+        .await
+        .expect("receive");
+    let real = got[0].receipt().to_string();
+    assert_eq!(&real[24..], "ea", "token, seq, explicit flag, id");
+    let other_id: delayq::Receipt = format!("{}b", &real[..25]).parse().expect("parses");
+    let generated: delayq::Receipt = format!("{}ga", &real[..24]).parse().expect("parses");
+    for forged in [&other_id, &generated] {
+        assert_eq!(
+            q.ack_receipts(std::slice::from_ref(forged))
+                .await
+                .expect("ack"),
+            [false],
+            "{forged} acked"
+        );
+    }
+    let a = q.get("a").await.expect("get").expect("a is still there");
+    assert_eq!(a.state, State::InFlight, "a's lease untouched");
+    assert!(
+        matches!(
+            q.cancel("b").await.expect("cancel"),
+            CancelOutcome::Cancelled(_)
+        ),
+        "b can still be found and cancelled"
+    );
+    // The real receipt still acks; then "a" is gone and may be sent again.
+    let real: delayq::Receipt = real.parse().expect("parses");
+    assert_eq!(q.ack_receipts(&[real]).await.expect("ack"), [true]);
+    let again = q
+        .send("a2", &SendOptions::new().id("a"))
+        .await
+        .expect("send");
+    assert!(!again.duplicate, "a's index entry went with its ack");
+}

@@ -1,0 +1,37 @@
+//! A receipt is the client's to keep and to edit: an ack whose receipt names another id, or
+//! the wrong kind of id, for the lease it carries is refused (409) and changes nothing.
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn an_edited_receipt_is_refused_and_touches_no_other_message() {
+    let s = TestServer::start().await;
+    s.post("/v1/queues/q/messages", json!({ "payload": 1, "id": "a" }))
+        .await;
+    s.post(
+        "/v1/queues/q/messages",
+        json!({ "payload": 2, "id": "b", "delay": "1h" }),
+    )
+    .await;
+    let got = receive(&s, "q", 1, "0s").await;
+    let real = got[0]["receipt"].as_str().expect("a receipt").to_owned();
+    // Token and sequence (24 hex digits), the id's kind (e: the caller's), the id.
+    assert_eq!(&real[24..], "ea");
+    for forged in [format!("{}b", &real[..25]), format!("{}ga", &real[..24])] {
+        let answer = s
+            .post("/v1/queues/q/ack", json!({ "receipt": forged }))
+            .await;
+        assert_error(&answer, StatusCode::CONFLICT, "lease_lost");
+    }
+    let (_, a) = s.get("/v1/queues/q/messages/a").await;
+    assert_eq!(a["state"], "in_flight", "{a}");
+    let (status, cancelled) = s
+        .call(Method::DELETE, "/v1/queues/q/messages/b", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "b is still found: {cancelled}");
+    let (status, _) = s.post("/v1/queues/q/ack", json!({ "receipt": real })).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+}
