@@ -194,6 +194,9 @@ struct Lane {
     quiet: Quiet,
     /// Claims for push delivery ([`QueueSet::pushing`]).
     push: bool,
+    /// Whether claims write the claim record, for a repeat by a later `receive`: a
+    /// consumer made for one receive never repeats, and leaves no key behind.
+    remember_claims: bool,
 }
 
 /// What a consumer knows of a queue's next due time, from its last claim there.
@@ -240,7 +243,7 @@ impl Lane {
                 &self.keys,
                 &self.claim_record,
                 options,
-                (base, repeat),
+                (base, repeat, self.remember_claims),
                 self.push,
             )
             .await?;
@@ -258,7 +261,9 @@ impl Lane {
 }
 
 impl Consumer {
-    pub(crate) async fn new(set: QueueSet) -> Result<Self> {
+    /// A consumer of `set`; `remember_claims` for one that receives more than once (a claim
+    /// whose reply was lost is then repeated by the next receive).
+    pub(crate) async fn new(set: QueueSet, remember_claims: bool) -> Result<Self> {
         let mut lanes = Vec::with_capacity(set.queues.len());
         let mut shape = Vec::with_capacity(set.queues.len());
         let name = format!("{:016x}", rand::random::<u64>());
@@ -275,6 +280,7 @@ impl Consumer {
                     unanswered: None,
                     quiet: Quiet::Unknown,
                     push: set.push,
+                    remember_claims,
                 });
                 shape.push((group, layout.count()));
             }

@@ -633,7 +633,7 @@ impl Queue {
     /// A consumer of this queue (of all its partitions). Consumers are cheap: those made
     /// from one [`DelayQ`](crate::DelayQ) share one connection for wake-ups.
     pub async fn consumer(&self) -> Result<Consumer> {
-        Consumer::new(crate::queue_set::QueueSet::single(self.clone())).await
+        Consumer::new(crate::queue_set::QueueSet::single(self.clone()), true).await
     }
 
     /// The dead letters of this queue.
@@ -648,14 +648,16 @@ impl Queue {
 
     /// Claims up to `options.max` due messages from partition `keys` (one script call, no
     /// waiting); with `repeat`, returns what the earlier claim with token base `base` took
-    /// instead, if it ran (`claim.lua`); `push` for push delivery ([`QueueSet::pushing`]). A record that cannot be decoded is moved to the dead
-    /// letters and left out; the rest of the claim is delivered.
+    /// instead, if it ran (`claim.lua`); `push` for push delivery ([`QueueSet::pushing`]);
+    /// `remember` writes the claim record that a repeat reads (a consumer that never repeats
+    /// leaves none). A record that cannot be decoded is moved to the dead letters and left
+    /// out; the rest of the claim is delivered.
     pub(crate) async fn claim(
         &self,
         keys: &Keys,
         claim_record: &str,
         options: &ReceiveOptions,
-        (base, repeat): (u64, bool),
+        (base, repeat, remember): (u64, bool, bool),
         push: bool,
     ) -> Result<Claim> {
         let lease_ms = checked_ms(options.lease, "lease")?;
@@ -667,7 +669,8 @@ impl Queue {
             .arg(RECLAIM_PER_CLAIM)
             .arg(base)
             .arg(if repeat { "1" } else { "0" })
-            .arg(if push { "1" } else { "0" });
+            .arg(if push { "1" } else { "0" })
+            .arg(if remember { "1" } else { "0" });
         // The lease began after this moment in Redis, so it ends no earlier than this + lease.
         let expires = Instant::now() + options.lease;
         let mut r = Reply::new(self.invoke(&inv).await?)?;

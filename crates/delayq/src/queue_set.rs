@@ -107,7 +107,15 @@ impl QueueSet {
 
     /// A consumer of every queue in the set: each receive waits on all of them at once.
     pub async fn consumer(&self) -> Result<Consumer> {
-        Consumer::new(self.clone()).await
+        Consumer::new(self.clone(), true).await
+    }
+
+    /// A consumer for a single receive (an HTTP request's, say). A consumer repeats a claim
+    /// whose reply was lost on its next receive, from a record of each claim kept in Redis
+    /// for the lease; this one has no next receive, so its claims keep no record. Messages
+    /// of a claim whose reply it lost wait out their lease, as with any consumer dropped.
+    pub async fn consumer_for_one_receive(&self) -> Result<Consumer> {
+        Consumer::new(self.clone(), false).await
     }
 }
 

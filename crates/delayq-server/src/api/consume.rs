@@ -170,7 +170,7 @@ async fn deliver(
     set: QueueSet,
     options: &ReceiveOptions,
 ) -> ApiResult<Json<ReceiveOut>> {
-    let mut consumer = set.consumer().await?;
+    let mut consumer = set.consumer_for_one_receive().await?;
     let deliveries = consumer
         .receive_until(options, state.shutdown_started())
         .await;

@@ -1,5 +1,6 @@
-//! A receipt is the client's to keep and to edit: an ack whose receipt names another id, or
-//! the wrong kind of id, for the lease it carries is refused (409) and changes nothing.
+//! Receipts and claims as an HTTP client meets them. A receipt is the client's to keep and
+//! to edit: an ack whose receipt names another id, or the wrong kind of id, for the lease it
+//! carries is refused (409) and changes nothing. A receive leaves no key behind.
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -34,4 +35,25 @@ async fn an_edited_receipt_is_refused_and_touches_no_other_message() {
     assert_eq!(status, StatusCode::OK, "b is still found: {cancelled}");
     let (status, _) = s.post("/v1/queues/q/ack", json!({ "receipt": real })).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
+}
+
+/// An HTTP receive is one request's consumer, which never repeats a claim: it leaves no
+/// claim record behind for the length of its lease (at high rates with long leases that was
+/// a key per request, millions of them).
+#[tokio::test]
+async fn http_receives_leave_no_key_per_request() {
+    let s = TestServer::start().await;
+    for i in 0..20 {
+        s.post("/v1/queues/q/messages", json!({ "payload": i }))
+            .await;
+    }
+    for _ in 0..20 {
+        let (status, got) = s
+            .post("/v1/queues/q/receive", json!({ "max": 1, "lease": "1h" }))
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(got["deliveries"].as_array().map(Vec::len), Some(1));
+    }
+    let claim_keys = s.redis.cli(&["KEYS", "*claim:*"]);
+    assert_eq!(claim_keys.trim(), "", "claim records left: {claim_keys}");
 }

@@ -16,6 +16,8 @@
 --     messages that claim took are returned again, leases renewed, if still held under it
 --   ARGV[7] '1' for a claim by push delivery: a queue set to push (control field `push`) is
 --     claimed only by those, any other only by the rest
+--   ARGV[8] '0' for a consumer that never repeats a claim (one HTTP request's): no claim
+--     record is written; absent or '1': it is, for the length of the lease
 -- Returns: { next_event_us, lease_deadline_ms, token base, now µs, expired leases retried,
 --   what this call dead-lettered as a flat list { id, error, id, error, ... } (expired leases
 --   on their last attempt, records too short to read), then per message its record as it was pending (message j
@@ -207,7 +209,9 @@ if #held > 0 then
   redis.call('ZADD', k.leases, unpack(leases))
   -- Lets a repeat of this claim (its reply lost) find what it took. One key per consumer,
   -- overwritten by its next claim, gone with the lease.
-  redis.call('SET', claim_record, table.concat(seqs), 'PX', lease_ms)
+  if ARGV[8] ~= '0' then
+    redis.call('SET', claim_record, table.concat(seqs), 'PX', lease_ms)
+  end
 end
 -- Pass the wake-up on: another consumer can take what this call left behind (unless the rate
 -- limit left it: then there are no tokens for it).
