@@ -167,6 +167,24 @@ impl<'a> Schedules<'a> {
             .hset_multiple(&key, &fields)
             .sadd(Keys::schedule_names(self.queue.name()), name);
         conn.transaction_at(slot, &write).await?;
+        // A schedule of this name deleted before left tombstones (see `delete`): this one
+        // starts afresh. (A delete racing this put may lose its tombstone to it; the last of
+        // the two to finish decides whether the schedule exists.)
+        let field = tick_field(name);
+        for keys in self.queue.layout().await?.parts() {
+            let tick: Option<u64> = redis::cmd("HGET")
+                .arg(keys.control())
+                .arg(&field)
+                .query_async(&mut conn)
+                .await?;
+            if tick == Some(DELETED_TICK) {
+                let _: i64 = redis::cmd("HDEL")
+                    .arg(keys.control())
+                    .arg(&field)
+                    .query_async(&mut conn)
+                    .await?;
+            }
+        }
         let _: i64 = redis::cmd("SADD")
             .arg(Keys::SCHEDULED_QUEUES)
             .arg(self.queue.name().as_str())
@@ -199,31 +217,48 @@ impl<'a> Schedules<'a> {
         Ok(out)
     }
 
-    /// Deletes schedule `name`; false if there was none. A tick a scheduler sent ahead and
-    /// that is not yet due is cancelled with it; messages of ticks already due are left to
-    /// be delivered.
+    /// Deletes schedule `name`; false if there was none. It never fires again, whatever
+    /// the schedulers still hold of it; a tick a scheduler sent ahead and that is not yet due
+    /// is cancelled with it; messages of ticks already due are left to be delivered.
     pub async fn delete(&self, name: &str) -> Result<bool> {
         check_name(name)?;
-        let def = self.definition(name).await.ok().flatten();
         let mut conn = self.queue.connection();
+        let key = Keys::schedule(self.queue.name(), name);
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await?;
+        if !exists {
+            return Ok(false);
+        }
+        let def = self.definition(name).await.ok().flatten();
+        // First every partition's tick guard becomes a tombstone, read and replaced in one
+        // step: from then on send.lua refuses every tick of the schedule, from schedulers
+        // that have not reloaded their definitions too, and the last tick sent is known.
+        let layout = self.queue.known_layout().await?;
+        let field = tick_field(name);
+        let mut last: Option<u64> = None;
+        for keys in layout.parts() {
+            let mut swap = redis::pipe();
+            swap.atomic()
+                .hget(keys.control(), &field)
+                .hset(keys.control(), &field, DELETED_TICK);
+            let replies = conn.transaction_at(keys.slot(), &swap).await?;
+            let old: Option<u64> = match replies.first() {
+                Some(v) => redis::from_redis_value_ref(v).map_err(redis::RedisError::from)?,
+                None => None,
+            };
+            last = last.max(old.filter(|t| *t != DELETED_TICK));
+        }
         let slot = crate::partitions::slot(self.queue.name().as_str());
         let mut remove = redis::pipe();
         remove
             .atomic()
-            .del(Keys::schedule(self.queue.name(), name))
+            .del(&key)
             .srem(Keys::schedule_names(self.queue.name()), name);
         let replies = conn.transaction_at(slot, &remove).await?;
         let deleted = matches!(replies.first(), Some(Value::Int(n)) if *n > 0);
         let now_ms = server_ms(&mut conn).await?;
-        let last = self.last_tick(name).await?;
-        let layout = self.queue.known_layout().await?;
-        for keys in layout.parts() {
-            let _: u64 = redis::cmd("HDEL")
-                .arg(keys.control())
-                .arg(tick_field(name))
-                .query_async(&mut conn)
-                .await?;
-        }
         // Ticks sent ahead lie between now and the last tick sent.
         if let (Some(def), Some(last)) = (def, last) {
             for tick in def.recurrence.upcoming(now_ms, MAX_AHEAD) {
@@ -329,6 +364,10 @@ impl<'a> Schedules<'a> {
         Ok(sent)
     }
 }
+
+/// The tick guard of a deleted schedule: later than any tick (the year 287,396, exact in
+/// Lua's numbers), so send.lua refuses every tick of it.
+const DELETED_TICK: u64 = 1 << 53;
 
 /// The control field in which a partition keeps the last tick of schedule `name` it was sent.
 fn tick_field(name: &str) -> String {

@@ -392,3 +392,64 @@ async fn bad_schedules_are_refused() {
     assert!(Recurrence::cron("0 0 9 * * *", "Mars/Olympus").is_err());
     assert!(s.list().await.expect("list").is_empty());
 }
+
+/// A deleted schedule never fires again, even from a scheduler that still holds its
+/// definition: schedulers reload definitions only every `refresh`, and the delete must not
+/// depend on them having done so.
+#[tokio::test]
+async fn a_deleted_schedule_never_fires_again_from_a_scheduler_that_has_not_reloaded() {
+    let (server, dq) = setup().await;
+    let other = DelayQ::connect(&server.url()).await.expect("connect");
+    let q = queue(&dq, "deleted");
+    let every = Recurrence::interval(Duration::from_secs(1), 0).expect("interval");
+    q.schedules()
+        .put("t", every, MissedTicks::Skip, b"x", &SendOptions::new())
+        .await
+        .expect("put");
+    // Reloads once a minute: it will not see the delete while the test runs.
+    let stale = Scheduler::new(&other)
+        .queues(&[other.queue("deleted").expect("queue")])
+        .refresh(Duration::from_secs(60))
+        .lead(Duration::ZERO);
+    let (stop, task) = start_scheduler(stale);
+    collect_ticks(&q, Duration::from_secs(10), |s| {
+        s.get("t").is_some_and(|t| !t.is_empty())
+    })
+    .await;
+    assert!(q.schedules().delete("t").await.expect("delete"));
+    let deleted_at = now_ms();
+    // Three periods: the stale scheduler has tried three more ticks by then.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = collect_ticks(&q, Duration::from_secs(5), |_| true).await;
+    let late: Vec<u64> = after
+        .get("t")
+        .into_iter()
+        .flat_map(|t| t.keys().copied())
+        .filter(|tick| *tick > deleted_at)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "ticks after the delete at {deleted_at}: {late:?}"
+    );
+    let _ = stop.send(());
+    task.await.expect("scheduler task");
+    // The name can be used again, and fires.
+    let every = Recurrence::interval(Duration::from_secs(1), 0).expect("interval");
+    q.schedules()
+        .put("t", every, MissedTicks::Skip, b"y", &SendOptions::new())
+        .await
+        .expect("put again");
+    let fresh = Scheduler::new(&dq)
+        .queues(std::slice::from_ref(&q))
+        .refresh(Duration::from_millis(50))
+        .lead(Duration::ZERO);
+    let (stop, task) = start_scheduler(fresh);
+    let again = collect_ticks(&q, Duration::from_secs(10), |s| {
+        s.get("t")
+            .is_some_and(|t| t.keys().any(|tick| *tick > deleted_at + 3000))
+    })
+    .await;
+    assert!(!again.is_empty());
+    let _ = stop.send(());
+    task.await.expect("scheduler task");
+}
