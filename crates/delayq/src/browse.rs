@@ -3,7 +3,9 @@
 //! HTTP API.
 //!
 //! Each step is one read-only script call per partition (`browse.lua`) that looks at no more
-//! than a given number of messages, however many there are. Where a step stopped is a
+//! than a given number of messages, however many there are, and returns no more than
+//! [`BROWSE_PAYLOAD_BYTES`] of each payload (a preview's worth; `get` gives a whole one), so
+//! a page of big payloads costs a bounded reply. Where a step stopped is a
 //! [`Cursor`]: delayed and ready messages resume after the sort key of the last one seen, so
 //! messages that leave meanwhile shift nothing; in-flight and dead messages resume at an
 //! offset (their sets are small, or change slowly).
@@ -16,6 +18,10 @@ use crate::partitions::join_all;
 use crate::queue::{check_count, invocation, read_message, Queue};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
+
+/// Most bytes of each payload that a list or search step returns
+/// ([`MessageInfo::payload`]; [`MessageInfo::payload_len`] is the whole length).
+pub const BROWSE_PAYLOAD_BYTES: usize = 1024;
 
 /// Where a list or a search goes on from: one position per partition. Its text form
 /// ([`Display`](fmt::Display), [`Cursor::parse`]) is what the HTTP API hands out.
@@ -242,7 +248,11 @@ impl Queue {
                     }
                 };
                 let mut inv = invocation(keys, &SCRIPTS.browse);
-                inv.arg(state.as_str()).arg(from).arg(limit).arg(needle);
+                inv.arg(state.as_str())
+                    .arg(from)
+                    .arg(limit)
+                    .arg(needle)
+                    .arg(BROWSE_PAYLOAD_BYTES);
                 let reply = Reply::new(self.invoke(&inv).await?)?;
                 read_step(reply, state)
             }
@@ -279,8 +289,9 @@ fn read_step(mut r: Reply, state: State) -> Result<Step> {
     let mut found = Vec::new();
     while r.remaining() > 0 {
         let id = r.string()?;
-        let info = read_message(&mut r, id, state)?;
+        let mut info = read_message(&mut r, id, state)?;
         let key = r.bytes()?;
+        info.payload_len = r.uint()? as usize;
         let order = match <[u8; 13]>::try_from(key.as_slice()) {
             Ok(k) => Order::Key(k),
             Err(_) => {

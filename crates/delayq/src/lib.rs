@@ -91,7 +91,7 @@ mod settings;
 mod wakeup;
 pub mod worker;
 
-pub use browse::{Cursor, Page};
+pub use browse::{Cursor, Page, BROWSE_PAYLOAD_BYTES};
 pub use client::{DelayQ, RedisConnection};
 pub use consumer::{Consumer, Delivery, ReceiveOptions};
 pub use dead_letters::DeadLetters;

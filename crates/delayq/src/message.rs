@@ -106,6 +106,9 @@ pub struct MessageInfo {
     pub errors: Vec<crate::FailedAttempt>,
     /// The payload.
     pub payload: Vec<u8>,
+    /// The whole payload's length: `payload`'s from [`Queue::get`](crate::Queue::get); a
+    /// list or search gives only the first [`BROWSE_PAYLOAD_BYTES`](crate::BROWSE_PAYLOAD_BYTES).
+    pub payload_len: usize,
     /// What the payload is.
     pub kind: crate::PayloadKind,
     /// Its priority ([`SendOptions::priority`](crate::SendOptions::priority)).

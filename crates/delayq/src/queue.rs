@@ -1131,6 +1131,7 @@ pub(crate) fn read_message(r: &mut Reply, id: String, state: State) -> Result<Me
         max_attempts,
         last_error,
         errors,
+        payload_len: payload.len(),
         payload,
         kind,
         lease_deadline_ms: (state == State::InFlight).then_some(extra),

@@ -65,7 +65,8 @@ pub struct SummaryOut {
 
 impl From<MessageInfo> for SummaryOut {
     fn from(m: MessageInfo) -> Self {
-        let body = crate::push::envelope::open(&m.payload).1;
+        let (payload_bytes, body) = listed_body(&m);
+        let payload_preview = preview(body);
         SummaryOut {
             state: m.state.as_str(),
             due_ms: m.due_ms,
@@ -80,11 +81,24 @@ impl From<MessageInfo> for SummaryOut {
             } else {
                 "bytes"
             },
-            payload_bytes: body.len(),
-            payload_preview: preview(body),
+            payload_bytes,
+            payload_preview,
             id: m.id,
         }
     }
+}
+
+/// A listed message's body (its push envelope opened) as far as the list carries it, and the
+/// whole body's size. A list carries only a payload's first bytes
+/// ([`delayq::BROWSE_PAYLOAD_BYTES`]), so a message whose envelope alone is longer shows no
+/// preview, and its size counts the envelope.
+pub fn listed_body(m: &MessageInfo) -> (usize, &[u8]) {
+    let (destination, body) = crate::push::envelope::open(&m.payload);
+    if destination.is_none() && crate::push::envelope::looks_sealed(&m.payload) {
+        return (m.payload_len, &[]);
+    }
+    let envelope = m.payload.len() - body.len();
+    (m.payload_len.saturating_sub(envelope), body)
 }
 
 /// The first [`PREVIEW_BYTES`] of `body` as text, never cut inside a character.

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::chart::{self, Series};
 use super::session::Session;
 use super::{layout, queue_path, segment, span, utc, Visitor};
-use crate::api::browse::{preview, state_named, STATES};
+use crate::api::browse::{listed_body, preview, state_named, STATES};
 use crate::state::AppState;
 
 /// Messages per page of a state's list.
@@ -220,7 +220,7 @@ fn message_table(base: &str, which: MessageState, messages: &[MessageInfo]) -> M
                         td { (when(m)) }
                         td.num { (m.attempts) "/" (m.max_attempts) }
                         td.preview { (m.last_error.as_deref().unwrap_or("")) }
-                        td.preview { (preview(crate::push::envelope::open(&m.payload).1)) }
+                        td.preview { (preview(listed_body(&m).1)) }
                     }
                 }
                 @if messages.is_empty() { tr { td colspan="5" .muted { "None." } } }
@@ -349,7 +349,7 @@ pub async fn search_step(
                         "href": format!("{base}/messages/{}", segment(&m.id)),
                         "when": when(m),
                         "attempts": m.attempts,
-                        "preview": preview(crate::push::envelope::open(&m.payload).1),
+                        "preview": preview(listed_body(&m).1),
                     })
                 })
                 .collect();

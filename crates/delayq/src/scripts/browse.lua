@@ -12,12 +12,17 @@
 -- ARGV[3]: most messages the step looks at, 1 to 1000
 -- ARGV[4]: '' to return every message looked at; else only those whose payload or id
 --   contains these bytes
+-- ARGV[5]: most bytes of each payload returned ('' or absent: all of it); a search still
+--   looks through all of each payload. What a step returns is then bounded, whatever the
+--   payloads' sizes.
 -- Returns: { looked at, next, then per message returned: id, due ms, attempts, max attempts,
---   error history or false, payload, lease deadline ms (in flight) or died-at ms (dead) or 0,
---   flags byte, priority, sort key (delayed, ready) or '' }
+--   error history or false, payload (its first ARGV[5] bytes), lease deadline ms (in
+--   flight) or died-at ms (dead) or 0, flags byte, priority, sort key (delayed, ready) or '',
+--   the whole payload's length }
 --   next is where the following step starts (as ARGV[2]), or false when this step reached
 --   the end.
 local state, from, limit, needle = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local cut = tonumber(ARGV[5] or '')
 if limit == nil or limit < 1 or limit > 1000 or limit % 1 ~= 0 then
   error('delayq: a browse step looks at 1 to 1000 messages')
 end
@@ -34,11 +39,12 @@ local function add(m, extra, key)
   out[n + 3] = m.attempts
   out[n + 4] = m.max
   out[n + 5] = redis.call('HGET', k.errors, m.id)
-  out[n + 6] = m.payload
+  out[n + 6] = (cut and #m.payload > cut) and m.payload:sub(1, cut) or m.payload
   out[n + 7] = extra
   out[n + 8] = m.flags
   out[n + 9] = priority_of(m.seq)
   out[n + 10] = key or ''
+  out[n + 11] = #m.payload
 end
 
 if state == 'delayed' or state == 'ready' then

@@ -245,3 +245,40 @@ async fn bad_cursors_and_bounds_are_refused() {
     }
     assert!(q.search(State::Delayed, b"", None, 10).await.is_err());
 }
+
+/// A list or search step returns each payload's first bytes only (a preview's worth, cut in
+/// Redis), with the whole payload's length, so that a page of big payloads costs Redis and
+/// the caller a bounded reply; a search still looks through all of each payload.
+#[tokio::test]
+async fn pages_carry_payload_previews_not_whole_payloads() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "big");
+    let size = 300 * 1024;
+    for i in 0..3 {
+        let mut payload = vec![b'x'; size];
+        payload[size - 6..].copy_from_slice(format!("tail-{i}").as_bytes());
+        q.send(&payload, &SendOptions::new()).await.expect("send");
+    }
+    let page = q.list(State::Ready, None, 10).await.expect("list");
+    assert_eq!(page.messages.len(), 3);
+    for m in &page.messages {
+        assert_eq!(m.payload.len(), delayq::BROWSE_PAYLOAD_BYTES, "{}", m.id);
+        assert_eq!(m.payload_len, size, "{}", m.id);
+    }
+    let found = q
+        .search(State::Ready, b"tail-1", None, 10)
+        .await
+        .expect("search");
+    assert_eq!(found.messages.len(), 1, "found past the preview");
+    assert_eq!(
+        found.messages[0].payload.len(),
+        delayq::BROWSE_PAYLOAD_BYTES
+    );
+    // get still gives the whole message.
+    let whole = q
+        .get(&found.messages[0].id)
+        .await
+        .expect("get")
+        .expect("there");
+    assert_eq!((whole.payload.len(), whole.payload_len), (size, size));
+}
