@@ -151,10 +151,48 @@ impl DelayQ {
         RedisConnection(self.conn.get())
     }
 
-    /// The queues that exist in this Redis (every queue that was ever used and still has
-    /// keys), by name. Walks the keyspace with `SCAN` (of every master, on a cluster), so it
-    /// costs time in proportion to the number of keys: meant for admin tools, not hot paths.
+    /// The queues of this Redis (every queue ever used: sent to, created, configured or
+    /// given a schedule), by name. Read from a registry kept as queues are first used, so it
+    /// costs time in proportion to the number of queues, not of keys. Queues made by a
+    /// version of delayq without the registry are found once, by a walk of the keyspace the
+    /// first time any client lists the queues, and registered.
     pub async fn queues(&self) -> Result<Vec<QueueName>> {
+        let mut conn = self.conn.get();
+        let walked: bool = redis::cmd("EXISTS")
+            .arg(Keys::QUEUES_WALKED)
+            .query_async(&mut conn)
+            .await?;
+        if !walked {
+            let found = self.walk_queues().await?;
+            if !found.is_empty() {
+                let _: i64 = redis::cmd("SADD")
+                    .arg(Keys::QUEUES)
+                    .arg(found.iter().map(QueueName::as_str).collect::<Vec<_>>())
+                    .query_async(&mut conn)
+                    .await?;
+            }
+            // Only once they are in: a walk cut short is done again by the next listing.
+            let _: () = redis::cmd("SET")
+                .arg(Keys::QUEUES_WALKED)
+                .arg(1)
+                .query_async(&mut conn)
+                .await?;
+        }
+        let registered: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(Keys::QUEUES)
+            .query_async(&mut conn)
+            .await?;
+        let mut names: Vec<QueueName> = registered
+            .iter()
+            .filter_map(|n| QueueName::new(n).ok())
+            .collect();
+        names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        Ok(names)
+    }
+
+    /// Every queue that has keys, found by walking the keyspace with `SCAN` (of every
+    /// master, on a cluster): the registry's upgrade step.
+    async fn walk_queues(&self) -> Result<Vec<QueueName>> {
         let mut names = std::collections::BTreeSet::new();
         for node in self.conn.scan_targets().await? {
             let mut cursor = 0u64;

@@ -79,6 +79,14 @@ impl Keys {
     /// schedulers that serve them all.
     pub(crate) const SCHEDULED_QUEUES: &'static str = "dq:scheduled";
 
+    /// SET, outside every queue's hash tag: the name of every queue used, added when its
+    /// partition count is first read or recorded (`Queue::record_partitions`).
+    pub(crate) const QUEUES: &'static str = "dq:queues";
+
+    /// STRING, set once the queues from before [`QUEUES`](Self::QUEUES) existed have been
+    /// found by one walk of the keyspace and added to it.
+    pub(crate) const QUEUES_WALKED: &'static str = "dq:queues:walked";
+
     /// The `SCAN` pattern that matches every queue's keys.
     pub(crate) fn scan_pattern() -> &'static str {
         "dq:{*}:*"

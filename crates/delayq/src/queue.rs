@@ -138,12 +138,24 @@ impl Queue {
         let mut inv = SCRIPTS.partitions.prepare_invoke();
         inv.key(Keys::partitions(&self.name))
             .key(Keys::new(self.name.as_str()).seq());
+        let records = wanted.is_some();
         match wanted {
             None => inv.arg("?"),
             Some(None) => inv.arg(""),
             Some(Some(p)) => inv.arg(p),
         };
-        partitions::parse_count(&self.invoke(&inv).await?)
+        let count = partitions::parse_count(&self.invoke(&inv).await?)?;
+        if records {
+            // The registry lives in a slot of its own, so it cannot be written by the script
+            // above on a cluster. This runs once per queue per client (the layout is learnt
+            // once), never once per message.
+            let _: i64 = redis::cmd("SADD")
+                .arg(Keys::QUEUES)
+                .arg(self.name.as_str())
+                .query_async(&mut self.connection())
+                .await?;
+        }
+        Ok(count)
     }
 
     /// The live wake-up subscription of partition `keys`, shared with its other consumers.

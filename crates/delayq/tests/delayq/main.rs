@@ -20,6 +20,7 @@ mod pause;
 mod priority;
 mod push_mode;
 mod rate_limit;
+mod registry;
 mod schedules;
 
 // Runtime behaviour under load and faults.
