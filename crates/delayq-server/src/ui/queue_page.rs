@@ -220,7 +220,7 @@ fn message_table(base: &str, which: MessageState, messages: &[MessageInfo]) -> M
                         td { (when(m)) }
                         td.num { (m.attempts) "/" (m.max_attempts) }
                         td.preview { (m.last_error.as_deref().unwrap_or("")) }
-                        td.preview { (preview(listed_body(&m).1)) }
+                        td.preview { (preview(listed_body(m).1)) }
                     }
                 }
                 @if messages.is_empty() { tr { td colspan="5" .muted { "None." } } }
@@ -349,7 +349,7 @@ pub async fn search_step(
                         "href": format!("{base}/messages/{}", segment(&m.id)),
                         "when": when(m),
                         "attempts": m.attempts,
-                        "preview": preview(listed_body(&m).1),
+                        "preview": preview(listed_body(m).1),
                     })
                 })
                 .collect();
