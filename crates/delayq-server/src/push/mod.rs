@@ -4,6 +4,7 @@
 //! * `target.rs`: the push target of a queue, stored in Redis;
 //! * `address.rs`: which addresses pushes may reach (SSRF protection);
 //! * `signature.rs`: the `Delayq-Signature` header, and its verification;
+//! * `headers.rs`: which extra request headers a target or a message may set;
 //! * `envelope.rs`: a message's own URL and headers, carried in its payload;
 //! * `deliver.rs`: one request and what its outcome means;
 //! * `runtime.rs`: the workers that make the requests, one per target, in every server.
@@ -11,6 +12,7 @@
 pub mod address;
 mod deliver;
 pub mod envelope;
+pub mod headers;
 pub mod runtime;
 pub mod signature;
 pub mod target;

@@ -163,8 +163,17 @@ async fn start(
     dq: &DelayQ,
     clients: &Clients,
     queue: Queue,
-    target: PushTarget,
+    mut target: PushTarget,
 ) -> Result<(oneshot::Sender<()>, JoinHandle<()>), String> {
+    // A target stored before the header rules (`headers.rs`) may hold a header they refuse:
+    // it is left out of the requests rather than stopping the queue's delivery.
+    target.headers.retain(|name, _| {
+        let reserved = super::headers::is_reserved(name);
+        if reserved {
+            tracing::warn!(queue = %queue.name(), header = %name, "push: a header of the target is not sent");
+        }
+        !reserved
+    });
     let (url, _) = target.validate()?;
     check_url(clients.policy(), &url).await?;
     let lease = Duration::from_millis(target.timeout_ms) + LEASE_MARGIN;

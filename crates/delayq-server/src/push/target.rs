@@ -39,7 +39,15 @@ pub struct PushTarget {
     pub failure_callback: Option<String>,
     /// Follow redirects (at most 5, each to an address the server may reach).
     pub follow_redirects: bool,
+    /// Origins (`https://hooks.example.com`, `http://10.1.2.3:8080`) that a message's own
+    /// URL may be on; empty: messages cannot bring a URL. Targets stored before this field
+    /// existed read as empty.
+    #[serde(default)]
+    pub allow_message_urls: Vec<String>,
 }
+
+/// Most origins a target may allow messages to be pushed to.
+pub const MAX_ALLOWED_ORIGINS: usize = 32;
 
 impl PushTarget {
     /// Checks everything but the addresses (`address::check_url` does that); returns the
@@ -72,12 +80,17 @@ impl PushTarget {
         {
             return Err("a signing key is 16 to 256 characters".into());
         }
-        for (name, value) in &self.headers {
-            let ok = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
-                && reqwest::header::HeaderValue::from_str(value).is_ok();
-            if !ok || name.to_ascii_lowercase().starts_with("delayq-") {
+        super::headers::check("headers", &self.headers)?;
+        if self.allow_message_urls.len() > MAX_ALLOWED_ORIGINS {
+            return Err(format!(
+                "allow_message_urls: at most {MAX_ALLOWED_ORIGINS} origins"
+            ));
+        }
+        for origin in &self.allow_message_urls {
+            if origin_of(origin)? != *origin {
                 return Err(format!(
-                    "header {name:?} cannot be sent (or is delayq's own)"
+                    "allow_message_urls: {origin:?} is not an origin such as \
+                     https://hooks.example.com"
                 ));
             }
         }
@@ -87,6 +100,13 @@ impl PushTarget {
             }
         }
         Ok((url, callback))
+    }
+
+    /// Whether a message's own URL may be pushed to: its scheme, host and port are those of
+    /// an allowed origin, exactly.
+    pub fn allows_message_url(&self, url: &reqwest::Url) -> bool {
+        let origin = url.origin().ascii_serialization();
+        self.allow_message_urls.contains(&origin)
     }
 
     /// Whether `status` makes a message a dead letter at once.
@@ -102,6 +122,32 @@ impl PushTarget {
 /// is pushed).
 pub fn check_destination_url(text: &str) -> Result<(), String> {
     parse_url(text, "push.url").map(drop)
+}
+
+/// The origin (`scheme://host[:port]`, the port only when it is not the scheme's default) of
+/// an entry of `allow_message_urls`: an http or https URL with nothing after its host and
+/// port but an optional `/`.
+pub fn origin_of(text: &str) -> Result<String, String> {
+    let url = parse_url(text, "allow_message_urls")?;
+    if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "allow_message_urls: {text:?} is not an origin such as https://hooks.example.com \
+             (no path, no query)"
+        ));
+    }
+    Ok(url.origin().ascii_serialization())
+}
+
+/// `allow_message_urls` as given, each made an origin ([`origin_of`]).
+pub fn allowed_origins(given: Vec<String>) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::with_capacity(given.len());
+    for text in given {
+        let origin = origin_of(&text)?;
+        if !out.contains(&origin) {
+            out.push(origin);
+        }
+    }
+    Ok(out)
 }
 
 /// The signing keys of a target being set: those given, else the keys of the target it

@@ -18,6 +18,7 @@ mod partitions;
 mod pause;
 mod produce;
 mod push;
+mod push_urls;
 mod receiver;
 mod schedules;
 mod serve;

@@ -396,7 +396,8 @@ async fn a_message_can_carry_its_own_url_and_headers() {
         &s,
         "own",
         &receiver,
-        json!({ "headers": { "x-team": "shop" } }),
+        json!({ "headers": { "x-team": "shop" },
+                "allow_message_urls": [receiver.url, "http://10.0.0.1"] }),
     )
     .await;
     let own =
@@ -413,9 +414,10 @@ async fn a_message_can_carry_its_own_url_and_headers() {
     wait_for_requests(&receiver, "o1", 1, Duration::from_secs(10)).await;
     let request = &receiver.for_id("o1")[0];
     assert_eq!(request.path, "/orders/1234");
+    // The target's headers go to the target's URL only.
     assert_eq!(
         (request.header("x-tenant"), request.header("x-team")),
-        ("7", "shop")
+        ("7", "")
     );
     assert_eq!(request.body, br#"{"close":1234}"#);
 
@@ -443,6 +445,20 @@ async fn a_message_can_carry_its_own_url_and_headers() {
         )
         .await;
     assert_error(&bad, StatusCode::BAD_REQUEST, "invalid_option");
+    // The queue page shows where messages may go.
+    let html = s
+        .http
+        .get(format!("{}/ui/queues/own", s.base))
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    assert!(
+        html.contains(&format!("allowed on {}, http://10.0.0.1", receiver.url)),
+        "{html}"
+    );
 }
 
 #[tokio::test]
