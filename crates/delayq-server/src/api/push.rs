@@ -127,7 +127,10 @@ pub async fn put(
     let policy = AddressPolicy::new(state.limits().push_allow.clone());
     let refused = |e: String| ApiError::bad_request("push_target_refused", e);
     for url in std::iter::once(&url).chain(&callback) {
-        check_url(&policy, url).await.map_err(refused)?;
+        // Only an admin sets a target: the error may say what the host resolves to.
+        check_url(&policy, url)
+            .await
+            .map_err(|e| refused(e.detailed()))?;
     }
     if let Some(limit) = body.rate_limit {
         q.configure(&[delayq::Setting::RateLimit(Some(limit.into()))])

@@ -108,7 +108,10 @@ impl Pusher {
                         url.origin().ascii_serialization()
                     )));
                 }
-                check_url(&self.policy, &url).await.map_err(Failure::dead)?;
+                // The error is the message's, which a send token reads: no addresses.
+                check_url(&self.policy, &url)
+                    .await
+                    .map_err(|e| Failure::dead(e.public()))?;
                 Some(url)
             }
         };

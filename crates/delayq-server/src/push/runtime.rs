@@ -175,7 +175,9 @@ async fn start(
         !reserved
     });
     let (url, _) = target.validate()?;
-    check_url(clients.policy(), &url).await?;
+    check_url(clients.policy(), &url)
+        .await
+        .map_err(|e| e.detailed())?;
     let lease = Duration::from_millis(target.timeout_ms) + LEASE_MARGIN;
     let client = clients.for_target(&target);
     let target = Arc::new(target);

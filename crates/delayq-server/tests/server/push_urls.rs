@@ -18,8 +18,13 @@ const ADMIN: &str = "admin-token-0123456789";
 
 /// A server with tokens that may push to loopback (the receivers listen there).
 async fn secured() -> TestServer {
+    secured_allowing("127.0.0.0/8").await
+}
+
+/// A server with tokens that may push to `network`.
+async fn secured_allowing(network: &str) -> TestServer {
     let limits = Limits {
-        push_allow: vec!["127.0.0.0/8".parse().expect("network")],
+        push_allow: vec![network.parse().expect("network")],
         ..Limits::default()
     };
     let tokens = Tokens::parse(&format!("send:{SEND}\nadmin:{ADMIN}")).expect("tokens");
@@ -249,4 +254,47 @@ async fn headers_that_frame_or_route_a_request_are_refused() {
         .await;
     assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_option");
     assert!(target.seen().is_empty(), "a refused message was pushed");
+}
+
+#[tokio::test]
+async fn a_refused_message_url_names_its_host_and_class_not_its_address() {
+    // Only 127.0.0.2 may be reached; `localhost` resolves to 127.0.0.1.
+    let mut s = secured_allowing("127.0.0.2/32").await;
+    let target = Receiver::start_on("127.0.0.2").await;
+    let internal = Receiver::start().await;
+    let port = internal.url.rsplit(':').next().expect("port");
+    let named = format!("http://localhost:{port}");
+    let (status, body) = put_target(
+        &mut s,
+        "names",
+        json!({ "url": format!("{}/hook", target.url), "allow_message_urls": [named] }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = s
+        .post(
+            "/v1/queues/names/messages",
+            json!({ "payload": 1, "id": "n", "max_attempts": 3,
+                    "push": { "url": format!("{named}/x") } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    wait_until(Duration::from_secs(10), "the dead letter", || async {
+        s.get("/v1/queues/names/messages/n").await.1["state"] == "dead"
+    })
+    .await;
+    // What the send token reads back: the host and why, not what the name resolves to.
+    let (_, dead) = s.get("/v1/queues/names/messages/n").await;
+    let error = dead["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("localhost") && error.contains("loopback"),
+        "{dead}"
+    );
+    assert!(!error.contains("127.0.0.1"), "{dead}");
+    assert!(internal.seen().is_empty());
+    // An admin setting a target is told more.
+    let answer = put_target(&mut s, "names", json!({ "url": format!("{named}/hook") })).await;
+    assert_error(&answer, StatusCode::BAD_REQUEST, "push_target_refused");
+    let message = answer.1["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("127.0.0.1"), "{message}");
 }

@@ -55,11 +55,17 @@ pub struct Receiver {
 
 impl Receiver {
     pub async fn start() -> Receiver {
+        Self::start_on("127.0.0.1").await
+    }
+
+    /// A receiver on another loopback address (`127.0.0.2`): a host of its own, for tests
+    /// of which addresses pushes may reach.
+    pub async fn start_on(ip: &str) -> Receiver {
         let inner = Arc::new(Mutex::new(Inner::default()));
         let app = axum::Router::new()
             .fallback(answer)
             .with_state(inner.clone());
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = TcpListener::bind((ip, 0)).await.expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
