@@ -223,7 +223,13 @@ fn headers(
             headers.insert(n, v);
         }
     }
-    let signature = signature::sign(signing_keys, unix_secs, body);
+    let signed = signature::Signed {
+        queue: delivery.queue.as_str(),
+        id: &delivery.id,
+        attempt: delivery.attempt,
+        body,
+    };
+    let signature = signature::sign(signing_keys, unix_secs, &signed);
     let ours = [
         ("delayq-queue", delivery.queue.as_str().to_owned()),
         ("delayq-message-id", delivery.id.clone()),

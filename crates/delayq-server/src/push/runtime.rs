@@ -268,6 +268,12 @@ async fn call_back(
         "message": payload,
     });
     let body = body.to_string().into_bytes();
+    let signed = signature::Signed {
+        queue: dead.queue.as_str(),
+        id: &dead.id,
+        attempt: 0,
+        body: &body,
+    };
     for pause in std::iter::once(Duration::ZERO).chain(CALLBACK_RETRIES) {
         tokio::time::sleep(pause).await;
         let secs = std::time::SystemTime::now()
@@ -278,7 +284,8 @@ async fn call_back(
             .header("content-type", "application/json")
             .header("delayq-queue", dead.queue.as_str())
             .header("delayq-message-id", &dead.id)
-            .header(signature::HEADER, signature::sign(keys, secs, &body))
+            .header("delayq-attempt", "0")
+            .header(signature::HEADER, signature::sign(keys, secs, &signed))
             .timeout(Duration::from_secs(10))
             .body(body.clone())
             .send()

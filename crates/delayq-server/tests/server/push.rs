@@ -92,17 +92,21 @@ async fn a_due_message_is_pushed_on_time_and_signed() {
     assert_eq!(request.header("delayq-queue"), "orders");
     let header = request.header(signature::HEADER);
     let now = now_ms() / 1000;
+    let signed = signature::Signed {
+        queue: "orders",
+        id: &id,
+        attempt: 1,
+        body: &request.body,
+    };
     assert!(
-        signature::verify(&key, header, &request.body, now, 300),
+        signature::verify(&key, header, &signed, now, 300),
         "{header}"
     );
-    assert!(!signature::verify(
-        &key,
-        header,
-        br#"{"close":9999}"#,
-        now,
-        300
-    ));
+    let tampered = signature::Signed {
+        body: br#"{"close":9999}"#,
+        ..signed
+    };
+    assert!(!signature::verify(&key, header, &tampered, now, 300));
     // Acked: gone.
     wait_until(Duration::from_secs(5), "the ack", || async {
         state_of(&s, "orders", &id).await["error"]["code"] == "not_found"
