@@ -7,7 +7,7 @@
 //! requests in flight finish) and started again with the new one. The lease covers the
 //! request timeout and a margin, and the worker extends it while a request runs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,9 +108,21 @@ impl Clients {
 pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     let mut running: HashMap<QueueName, Running> = HashMap::new();
+    let mut repaired: HashSet<QueueName> = HashSet::new();
     loop {
-        match target::all(&dq).await {
-            Ok(targets) => reconcile(&dq, &clients, &mut running, targets).await,
+        match target::indexed(&dq).await {
+            Ok(entries) => {
+                let mut targets = Vec::new();
+                let mut stale = Vec::new();
+                for (queue, target) in entries {
+                    match target {
+                        Some(target) => targets.push((queue, target)),
+                        None => stale.push(queue),
+                    }
+                }
+                repair(&mut repaired, stale).await;
+                reconcile(&dq, &clients, &mut running, targets).await;
+            }
             Err(e) => tracing::warn!("push: cannot read targets: {e}"),
         }
         tokio::select! {
@@ -121,6 +133,28 @@ pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
     for (_, r) in running.drain() {
         let _ = r.stop.send(());
         let _ = r.task.await;
+    }
+}
+
+/// A queue listed in the index without a target was left so by a change that failed
+/// part-way: its partitions' push-delivery flags may still be set, so nobody would consume
+/// them. Each is repaired once (`repaired` remembers it while it stays so).
+async fn repair(repaired: &mut HashSet<QueueName>, stale: Vec<Queue>) {
+    repaired.retain(|name| stale.iter().any(|q| q.name() == name));
+    for queue in stale {
+        if repaired.contains(queue.name()) {
+            continue;
+        }
+        match queue.sync_push_delivery().await {
+            Ok(false) => {
+                repaired.insert(queue.name().clone());
+            }
+            // A target was set meanwhile: the next round starts its worker.
+            Ok(true) => {}
+            Err(e) => {
+                tracing::warn!(queue = %queue.name(), "push: cannot repair a queue without a target: {e}")
+            }
+        }
     }
 }
 
@@ -178,6 +212,13 @@ async fn start(
     check_url(clients.policy(), &url)
         .await
         .map_err(|e| e.detailed())?;
+    // Every partition's push-delivery flag set, in case a change failed part-way (or an
+    // older version left one unset): otherwise that partition's messages would stay put.
+    match queue.sync_push_delivery().await {
+        Ok(true) => {}
+        Ok(false) => return Err("the target was removed meanwhile".into()),
+        Err(e) => return Err(format!("cannot turn push delivery on: {e}")),
+    }
     let lease = Duration::from_millis(target.timeout_ms) + LEASE_MARGIN;
     let client = clients.for_target(&target);
     let target = Arc::new(target);

@@ -1,11 +1,14 @@
 //! A queue's push target: where its messages go and how, stored in Redis so that every
-//! server agrees. `dq:{q}:push` holds it as JSON (under the queue's hash tag), and
-//! `dq:pushed` lists the queues that have one, for the servers' push runtimes to find.
+//! server agrees. The library keeps it as JSON with the queue's push-delivery flag
+//! (`Queue::set_push_target`: `dq:{q}:push`, under the queue's hash tag, changed with the flag
+//! in one step), and `dq:pushed` lists the queues that have one, for the servers' push
+//! runtimes to find: an index in another slot, written before a target is saved and removed
+//! after, so it may hold a stale name (skipped) but never misses a queue with a target.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use delayq::{DelayQ, Queue, Setting};
+use delayq::{DelayQ, Queue};
 use serde::{Deserialize, Serialize};
 
 /// The set of queues with a push target.
@@ -175,17 +178,9 @@ fn parse_url(text: &str, field: &str) -> Result<reqwest::Url, String> {
     Ok(url)
 }
 
-fn key(queue: &Queue) -> String {
-    format!("dq:{{{}}}:push", queue.name().as_str())
-}
-
 /// The target of `queue`, if it has one.
-pub async fn load(dq: &DelayQ, queue: &Queue) -> delayq::Result<Option<PushTarget>> {
-    let mut conn = dq.redis();
-    let text: Option<String> = redis::cmd("GET")
-        .arg(key(queue))
-        .query_async(&mut conn)
-        .await?;
+pub async fn load(_dq: &DelayQ, queue: &Queue) -> delayq::Result<Option<PushTarget>> {
+    let text = queue.push_target().await?;
     Ok(text.and_then(|t| match serde_json::from_str(&t) {
         Ok(target) => Some(target),
         Err(e) => {
@@ -195,42 +190,44 @@ pub async fn load(dq: &DelayQ, queue: &Queue) -> delayq::Result<Option<PushTarge
     }))
 }
 
-/// Stores `target` for `queue` and turns push delivery on.
+/// Stores `target` for `queue` and turns push delivery on. The queue goes into the index
+/// first, so that no queue with a target is missing from it; the target and the queue's
+/// push-delivery flag then change in one step (`Queue::set_push_target`). A failure before
+/// that step leaves the queue as it was (and maybe a stale index entry, which is harmless).
 pub async fn save(dq: &DelayQ, queue: &Queue, target: &PushTarget) -> delayq::Result<()> {
     let json = serde_json::to_string(target)
         .map_err(|e| delayq::Error::Protocol(format!("push target: {e}")))?;
     let mut conn = dq.redis();
-    let _: () = redis::cmd("SET")
-        .arg(key(queue))
-        .arg(json)
-        .query_async(&mut conn)
-        .await?;
     let _: i64 = redis::cmd("SADD")
         .arg(PUSHED_QUEUES)
         .arg(queue.name().as_str())
         .query_async(&mut conn)
         .await?;
-    queue.configure(&[Setting::PushDelivery(true)]).await
+    queue.set_push_target(&json).await
 }
 
-/// Removes the target of `queue` and turns push delivery off; false if it had none.
+/// Removes the target of `queue` and turns push delivery off, in one step; false (and
+/// nothing written) if it had none. The index entry goes after: if that fails, the entry is
+/// stale, which every reader tolerates (a queue listed without a target is skipped).
 pub async fn remove(dq: &DelayQ, queue: &Queue) -> delayq::Result<bool> {
+    if !queue.remove_push_target().await? {
+        return Ok(false);
+    }
     let mut conn = dq.redis();
-    let removed: i64 = redis::cmd("DEL")
-        .arg(key(queue))
-        .query_async(&mut conn)
-        .await?;
-    let _: i64 = redis::cmd("SREM")
+    let removed: redis::RedisResult<i64> = redis::cmd("SREM")
         .arg(PUSHED_QUEUES)
         .arg(queue.name().as_str())
         .query_async(&mut conn)
-        .await?;
-    queue.configure(&[Setting::PushDelivery(false)]).await?;
-    Ok(removed > 0)
+        .await;
+    if let Err(e) = removed {
+        tracing::warn!(queue = %queue.name(), "push target removed, but not from the index (harmless): {e}");
+    }
+    Ok(true)
 }
 
-/// Every queue with a push target, with it.
-pub async fn all(dq: &DelayQ) -> delayq::Result<Vec<(Queue, PushTarget)>> {
+/// Every queue in the index of pushed queues, with its target (`None`: a stale entry, left
+/// by a change that failed part-way).
+pub async fn indexed(dq: &DelayQ) -> delayq::Result<Vec<(Queue, Option<PushTarget>)>> {
     let mut conn = dq.redis();
     let names: Vec<String> = redis::cmd("SMEMBERS")
         .arg(PUSHED_QUEUES)
@@ -239,9 +236,17 @@ pub async fn all(dq: &DelayQ) -> delayq::Result<Vec<(Queue, PushTarget)>> {
     let mut out = Vec::new();
     for name in names {
         let Ok(queue) = dq.queue(&name) else { continue };
-        if let Some(target) = load(dq, &queue).await? {
-            out.push((queue, target));
-        }
+        let target = load(dq, &queue).await?;
+        out.push((queue, target));
     }
     Ok(out)
+}
+
+/// Every queue with a push target, with it.
+pub async fn all(dq: &DelayQ) -> delayq::Result<Vec<(Queue, PushTarget)>> {
+    Ok(indexed(dq)
+        .await?
+        .into_iter()
+        .filter_map(|(queue, target)| Some((queue, target?)))
+        .collect())
 }

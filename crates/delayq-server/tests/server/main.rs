@@ -19,6 +19,7 @@ mod pause;
 mod produce;
 mod push;
 mod push_signature;
+mod push_targets;
 mod push_urls;
 mod receiver;
 mod schedules;
