@@ -3,9 +3,17 @@
 //! message at a time, and a server that dies mid-request leaves the message to come back
 //! after its lease, to whichever server claims it then.
 //!
-//! Targets are read again every second; a worker whose target changed is stopped (its
-//! requests in flight finish) and started again with the new one. The lease covers the
-//! request timeout and a margin, and the worker extends it while a request runs.
+//! Targets are read again every second. A worker whose target changed stops claiming at
+//! once and drains in the background: its requests run to their end (each is bounded by the
+//! target's timeout, and the worker's grace is longer), are settled as usual, and only then
+//! does it go, so a message is never handed out again while its request may still run. The
+//! new target's worker starts at once beside it. The lease covers the request timeout and a
+//! margin, and the worker extends it while a request runs.
+//!
+//! At shutdown every worker is told to stop at once, and they are awaited together for up
+//! to [`SHUTDOWN_GRACE`]; those still running then are dropped, which cuts their requests
+//! and leaves their messages held until their leases pass (never released early: the
+//! receiver may still be working on them).
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -34,6 +42,14 @@ const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// Tries of a failure callback, and the pause before each retry.
 const CALLBACK_RETRIES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(5)];
 
+/// How long a server's shutdown waits for its workers' requests before it cuts them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Beyond the request timeout, what a push may take (resolving a message's own host first)
+/// before it counts as timed out; a stopping worker waits this plus a second for it.
+const PUSH_MARGIN: Duration = Duration::from_secs(5);
+
+/// A worker serving a target.
 struct Running {
     target: PushTarget,
     stop: oneshot::Sender<()>,
@@ -108,6 +124,8 @@ impl Clients {
 pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     let mut running: HashMap<QueueName, Running> = HashMap::new();
+    // Workers told to stop (their target changed or went) whose requests are finishing.
+    let mut draining: Vec<JoinHandle<()>> = Vec::new();
     let mut repaired: HashSet<QueueName> = HashSet::new();
     loop {
         match target::indexed(&dq).await {
@@ -121,10 +139,11 @@ pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
                     }
                 }
                 repair(&mut repaired, stale).await;
-                reconcile(&dq, &clients, &mut running, targets).await;
+                reconcile(&dq, &clients, &mut running, &mut draining, targets).await;
             }
             Err(e) => tracing::warn!("push: cannot read targets: {e}"),
         }
+        draining.retain(|task| !task.is_finished());
         tokio::select! {
             () = tokio::time::sleep(REFRESH) => {}
             () = &mut stop => break,
@@ -132,7 +151,23 @@ pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
     }
     for (_, r) in running.drain() {
         let _ = r.stop.send(());
-        let _ = r.task.await;
+        draining.push(r.task);
+    }
+    // Every worker was told at once and runs in its own task: awaiting them in turn takes
+    // as long as the slowest.
+    let all = async {
+        for task in draining.iter_mut() {
+            let _ = task.await;
+        }
+    };
+    if tokio::time::timeout(SHUTDOWN_GRACE, all).await.is_err() {
+        tracing::warn!("push: requests still running at shutdown are cut; their messages are pushed again after their leases");
+        for task in draining {
+            if !task.is_finished() {
+                task.abort();
+                let _ = task.await;
+            }
+        }
     }
 }
 
@@ -162,6 +197,7 @@ async fn reconcile(
     dq: &DelayQ,
     clients: &Clients,
     running: &mut HashMap<QueueName, Running>,
+    draining: &mut Vec<JoinHandle<()>>,
     targets: Vec<(Queue, PushTarget)>,
 ) {
     let wanted: HashMap<QueueName, (Queue, PushTarget)> = targets
@@ -175,8 +211,9 @@ async fn reconcile(
         .collect();
     for name in stale {
         if let Some(r) = running.remove(&name) {
+            // Not awaited: it drains while the new target's worker (if any) starts.
             let _ = r.stop.send(());
-            let _ = r.task.await;
+            draining.push(r.task);
         }
     }
     for (name, (queue, target)) in wanted {
@@ -219,13 +256,17 @@ async fn start(
         Ok(false) => return Err("the target was removed meanwhile".into()),
         Err(e) => return Err(format!("cannot turn push delivery on: {e}")),
     }
-    let lease = Duration::from_millis(target.timeout_ms) + LEASE_MARGIN;
+    let timeout = Duration::from_millis(target.timeout_ms);
+    let lease = timeout + LEASE_MARGIN;
     let client = clients.for_target(&target);
     let target = Arc::new(target);
+    // A stopping worker waits for its pushes, each bounded below: none is handed back
+    // while it may still run.
     let mut builder = WorkerBuilder::serving(QueueSet::single(queue.clone()).pushing())
         .concurrency(target.concurrency)
         .batch_size(target.concurrency.min(100))
-        .lease(lease);
+        .lease(lease)
+        .shutdown_grace(timeout + PUSH_MARGIN + Duration::from_secs(1));
     if let Some(callback) = target.failure_callback.clone() {
         let (dq, client, keys) = (dq.clone(), client.clone(), target.signing_keys.clone());
         builder = builder.on_dead_letter(move |dead: &DeadLettered| {
@@ -246,7 +287,16 @@ async fn start(
     let worker = builder
         .build(move |delivery| {
             let pusher = pusher.clone();
-            async move { pusher.push(&delivery).await }
+            async move {
+                // The request has its own timeout; this bounds the rest (a slow resolver).
+                match tokio::time::timeout(timeout + PUSH_MARGIN, pusher.push(&delivery)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(delayq::worker::Failure::retry(format!(
+                        "timed out after {:?}",
+                        timeout + PUSH_MARGIN
+                    ))),
+                }
+            }
         })
         .map_err(|e| e.to_string())?;
     let (stop, stopped) = oneshot::channel::<()>();

@@ -18,6 +18,10 @@ use tokio::net::TcpListener;
 pub enum Answer {
     Status(u16, Vec<(&'static str, String)>, String),
     Hang(Duration),
+    /// Work on the request this long, then answer 200. The work goes on if the client goes
+    /// away meanwhile, as a real receiver's does: the request counts as in progress (for
+    /// [`Receiver::max_concurrent_per_id`]) until the work is done.
+    Work(Duration),
 }
 
 /// A request as received.
@@ -28,6 +32,8 @@ pub struct Seen {
     pub body: Vec<u8>,
     pub began_ms: u64,
     pub ended_ms: u64,
+    /// When the client went away before the answer (0: it did not).
+    pub cut_ms: u64,
 }
 
 impl Seen {
@@ -125,6 +131,25 @@ impl Drop for Ending {
     }
 }
 
+/// Notes when a request's handler is dropped before it answered: the client went away.
+struct Cut {
+    inner: Arc<Mutex<Inner>>,
+    index: usize,
+    answered: bool,
+}
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(seen) = inner.seen.get_mut(self.index) {
+            seen.cut_ms = now_ms();
+        }
+    }
+}
+
 async fn answer(
     State(inner): State<Arc<Mutex<Inner>>>,
     uri: Uri,
@@ -151,6 +176,7 @@ async fn answer(
             body: body.to_vec(),
             began_ms: now_ms(),
             ended_ms: 0,
+            cut_ms: 0,
         });
         let index = guard.seen.len() - 1;
         (
@@ -158,17 +184,33 @@ async fn answer(
             index,
         )
     };
-    let _ending = Ending {
+    let ending = Ending {
         inner: inner.clone(),
         id,
         index,
     };
     match next.unwrap_or(Answer::Status(200, vec![], "ok".into())) {
+        Answer::Work(d) => {
+            let mut cut = Cut {
+                inner,
+                index,
+                answered: false,
+            };
+            let work = tokio::spawn(async move {
+                let _ending = ending;
+                tokio::time::sleep(d).await;
+            });
+            let _ = work.await;
+            cut.answered = true;
+            (StatusCode::OK, "done").into_response()
+        }
         Answer::Hang(d) => {
+            let _ending = ending;
             tokio::time::sleep(d).await;
             (StatusCode::OK, "late").into_response()
         }
         Answer::Status(code, extra, text) => {
+            let _ending = ending;
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
             let mut response = (status, text).into_response();
             for (name, value) in extra {
