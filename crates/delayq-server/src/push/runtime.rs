@@ -21,14 +21,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayq::worker::WorkerBuilder;
-use delayq::{DeadLettered, DelayQ, Queue, QueueName, QueueSet, State};
-use serde_json::json;
+use delayq::{DeadLettered, DelayQ, Queue, QueueName, QueueSet};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::address::{check_url, literal_ip, AddressPolicy, GuardedResolver};
+use super::address::check_url;
+use super::callbacks::Callbacks;
+use super::clients::Clients;
+use super::deliver;
 use super::target::{self, PushTarget};
-use super::{deliver, signature};
 
 /// How often targets are read again.
 const REFRESH: Duration = Duration::from_secs(1);
@@ -38,9 +39,6 @@ const TALLY_EVERY: Duration = Duration::from_secs(1);
 
 /// Lease beyond the request timeout.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
-
-/// Tries of a failure callback, and the pause before each retry.
-const CALLBACK_RETRIES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(5)];
 
 /// How long a server's shutdown waits for its workers' requests before it cuts them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -56,72 +54,14 @@ struct Running {
     task: JoinHandle<()>,
 }
 
-/// The HTTP clients pushes go through: pooled per host, with the address policy in their
-/// resolver; one follows redirects (each hop checked), one does not.
-#[derive(Clone)]
-pub struct Clients {
-    plain: reqwest::Client,
-    redirecting: reqwest::Client,
-    policy: Arc<AddressPolicy>,
-}
-
-impl Clients {
-    /// Clients for `policy`.
-    pub fn new(policy: AddressPolicy) -> Result<Self, String> {
-        // reqwest's rustls needs a crypto provider; ring is the one the workspace builds.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let policy = Arc::new(policy);
-        let build = |redirect: reqwest::redirect::Policy| {
-            reqwest::Client::builder()
-                .dns_resolver(Arc::new(GuardedResolver {
-                    policy: policy.clone(),
-                }))
-                .redirect(redirect)
-                // A proxy would resolve the target's host itself, past the address checks.
-                .no_proxy()
-                .user_agent(concat!("delayq/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .map_err(|e| format!("push client: {e}"))
-        };
-        let hop_policy = policy.clone();
-        let follow = reqwest::redirect::Policy::custom(move |attempt| {
-            let refused = attempt
-                .url()
-                .host_str()
-                .and_then(literal_ip)
-                .and_then(|ip| hop_policy.refusal(ip));
-            if let Some(why) = refused {
-                attempt.error(format!("redirect to {why}"))
-            } else if attempt.previous().len() >= 5 {
-                attempt.error("more than 5 redirects")
-            } else {
-                attempt.follow()
-            }
-        });
-        Ok(Clients {
-            plain: build(reqwest::redirect::Policy::none())?,
-            redirecting: build(follow)?,
-            policy,
-        })
-    }
-
-    /// The address policy.
-    pub fn policy(&self) -> &AddressPolicy {
-        &self.policy
-    }
-
-    fn for_target(&self, target: &PushTarget) -> reqwest::Client {
-        if target.follow_redirects {
-            self.redirecting.clone()
-        } else {
-            self.plain.clone()
-        }
-    }
-}
-
 /// Runs pushes for every queue with a target until `stop` completes; then stops the workers,
 /// letting requests in flight finish.
-pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
+pub async fn run(
+    dq: DelayQ,
+    clients: Clients,
+    callbacks: Callbacks,
+    stop: impl Future<Output = ()>,
+) {
     tokio::pin!(stop);
     let mut running: HashMap<QueueName, Running> = HashMap::new();
     // Workers told to stop (their target changed or went) whose requests are finishing.
@@ -139,7 +79,18 @@ pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
                     }
                 }
                 repair(&mut repaired, stale).await;
-                reconcile(&dq, &clients, &mut running, &mut draining, targets).await;
+                callbacks.watch(
+                    targets
+                        .iter()
+                        .filter(|(_, t)| t.failure_callback.is_some())
+                        .map(|(q, _)| q.name().clone())
+                        .collect(),
+                );
+                let workers = Workers {
+                    clients: &clients,
+                    callbacks: &callbacks,
+                };
+                reconcile(&workers, &mut running, &mut draining, targets).await;
             }
             Err(e) => tracing::warn!("push: cannot read targets: {e}"),
         }
@@ -193,9 +144,14 @@ async fn repair(repaired: &mut HashSet<QueueName>, stale: Vec<Queue>) {
     }
 }
 
+/// What starting a worker takes.
+struct Workers<'a> {
+    clients: &'a Clients,
+    callbacks: &'a Callbacks,
+}
+
 async fn reconcile(
-    dq: &DelayQ,
-    clients: &Clients,
+    workers: &Workers<'_>,
     running: &mut HashMap<QueueName, Running>,
     draining: &mut Vec<JoinHandle<()>>,
     targets: Vec<(Queue, PushTarget)>,
@@ -220,7 +176,7 @@ async fn reconcile(
         if running.contains_key(&name) {
             continue;
         }
-        match start(dq, clients, queue, target.clone()).await {
+        match start(workers, queue, target.clone()).await {
             Ok((stop, task)) => {
                 running.insert(name, Running { target, stop, task });
             }
@@ -231,8 +187,7 @@ async fn reconcile(
 
 /// Starts the worker of one target.
 async fn start(
-    dq: &DelayQ,
-    clients: &Clients,
+    workers: &Workers<'_>,
     queue: Queue,
     mut target: PushTarget,
 ) -> Result<(oneshot::Sender<()>, JoinHandle<()>), String> {
@@ -246,6 +201,7 @@ async fn start(
         !reserved
     });
     let (url, _) = target.validate()?;
+    let clients = workers.clients;
     check_url(clients.policy(), &url)
         .await
         .map_err(|e| e.detailed())?;
@@ -267,19 +223,17 @@ async fn start(
         .batch_size(target.concurrency.min(100))
         .lease(lease)
         .shutdown_grace(timeout + PUSH_MARGIN + Duration::from_secs(1));
-    if let Some(callback) = target.failure_callback.clone() {
-        let (dq, client, keys) = (dq.clone(), client.clone(), target.signing_keys.clone());
+    if target.failure_callback.is_some() {
+        // Queued for the server's callback senders (`callbacks.rs`): never waits.
+        let callbacks = workers.callbacks.clone();
         builder = builder.on_dead_letter(move |dead: &DeadLettered| {
-            let (dq, client, keys, callback) =
-                (dq.clone(), client.clone(), keys.clone(), callback.clone());
-            let dead = dead.clone();
-            tokio::spawn(async move { call_back(&dq, &client, &keys, &callback, &dead).await });
+            callbacks.report(dead);
         });
     }
     let tally = Arc::new(deliver::Tally::default());
     let pusher = Arc::new(deliver::Pusher::new(
         client,
-        clients.policy.clone(),
+        clients.policy().clone(),
         queue.name().as_str(),
         target.clone(),
         tally.clone(),
@@ -328,65 +282,5 @@ async fn add_tally(queue: &Queue, tally: &deliver::Tally) {
     let counts = tally.take();
     if let Err(e) = queue.add_push_responses(&counts).await {
         tracing::warn!(queue = %queue.name(), "push: cannot record answers in the history: {e}");
-    }
-}
-
-/// Calls a target's failure callback once for a dead letter: a signed POST of the message
-/// and its error history, tried up to three times.
-async fn call_back(
-    dq: &DelayQ,
-    client: &reqwest::Client,
-    keys: &[String],
-    url: &str,
-    dead: &DeadLettered,
-) {
-    let Ok(queue) = dq.queue(dead.queue.as_str()) else {
-        return;
-    };
-    let info = match queue.get(&dead.id).await {
-        Ok(Some(info)) if info.state == State::Dead => info,
-        _ => return,
-    };
-    let payload = crate::api::wire::PayloadOut::new(info.payload.clone(), info.kind);
-    let body = json!({
-        "queue": dead.queue.as_str(),
-        "id": dead.id,
-        "error": dead.error,
-        "attempts": info.attempts,
-        "errors": info.errors.iter().map(|e| json!({
-            "attempt": e.attempt, "at_ms": e.at_ms, "error": e.error,
-        })).collect::<Vec<_>>(),
-        "message": payload,
-    });
-    let body = body.to_string().into_bytes();
-    let signed = signature::Signed {
-        queue: dead.queue.as_str(),
-        id: &dead.id,
-        attempt: 0,
-        body: &body,
-    };
-    for pause in std::iter::once(Duration::ZERO).chain(CALLBACK_RETRIES) {
-        tokio::time::sleep(pause).await;
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let sent = client
-            .post(url)
-            .header("content-type", "application/json")
-            .header("delayq-queue", dead.queue.as_str())
-            .header("delayq-message-id", &dead.id)
-            .header("delayq-attempt", "0")
-            .header(signature::HEADER, signature::sign(keys, secs, &signed))
-            .timeout(Duration::from_secs(10))
-            .body(body.clone())
-            .send()
-            .await;
-        match sent {
-            Ok(r) if r.status().is_success() => return,
-            Ok(r) => {
-                tracing::warn!(id = %dead.id, status = %r.status(), "failure callback refused")
-            }
-            Err(e) => tracing::warn!(id = %dead.id, "failure callback failed: {e}"),
-        }
     }
 }

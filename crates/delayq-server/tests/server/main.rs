@@ -18,6 +18,7 @@ mod partitions;
 mod pause;
 mod produce;
 mod push;
+mod push_callbacks;
 mod push_restarts;
 mod push_signature;
 mod push_targets;

@@ -50,6 +50,11 @@ struct Inner {
     /// Requests in progress per message id, and the most at once seen.
     in_progress: HashMap<String, usize>,
     max_concurrent_per_id: usize,
+    /// The answer to every request on a path that its id's script does not answer.
+    path_answers: HashMap<String, Answer>,
+    /// Requests in progress per path, and the most at once seen on each.
+    in_progress_on_path: HashMap<String, usize>,
+    max_concurrent_on_path: HashMap<String, usize>,
 }
 
 /// The receiver: its base URL, and what it saw.
@@ -84,6 +89,20 @@ impl Receiver {
         self.lock().script.insert(id.to_owned(), answers.into());
     }
 
+    /// Answers every request on `path` with `answer`, unless its message id has a script.
+    pub fn answer_path(&self, path: &str, answer: Answer) {
+        self.lock().path_answers.insert(path.to_owned(), answer);
+    }
+
+    /// The most requests on `path` that were in progress at once.
+    pub fn max_concurrent_on(&self, path: &str) -> usize {
+        self.lock()
+            .max_concurrent_on_path
+            .get(path)
+            .copied()
+            .unwrap_or(0)
+    }
+
     pub fn seen(&self) -> Vec<Seen> {
         self.lock().seen.clone()
     }
@@ -116,6 +135,7 @@ pub fn now_ms() -> u64 {
 struct Ending {
     inner: Arc<Mutex<Inner>>,
     id: String,
+    path: String,
     index: usize,
 }
 
@@ -123,6 +143,9 @@ impl Drop for Ending {
     fn drop(&mut self) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = inner.in_progress.get_mut(&self.id) {
+            *n -= 1;
+        }
+        if let Some(n) = inner.in_progress_on_path.get_mut(&self.path) {
             *n -= 1;
         }
         if let Some(seen) = inner.seen.get_mut(self.index) {
@@ -167,6 +190,12 @@ async fn answer(
         *n += 1;
         let n = *n;
         guard.max_concurrent_per_id = guard.max_concurrent_per_id.max(n);
+        let path = uri.path().to_owned();
+        let on_path = guard.in_progress_on_path.entry(path.clone()).or_default();
+        *on_path += 1;
+        let on_path = *on_path;
+        let most = guard.max_concurrent_on_path.entry(path).or_default();
+        *most = (*most).max(on_path);
         guard.seen.push(Seen {
             path: uri.path().to_owned(),
             headers: headers
@@ -179,14 +208,14 @@ async fn answer(
             cut_ms: 0,
         });
         let index = guard.seen.len() - 1;
-        (
-            guard.script.get_mut(&id).and_then(VecDeque::pop_front),
-            index,
-        )
+        let scripted = guard.script.get_mut(&id).and_then(VecDeque::pop_front);
+        let next = scripted.or_else(|| guard.path_answers.get(uri.path()).cloned());
+        (next, index)
     };
     let ending = Ending {
         inner: inner.clone(),
         id,
+        path: uri.path().to_owned(),
         index,
     };
     match next.unwrap_or(Answer::Status(200, vec![], "ok".into())) {
