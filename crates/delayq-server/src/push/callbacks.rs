@@ -188,10 +188,13 @@ async fn send(dq: &DelayQ, clients: &Clients, report: &Report) {
         return;
     };
     let refused = match reqwest::Url::parse(url) {
-        Ok(parsed) => check_url(clients.policy(), &parsed)
-            .await
-            .err()
-            .map(|r| r.detailed()),
+        // Bounded like a try: a resolver that hangs must not hold a sender for ever.
+        Ok(parsed) => {
+            match tokio::time::timeout(TIMEOUT, check_url(clients.policy(), &parsed)).await {
+                Ok(checked) => checked.err().map(|r| r.detailed()),
+                Err(_) => Some(format!("resolving {url:?} took over {TIMEOUT:?}")),
+            }
+        }
         Err(e) => Some(format!("{url:?} is not a URL: {e}")),
     };
     if let Some(why) = refused {
