@@ -45,14 +45,30 @@ pub async fn run(
     let open = Arc::new(Semaphore::new(limits.max_connections));
     let peers = Arc::new(PeerCounts::default());
     let graceful = GracefulShutdown::new();
-    let pusher = match crate::push::runtime::Clients::new(crate::push::address::AddressPolicy::new(
+    let pusher = match crate::push::clients::Clients::new(crate::push::address::AddressPolicy::new(
         limits.push_allow.clone(),
     )) {
         Ok(clients) => {
+            use crate::push::callbacks;
+            let (reports, backlog) = callbacks::channel(callbacks::BACKLOG);
+            state.set_callbacks(reports.clone());
+            // Callbacks go on until the push runtime has stopped (its last requests may
+            // still make dead letters).
+            let (stop_callbacks, callbacks_stopped) = tokio::sync::oneshot::channel::<()>();
+            let sender = tokio::spawn(backlog.serve(
+                state.dq().clone(),
+                clients.clone(),
+                callbacks::CONCURRENCY,
+                async move {
+                    let _ = callbacks_stopped.await;
+                },
+            ));
             let state = state.clone();
             Some(tokio::spawn(async move {
                 let dq = state.dq().clone();
-                crate::push::runtime::run(dq, clients, state.shutdown_started()).await;
+                crate::push::runtime::run(dq, clients, reports, state.shutdown_started()).await;
+                let _ = stop_callbacks.send(());
+                let _ = sender.await;
             }))
         }
         Err(e) => {

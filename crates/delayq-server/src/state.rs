@@ -2,7 +2,7 @@
 //! shutdown signal that ends held long-polls.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use delayq::{DelayQ, Queue};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -12,6 +12,7 @@ use crate::auth::{Role, Tokens};
 use crate::error::ApiResult;
 use crate::limits::Limits;
 use crate::metrics::GaugeCache;
+use crate::push::callbacks::Callbacks;
 
 /// Most queue handles kept: a handle holds its metric registrations and keeps its queue's
 /// wake-up subscription open between long-polls; names beyond this are served uncached, so
@@ -31,6 +32,9 @@ struct Inner {
     queues: Mutex<HashMap<String, Queue>>,
     metrics: Option<PrometheusHandle>,
     gauges: GaugeCache,
+    /// Where deaths found by any request go for their failure callbacks (set by the server
+    /// when push delivery runs).
+    callbacks: OnceLock<Callbacks>,
 }
 
 impl AppState {
@@ -49,6 +53,7 @@ impl AppState {
             queues: Mutex::default(),
             metrics,
             gauges: GaugeCache::default(),
+            callbacks: OnceLock::new(),
         }))
     }
 
@@ -97,6 +102,16 @@ impl AppState {
     /// Checks that the request carries a valid token, whatever its role.
     pub fn authenticate(&self, headers: &axum::http::HeaderMap) -> ApiResult<()> {
         self.0.tokens.authenticate(headers).map(drop)
+    }
+
+    /// Where deaths are reported for their failure callbacks, once push delivery runs.
+    pub fn callbacks(&self) -> Option<&Callbacks> {
+        self.0.callbacks.get()
+    }
+
+    /// Sets where deaths are reported (once; later calls change nothing).
+    pub fn set_callbacks(&self, callbacks: Callbacks) {
+        let _ = self.0.callbacks.set(callbacks);
     }
 
     /// Starts shutting down: held long-polls return.

@@ -75,6 +75,12 @@ impl Keys {
         format!("dq:{{{}}}:schedules", queue.as_str())
     }
 
+    /// STRING under a queue's own name: its push target, as the server stored it (opaque
+    /// here), changed with partition 0's push-delivery flag (push_target.rs).
+    pub(crate) fn push_target(queue: &QueueName) -> String {
+        format!("dq:{{{}}}:push", queue.as_str())
+    }
+
     /// SET, outside every queue's hash tag: the queues that have recurring schedules, for
     /// schedulers that serve them all.
     pub(crate) const SCHEDULED_QUEUES: &'static str = "dq:scheduled";

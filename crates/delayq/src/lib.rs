@@ -53,6 +53,7 @@
 //! * `partitions.rs`: one queue spread over several hash tags (cluster nodes), and how a
 //!   message's id names its partition.
 //! * `dead_letters.rs`: [`DeadLetters`]: count, list, requeue, purge.
+//! * `push_target.rs`: a queue's push target (the server's), kept with its push-delivery flag.
 //! * `error_history.rs`: a message's last few failures ([`FailedAttempt`]), as Redis keeps them.
 //! * `worker/`: the worker runtime.
 //! * `options.rs`, `message.rs`, `names.rs`, `receipt.rs`, `error.rs`: what goes in and
@@ -76,6 +77,7 @@ mod message;
 mod names;
 mod options;
 mod partitions;
+mod push_target;
 mod queue;
 mod queue_set;
 mod receipt;

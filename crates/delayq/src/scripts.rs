@@ -31,6 +31,7 @@ pub(crate) struct Scripts {
     pub(crate) dead_purge: Script,
     pub(crate) bury: Script,
     pub(crate) control: Script,
+    pub(crate) push_target: Script,
     /// Not a queue script: needs no prelude.
     pub(crate) partitions: Script,
 }
@@ -52,6 +53,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     dead_purge: with_prelude(include_str!("scripts/dead_purge.lua")),
     bury: with_prelude(include_str!("scripts/bury.lua")),
     control: with_prelude(include_str!("scripts/control.lua")),
+    push_target: with_prelude(include_str!("scripts/push_target.lua")),
     partitions: Script::new(include_str!("scripts/partitions.lua")),
 });
 
@@ -295,12 +297,30 @@ mod tests {
                 vec![b("speed"), b("1")],
             ),
             ("control: not pairs", &s.control, vec![b("paused")]),
+            (
+                "push_target: an unknown operation",
+                &s.push_target,
+                vec![b("replace"), b("{}")],
+            ),
+            (
+                "push_target: set, to nothing",
+                &s.push_target,
+                vec![b("set")],
+            ),
+            (
+                "push_target: set, to an empty target",
+                &s.push_target,
+                vec![b("set"), b("")],
+            ),
         ];
         for (what, script, args) in cases {
             let before = snapshot(&server);
             let mut inv = crate::queue::invocation(&keys, script);
             if std::ptr::eq(script, &s.claim) {
                 inv.key(&claim_record);
+            }
+            if std::ptr::eq(script, &s.push_target) {
+                inv.key(crate::keys::Keys::push_target(q.name()));
             }
             for arg in &args {
                 inv.arg(&arg[..]);

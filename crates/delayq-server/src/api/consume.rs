@@ -174,9 +174,13 @@ async fn deliver(
     let deliveries = consumer
         .receive_until(options, state.shutdown_started())
         .await;
-    // This request's claim caused these deaths; nobody else will report them.
+    // This request's claim caused these deaths; nobody else will report them: a push
+    // queue's get their failure callbacks from here.
     for dead in consumer.take_dead_lettered() {
         tracing::warn!(queue = %dead.queue, id = %dead.id, error = %dead.error, "message dead-lettered by a claim");
+        if let Some(callbacks) = state.callbacks() {
+            callbacks.report(&dead);
+        }
     }
     let deliveries = deliveries?;
     Ok(Json(ReceiveOut {

@@ -66,7 +66,11 @@ pub async fn send(
                 "a JSON send takes its options in the body, not the query string",
             ));
         }
-        parse::<SendBody>(&body)?.into_message(state.limits())?
+        let body = parse::<SendBody>(&body)?;
+        let url = super::push::message_url(&body);
+        let message = body.into_message(state.limits())?;
+        super::push::check_message_urls(&state, &q, url.as_slice()).await?;
+        message
     } else {
         let options = query
             .options()
@@ -109,10 +113,13 @@ pub async fn send_batch(
     let batch: BatchBody = parse(&body)?;
     state.limits().check_batch(batch.messages.len())?;
     let mut messages = Vec::with_capacity(batch.messages.len());
+    let mut urls = Vec::new();
     for (i, m) in batch.messages.into_iter().enumerate() {
+        urls.extend(super::push::message_url(&m));
         let (payload, options) = m.into_message(state.limits()).map_err(|e| e.at(i))?;
         messages.push(Message::new(payload, options));
     }
+    super::push::check_message_urls(&state, &q, &urls).await?;
     let sent = q.send_batch(&messages).await?;
     Ok(Json(BatchOut {
         results: sent.into_iter().map(SentOut::from).collect(),

@@ -15,7 +15,7 @@ use super::access::{AdminRole, Authorized};
 use super::admin::RateLimitArg;
 use super::body::{parse, JsonBody};
 use super::path::Path;
-use super::wire::DurationArg;
+use super::wire::{DurationArg, SendBody};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::push::address::{check_url, AddressPolicy};
 use crate::push::target::{self, PushTarget};
@@ -47,6 +47,9 @@ pub struct PushBody {
     follow_redirects: Option<bool>,
     /// At most this many requests a second across every server.
     rate_limit: Option<RateLimitArg>,
+    /// Origins (`https://hooks.example.com`: scheme, host and port) that a message's own
+    /// `push.url` may be on, matched exactly. Default: none, so messages cannot bring a URL.
+    allow_message_urls: Option<Vec<String>>,
 }
 
 /// A queue's push target.
@@ -62,6 +65,8 @@ struct PushOut {
     dead_statuses: Option<Vec<u16>>,
     failure_callback: Option<String>,
     follow_redirects: bool,
+    /// Origins a message's own URL may be on (empty: none).
+    allow_message_urls: Vec<String>,
 }
 
 impl From<PushTarget> for PushOut {
@@ -76,6 +81,7 @@ impl From<PushTarget> for PushOut {
             dead_statuses: t.dead_statuses,
             failure_callback: t.failure_callback,
             follow_redirects: t.follow_redirects,
+            allow_message_urls: t.allow_message_urls,
         }
     }
 }
@@ -99,6 +105,9 @@ pub async fn put(
         None => Duration::from_secs(10),
     };
     let signing_keys = target::signing_keys(body.signing_keys, existing);
+    let invalid = |e: String| ApiError::bad_request("invalid_push_target", e);
+    let allow_message_urls =
+        target::allowed_origins(body.allow_message_urls.unwrap_or_default()).map_err(invalid)?;
     let target = PushTarget {
         url: body.url,
         method: body
@@ -112,13 +121,16 @@ pub async fn put(
         dead_statuses: body.dead_statuses,
         failure_callback: body.failure_callback,
         follow_redirects: body.follow_redirects.unwrap_or(false),
+        allow_message_urls,
     };
-    let invalid = |e: String| ApiError::bad_request("invalid_push_target", e);
     let (url, callback) = target.validate().map_err(invalid)?;
     let policy = AddressPolicy::new(state.limits().push_allow.clone());
     let refused = |e: String| ApiError::bad_request("push_target_refused", e);
     for url in std::iter::once(&url).chain(&callback) {
-        check_url(&policy, url).await.map_err(refused)?;
+        // Only an admin sets a target: the error may say what the host resolves to.
+        check_url(&policy, url)
+            .await
+            .map_err(|e| refused(e.detailed()))?;
     }
     if let Some(limit) = body.rate_limit {
         q.configure(&[delayq::Setting::RateLimit(Some(limit.into()))])
@@ -156,4 +168,38 @@ pub async fn delete(
         return Err(ApiError::not_found(format!("{queue} has no push target")));
     }
     Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
+/// The `push.url` a message to send brings, if any.
+pub(super) fn message_url(body: &SendBody) -> Option<String> {
+    body.push.as_ref().and_then(|d| d.url.clone())
+}
+
+/// Refuses messages whose own URLs the queue's push target does not allow
+/// (`allow_message_urls`): 400 `push_url_not_allowed`. A queue without a target takes them
+/// (they are checked again when pushed). Costs a read of the target only when a URL is given.
+pub(super) async fn check_message_urls(
+    state: &AppState,
+    queue: &delayq::Queue,
+    urls: &[String],
+) -> ApiResult<()> {
+    if urls.is_empty() {
+        return Ok(());
+    }
+    let Some(target) = target::load(state.dq(), queue).await? else {
+        return Ok(());
+    };
+    for text in urls {
+        let allowed = reqwest::Url::parse(text).is_ok_and(|url| target.allows_message_url(&url));
+        if !allowed {
+            return Err(ApiError::bad_request(
+                "push_url_not_allowed",
+                format!(
+                    "push.url {text:?}: its origin is not in the allow_message_urls of the \
+                     queue's push target"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -250,10 +250,9 @@ pub fn sealed(
     use crate::push::envelope;
     match push {
         Some(destination) => {
-            if let Some(url) = &destination.url {
-                crate::push::target::check_destination_url(url)
-                    .map_err(|e| ApiError::bad_request("invalid_option", e))?;
-            }
+            destination
+                .check()
+                .map_err(|e| ApiError::bad_request("invalid_option", e))?;
             Ok(envelope::seal(&destination, &payload))
         }
         None if envelope::looks_sealed(&payload) => {

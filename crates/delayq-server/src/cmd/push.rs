@@ -34,6 +34,10 @@ pub enum PushCommand {
         /// Signing keys, current first (default: keep the target's, or make one).
         #[arg(long = "signing-key")]
         signing_keys: Vec<String>,
+        /// An origin (https://hooks.example.com) a message's own push URL may be on
+        /// (repeatable; default: messages cannot bring a URL).
+        #[arg(long = "allow-message-url")]
+        allow_message_urls: Vec<String>,
     },
     /// Show a queue's push target.
     Get {
@@ -60,6 +64,7 @@ pub async fn run(command: PushCommand) -> anyhow::Result<()> {
             headers,
             failure_callback,
             signing_keys,
+            allow_message_urls,
         } => {
             let dq = common.connect().await?;
             let q = dq.queue(&queue)?;
@@ -82,6 +87,8 @@ pub async fn run(command: PushCommand) -> anyhow::Result<()> {
                 dead_statuses: None,
                 failure_callback,
                 follow_redirects: false,
+                allow_message_urls: target::allowed_origins(allow_message_urls)
+                    .map_err(|e| anyhow::anyhow!(e))?,
             };
             target.validate().map_err(|e| anyhow::anyhow!(e))?;
             target::save(&dq, &q, &target).await?;
@@ -110,12 +117,17 @@ fn show(common: &Common, target: &PushTarget) -> anyhow::Result<()> {
     let out = serde_json::to_value(target)?;
     print(common, &out, || {
         format!(
-            "{} {}  timeout {} ms, {} at once\nsigning key: {}",
+            "{} {}  timeout {} ms, {} at once\nsigning key: {}\nmessage URLs allowed on: {}",
             target.method,
             target.url,
             target.timeout_ms,
             target.concurrency,
-            target.signing_keys.first().map_or("-", String::as_str)
+            target.signing_keys.first().map_or("-", String::as_str),
+            if target.allow_message_urls.is_empty() {
+                "none".to_owned()
+            } else {
+                target.allow_message_urls.join(", ")
+            }
         )
     })
 }

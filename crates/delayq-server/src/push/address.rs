@@ -1,7 +1,9 @@
 //! Where pushes may go: by default not to loopback, private, link-local (the cloud metadata
-//! service at 169.254.169.254 among them), shared, multicast or unspecified addresses, so that
-//! whoever may set a push target cannot make the server call into its own network (SSRF). An
-//! allowlist of networks (`--push-allow 10.1.0.0/16`) admits some.
+//! service at 169.254.169.254 among them), shared, multicast, reserved or other special
+//! addresses (one table, [`SPECIAL`]), nor to IPv6 ranges that embed an IPv4 address (NAT64,
+//! 6to4, Teredo), so that whoever may set a push target or send a message with its own URL
+//! cannot make the server call into its own network (SSRF). An allowlist of networks
+//! (`--push-allow 10.1.0.0/16`) admits some.
 //!
 //! The check runs where the address is known: when a target is set (a clear error), and on
 //! every connection, through the HTTP client's resolver ([`GuardedResolver`]), so a name that
@@ -62,6 +64,99 @@ fn prefix_eq(a: u128, b: u128, prefix: u8) -> bool {
     prefix == 0 || (a ^ b) >> (128 - u32::from(prefix)) == 0
 }
 
+/// The networks pushes may not reach unless the server allows them, each with why (the
+/// class a refusal names): the IANA special-purpose registries for IPv4 and IPv6, without
+/// the few entries meant to be reached globally, plus multicast, and the IPv6 ranges that
+/// embed an IPv4 address (NAT64, 6to4, Teredo, IPv4-compatible and -translated), through
+/// which a private IPv4 address could be reached past the IPv4 rows. An IPv4 address written
+/// as IPv6 (`::ffff:10.0.0.1`) is judged as the IPv4 one. The first match names the class.
+const SPECIAL: [(Network, &str); 32] = [
+    (v4(0, 0, 0, 0, 8), "a \"this network\" address"),
+    (v4(10, 0, 0, 0, 8), "a private address"),
+    (
+        v4(100, 64, 0, 0, 10),
+        "a shared (carrier-grade NAT) address",
+    ),
+    (v4(127, 0, 0, 0, 8), "a loopback address"),
+    (
+        v4(169, 254, 0, 0, 16),
+        "a link-local address (such as the cloud metadata service)",
+    ),
+    (v4(172, 16, 0, 0, 12), "a private address"),
+    (v4(192, 0, 0, 0, 24), "an IETF protocol address"),
+    (v4(192, 0, 2, 0, 24), "a documentation address"),
+    (v4(192, 88, 99, 0, 24), "a 6to4 relay address"),
+    (v4(192, 168, 0, 0, 16), "a private address"),
+    (v4(198, 18, 0, 0, 15), "a benchmarking address"),
+    (v4(198, 51, 100, 0, 24), "a documentation address"),
+    (v4(203, 0, 113, 0, 24), "a documentation address"),
+    (v4(224, 0, 0, 0, 4), "a multicast address"),
+    (v4(240, 0, 0, 0, 4), "a reserved address"),
+    (v6([0, 0, 0, 0, 0, 0, 0, 0], 128), "an unspecified address"),
+    (v6([0, 0, 0, 0, 0, 0, 0, 1], 128), "a loopback address"),
+    (
+        v6([0, 0, 0, 0, 0, 0, 0, 0], 96),
+        "an IPv4-compatible address",
+    ),
+    (
+        v6([0, 0, 0, 0, 0xffff, 0, 0, 0], 96),
+        "an IPv4-translated address",
+    ),
+    (v6([0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96), "a NAT64 address"),
+    (v6([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48), "a NAT64 address"),
+    (
+        v6([0x100, 0, 0, 0, 0, 0, 0, 0], 64),
+        "a discard-only address",
+    ),
+    (v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 32), "a Teredo address"),
+    (
+        v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 23),
+        "an IETF protocol address",
+    ),
+    (
+        v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32),
+        "a documentation address",
+    ),
+    (v6([0x2002, 0, 0, 0, 0, 0, 0, 0], 16), "a 6to4 address"),
+    (
+        v6([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20),
+        "a documentation address",
+    ),
+    (
+        v6([0x5f00, 0, 0, 0, 0, 0, 0, 0], 16),
+        "a segment routing (SRv6) address",
+    ),
+    (
+        v6([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7),
+        "a private (unique local) address",
+    ),
+    (
+        v6([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10),
+        "a link-local address",
+    ),
+    (
+        v6([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10),
+        "a site-local address",
+    ),
+    (v6([0xff00, 0, 0, 0, 0, 0, 0, 0], 8), "a multicast address"),
+];
+
+const fn v4(a: u8, b: u8, c: u8, d: u8, prefix: u8) -> Network {
+    Network {
+        addr: IpAddr::V4(Ipv4Addr::new(a, b, c, d)),
+        prefix,
+    }
+}
+
+const fn v6(s: [u16; 8], prefix: u8) -> Network {
+    Network {
+        addr: IpAddr::V6(Ipv6Addr::new(
+            s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
+        )),
+        prefix,
+    }
+}
+
 /// Which addresses pushes may reach.
 #[derive(Debug, Clone, Default)]
 pub struct AddressPolicy {
@@ -74,9 +169,8 @@ impl AddressPolicy {
         AddressPolicy { allow }
     }
 
-    /// Why `ip` may not be reached, if it may not.
+    /// Why `ip` may not be reached (its class), if it may not.
     pub fn refusal(&self, ip: IpAddr) -> Option<&'static str> {
-        // An IPv4 address written as IPv6 (::ffff:10.0.0.1) is judged as the IPv4 one.
         let ip = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
             v4 => v4,
@@ -84,47 +178,65 @@ impl AddressPolicy {
         if self.allow.iter().any(|n| n.contains(ip)) {
             return None;
         }
-        match ip {
-            IpAddr::V4(v4) => refusal_v4(v4),
-            IpAddr::V6(v6) => refusal_v6(v6),
+        SPECIAL
+            .iter()
+            .find(|(network, _)| network.contains(ip))
+            .map(|(_, class)| *class)
+    }
+}
+
+/// Why a URL's host may not be pushed to. Two renderings: [`Refused::public`] for what
+/// anyone who can send a message may read back (a message's error), which names the host
+/// and the class of address but not what the name resolves to, so a send token cannot map
+/// the internal network through it; [`Refused::detailed`] for an admin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// The URL has no host.
+    NoHost,
+    /// The host name does not resolve.
+    Unresolved {
+        /// As the URL names it.
+        host: String,
+    },
+    /// The host is, or resolves to, an address pushes may not reach.
+    Address {
+        /// As the URL names it.
+        host: String,
+        /// The address refused.
+        ip: IpAddr,
+        /// Why ([`SPECIAL`]).
+        class: &'static str,
+    },
+}
+
+impl Refused {
+    /// The host and why, without the address it resolves to.
+    pub fn public(&self) -> String {
+        match self {
+            Refused::NoHost => "the URL has no host".into(),
+            Refused::Unresolved { host } => format!("cannot resolve {host}"),
+            Refused::Address { host, class, .. } => format!(
+                "push to {host} refused: it is {class}, which the server does not reach \
+                 unless it allows it (--push-allow)"
+            ),
+        }
+    }
+
+    /// Everything, the address included.
+    pub fn detailed(&self) -> String {
+        match self {
+            Refused::Address { host, ip, class } => format!(
+                "{host} resolves to {ip}, {class}: pushes there are refused unless the \
+                 server allows it (--push-allow)"
+            ),
+            other => other.public(),
         }
     }
 }
 
-fn refusal_v4(ip: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, ..] = ip.octets();
-    if ip.is_loopback() {
-        Some("a loopback address")
-    } else if ip.is_private() {
-        Some("a private address")
-    } else if ip.is_link_local() {
-        Some("a link-local address (such as the cloud metadata service)")
-    } else if a == 100 && (64..128).contains(&b) {
-        Some("a shared (carrier-grade NAT) address")
-    } else if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() || a == 0 || a >= 240 {
-        Some("a reserved address")
-    } else {
-        None
-    }
-}
-
-fn refusal_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    let first = ip.segments()[0];
-    if ip.is_loopback() {
-        Some("a loopback address")
-    } else if first & 0xfe00 == 0xfc00 {
-        Some("a private (unique local) address")
-    } else if first & 0xffc0 == 0xfe80 {
-        Some("a link-local address")
-    } else if ip.is_unspecified() || ip.is_multicast() {
-        Some("a reserved address")
-    } else {
-        None
-    }
-}
-
 /// The HTTP client's resolver: the system's, with refused addresses taken out; a name with
-/// nothing left fails to resolve, with the reason.
+/// nothing left fails to resolve, with the classes of what it resolved to (its error ends up
+/// in a message's error history: no addresses there; the log has them).
 #[derive(Debug, Clone)]
 pub struct GuardedResolver {
     /// Which addresses may be reached.
@@ -138,24 +250,30 @@ impl reqwest::dns::Resolve for GuardedResolver {
             let host = name.as_str().to_owned();
             let found: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let mut reasons = Vec::new();
+            let mut classes: Vec<&str> = Vec::new();
             let allowed: Vec<SocketAddr> = found
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|a| match policy.refusal(a.ip()) {
-                    Some(why) => {
-                        reasons.push(format!("{} is {why}", a.ip()));
+                    Some(class) => {
+                        if !classes.contains(&class) {
+                            classes.push(class);
+                        }
                         false
                     }
                     None => true,
                 })
                 .collect();
             if allowed.is_empty() {
-                let why = if reasons.is_empty() {
-                    "no address".to_owned()
-                } else {
-                    reasons.join(", ")
-                };
-                return Err(format!("push to {host} refused: {why}").into());
+                if classes.is_empty() {
+                    return Err(format!("push to {host} refused: no address").into());
+                }
+                tracing::warn!(%host, addresses = ?found, "push refused: every address of the host is refused");
+                return Err(format!(
+                    "push to {host} refused: it resolves to {}",
+                    classes.join(", ")
+                )
+                .into());
             }
             Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
         })
@@ -171,26 +289,28 @@ pub fn literal_ip(host: &str) -> Option<IpAddr> {
         .ok()
 }
 
-/// Checks a target URL's host now: an IP literal against the policy, a name by resolving it.
-pub async fn check_url(policy: &AddressPolicy, url: &reqwest::Url) -> Result<(), String> {
-    let host = url
-        .host_str()
-        .ok_or_else(|| "the URL has no host".to_owned())?;
+/// Checks a URL's host now: an IP literal against the policy, a name by resolving it (every
+/// address it resolves to must be allowed).
+pub async fn check_url(policy: &AddressPolicy, url: &reqwest::Url) -> Result<(), Refused> {
+    let host = url.host_str().ok_or(Refused::NoHost)?;
     let port = url.port_or_known_default().unwrap_or(80);
     let addrs: Vec<IpAddr> = match literal_ip(host) {
         Some(ip) => vec![ip],
         None => tokio::net::lookup_host((host, port))
             .await
-            .map_err(|e| format!("cannot resolve {host}: {e}"))?
+            .map_err(|_| Refused::Unresolved {
+                host: host.to_owned(),
+            })?
             .map(|a| a.ip())
             .collect(),
     };
     for ip in addrs {
-        if let Some(why) = policy.refusal(ip) {
-            return Err(format!(
-                "{host} resolves to {ip}, {why}: pushes there are refused unless the server \
-                 allows it (--push-allow)"
-            ));
+        if let Some(class) = policy.refusal(ip) {
+            return Err(Refused::Address {
+                host: host.to_owned(),
+                ip,
+                class,
+            });
         }
     }
     Ok(())
@@ -202,6 +322,80 @@ mod tests {
 
     fn ip(text: &str) -> IpAddr {
         text.parse().expect("an address")
+    }
+
+    /// Every special range, by its first and last address: each must be refused whole.
+    const RANGES: [(&str, &str); 29] = [
+        ("0.0.0.0", "0.255.255.255"),
+        ("10.0.0.0", "10.255.255.255"),
+        ("100.64.0.0", "100.127.255.255"),
+        ("127.0.0.0", "127.255.255.255"),
+        ("169.254.0.0", "169.254.255.255"),
+        ("172.16.0.0", "172.31.255.255"),
+        ("192.0.0.0", "192.0.0.255"),
+        ("192.0.2.0", "192.0.2.255"),
+        ("192.88.99.0", "192.88.99.255"),
+        ("192.168.0.0", "192.168.255.255"),
+        ("198.18.0.0", "198.19.255.255"),
+        ("198.51.100.0", "198.51.100.255"),
+        ("203.0.113.0", "203.0.113.255"),
+        ("224.0.0.0", "239.255.255.255"),
+        ("240.0.0.0", "255.255.255.255"),
+        ("::", "::1"),
+        ("::0.0.0.2", "::255.255.255.255"),
+        ("64:ff9b::", "64:ff9b::ffff:ffff"),
+        ("64:ff9b:1::", "64:ff9b:1:ffff:ffff:ffff:ffff:ffff"),
+        ("100::", "100::ffff:ffff:ffff:ffff"),
+        ("2001::", "2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff"),
+        ("2001:db8::", "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff"),
+        ("2002::", "2002:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+        ("3fff::", "3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff"),
+        ("5f00::", "5f00:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+        ("fc00::", "fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+        ("fe80::", "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+        ("fec0::", "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+        ("ff00::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+    ];
+
+    #[test]
+    fn every_special_range_is_refused_from_its_first_address_to_its_last() {
+        let policy = AddressPolicy::default();
+        for (first, last) in RANGES {
+            for text in [first, last] {
+                assert!(policy.refusal(ip(text)).is_some(), "{text} allowed");
+                // An IPv4 address is judged the same written as IPv6 (::ffff:a.b.c.d).
+                if let IpAddr::V4(v4) = ip(text) {
+                    let mapped = IpAddr::V6(v4.to_ipv6_mapped());
+                    assert!(policy.refusal(mapped).is_some(), "{mapped} allowed");
+                }
+            }
+        }
+        // Just outside the ranges, and public addresses, pass.
+        for public in [
+            "1.1.1.1",
+            "8.8.8.8",
+            "93.184.216.34",
+            "100.128.0.0",
+            "100.63.255.255",
+            "172.32.0.0",
+            "192.0.1.0",
+            "192.0.3.0",
+            "198.17.255.255",
+            "198.20.0.0",
+            "223.255.255.255",
+            "::ffff:8.8.8.8",
+            "2606:4700::1111",
+            "2a00:1450:4001::1",
+            "64:ff9a:ffff:ffff:ffff:ffff:ffff:ffff",
+            "2001:200::",
+            "2003::1",
+        ] {
+            assert_eq!(policy.refusal(ip(public)), None, "{public} refused");
+        }
+        // The allowlist opens a range on purpose, and only what it names.
+        let nat64 = AddressPolicy::new(vec!["64:ff9b::/96".parse().expect("net")]);
+        assert_eq!(nat64.refusal(ip("64:ff9b::a00:1")), None);
+        assert!(nat64.refusal(ip("64:ff9b:1::1")).is_some());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! its backoff. The error of a failed attempt names the status and the first bytes of the
 //! response body.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -91,14 +92,26 @@ impl Pusher {
         let target = &self.target;
         let (destination, body) = envelope::open(&delivery.payload);
         let destination = destination.unwrap_or_default();
+        // Checked when it was sent, and again here: an envelope stored before a rule, or a
+        // target changed since, must not get a message through. What is refused now will be
+        // refused on every retry: a dead letter now, with the reason.
+        super::headers::check("push.headers", &destination.headers).map_err(Failure::dead)?;
         let own_url = match &destination.url {
             None => None,
             Some(text) => {
                 let url = reqwest::Url::parse(text)
-                    .map_err(|e| Failure::dead(format!("bad url: {e}")))?;
-                // The target's own URL was checked when it was set; a message's is checked
-                // here. A refused one never will be allowed: a dead letter now, with the reason.
-                check_url(&self.policy, &url).await.map_err(Failure::dead)?;
+                    .map_err(|e| Failure::dead(format!("bad push.url: {e}")))?;
+                if !target.allows_message_url(&url) {
+                    return Err(Failure::dead(format!(
+                        "push.url {}: its origin is not in the allow_message_urls of the \
+                         queue's push target",
+                        url.origin().ascii_serialization()
+                    )));
+                }
+                // The error is the message's, which a send token reads: no addresses.
+                check_url(&self.policy, &url)
+                    .await
+                    .map_err(|e| Failure::dead(e.public()))?;
                 Some(url)
             }
         };
@@ -107,7 +120,16 @@ impl Pusher {
             .map_or(0, |d| d.as_millis() as u64);
         self.lateness
             .record(now_ms.saturating_sub(delivery.due_ms) as f64 / 1000.0);
-        let headers = headers(target, &destination, delivery, body, now_ms / 1000);
+        // The target's headers (its credentials, often) go to the target's URL only.
+        let target_headers = own_url.is_none().then_some(&target.headers);
+        let headers = headers(
+            target_headers,
+            &target.signing_keys,
+            &destination,
+            delivery,
+            body,
+            now_ms / 1000,
+        );
         let request = self
             .client
             .request(
@@ -168,9 +190,12 @@ fn request_counter(queue: &str, host: &str, class: &str) -> Counter {
         "host" => host.to_owned(), "class" => class.to_owned())
 }
 
-/// The request's headers: the target's own, the content type, and delayq's.
+/// The request's headers: the content type; the message's own headers, then the target's
+/// (`target_headers`, given when the request goes to the target's URL), which a message's
+/// cannot replace; and delayq's.
 fn headers(
-    target: &PushTarget,
+    target_headers: Option<&BTreeMap<String, String>>,
+    signing_keys: &[String],
     destination: &Destination,
     delivery: &Delivery,
     body: &[u8],
@@ -182,7 +207,15 @@ fn headers(
         _ => "application/octet-stream",
     };
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    for (name, value) in target.headers.iter().chain(&destination.headers) {
+    for (name, value) in destination
+        .headers
+        .iter()
+        .chain(target_headers.into_iter().flatten())
+    {
+        // A target stored before the header rules may hold one: it is left out.
+        if super::headers::is_reserved(name) {
+            continue;
+        }
         if let (Ok(n), Ok(v)) = (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_str(value),
@@ -190,7 +223,13 @@ fn headers(
             headers.insert(n, v);
         }
     }
-    let signature = signature::sign(&target.signing_keys, unix_secs, body);
+    let signed = signature::Signed {
+        queue: delivery.queue.as_str(),
+        id: &delivery.id,
+        attempt: delivery.attempt,
+        body,
+    };
+    let signature = signature::sign(signing_keys, unix_secs, &signed);
     let ours = [
         ("delayq-queue", delivery.queue.as_str().to_owned()),
         ("delayq-message-id", delivery.id.clone()),

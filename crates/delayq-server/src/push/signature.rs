@@ -1,10 +1,21 @@
 //! Signing pushed requests, so that a receiver can tell delayq sent them and refuse replays.
 //!
-//! Each request carries `Delayq-Signature: t=<unix seconds>,v1=<hex>[,v1=<hex>]`: one `v1`
-//! per signing key of the queue's target (two while a key is being rotated), each the
-//! HMAC-SHA256, under that key, of `<t>.<body>`. A receiver recomputes it with its key,
-//! compares in constant time against any `v1`, and refuses a `t` too far from its own clock
-//! ([`verify`] does all of this, and the README shows the same in a few lines of Python).
+//! Each request carries `Delayq-Signature: t=<unix seconds>,v1=<hex>,v2=<hex>`, with a `v1`
+//! and a `v2` per signing key of the queue's target (two keys while one is being rotated):
+//!
+//! * `v2`, the HMAC-SHA256 under the key of `<t>\n<queue>\n<id>\n<attempt>\n<body>` (the
+//!   `Delayq-Queue`, `Delayq-Message-Id` and `Delayq-Attempt` headers' values). It binds the
+//!   body to its message and attempt, so a captured request cannot be replayed as another
+//!   attempt, another message or to another queue's receiver. Lines, not dots, separate
+//!   the fields: queue names and ids may hold dots, never a newline.
+//! * `v1`, deprecated: the HMAC of `<t>.<body>` alone, kept so that receivers which verify
+//!   it go on working across an upgrade. Move them to `v2`.
+//!
+//! A receiver recomputes `v2` with its key, compares in constant time against any `v2`,
+//! refuses a `t` more than a few minutes (300 s) from its own clock, and, since delivery is
+//! at least once, treats a message id and attempt it has already handled as done.
+//! [`verify`] does all of this but the last; the README shows the same in Python. A failure
+//! callback is signed the same way, as attempt 0.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -12,25 +23,49 @@ use sha2::Sha256;
 /// The header that carries the signature.
 pub const HEADER: &str = "delayq-signature";
 
-/// The header value for `body` sent at `unix_secs`, signed with each of `keys`.
-pub fn sign(keys: &[String], unix_secs: u64, body: &[u8]) -> String {
+/// What a signature covers besides its time: a request's queue, message id, attempt and
+/// body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signed<'a> {
+    /// `Delayq-Queue`.
+    pub queue: &'a str,
+    /// `Delayq-Message-Id`.
+    pub id: &'a str,
+    /// `Delayq-Attempt` (0 for a failure callback).
+    pub attempt: u32,
+    /// The request body.
+    pub body: &'a [u8],
+}
+
+/// The header value for `signed` at `unix_secs`, signed with each of `keys`.
+pub fn sign(keys: &[String], unix_secs: u64, signed: &Signed<'_>) -> String {
     let mut value = format!("t={unix_secs}");
     for key in keys {
         value.push_str(",v1=");
-        value.push_str(&hex(&mac(key, unix_secs, body)));
+        value.push_str(&hex(&v1(key, unix_secs, signed.body)
+            .finalize()
+            .into_bytes()));
+        value.push_str(",v2=");
+        value.push_str(&hex(&v2(key, unix_secs, signed).finalize().into_bytes()));
     }
     value
 }
 
-/// True when `header` (a `Delayq-Signature` value) signs `body` with `key`, at a time no
-/// more than `tolerance_secs` from `now_secs`.
-pub fn verify(key: &str, header: &str, body: &[u8], now_secs: u64, tolerance_secs: u64) -> bool {
+/// True when `header` (a `Delayq-Signature` value) has a `v2` that signs `signed` with `key`,
+/// at a time no more than `tolerance_secs` from `now_secs`.
+pub fn verify(
+    key: &str,
+    header: &str,
+    signed: &Signed<'_>,
+    now_secs: u64,
+    tolerance_secs: u64,
+) -> bool {
     let mut t = None;
     let mut signatures = Vec::new();
     for part in header.split(',') {
         match part.trim().split_once('=') {
             Some(("t", v)) => t = v.parse::<u64>().ok(),
-            Some(("v1", v)) => signatures.push(v.to_owned()),
+            Some(("v2", v)) => signatures.push(v),
             _ => {}
         }
     }
@@ -40,19 +75,40 @@ pub fn verify(key: &str, header: &str, body: &[u8], now_secs: u64, tolerance_sec
     if t.abs_diff(now_secs) > tolerance_secs {
         return false;
     }
-    let mut expected = Hmac::<Sha256>::new_from_slice(key.as_bytes()).expect("HMAC takes any key");
-    expected.update(format!("{t}.").as_bytes());
-    expected.update(body);
+    let expected = v2(key, t, signed);
     signatures
         .iter()
         .any(|s| unhex(s).is_some_and(|bytes| expected.clone().verify_slice(&bytes).is_ok()))
 }
 
-fn mac(key: &str, unix_secs: u64, body: &[u8]) -> Vec<u8> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key.as_bytes()).expect("HMAC takes any key");
+/// The HMAC of `<t>\n<queue>\n<id>\n<attempt>\n<body>`, not yet finalized.
+fn v2(key: &str, unix_secs: u64, signed: &Signed<'_>) -> Hmac<Sha256> {
+    let mut mac = keyed(key);
+    mac.update(
+        format!(
+            "{unix_secs}\n{}\n{}\n{}\n",
+            signed.queue, signed.id, signed.attempt
+        )
+        .as_bytes(),
+    );
+    mac.update(signed.body);
+    mac
+}
+
+/// The HMAC of `<t>.<body>` (deprecated), not yet finalized.
+fn v1(key: &str, unix_secs: u64, body: &[u8]) -> Hmac<Sha256> {
+    let mut mac = keyed(key);
     mac.update(format!("{unix_secs}.").as_bytes());
     mac.update(body);
-    mac.finalize().into_bytes().to_vec()
+    mac
+}
+
+fn keyed(key: &str) -> Hmac<Sha256> {
+    // HMAC takes a key of any length (a long one is hashed first): this cannot fail.
+    match Hmac::<Sha256>::new_from_slice(key.as_bytes()) {
+        Ok(mac) => mac,
+        Err(_) => unreachable!("HMAC takes keys of any length"),
+    }
 }
 
 /// `bytes` as lowercase hex.
@@ -93,46 +149,73 @@ fn rand_bytes() -> [u8; 32] {
 mod tests {
     use super::*;
 
+    const ORDER: Signed<'static> = Signed {
+        queue: "orders",
+        id: "close-1234",
+        attempt: 2,
+        body: b"{\"order\":1234}",
+    };
+
     #[test]
     fn a_signature_verifies_with_either_key_and_not_after_tampering_or_too_late() {
         let keys = ["new-key".to_owned(), "old-key".to_owned()];
-        let header = sign(&keys, 1_700_000_000, b"{\"order\":1234}");
+        let header = sign(&keys, 1_700_000_000, &ORDER);
         for key in &keys {
-            assert!(verify(
-                key,
-                &header,
-                b"{\"order\":1234}",
-                1_700_000_010,
-                300
-            ));
+            assert!(verify(key, &header, &ORDER, 1_700_000_010, 300));
         }
-        assert!(!verify(
-            "other-key",
-            &header,
-            b"{\"order\":1234}",
-            1_700_000_010,
-            300
-        ));
-        assert!(!verify(
-            "new-key",
-            &header,
-            b"{\"order\":1235}",
-            1_700_000_010,
-            300
-        ));
-        assert!(!verify(
-            "new-key",
-            &header,
-            b"{\"order\":1234}",
-            1_700_000_400,
-            300
-        ));
-        assert!(!verify("new-key", "t=x,v1=zz", b"", 0, 300));
-        // A known answer, computed with Python's hmac module: what a receiver in another
-        // language must get.
+        assert!(!verify("other-key", &header, &ORDER, 1_700_000_010, 300));
+        let tampered = [
+            Signed {
+                body: b"{\"order\":1235}",
+                ..ORDER
+            },
+            Signed {
+                attempt: 3,
+                ..ORDER
+            },
+            Signed {
+                id: "close-1235",
+                ..ORDER
+            },
+            Signed {
+                queue: "refunds",
+                ..ORDER
+            },
+            // The fields' boundaries are part of what is signed.
+            Signed {
+                queue: "orders\nclose-1234",
+                id: "",
+                ..ORDER
+            },
+        ];
+        for signed in tampered {
+            assert!(
+                !verify("new-key", &header, &signed, 1_700_000_010, 300),
+                "{signed:?}"
+            );
+        }
+        assert!(!verify("new-key", &header, &ORDER, 1_700_000_400, 300));
+        assert!(!verify("new-key", "t=x,v2=zz", &ORDER, 0, 300));
+        // A v1 alone (a request signed before v2) does not pass verify().
+        let v1_only: String = header
+            .split(',')
+            .filter(|p| !p.starts_with("v2="))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(!verify("new-key", &v1_only, &ORDER, 1_700_000_010, 300));
+    }
+
+    #[test]
+    fn known_answers_computed_with_pythons_hmac_module() {
+        // What a receiver in another language must get, v1 (the body alone) as before.
+        let signed = Signed {
+            body: b"body",
+            ..ORDER
+        };
         assert_eq!(
-            sign(&["key".to_owned()], 1, b"body"),
-            "t=1,v1=91b5374b153842ad05b2c4eab9349b8321b14703165bd3fb8b034dfb8be98ae5"
+            sign(&["key".to_owned()], 1, &signed),
+            "t=1,v1=91b5374b153842ad05b2c4eab9349b8321b14703165bd3fb8b034dfb8be98ae5,\
+             v2=80755dc13779b3023f019d27621185b6d160d67896fd5fa599eed19b4dfc5dd0"
         );
     }
 }

@@ -1,11 +1,14 @@
 //! A queue's push target: where its messages go and how, stored in Redis so that every
-//! server agrees. `dq:{q}:push` holds it as JSON (under the queue's hash tag), and
-//! `dq:pushed` lists the queues that have one, for the servers' push runtimes to find.
+//! server agrees. The library keeps it as JSON with the queue's push-delivery flag
+//! (`Queue::set_push_target`: `dq:{q}:push`, under the queue's hash tag, changed with the flag
+//! in one step), and `dq:pushed` lists the queues that have one, for the servers' push
+//! runtimes to find: an index in another slot, written before a target is saved and removed
+//! after, so it may hold a stale name (skipped) but never misses a queue with a target.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use delayq::{DelayQ, Queue, Setting};
+use delayq::{DelayQ, Queue};
 use serde::{Deserialize, Serialize};
 
 /// The set of queues with a push target.
@@ -39,7 +42,15 @@ pub struct PushTarget {
     pub failure_callback: Option<String>,
     /// Follow redirects (at most 5, each to an address the server may reach).
     pub follow_redirects: bool,
+    /// Origins (`https://hooks.example.com`, `http://10.1.2.3:8080`) that a message's own
+    /// URL may be on; empty: messages cannot bring a URL. Targets stored before this field
+    /// existed read as empty.
+    #[serde(default)]
+    pub allow_message_urls: Vec<String>,
 }
+
+/// Most origins a target may allow messages to be pushed to.
+pub const MAX_ALLOWED_ORIGINS: usize = 32;
 
 impl PushTarget {
     /// Checks everything but the addresses (`address::check_url` does that); returns the
@@ -72,12 +83,17 @@ impl PushTarget {
         {
             return Err("a signing key is 16 to 256 characters".into());
         }
-        for (name, value) in &self.headers {
-            let ok = reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
-                && reqwest::header::HeaderValue::from_str(value).is_ok();
-            if !ok || name.to_ascii_lowercase().starts_with("delayq-") {
+        super::headers::check("headers", &self.headers)?;
+        if self.allow_message_urls.len() > MAX_ALLOWED_ORIGINS {
+            return Err(format!(
+                "allow_message_urls: at most {MAX_ALLOWED_ORIGINS} origins"
+            ));
+        }
+        for origin in &self.allow_message_urls {
+            if origin_of(origin)? != *origin {
                 return Err(format!(
-                    "header {name:?} cannot be sent (or is delayq's own)"
+                    "allow_message_urls: {origin:?} is not an origin such as \
+                     https://hooks.example.com"
                 ));
             }
         }
@@ -87,6 +103,13 @@ impl PushTarget {
             }
         }
         Ok((url, callback))
+    }
+
+    /// Whether a message's own URL may be pushed to: its scheme, host and port are those of
+    /// an allowed origin, exactly.
+    pub fn allows_message_url(&self, url: &reqwest::Url) -> bool {
+        let origin = url.origin().ascii_serialization();
+        self.allow_message_urls.contains(&origin)
     }
 
     /// Whether `status` makes a message a dead letter at once.
@@ -102,6 +125,32 @@ impl PushTarget {
 /// is pushed).
 pub fn check_destination_url(text: &str) -> Result<(), String> {
     parse_url(text, "push.url").map(drop)
+}
+
+/// The origin (`scheme://host[:port]`, the port only when it is not the scheme's default) of
+/// an entry of `allow_message_urls`: an http or https URL with nothing after its host and
+/// port but an optional `/`.
+pub fn origin_of(text: &str) -> Result<String, String> {
+    let url = parse_url(text, "allow_message_urls")?;
+    if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "allow_message_urls: {text:?} is not an origin such as https://hooks.example.com \
+             (no path, no query)"
+        ));
+    }
+    Ok(url.origin().ascii_serialization())
+}
+
+/// `allow_message_urls` as given, each made an origin ([`origin_of`]).
+pub fn allowed_origins(given: Vec<String>) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::with_capacity(given.len());
+    for text in given {
+        let origin = origin_of(&text)?;
+        if !out.contains(&origin) {
+            out.push(origin);
+        }
+    }
+    Ok(out)
 }
 
 /// The signing keys of a target being set: those given, else the keys of the target it
@@ -129,17 +178,9 @@ fn parse_url(text: &str, field: &str) -> Result<reqwest::Url, String> {
     Ok(url)
 }
 
-fn key(queue: &Queue) -> String {
-    format!("dq:{{{}}}:push", queue.name().as_str())
-}
-
 /// The target of `queue`, if it has one.
-pub async fn load(dq: &DelayQ, queue: &Queue) -> delayq::Result<Option<PushTarget>> {
-    let mut conn = dq.redis();
-    let text: Option<String> = redis::cmd("GET")
-        .arg(key(queue))
-        .query_async(&mut conn)
-        .await?;
+pub async fn load(_dq: &DelayQ, queue: &Queue) -> delayq::Result<Option<PushTarget>> {
+    let text = queue.push_target().await?;
     Ok(text.and_then(|t| match serde_json::from_str(&t) {
         Ok(target) => Some(target),
         Err(e) => {
@@ -149,42 +190,44 @@ pub async fn load(dq: &DelayQ, queue: &Queue) -> delayq::Result<Option<PushTarge
     }))
 }
 
-/// Stores `target` for `queue` and turns push delivery on.
+/// Stores `target` for `queue` and turns push delivery on. The queue goes into the index
+/// first, so that no queue with a target is missing from it; the target and the queue's
+/// push-delivery flag then change in one step (`Queue::set_push_target`). A failure before
+/// that step leaves the queue as it was (and maybe a stale index entry, which is harmless).
 pub async fn save(dq: &DelayQ, queue: &Queue, target: &PushTarget) -> delayq::Result<()> {
     let json = serde_json::to_string(target)
         .map_err(|e| delayq::Error::Protocol(format!("push target: {e}")))?;
     let mut conn = dq.redis();
-    let _: () = redis::cmd("SET")
-        .arg(key(queue))
-        .arg(json)
-        .query_async(&mut conn)
-        .await?;
     let _: i64 = redis::cmd("SADD")
         .arg(PUSHED_QUEUES)
         .arg(queue.name().as_str())
         .query_async(&mut conn)
         .await?;
-    queue.configure(&[Setting::PushDelivery(true)]).await
+    queue.set_push_target(&json).await
 }
 
-/// Removes the target of `queue` and turns push delivery off; false if it had none.
+/// Removes the target of `queue` and turns push delivery off, in one step; false (and
+/// nothing written) if it had none. The index entry goes after: if that fails, the entry is
+/// stale, which every reader tolerates (a queue listed without a target is skipped).
 pub async fn remove(dq: &DelayQ, queue: &Queue) -> delayq::Result<bool> {
+    if !queue.remove_push_target().await? {
+        return Ok(false);
+    }
     let mut conn = dq.redis();
-    let removed: i64 = redis::cmd("DEL")
-        .arg(key(queue))
-        .query_async(&mut conn)
-        .await?;
-    let _: i64 = redis::cmd("SREM")
+    let removed: redis::RedisResult<i64> = redis::cmd("SREM")
         .arg(PUSHED_QUEUES)
         .arg(queue.name().as_str())
         .query_async(&mut conn)
-        .await?;
-    queue.configure(&[Setting::PushDelivery(false)]).await?;
-    Ok(removed > 0)
+        .await;
+    if let Err(e) = removed {
+        tracing::warn!(queue = %queue.name(), "push target removed, but not from the index (harmless): {e}");
+    }
+    Ok(true)
 }
 
-/// Every queue with a push target, with it.
-pub async fn all(dq: &DelayQ) -> delayq::Result<Vec<(Queue, PushTarget)>> {
+/// Every queue in the index of pushed queues, with its target (`None`: a stale entry, left
+/// by a change that failed part-way).
+pub async fn indexed(dq: &DelayQ) -> delayq::Result<Vec<(Queue, Option<PushTarget>)>> {
     let mut conn = dq.redis();
     let names: Vec<String> = redis::cmd("SMEMBERS")
         .arg(PUSHED_QUEUES)
@@ -193,9 +236,17 @@ pub async fn all(dq: &DelayQ) -> delayq::Result<Vec<(Queue, PushTarget)>> {
     let mut out = Vec::new();
     for name in names {
         let Ok(queue) = dq.queue(&name) else { continue };
-        if let Some(target) = load(dq, &queue).await? {
-            out.push((queue, target));
-        }
+        let target = load(dq, &queue).await?;
+        out.push((queue, target));
     }
     Ok(out)
+}
+
+/// Every queue with a push target, with it.
+pub async fn all(dq: &DelayQ) -> delayq::Result<Vec<(Queue, PushTarget)>> {
+    Ok(indexed(dq)
+        .await?
+        .into_iter()
+        .filter_map(|(queue, target)| Some((queue, target?)))
+        .collect())
 }

@@ -169,6 +169,11 @@ async fn render(
                 dt { "Timeout" } dd { (span(t.timeout_ms as f64)) }
                 dt { "Concurrency" } dd { (t.concurrency) " per server" }
                 @if let Some(cb) = &t.failure_callback { dt { "Failure callback" } dd { (cb) } }
+                dt { "Message URLs" }
+                dd #message-urls {
+                    @if t.allow_message_urls.is_empty() { span.muted { "not allowed" } }
+                    @else { "allowed on " (t.allow_message_urls.join(", ")) }
+                }
             }
             @let recent = history.iter().rev().take(5).fold([0u64; 6], |mut sum, m| {
                 for (s, n) in sum.iter_mut().zip(m.push_responses) { *s += n; }

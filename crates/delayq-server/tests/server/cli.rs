@@ -495,6 +495,48 @@ fn push_targets_are_set_shown_and_removed() {
         json(&redis, &["push", "get", "orders"])["url"],
         "https://example.com/other"
     );
+    assert_eq!(again["allow_message_urls"], json!([]));
+    let allowing = json(
+        &redis,
+        &[
+            "push",
+            "set",
+            "orders",
+            "https://example.com/other",
+            "--allow-message-url",
+            "https://hooks.example.com/",
+            "--allow-message-url",
+            "http://10.1.2.3:8080",
+        ],
+    );
+    assert_eq!(
+        allowing["allow_message_urls"],
+        json!(["https://hooks.example.com", "http://10.1.2.3:8080"])
+    );
+    assert!(fails(
+        &redis,
+        &[
+            "push",
+            "set",
+            "orders",
+            "https://example.com",
+            "--allow-message-url",
+            "https://x.com/path"
+        ]
+    )
+    .contains("origin"));
+    assert!(fails(
+        &redis,
+        &[
+            "push",
+            "set",
+            "orders",
+            "https://example.com",
+            "--header",
+            "Host: other"
+        ]
+    )
+    .contains("Host"));
     json(&redis, &["push", "remove", "orders"]);
     assert!(fails(&redis, &["push", "get", "orders"]).contains("no push target"));
     assert!(fails(&redis, &["push", "set", "orders", "ftp://x/y"]).contains("http"));

@@ -92,17 +92,21 @@ async fn a_due_message_is_pushed_on_time_and_signed() {
     assert_eq!(request.header("delayq-queue"), "orders");
     let header = request.header(signature::HEADER);
     let now = now_ms() / 1000;
+    let signed = signature::Signed {
+        queue: "orders",
+        id: &id,
+        attempt: 1,
+        body: &request.body,
+    };
     assert!(
-        signature::verify(&key, header, &request.body, now, 300),
+        signature::verify(&key, header, &signed, now, 300),
         "{header}"
     );
-    assert!(!signature::verify(
-        &key,
-        header,
-        br#"{"close":9999}"#,
-        now,
-        300
-    ));
+    let tampered = signature::Signed {
+        body: br#"{"close":9999}"#,
+        ..signed
+    };
+    assert!(!signature::verify(&key, header, &tampered, now, 300));
     // Acked: gone.
     wait_until(Duration::from_secs(5), "the ack", || async {
         state_of(&s, "orders", &id).await["error"]["code"] == "not_found"
@@ -396,7 +400,8 @@ async fn a_message_can_carry_its_own_url_and_headers() {
         &s,
         "own",
         &receiver,
-        json!({ "headers": { "x-team": "shop" } }),
+        json!({ "headers": { "x-team": "shop" },
+                "allow_message_urls": [receiver.url, "http://10.0.0.1"] }),
     )
     .await;
     let own =
@@ -413,9 +418,10 @@ async fn a_message_can_carry_its_own_url_and_headers() {
     wait_for_requests(&receiver, "o1", 1, Duration::from_secs(10)).await;
     let request = &receiver.for_id("o1")[0];
     assert_eq!(request.path, "/orders/1234");
+    // The target's headers go to the target's URL only.
     assert_eq!(
         (request.header("x-tenant"), request.header("x-team")),
-        ("7", "shop")
+        ("7", "")
     );
     assert_eq!(request.body, br#"{"close":1234}"#);
 
@@ -443,6 +449,20 @@ async fn a_message_can_carry_its_own_url_and_headers() {
         )
         .await;
     assert_error(&bad, StatusCode::BAD_REQUEST, "invalid_option");
+    // The queue page shows where messages may go.
+    let html = s
+        .http
+        .get(format!("{}/ui/queues/own", s.base))
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    assert!(
+        html.contains(&format!("allowed on {}, http://10.0.0.1", receiver.url)),
+        "{html}"
+    );
 }
 
 #[tokio::test]
