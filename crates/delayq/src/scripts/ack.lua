@@ -34,22 +34,38 @@ local out, done, seqs, ids, explicit = {}, {}, {}, {}, {}
 for j = 1, #members do
   out[j] = 0
 end
+-- What the receipt says must be what the held record is, checked cheaply (no parse of the
+-- record): its kind of id against the flags byte; a generated id is the record's own sort
+-- key (`<due µs>-<seq>`); a caller id must be indexed to this lease's sequence number.
+local callers, caller_ids = {}, {}
+local function take(j, id)
+  local member = members[j]
+  done[#done + 1] = member
+  seqs[#seqs + 1] = member:sub(1, 6)
+  ids[#ids + 1] = id
+  out[j] = 1
+end
 for n, j in ipairs(live) do
   local member, v = members[j], held[n]
   if v and v:sub(1, 6) == member:sub(7, 12) then
-    -- The record's head (fixed fields, retry policy, id) fits in its first 512 bytes; the
-    -- payload after it is not copied.
-    local flags = v:byte(22)
-    local id = id_of(v:sub(9, 520), flags)
-    local is_explicit = has(flags, F_ID)
-    if id == ARGV[3 * j - 1] and is_explicit == (ARGV[3 * j] == '1') then
-      done[#done + 1] = member
-      seqs[#seqs + 1] = member:sub(1, 6)
-      ids[#ids + 1] = id
-      if is_explicit then
-        explicit[#explicit + 1] = id
-      end
-      out[j] = 1
+    local id, is_explicit = ARGV[3 * j - 1], has(v:byte(22), F_ID)
+    if is_explicit ~= (ARGV[3 * j] == '1') then
+      -- refused: the receipt has the other kind of id
+    elseif is_explicit then
+      callers[#callers + 1] = j
+      caller_ids[#caller_ids + 1] = id
+    elseif id == string.format('%d-%d', unbe7(v, 9), unbe6(v, 16)) then
+      take(j, id)
+    end
+  end
+end
+if #callers > 0 then
+  local keys = redis.call('HMGET', k.index, unpack(caller_ids))
+  for n, j in ipairs(callers) do
+    local key = keys[n]
+    if key and key:sub(8, 13) == members[j]:sub(1, 6) then
+      take(j, caller_ids[n])
+      explicit[#explicit + 1] = caller_ids[n]
     end
   end
 end
