@@ -191,6 +191,17 @@ pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str
     assert!(answer.1["error"]["message"].is_string(), "{}", answer.1);
 }
 
+/// Every key in `redis`, sorted: what a refused request must leave as it found it.
+pub fn all_keys(redis: &RedisServer) -> Vec<String> {
+    let mut keys: Vec<String> = redis
+        .cli(&["KEYS", "*"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    keys.sort();
+    keys
+}
+
 /// Polls `check` until it returns true, failing the test after `limit`.
 pub async fn wait_until<F, Fut>(limit: Duration, what: &str, mut check: F)
 where

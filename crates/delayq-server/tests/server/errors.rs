@@ -414,7 +414,7 @@ async fn names_and_ids_cannot_break_out_of_the_key_space() {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED);
-    let keys_before = all_keys(&s);
+    let keys_before = all_keys(&s.redis);
 
     let long_name = "q".repeat(65);
     let names = [
@@ -516,7 +516,11 @@ async fn names_and_ids_cannot_break_out_of_the_key_space() {
         assert_error(&answer, StatusCode::BAD_REQUEST, "invalid_id");
     }
 
-    assert_eq!(all_keys(&s), keys_before, "a refused request wrote a key");
+    assert_eq!(
+        all_keys(&s.redis),
+        keys_before,
+        "a refused request wrote a key"
+    );
     let (status, message) = s.get("/v1/queues/orders/messages/close-1").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(message["state"], "delayed", "{message}");
@@ -527,7 +531,7 @@ async fn names_and_ids_cannot_break_out_of_the_key_space() {
 #[tokio::test]
 async fn refused_settings_create_no_queue() {
     let s = TestServer::start().await;
-    let before = all_keys(&s);
+    let before = all_keys(&s.redis);
     for settings in [
         json!({ "rate_limit": { "per_second": 0 } }),
         json!({ "rate_limit": { "per_second": 5, "burst": 0 } }),
@@ -543,7 +547,7 @@ async fn refused_settings_create_no_queue() {
             "{settings}: {}",
             answer.1
         );
-        assert_eq!(all_keys(&s), before, "{settings} wrote a key");
+        assert_eq!(all_keys(&s.redis), before, "{settings} wrote a key");
     }
     // Other refusals (a 400 or a 404) on a queue never used write nothing either.
     let receipt = "0123456789abcdef01234567gnope";
@@ -603,7 +607,7 @@ async fn refused_settings_create_no_queue() {
             answer.0,
             answer.1
         );
-        assert_eq!(all_keys(&s), before, "{method} {path} wrote a key");
+        assert_eq!(all_keys(&s.redis), before, "{method} {path} wrote a key");
     }
     let (_, listed) = s.get("/v1/queues").await;
     assert_eq!(listed["queues"], json!([]), "{listed}");
@@ -619,18 +623,6 @@ async fn refused_settings_create_no_queue() {
         (StatusCode::OK, &json!(4)),
         "{body}"
     );
-}
-
-/// Every key in Redis, sorted.
-fn all_keys(s: &TestServer) -> Vec<String> {
-    let mut keys: Vec<String> = s
-        .redis
-        .cli(&["KEYS", "*"])
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    keys.sort();
-    keys
 }
 
 /// `%XX` escapes decoded (lossily: an id that is not UTF-8 cannot be JSON anyway).

@@ -19,17 +19,6 @@ fn loopback_allowed() -> Limits {
     }
 }
 
-/// Every key in Redis, sorted.
-fn keys(redis: &RedisServer) -> Vec<String> {
-    let mut keys: Vec<String> = redis
-        .cli(&["KEYS", "*"])
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    keys.sort();
-    keys
-}
-
 async fn send(s: &Endpoint, queue: &str, body: Value) {
     let (status, sent) = s.post(&format!("/v1/queues/{queue}/messages"), body).await;
     assert!(status.is_success(), "{sent}");
@@ -59,14 +48,14 @@ async fn a_save_or_remove_that_fails_part_way_leaves_a_queue_someone_consumes() 
     let target = json!({ "url": format!("{}/hook", receiver.url) });
 
     // Saving: the index is written first and refused, so nothing else is written.
-    let before = keys(&s.redis);
+    let before = all_keys(&s.redis);
     let (status, body) = limited
         .call(Method::PUT, "/v1/queues/acl/push", Some(target.clone()))
         .await;
     assert!(status.is_server_error(), "{status} {body}");
     let shown = s.get("/v1/queues/acl/push").await;
     assert_error(&shown, StatusCode::NOT_FOUND, "not_found");
-    assert_eq!(keys(&s.redis), before);
+    assert_eq!(all_keys(&s.redis), before);
 
     // Removing: the target and its flag go in one step; the index entry, refused, stays
     // behind, and is harmless.
@@ -194,7 +183,7 @@ async fn targets_an_older_version_stored_and_changes_it_left_half_done_are_repai
 async fn refused_push_requests_write_nothing() {
     let s = TestServer::start_with(loopback_allowed(), Tokens::default()).await;
     let url = "http://127.0.0.1:9/hook";
-    let before = keys(&s.redis);
+    let before = all_keys(&s.redis);
     for (method, body) in [
         (
             Method::PUT,
@@ -225,7 +214,7 @@ async fn refused_push_requests_write_nothing() {
             answer.0,
             answer.1
         );
-        assert_eq!(keys(&s.redis), before, "{method} {body:?} wrote a key");
+        assert_eq!(all_keys(&s.redis), before, "{method} {body:?} wrote a key");
     }
     let (_, listed) = s.get("/v1/queues").await;
     assert_eq!(listed["queues"], json!([]), "{listed}");
