@@ -4,8 +4,8 @@
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
 -- ARGV: per delivery a triple: lease member (seq .. token), id, '1' if the id is explicit
---   (the id and the flag come from the client's receipt: they must agree with the held
---   record, which decides what is deleted)
+--   (the id and the flag come from the client's receipt: the flag must agree with the held
+--   record, a caller id with the index; a generated id is read from the record instead)
 -- Returns per delivery: 1 acked, 0 lease lost (token stale or lease expired) or a receipt
 --   that does not match the message it holds; nothing changed for a 0.
 check_groups(3, 'ack')
@@ -30,32 +30,29 @@ local held = {}
 if #live_seqs > 0 then
   held = redis.call('HMGET', k.held, unpack(live_seqs))
 end
-local out, done, seqs, ids, explicit = {}, {}, {}, {}, {}
+local out, done, seqs, explicit, generated = {}, {}, {}, {}, {}
 for j = 1, #members do
   out[j] = 0
 end
--- What the receipt says must be what the held record is, checked cheaply (no parse of the
--- record): its kind of id against the flags byte; a generated id is the record's own sort
--- key (`<due µs>-<seq>`); a caller id must be indexed to this lease's sequence number.
+-- What the receipt says must be what the held record is, checked without parsing the
+-- record: its kind of id against the flags byte (F_ID, bit 0), and a caller id must be
+-- indexed to this lease's sequence number. A generated id is not taken from the receipt at
+-- all: it follows from the held record, and is only needed for the error history below.
 local callers, caller_ids = {}, {}
-local function take(j, id)
-  local member = members[j]
-  done[#done + 1] = member
-  seqs[#seqs + 1] = member:sub(1, 6)
-  ids[#ids + 1] = id
-  out[j] = 1
-end
 for n, j in ipairs(live) do
   local member, v = members[j], held[n]
   if v and v:sub(1, 6) == member:sub(7, 12) then
-    local id, is_explicit = ARGV[3 * j - 1], has(v:byte(22), F_ID)
-    if is_explicit ~= (ARGV[3 * j] == '1') then
-      -- refused: the receipt has the other kind of id
-    elseif is_explicit then
-      callers[#callers + 1] = j
-      caller_ids[#caller_ids + 1] = id
-    elseif id == string.format('%d-%d', unbe7(v, 9), unbe6(v, 16)) then
-      take(j, id)
+    local indexed = v:byte(22) % 2 == 1
+    if ARGV[3 * j] == '1' then
+      if indexed then
+        callers[#callers + 1] = j
+        caller_ids[#caller_ids + 1] = ARGV[3 * j - 1]
+      end
+    elseif not indexed then
+      done[#done + 1] = member
+      seqs[#seqs + 1] = member:sub(1, 6)
+      generated[#generated + 1] = v
+      out[j] = 1
     end
   end
 end
@@ -64,8 +61,10 @@ if #callers > 0 then
   for n, j in ipairs(callers) do
     local key = keys[n]
     if key and key:sub(8, 13) == members[j]:sub(1, 6) then
-      take(j, caller_ids[n])
+      done[#done + 1] = members[j]
+      seqs[#seqs + 1] = members[j]:sub(1, 6)
       explicit[#explicit + 1] = caller_ids[n]
+      out[j] = 1
     end
   end
 end
@@ -78,6 +77,15 @@ if #done > 0 then
     remember_gone(explicit, now_ms)
   end
   if redis.call('HLEN', k.errors) > 0 then
+    -- Errors are kept by id (a requeued dead letter keeps its history, whatever its
+    -- attempts), so the generated ids are made only here, when some message has errors.
+    local ids = {}
+    for _, id in ipairs(explicit) do
+      ids[#ids + 1] = id
+    end
+    for _, v in ipairs(generated) do
+      ids[#ids + 1] = string.format('%d-%d', unbe7(v, 9), unbe6(v, 16))
+    end
     redis.call('HDEL', k.errors, unpack(ids))
   end
 end
