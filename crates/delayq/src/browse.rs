@@ -12,12 +12,15 @@
 
 use std::fmt;
 
+use crate::by_id::read_message;
 use crate::error::{InvalidInput, Result};
-use crate::message::{MessageInfo, State};
+use crate::message::MessageInfo;
+use crate::options::check_count;
 use crate::partitions::join_all;
-use crate::queue::{check_count, invocation, read_message, Queue};
+use crate::queue_core::{invocation, QueueCore};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
+use crate::state::State;
 
 /// Most bytes of each payload that a list or search step returns
 /// ([`MessageInfo::payload`]; [`MessageInfo::payload_len`] is the whole length).
@@ -125,140 +128,137 @@ enum Order {
     Score(u64, String),
 }
 
-impl Queue {
-    /// A page of the messages in `state`, in order (delayed and ready by due time, in flight
-    /// by lease deadline, dead by time of death): up to `limit` (1 to 1000) after `after`.
-    /// A page is read per partition, so it is not one snapshot: a message that changes state
-    /// meanwhile may be missed or seen twice.
-    pub async fn list(&self, state: State, after: Option<&Cursor>, limit: usize) -> Result<Page> {
-        check_count("a page", limit)?;
-        let steps = self.browse(state, after, limit, b"").await?;
-        // Merge the partitions' pages, take the first `limit`, and move each partition on by
-        // what was taken from it.
-        let mut all: Vec<(Order, usize, MessageInfo)> = Vec::new();
-        // Per partition: how many it found, and where it goes on if all of them are taken.
-        let mut ends = Vec::with_capacity(steps.len());
-        for (part, step) in steps.into_iter().enumerate() {
-            ends.push((step.found.len(), step.next));
-            all.extend(step.found.into_iter().map(|(o, m)| (o, part, m)));
+/// [`Queue::list`](crate::Queue::list): merges the partitions' pages.
+pub(crate) async fn list(
+    core: &QueueCore,
+    state: State,
+    after: Option<&Cursor>,
+    limit: usize,
+) -> Result<Page> {
+    check_count("a page", limit)?;
+    let steps = browse(core, state, after, limit, b"").await?;
+    // Merge the partitions' pages, take the first `limit`, and move each partition on by
+    // what was taken from it.
+    let mut all: Vec<(Order, usize, MessageInfo)> = Vec::new();
+    // Per partition: how many it found, and where it goes on if all of them are taken.
+    let mut ends = Vec::with_capacity(steps.len());
+    for (part, step) in steps.into_iter().enumerate() {
+        ends.push((step.found.len(), step.next));
+        all.extend(step.found.into_iter().map(|(o, m)| (o, part, m)));
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all.truncate(limit);
+    let mut positions = Vec::with_capacity(ends.len());
+    for (part, (found, next)) in ends.into_iter().enumerate() {
+        let taken: Vec<&Order> = all
+            .iter()
+            .filter(|(_, p, _)| *p == part)
+            .map(|(o, _, _)| o)
+            .collect();
+        let old = after.map_or(Position::Start, |c| c.position(part).clone());
+        let position = if taken.len() == found {
+            next
+        } else {
+            match (taken.last(), old) {
+                (None, old) => old,
+                (Some(Order::Key(key)), _) => Position::After(*key),
+                (Some(Order::Score(..)), Position::Skip(n)) => {
+                    Position::Skip(n + taken.len() as u64)
+                }
+                (Some(Order::Score(..)), _) => Position::Skip(taken.len() as u64),
+            }
+        };
+        positions.push(position);
+    }
+    let scanned = all.len() as u64;
+    Ok(page(
+        all.into_iter().map(|(_, _, m)| m).collect(),
+        scanned,
+        positions,
+    ))
+}
+
+/// [`Queue::search`](crate::Queue::search).
+pub(crate) async fn search(
+    core: &QueueCore,
+    state: State,
+    needle: &[u8],
+    after: Option<&Cursor>,
+    budget: usize,
+) -> Result<Page> {
+    check_count("a search step", budget)?;
+    if needle.is_empty() {
+        return Err(InvalidInput::Option("a search needs something to look for".into()).into());
+    }
+    let steps = browse(core, state, after, budget, needle).await?;
+    let scanned = steps.iter().map(|s| s.scanned).sum();
+    let mut found: Vec<(Order, MessageInfo)> = Vec::new();
+    let mut positions = Vec::with_capacity(steps.len());
+    for step in steps {
+        found.extend(step.found);
+        positions.push(step.next);
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(page(
+        found.into_iter().map(|(_, m)| m).collect(),
+        scanned,
+        positions,
+    ))
+}
+
+/// One `browse.lua` step on every partition not yet at its end.
+async fn browse(
+    core: &QueueCore,
+    state: State,
+    after: Option<&Cursor>,
+    limit: usize,
+    needle: &[u8],
+) -> Result<Vec<Step>> {
+    let layout = core.known_layout().await?;
+    let k = layout.count();
+    if let Some(c) = after {
+        if c.positions.len() != k {
+            return Err(InvalidInput::Option(format!(
+                "cursor has {} positions for a queue of {k} partitions",
+                c.positions.len()
+            ))
+            .into());
         }
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all.truncate(limit);
-        let mut positions = Vec::with_capacity(ends.len());
-        for (part, (found, next)) in ends.into_iter().enumerate() {
-            let taken: Vec<&Order> = all
-                .iter()
-                .filter(|(_, p, _)| *p == part)
-                .map(|(o, _, _)| o)
-                .collect();
-            let old = after.map_or(Position::Start, |c| c.position(part).clone());
-            let position = if taken.len() == found {
-                next
-            } else {
-                match (taken.last(), old) {
-                    (None, old) => old,
-                    (Some(Order::Key(key)), _) => Position::After(*key),
-                    (Some(Order::Score(..)), Position::Skip(n)) => {
-                        Position::Skip(n + taken.len() as u64)
-                    }
-                    (Some(Order::Score(..)), _) => Position::Skip(taken.len() as u64),
+    }
+    let pending = matches!(state, State::Delayed | State::Ready);
+    let steps = layout.parts().iter().enumerate().map(|(part, keys)| {
+        let position = after.map_or(&Position::Start, |c| c.position(part)).clone();
+        async move {
+            let from: Vec<u8> = match (&position, pending) {
+                (Position::End, _) => {
+                    return Ok(Step {
+                        found: Vec::new(),
+                        scanned: 0,
+                        next: Position::End,
+                    })
+                }
+                (Position::Start, _) => Vec::new(),
+                (Position::After(key), true) => key.to_vec(),
+                (Position::Skip(n), false) => n.to_string().into_bytes(),
+                _ => {
+                    return Err(InvalidInput::Option(format!(
+                        "cursor is not one of a list of {} messages",
+                        state.as_str()
+                    ))
+                    .into())
                 }
             };
-            positions.push(position);
+            let mut inv = invocation(keys, &SCRIPTS.browse);
+            inv.arg(state.as_str())
+                .arg(from)
+                .arg(limit)
+                .arg(needle)
+                .arg(BROWSE_PAYLOAD_BYTES);
+            let reply = Reply::new(core.invoke(&inv).await?)?;
+            read_step(reply, state)
         }
-        let scanned = all.len() as u64;
-        Ok(page(
-            all.into_iter().map(|(_, _, m)| m).collect(),
-            scanned,
-            positions,
-        ))
-    }
-
-    /// One step of a search of `state` for messages whose payload or id contains `needle`:
-    /// looks at up to `budget` (1 to 1000) messages of each partition after `after`, and
-    /// returns those that match. A whole search is steps until [`Page::next`] is `None`,
-    /// so it can show progress ([`Page::scanned`]) and be stopped between steps.
-    pub async fn search(
-        &self,
-        state: State,
-        needle: &[u8],
-        after: Option<&Cursor>,
-        budget: usize,
-    ) -> Result<Page> {
-        check_count("a search step", budget)?;
-        if needle.is_empty() {
-            return Err(InvalidInput::Option("a search needs something to look for".into()).into());
-        }
-        let steps = self.browse(state, after, budget, needle).await?;
-        let scanned = steps.iter().map(|s| s.scanned).sum();
-        let mut found: Vec<(Order, MessageInfo)> = Vec::new();
-        let mut positions = Vec::with_capacity(steps.len());
-        for step in steps {
-            found.extend(step.found);
-            positions.push(step.next);
-        }
-        found.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(page(
-            found.into_iter().map(|(_, m)| m).collect(),
-            scanned,
-            positions,
-        ))
-    }
-
-    /// One `browse.lua` step on every partition not yet at its end.
-    async fn browse(
-        &self,
-        state: State,
-        after: Option<&Cursor>,
-        limit: usize,
-        needle: &[u8],
-    ) -> Result<Vec<Step>> {
-        let layout = self.known_layout().await?;
-        let k = layout.count();
-        if let Some(c) = after {
-            if c.positions.len() != k {
-                return Err(InvalidInput::Option(format!(
-                    "cursor has {} positions for a queue of {k} partitions",
-                    c.positions.len()
-                ))
-                .into());
-            }
-        }
-        let pending = matches!(state, State::Delayed | State::Ready);
-        let steps = layout.parts().iter().enumerate().map(|(part, keys)| {
-            let position = after.map_or(&Position::Start, |c| c.position(part)).clone();
-            async move {
-                let from: Vec<u8> = match (&position, pending) {
-                    (Position::End, _) => {
-                        return Ok(Step {
-                            found: Vec::new(),
-                            scanned: 0,
-                            next: Position::End,
-                        })
-                    }
-                    (Position::Start, _) => Vec::new(),
-                    (Position::After(key), true) => key.to_vec(),
-                    (Position::Skip(n), false) => n.to_string().into_bytes(),
-                    _ => {
-                        return Err(InvalidInput::Option(format!(
-                            "cursor is not one of a list of {} messages",
-                            state.as_str()
-                        ))
-                        .into())
-                    }
-                };
-                let mut inv = invocation(keys, &SCRIPTS.browse);
-                inv.arg(state.as_str())
-                    .arg(from)
-                    .arg(limit)
-                    .arg(needle)
-                    .arg(BROWSE_PAYLOAD_BYTES);
-                let reply = Reply::new(self.invoke(&inv).await?)?;
-                read_step(reply, state)
-            }
-        });
-        join_all(steps).await.into_iter().collect()
-    }
+    });
+    join_all(steps).await.into_iter().collect()
 }
 
 fn page(messages: Vec<MessageInfo>, scanned: u64, positions: Vec<Position>) -> Page {
@@ -283,7 +283,7 @@ fn read_step(mut r: Reply, state: State) -> Result<Step> {
             std::str::from_utf8(&b)
                 .ok()
                 .and_then(|s| s.parse().ok())
-                .ok_or_else(|| crate::Error::Protocol("browse: bad next position".into()))?,
+                .ok_or_else(|| crate::error::Error::Protocol("browse: bad next position".into()))?,
         ),
     };
     let mut found = Vec::new();

@@ -9,26 +9,34 @@ use crate::keys::Keys;
 use crate::names::QueueName;
 use crate::options::Config;
 use crate::partitions;
-use crate::queue::{LayoutCell, Queue};
-use crate::wakeup::Subscriptions;
+use crate::queue::Queue;
+use crate::queue_core::{LayoutCell, QueueCore, Shared};
+use crate::sentinel::Sentinels;
+use crate::target::{NoPushes, Target};
 
 /// A connection to one Redis server, or to a Redis Cluster, shared by all queue handles made
 /// from it. Cheap to clone.
 #[derive(Clone)]
 pub struct DelayQ {
-    target: Target,
-    conn: connection::Ordinary,
-    config: Arc<Config>,
-    /// Wake-up subscriptions, one per queue, shared by every consumer made from this client.
-    subscriptions: Arc<Subscriptions>,
+    shared: Shared,
     /// Each queue's partitions, learnt once (they never change).
     layouts: Arc<Mutex<HashMap<QueueName, LayoutCell>>>,
-    /// The connection for sends that wait for replicas (opened on first use): `WAIT`
-    /// blocks the connection it is sent on, and must not hold up everything else.
-    durable: Arc<tokio::sync::OnceCell<connection::Ordinary>>,
 }
 
 impl DelayQ {
+    fn new(target: Target, conn: connection::Ordinary, config: Config) -> Self {
+        DelayQ {
+            shared: Shared {
+                target,
+                conn,
+                config: Arc::new(config),
+                subscriptions: Arc::default(),
+                durable: Arc::default(),
+            },
+            layouts: Arc::default(),
+        }
+    }
+
     /// Connects with the default [`Config`].
     pub async fn connect(url: &str) -> Result<Self> {
         Self::connect_with(url, Config::default()).await
@@ -38,14 +46,7 @@ impl DelayQ {
     pub async fn connect_with(url: &str, config: Config) -> Result<Self> {
         let client = redis::Client::open(url)?;
         let conn = connection::Ordinary::connect(&client, &config).await?;
-        Ok(DelayQ {
-            target: Target::Single(Box::new(client)),
-            conn,
-            config: Arc::new(config),
-            subscriptions: Arc::default(),
-            layouts: Arc::default(),
-            durable: Arc::default(),
-        })
+        Ok(DelayQ::new(Target::Single(Box::new(client)), conn, config))
     }
 
     /// Connects to a Redis Cluster through `nodes` (URLs of any of its nodes; the rest are
@@ -54,14 +55,11 @@ impl DelayQ {
     pub async fn connect_cluster(nodes: &[&str], config: Config) -> Result<Self> {
         let client = connection::cluster_client(nodes, &config, None::<NoPushes>)?;
         let conn = connection::Ordinary::connect_cluster(&client).await?;
-        Ok(DelayQ {
-            target: Target::Cluster(nodes.iter().map(|n| n.to_string()).collect()),
+        Ok(DelayQ::new(
+            Target::Cluster(nodes.iter().map(|n| n.to_string()).collect()),
             conn,
-            config: Arc::new(config),
-            subscriptions: Arc::default(),
-            layouts: Arc::default(),
-            durable: Arc::default(),
-        })
+            config,
+        ))
     }
 
     /// Connects to the master of a Redis Sentinel deployment: `sentinels` are URLs of its
@@ -78,20 +76,9 @@ impl DelayQ {
         master_name: &str,
         config: Config,
     ) -> Result<Self> {
-        let sentinels = Arc::new(crate::sentinel::Sentinels::new(
-            sentinels,
-            master_name,
-            &config,
-        )?);
+        let sentinels = Arc::new(Sentinels::new(sentinels, master_name, &config)?);
         let conn = connection::Ordinary::connect_sentinel(sentinels.clone(), &config).await?;
-        Ok(DelayQ {
-            target: Target::Sentinel(sentinels),
-            conn,
-            config: Arc::new(config),
-            subscriptions: Arc::default(),
-            layouts: Arc::default(),
-            durable: Arc::default(),
-        })
+        Ok(DelayQ::new(Target::Sentinel(sentinels), conn, config))
     }
 
     /// A handle on queue `name` (validated: see [`QueueName`]). A queue that does not exist
@@ -105,15 +92,11 @@ impl DelayQ {
             .entry(name.clone())
             .or_default()
             .clone();
-        Ok(Queue::new(
+        Ok(Queue::new(QueueCore::new(
             name,
             layout,
-            self.durable.clone(),
-            self.target.clone(),
-            self.conn.clone(),
-            self.config.clone(),
-            self.subscriptions.clone(),
-        ))
+            self.shared.clone(),
+        )))
     }
 
     /// Creates queue `name` with `partitions` partitions (1 to
@@ -126,6 +109,7 @@ impl DelayQ {
         partitions::check_count(partitions)?;
         let queue = self.queue(name)?;
         let recorded = queue
+            .core()
             .record_partitions(Some(Some(partitions)))
             .await?
             .unwrap_or(1);
@@ -135,20 +119,20 @@ impl DelayQ {
             ))
             .into());
         }
-        queue.layout().await?;
+        queue.core().layout().await?;
         Ok(queue)
     }
 
     /// A connection from the shared pool.
     pub(crate) fn connection(&self) -> connection::Conn {
-        self.conn.get()
+        self.shared.conn.get()
     }
 
     /// A connection from the client's pool (to the server, or to the cluster, following
     /// `MOVED`), for keys of the caller's own next to delayq's (the server keeps its push
     /// targets this way). Cheap: it shares the client's multiplexed connection.
     pub fn redis(&self) -> RedisConnection {
-        RedisConnection(self.conn.get())
+        RedisConnection(self.shared.conn.get())
     }
 
     /// The queues of this Redis (every queue ever used: sent to, created, configured or
@@ -157,7 +141,7 @@ impl DelayQ {
     /// version of delayq without the registry are found once, by a walk of the keyspace the
     /// first time any client lists the queues, and registered.
     pub async fn queues(&self) -> Result<Vec<QueueName>> {
-        let mut conn = self.conn.get();
+        let mut conn = self.shared.conn.get();
         let walked: bool = redis::cmd("EXISTS")
             .arg(Keys::QUEUES_WALKED)
             .query_async(&mut conn)
@@ -194,7 +178,7 @@ impl DelayQ {
     /// master, on a cluster): the registry's upgrade step.
     async fn walk_queues(&self) -> Result<Vec<QueueName>> {
         let mut names = std::collections::BTreeSet::new();
-        for node in self.conn.scan_targets().await? {
+        for node in self.shared.conn.scan_targets().await? {
             let mut cursor = 0u64;
             loop {
                 let mut scan = redis::cmd("SCAN");
@@ -203,7 +187,8 @@ impl DelayQ {
                     .arg(Keys::scan_pattern())
                     .arg("COUNT")
                     .arg(1000);
-                let (next, keys): (u64, Vec<String>) = self.conn.query_on(&node, &scan).await?;
+                let (next, keys): (u64, Vec<String>) =
+                    self.shared.conn.query_on(&node, &scan).await?;
                 names.extend(keys.iter().filter_map(|k| Keys::queue_of(k)));
                 if next == 0 {
                     break;
@@ -240,33 +225,3 @@ impl redis::aio::ConnectionLike for RedisConnection {
         self.0.get_db()
     }
 }
-
-impl Target {
-    /// A new ordinary connection of its own to this target.
-    pub(crate) async fn connect(&self, config: &Config) -> Result<connection::Ordinary> {
-        match self {
-            Target::Single(client) => connection::Ordinary::connect(client, config).await,
-            Target::Cluster(nodes) => {
-                let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
-                let client = connection::cluster_client(&nodes, config, None::<NoPushes>)?;
-                connection::Ordinary::connect_cluster(&client).await
-            }
-            Target::Sentinel(sentinels) => {
-                connection::Ordinary::connect_sentinel(sentinels.clone(), config).await
-            }
-        }
-    }
-}
-
-/// Where Redis is: what subscriptions connect to.
-#[derive(Clone)]
-pub(crate) enum Target {
-    Single(Box<redis::Client>),
-    /// The node URLs given to [`DelayQ::connect_cluster`].
-    Cluster(Vec<String>),
-    /// The master the sentinels name, asked again on each connect.
-    Sentinel(Arc<crate::sentinel::Sentinels>),
-}
-
-/// The ordinary cluster connection takes no pushes.
-type NoPushes = tokio::sync::mpsc::UnboundedSender<redis::PushInfo>;

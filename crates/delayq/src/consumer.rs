@@ -9,9 +9,9 @@
 //!   waiting consumer hears it, whatever the others are doing;
 //! * the end of the caller's `wait`.
 //!
-//! A consumer of a [`QueueSet`], or of a queue of several partitions, does the same for each
+//! A consumer of a [`QueueSet`](crate::QueueSet), or of a queue of several partitions, does the same for each
 //! partition of each queue (a *lane*) at once: it claims from them in the set's order
-//! (strict or weighted, `queue_set.rs`) until it has `max`; with nothing due anywhere it
+//! (strict or weighted, `choice.rs`) until it has `max`; with nothing due anywhere it
 //! waits on all their wake-ups and on the earliest of their due times, then claims only where
 //! a wake-up or a due time says something may be due. A lane with nothing due costs nothing
 //! while the consumer waits.
@@ -31,139 +31,23 @@
 //! last stretch of a wait is slept on a blocking-pool thread.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::{InvalidInput, Result};
+use crate::choice::{Order, Picker};
+use crate::claim::{self, Claim};
+use crate::delivery::Delivery;
+use crate::error::Result;
 use crate::keys::Keys;
 use crate::message::DeadLettered;
 use crate::names::QueueName;
-use crate::options::PayloadKind;
-use crate::queue::{check_count, Queue, MAX_BATCH};
-use std::sync::Arc;
-
-use crate::queue_set::{Picker, QueueSet};
+use crate::options::{ReceiveOptions, MAX_BATCH};
+use crate::queue_core::QueueCore;
 use crate::wakeup::Subscription;
 
-/// A message handed to a consumer under a lease.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Delivery {
-    /// The queue it came from.
-    pub queue: QueueName,
-    /// The message id.
-    pub id: String,
-    /// The payload, unchanged.
-    pub payload: Vec<u8>,
-    /// What the payload is, as the sender said.
-    pub kind: PayloadKind,
-    /// How long a worker's handler may run on it, if the sender said (in place of the
-    /// worker's own timeout).
-    pub handler_timeout: Option<Duration>,
-    /// Its priority ([`SendOptions::priority`](crate::SendOptions::priority)).
-    pub priority: u8,
-    /// Which delivery this is, counting from 1.
-    pub attempt: u32,
-    /// When the message was due, ms since the Unix epoch (server clock).
-    pub due_ms: u64,
-    /// When the lease ends, ms since the Unix epoch (server clock).
-    pub lease_deadline_ms: u64,
-    /// When the lease ends by this process's clock, judged from the moment the claim (or
-    /// the last extend) was *sent*: never later than the lease Redis holds, however late
-    /// the reply arrived.
-    pub(crate) expires: Instant,
-    /// Identifies this delivery; a stale holder's token no longer matches.
-    pub(crate) token: u64,
-    /// Names the message in flight (its sequence number, fixed for its life).
-    pub(crate) seq: [u8; 6],
-    /// Whether the id is indexed (caller-given or moved) rather than generated.
-    pub(crate) explicit_id: bool,
-}
-
-impl Delivery {
-    /// The lease token of this delivery.
-    pub fn token(&self) -> u64 {
-        self.token
-    }
-
-    /// How much of the lease is surely left: measured on this host from when the claim (or
-    /// the last successful extend) was sent, so it never overstates what Redis grants. Zero
-    /// once it has passed; then the message may already be with another consumer and should
-    /// not be processed (it will be delivered again).
-    pub fn lease_remaining(&self) -> Duration {
-        self.expires.saturating_duration_since(Instant::now())
-    }
-
-    /// True once [`lease_remaining`](Self::lease_remaining) is zero.
-    pub fn lease_expired(&self) -> bool {
-        Instant::now() >= self.expires
-    }
-
-    /// A copy without the payload: all that ack, nack and extend need.
-    pub(crate) fn without_payload(&self) -> Delivery {
-        Delivery {
-            queue: self.queue.clone(),
-            id: self.id.clone(),
-            payload: Vec::new(),
-            kind: self.kind,
-            handler_timeout: self.handler_timeout,
-            priority: self.priority,
-            attempt: self.attempt,
-            due_ms: self.due_ms,
-            lease_deadline_ms: self.lease_deadline_ms,
-            expires: self.expires,
-            token: self.token,
-            seq: self.seq,
-            explicit_id: self.explicit_id,
-        }
-    }
-}
-
-/// What one claim found.
-pub(crate) struct Claim {
-    pub(crate) deliveries: Vec<Delivery>,
-    /// What the claim made dead letters (expired leases on their last attempt, unreadable
-    /// records).
-    pub(crate) dead_lettered: Vec<DeadLettered>,
-    /// With no deliveries: time until something comes due or a lease expires, if anything.
-    pub(crate) next_event: Option<Duration>,
-}
-
-/// How to receive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReceiveOptions {
-    /// Most messages to take (1 to 1000).
-    pub max: usize,
-    /// Lease of each message taken.
-    pub lease: Duration,
-    /// Longest time to wait when nothing is due (zero: return at once; `Duration::MAX`:
-    /// until something comes due).
-    pub wait: Duration,
-}
-
-impl Default for ReceiveOptions {
-    fn default() -> Self {
-        ReceiveOptions {
-            max: 1,
-            lease: Duration::from_secs(30),
-            wait: Duration::from_secs(5),
-        }
-    }
-}
-
-impl ReceiveOptions {
-    fn validate(&self) -> Result<(), InvalidInput> {
-        check_count("a receive", self.max)?;
-        if self.lease < Duration::from_millis(1) {
-            return Err(InvalidInput::Option("a lease must be at least 1 ms".into()));
-        }
-        crate::options::checked_ms(self.lease, "lease")?;
-        Ok(())
-    }
-}
-
-/// Receives messages from one queue, or from a [`QueueSet`] (waiting on all its queues at
+/// Receives messages from one queue, or from a [`QueueSet`](crate::QueueSet) (waiting on all its queues at
 /// once). One consumer serves one task at a time (`receive` takes `&mut self`); make one per
 /// concurrent receiver.
 pub struct Consumer {
@@ -177,7 +61,7 @@ pub struct Consumer {
 
 /// One partition of one queue of a consumer.
 struct Lane {
-    queue: Queue,
+    queue: Arc<QueueCore>,
     /// The partition's keys.
     keys: Arc<Keys>,
     /// The position of the queue in the consumer's set.
@@ -192,7 +76,7 @@ struct Lane {
     unanswered: Option<u64>,
     /// What the last claim said of the time before anything comes due here.
     quiet: Quiet,
-    /// Claims for push delivery ([`QueueSet::pushing`]).
+    /// Claims for push delivery ([`QueueSet::pushing`](crate::QueueSet::pushing)).
     push: bool,
     /// Whether claims write the claim record, for a repeat by a later `receive`: a
     /// consumer made for one receive never repeats, and leaves no key behind.
@@ -237,16 +121,15 @@ impl Lane {
         // Set before the call and cleared after its reply is read: a dropped future or an
         // error leaves it set.
         self.unanswered = Some(base);
-        let claim = self
-            .queue
-            .claim(
-                &self.keys,
-                &self.claim_record,
-                options,
-                (base, repeat, self.remember_claims),
-                self.push,
-            )
-            .await?;
+        let claim = claim::from_partition(
+            &self.queue,
+            &self.keys,
+            &self.claim_record,
+            options,
+            (base, repeat, self.remember_claims),
+            self.push,
+        )
+        .await?;
         self.unanswered = None;
         Ok(claim)
     }
@@ -261,13 +144,20 @@ impl Lane {
 }
 
 impl Consumer {
-    /// A consumer of `set`; `remember_claims` for one that receives more than once (a claim
-    /// whose reply was lost is then repeated by the next receive).
-    pub(crate) async fn new(set: QueueSet, remember_claims: bool) -> Result<Self> {
-        let mut lanes = Vec::with_capacity(set.queues.len());
-        let mut shape = Vec::with_capacity(set.queues.len());
+    /// A consumer of `queues` (with their weights), chosen among by `order`; `push` for
+    /// push delivery ([`QueueSet::pushing`](crate::QueueSet::pushing)); `remember_claims`
+    /// for one that receives more than once (a claim whose reply was lost is then repeated
+    /// by the next receive).
+    pub(crate) async fn new(
+        queues: Vec<(Arc<QueueCore>, u32)>,
+        order: Order,
+        push: bool,
+        remember_claims: bool,
+    ) -> Result<Self> {
+        let mut lanes = Vec::with_capacity(queues.len());
+        let mut shape = Vec::with_capacity(queues.len());
         let name = format!("{:016x}", rand::random::<u64>());
-        for (group, (queue, _)) in set.queues.iter().enumerate() {
+        for (group, (queue, _)) in queues.iter().enumerate() {
             let layout = queue.layout().await?;
             for keys in layout.parts() {
                 lanes.push(Lane {
@@ -279,40 +169,37 @@ impl Consumer {
                     seen: 0,
                     unanswered: None,
                     quiet: Quiet::Unknown,
-                    push: set.push,
+                    push,
                     remember_claims,
                 });
                 shape.push((group, layout.count()));
             }
         }
+        let weights: Vec<u32> = queues.iter().map(|(_, w)| *w).collect();
         Ok(Consumer {
-            picker: Picker::new(&set, &shape),
+            picker: Picker::new(order, &weights, &shape),
             lanes,
             lead: Lead::default(),
             dead_lettered: Vec::new(),
         })
     }
 
-    /// The queue this consumer receives from (the first, for a set): ack, nack and extend
-    /// its deliveries there. A delivery names its queue in [`Delivery::queue`].
-    pub fn queue(&self) -> &Queue {
-        &self.lanes[0].queue
-    }
-
-    /// The queues this consumer receives from, in the order of its set.
-    pub fn queues(&self) -> impl Iterator<Item = &Queue> {
+    /// The names of the queues this consumer receives from, in the order of its set. A
+    /// delivery names its queue in [`Delivery::queue`]: ack, nack and extend it there.
+    pub fn queue_names(&self) -> impl Iterator<Item = &QueueName> {
         let mut last = None;
         self.lanes.iter().filter_map(move |l| {
             let first_of_queue = last != Some(l.group);
             last = Some(l.group);
-            first_of_queue.then_some(&l.queue)
+            first_of_queue.then_some(l.queue.name())
         })
     }
 
     /// The messages this consumer's claims made dead letters since the last call: expired
     /// leases on their last attempt, records it could not read. A claim by another consumer
     /// reports its own, so each death is reported once, by the consumer that caused it
-    /// (for alerting; the dead letters themselves are in [`Queue::dead_letters`]).
+    /// (for alerting; the dead letters themselves are in
+    /// [`Queue::dead_letters`](crate::Queue::dead_letters)).
     pub fn take_dead_lettered(&mut self) -> Vec<DeadLettered> {
         std::mem::take(&mut self.dead_lettered)
     }

@@ -7,8 +7,9 @@
 use crate::error::Result;
 use crate::keys::Keys;
 use crate::message::DeadLetter;
+use crate::options::check_count;
 use crate::partitions::join_all;
-use crate::queue::{check_count, invocation, Queue};
+use crate::queue_core::{invocation, QueueCore};
 use crate::record;
 
 /// Offsets from here on are past the end of any page: 2^53 is where Lua's numbers stop being
@@ -24,11 +25,11 @@ use crate::scripts::SCRIPTS;
 
 /// The dead letters of one queue.
 pub struct DeadLetters<'a> {
-    queue: &'a Queue,
+    queue: &'a QueueCore,
 }
 
 impl<'a> DeadLetters<'a> {
-    pub(crate) fn new(queue: &'a Queue) -> Self {
+    pub(crate) fn new(queue: &'a QueueCore) -> Self {
         DeadLetters { queue }
     }
 
@@ -41,7 +42,7 @@ impl<'a> DeadLetters<'a> {
                 .arg(keys.dead())
                 .query_async(&mut conn)
                 .await?;
-            Ok::<u64, crate::Error>(n)
+            Ok::<u64, crate::error::Error>(n)
         });
         let mut total = 0;
         for n in join_all(counts).await {
@@ -76,7 +77,7 @@ impl<'a> DeadLetters<'a> {
                 .arg("WITHSCORES")
                 .query_async(&mut conn)
                 .await?;
-            Ok::<_, crate::Error>(scores)
+            Ok::<_, crate::error::Error>(scores)
         });
         let mut merged = Vec::new();
         for (k, heads) in join_all(heads).await.into_iter().enumerate() {
@@ -210,7 +211,7 @@ impl<'a> DeadLetters<'a> {
         let value = self.queue.invoke(&inv).await?;
         match value {
             redis::Value::Int(n) if n >= 0 => Ok(n as u64),
-            other => Err(crate::Error::Protocol(format!(
+            other => Err(crate::error::Error::Protocol(format!(
                 "expected a count, got {other:?}"
             ))),
         }

@@ -24,7 +24,7 @@ pub enum Error {
         /// The message id.
         id: String,
         /// Its state when the operation was attempted.
-        state: crate::State,
+        state: crate::state::State,
     },
     /// No message with this id exists in the queue.
     #[error("message {id} not found")]

@@ -10,10 +10,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{InvalidInput, Result};
 use crate::partitions::join_all;
-use crate::queue::Queue;
-
-/// How long Redis keeps a minute (25 hours: a day's chart, and an hour to spare).
-pub(crate) const TTL_SECS: u64 = 90_000;
+use crate::queue_core::{invocation, QueueCore};
 
 /// The most minutes [`Queue::history`] reads at once (a day, and an hour to spare).
 pub const MAX_HISTORY_MINUTES: usize = 1500;
@@ -134,62 +131,56 @@ impl Minute {
 /// The history fields of push answers, by class (as [`Minute::push_responses`]).
 const PUSH_FIELDS: [&str; 6] = ["p1", "p2", "p3", "p4", "p5", "pe"];
 
-impl Queue {
-    /// Adds push deliveries' answers by class (1xx to 5xx, then no answer) to the current
-    /// minute of the queue's history: a pushing server's tally of the last second or so.
-    pub async fn add_push_responses(&self, counts: &[u64; 6]) -> Result<()> {
-        if counts.iter().all(|&n| n == 0) {
-            return Ok(());
-        }
-        let layout = self.known_layout().await?;
-        let mut inv =
-            crate::queue::invocation(layout.part(0), &crate::scripts::SCRIPTS.add_history);
-        for (field, n) in PUSH_FIELDS.iter().zip(counts) {
-            if *n > 0 {
-                inv.arg(*field).arg(*n);
-            }
-        }
-        self.invoke(&inv).await?;
-        Ok(())
+/// [`Queue::add_push_responses`](crate::Queue::add_push_responses).
+pub(crate) async fn add_push_responses(core: &QueueCore, counts: &[u64; 6]) -> Result<()> {
+    if counts.iter().all(|&n| n == 0) {
+        return Ok(());
     }
+    let layout = core.known_layout().await?;
+    let mut inv = invocation(layout.part(0), &crate::scripts::SCRIPTS.add_history);
+    for (field, n) in PUSH_FIELDS.iter().zip(counts) {
+        if *n > 0 {
+            inv.arg(*field).arg(*n);
+        }
+    }
+    core.invoke(&inv).await?;
+    Ok(())
+}
 
-    /// The last `minutes` (1 to [`MAX_HISTORY_MINUTES`]) minutes of the queue's history, by
-    /// the Redis server's clock, oldest first; the last is the current minute so far. All
-    /// partitions added up. Minutes with nothing in them are there, with zeros.
-    pub async fn history(&self, minutes: usize) -> Result<Vec<Minute>> {
-        if minutes == 0 || minutes > MAX_HISTORY_MINUTES {
-            return Err(InvalidInput::Option(format!(
-                "history covers 1 to {MAX_HISTORY_MINUTES} minutes, not {minutes}"
-            ))
-            .into());
-        }
-        let layout = self.known_layout().await?;
-        let mut conn = self.connection();
-        let (secs, _micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await?;
-        let now_minute = secs / 60;
-        let first = now_minute + 1 - minutes as u64;
-        let reads = layout.parts().iter().map(|keys| async move {
-            let mut pipe = redis::pipe();
-            for minute in first..=now_minute {
-                pipe.cmd("HGETALL").arg(keys.history(minute));
-            }
-            let mut conn = self.connection();
-            let hashes: Vec<BTreeMap<String, u64>> = pipe.query_async(&mut conn).await?;
-            Ok::<_, crate::Error>(hashes)
-        });
-        let mut out: Vec<Minute> = (first..=now_minute)
-            .map(|minute| Minute {
-                start_ms: minute * 60_000,
-                ..Minute::default()
-            })
-            .collect();
-        for part in join_all(reads).await {
-            for (slot, fields) in out.iter_mut().zip(part?) {
-                slot.add(&Minute::from_fields(slot.start_ms, fields));
-            }
-        }
-        Ok(out)
+/// [`Queue::history`](crate::Queue::history).
+pub(crate) async fn history(core: &QueueCore, minutes: usize) -> Result<Vec<Minute>> {
+    if minutes == 0 || minutes > MAX_HISTORY_MINUTES {
+        return Err(InvalidInput::Option(format!(
+            "history covers 1 to {MAX_HISTORY_MINUTES} minutes, not {minutes}"
+        ))
+        .into());
     }
+    let layout = core.known_layout().await?;
+    let mut conn = core.connection();
+    let (secs, _micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await?;
+    let now_minute = secs / 60;
+    let first = now_minute + 1 - minutes as u64;
+    let reads = layout.parts().iter().map(|keys| async move {
+        let mut pipe = redis::pipe();
+        for minute in first..=now_minute {
+            pipe.cmd("HGETALL").arg(keys.history(minute));
+        }
+        let mut conn = core.connection();
+        let hashes: Vec<BTreeMap<String, u64>> = pipe.query_async(&mut conn).await?;
+        Ok::<_, crate::error::Error>(hashes)
+    });
+    let mut out: Vec<Minute> = (first..=now_minute)
+        .map(|minute| Minute {
+            start_ms: minute * 60_000,
+            ..Minute::default()
+        })
+        .collect();
+    for part in join_all(reads).await {
+        for (slot, fields) in out.iter_mut().zip(part?) {
+            slot.add(&Minute::from_fields(slot.start_ms, fields));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -1,11 +1,11 @@
-//! The one place that names Redis keys.
+//! The one place that names Redis keys, and the Redis Cluster slot each lives in.
 //!
 //! Every key of a queue partition carries the partition's Redis Cluster hash tag
 //! (`dq:{orders}:pending`, `dq:{orders#3.17}:pending`: see `partitions.rs`), so all of a
 //! partition's keys live in one slot and every script can touch them atomically, on a single
 //! node or in a cluster.
 
-use crate::QueueName;
+use crate::names::QueueName;
 
 /// The keys of one queue partition. Scripts receive [`Keys::all`] as their KEYS, in this
 /// order.
@@ -55,7 +55,7 @@ impl Keys {
                 key("gone"),
             ],
             prefix,
-            slot: crate::partitions::slot(tag),
+            slot: slot(tag),
         }
     }
 
@@ -86,7 +86,7 @@ impl Keys {
     pub(crate) const SCHEDULED_QUEUES: &'static str = "dq:scheduled";
 
     /// SET, outside every queue's hash tag: the name of every queue used, added when its
-    /// partition count is first read or recorded (`Queue::record_partitions`).
+    /// partition count is first read or recorded (`QueueCore::record_partitions`).
     pub(crate) const QUEUES: &'static str = "dq:queues";
 
     /// STRING, set once the queues from before [`QUEUES`](Self::QUEUES) existed have been
@@ -127,8 +127,13 @@ impl Keys {
         &self.all[7]
     }
 
+    /// How long Redis keeps a minute of history (25 hours: a day's chart, and an hour to
+    /// spare).
+    pub(crate) const HISTORY_TTL_SECS: u64 = 90_000;
+
     /// HASH: the partition's counts in the minute `minute` (ms since the epoch / 60,000) of
-    /// the server's clock, kept 25 hours (`add_history` in prelude.lua; history.rs reads it).
+    /// the server's clock, kept [`HISTORY_TTL_SECS`](Self::HISTORY_TTL_SECS) (`add_history`
+    /// in prelude.lua; history.rs reads it).
     pub(crate) fn history(&self, minute: u64) -> String {
         format!("{}m:{minute}", self.prefix)
     }
@@ -151,4 +156,14 @@ impl Keys {
     pub(crate) fn claim_record(&self, consumer: &str) -> String {
         format!("{}claim:{consumer}", self.prefix)
     }
+}
+
+/// The Redis Cluster slot of a hash tag.
+pub(crate) fn slot(tag: &str) -> u16 {
+    crc16(tag.as_bytes()) & 0x3FFF
+}
+
+/// CRC16 as Redis Cluster uses it (XMODEM).
+pub(crate) fn crc16(data: &[u8]) -> u16 {
+    crc16::State::<crc16::XMODEM>::calculate(data)
 }

@@ -45,30 +45,42 @@
 //! * [`Consumer::receive`] is cancel-safe: a claim whose reply was lost is handed back by
 //!   the next `receive`. Failures worth retrying say so: [`Error::is_retryable`].
 //!
-//! # Layout
-//! * `client.rs`: [`DelayQ`], the connection; makes [`Queue`] handles.
-//! * `queue.rs`: [`Queue`]: send, cancel, reschedule, get, stats, ack, nack, extend.
-//! * `consumer.rs`: [`Consumer`]: receive, waiting for due times without polling.
-//! * `queue_set.rs`: [`QueueSet`]: several queues served together, strictly or by weight.
-//! * `partitions.rs`: one queue spread over several hash tags (cluster nodes), and how a
-//!   message's id names its partition.
-//! * `dead_letters.rs`: [`DeadLetters`]: count, list, requeue, purge.
-//! * `push_target.rs`: a queue's push target (the server's), kept with its push-delivery flag.
-//! * `error_history.rs`: a message's last few failures ([`FailedAttempt`]), as Redis keeps them.
-//! * `worker/`: the worker runtime.
-//! * `options.rs`, `message.rs`, `names.rs`, `receipt.rs`, `error.rs`: what goes in and
-//!   comes out.
-//! * `keys.rs` names every Redis key; `record.rs` is the stored message layout;
-//!   `scripts.rs` and `scripts/*.lua` are the atomic operations; `connection.rs` holds the
-//!   connection rules; `sentinel.rs` finds the master through Redis Sentinel; `wakeup.rs`
-//!   carries consumers' subscriptions to wake-ups on one connection per client; `reply.rs`
-//!   reads script replies; `recording.rs` names the metrics delayq records.
+//! # Layout, top floor down
+//! Each file imports only from the floors below it.
+//! * Runtimes: `worker/` (handlers with concurrency, heartbeats, graceful shutdown) and
+//!   `scheduler.rs` ([`Scheduler`]: fires recurring schedules).
+//! * The client: `client.rs` ([`DelayQ`]: connects, makes queue handles, lists queues).
+//! * The facades: `queue.rs` ([`Queue`]) hands out everything below, by concern;
+//!   `queue_set.rs` ([`QueueSet`]) puts several queues before one consumer.
+//! * Handles by concern, each built on the core: `send.rs` (send, batches), `by_id.rs`
+//!   (get, cancel, reschedule), `settle.rs` (ack, nack, fail, release, extend),
+//!   `consumer.rs` ([`Consumer`]: receive, waiting without polling) with `claim.rs` (one
+//!   claim) and `choice.rs` (which lane next), `dead_letters.rs` ([`DeadLetters`]),
+//!   `browse.rs` (list, search), `history.rs` (per-minute counts), `stats.rs`,
+//!   `control.rs` (pause, resume, settings), `schedules.rs` ([`Schedules`]),
+//!   `push_target.rs` (the server's push target).
+//! * The queue core: `queue_core.rs`: a queue's name, connection, partition layout, script
+//!   invocation and wake-up subscriptions.
+//! * Below the core: `wakeup.rs` (consumers' subscriptions, one push connection per
+//!   client); `target.rs` (where Redis is) over `connection.rs` (the connection rules) and
+//!   `sentinel.rs` (finding the master); `partitions.rs` (one queue over several hash
+//!   tags) over `keys.rs` (every Redis key and its slot); `scripts.rs` and `scripts/*.lua`
+//!   (the atomic operations).
+//! * What goes in and comes out: `options.rs`, `settings.rs`, `message.rs`, `delivery.rs`,
+//!   `receipt.rs`, `state.rs`, `names.rs`, `recurrence/`, `error.rs`, `error_history.rs` (a message's
+//!   last failures), `record.rs` (the stored message layout), `reply.rs` (reading script
+//!   replies), `recording.rs` (the metrics delayq records).
 
 mod browse;
+mod by_id;
+mod choice;
+mod claim;
 mod client;
 mod connection;
 mod consumer;
+mod control;
 mod dead_letters;
+mod delivery;
 mod error;
 mod error_history;
 mod history;
@@ -79,6 +91,7 @@ mod options;
 mod partitions;
 mod push_target;
 mod queue;
+mod queue_core;
 mod queue_set;
 mod receipt;
 mod record;
@@ -88,33 +101,43 @@ mod reply;
 mod scheduler;
 mod schedules;
 mod scripts;
+mod send;
 mod sentinel;
 mod settings;
+mod settle;
+mod state;
+mod stats;
+mod target;
 mod wakeup;
 pub mod worker;
 
 pub use browse::{Cursor, Page, BROWSE_PAYLOAD_BYTES};
+pub use choice::Order;
 pub use client::{DelayQ, RedisConnection};
-pub use consumer::{Consumer, Delivery, ReceiveOptions};
+pub use consumer::Consumer;
 pub use dead_letters::DeadLetters;
+pub use delivery::Delivery;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
 pub use history::{Lateness, Minute, MAX_HISTORY_MINUTES};
 pub use message::{
     Amend, CancelOutcome, DeadLetter, DeadLettered, MessageInfo, NackOutcome, Next, RateLimit,
-    Sent, State, Stats,
+    Sent, Stats,
 };
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
-    Backoff, Config, Message, PayloadKind, Schedule, SendOptions, StepDelays, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_PRIORITY, MAX_BACKOFF_STEPS, MAX_DELAY, MAX_PRIORITY, MAX_REPLICA_WAIT,
+    Backoff, Config, Message, PayloadKind, ReceiveOptions, Schedule, SendOptions, StepDelays,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, MAX_BACKOFF_STEPS, MAX_BATCH, MAX_DELAY, MAX_PRIORITY,
+    MAX_REPLICA_WAIT,
 };
 pub use partitions::MAX_PARTITIONS;
-pub use queue::{Queue, MAX_BATCH, MAX_BATCH_BYTES};
-pub use queue_set::{Order, QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
+pub use queue::Queue;
+pub use queue_set::{QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
 pub use receipt::Receipt;
 pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS};
 pub use recurrence::{MissedTicks, Recurrence};
 pub use scheduler::Scheduler;
 pub use schedules::{tick_id, ScheduleInfo, Schedules, MAX_SCHEDULE_NAME_LEN};
+pub use send::MAX_BATCH_BYTES;
 pub use settings::{Setting, MAX_IDEMPOTENCY_WINDOW};
+pub use state::State;

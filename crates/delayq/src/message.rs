@@ -1,64 +1,7 @@
-//! What delayq tells a caller about messages: states, send results, inspection results.
+//! What delayq tells a caller about messages: send results, inspection results (a
+//! message's [`State`] is in `state.rs`).
 
-use std::fmt;
-use std::str::FromStr;
-
-use crate::error::Error;
-
-/// Where a message is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum State {
-    /// Waiting for its due time.
-    Delayed,
-    /// Due, waiting for a consumer.
-    Ready,
-    /// Held by a consumer under a lease.
-    InFlight,
-    /// Out of attempts; kept in the dead letters until requeued or purged.
-    Dead,
-}
-
-impl State {
-    /// The name used in replies and logs: `delayed`, `ready`, `in_flight`, `dead`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Delayed => "delayed",
-            State::Ready => "ready",
-            State::InFlight => "in_flight",
-            State::Dead => "dead",
-        }
-    }
-}
-
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for State {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "delayed" => Ok(State::Delayed),
-            "ready" => Ok(State::Ready),
-            "in_flight" => Ok(State::InFlight),
-            "dead" => Ok(State::Dead),
-            other => Err(Error::Protocol(format!("unknown state {other:?}"))),
-        }
-    }
-}
-
-/// Parses a state as scripts report it, where `missing` means no such message.
-pub(crate) fn parse_state(s: &str) -> Result<Option<State>, Error> {
-    if s == "missing" {
-        Ok(None)
-    } else {
-        s.parse().map(Some)
-    }
-}
+use crate::state::State;
 
 /// The result of sending one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,14 +46,14 @@ pub struct MessageInfo {
     /// Error text of the last failed attempt.
     pub last_error: Option<String>,
     /// The last few failed attempts (up to five), oldest first.
-    pub errors: Vec<crate::FailedAttempt>,
+    pub errors: Vec<crate::error_history::FailedAttempt>,
     /// The payload.
     pub payload: Vec<u8>,
     /// The whole payload's length: `payload`'s from [`Queue::get`](crate::Queue::get); a
     /// list or search gives only the first [`BROWSE_PAYLOAD_BYTES`](crate::BROWSE_PAYLOAD_BYTES).
     pub payload_len: usize,
     /// What the payload is.
-    pub kind: crate::PayloadKind,
+    pub kind: crate::options::PayloadKind,
     /// Its priority ([`SendOptions::priority`](crate::SendOptions::priority)).
     pub priority: u8,
     /// In flight: when the lease ends, ms since the Unix epoch.
@@ -224,11 +167,11 @@ pub struct DeadLetter {
     /// Error text of its last attempt.
     pub last_error: Option<String>,
     /// Its last few failed attempts (up to five), oldest first.
-    pub errors: Vec<crate::FailedAttempt>,
+    pub errors: Vec<crate::error_history::FailedAttempt>,
     /// The payload.
     pub payload: Vec<u8>,
     /// What the payload is.
-    pub kind: crate::PayloadKind,
+    pub kind: crate::options::PayloadKind,
     /// Its priority, which a requeue keeps.
     pub priority: u8,
 }
@@ -239,7 +182,7 @@ pub struct DeadLetter {
 #[non_exhaustive]
 pub struct DeadLettered {
     /// Its queue.
-    pub queue: crate::QueueName,
+    pub queue: crate::names::QueueName,
     /// Its id, under which the dead letters hold it.
     pub id: String,
     /// The error of its last attempt.

@@ -1,5 +1,5 @@
-//! What a caller can ask for: when a message is due, how it is retried, and the client's
-//! limits. Every option is validated before anything reaches Redis.
+//! What a caller can ask for: when a message is due, how it is retried, how it is received,
+//! and the client's limits. Every option is validated before anything reaches Redis.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -8,6 +8,20 @@ use crate::error::InvalidInput;
 /// Longest delay (and backoff step) delayq accepts: about ten years. Anything longer is almost
 /// certainly a unit mistake.
 pub const MAX_DELAY: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+
+/// Most messages in one batch call (sends, claims, acks): keeps each script short, so one
+/// call never holds up Redis for long.
+pub const MAX_BATCH: usize = 1000;
+
+/// Every count that becomes one script call (batch, claim, page) is 1 to [`MAX_BATCH`].
+pub(crate) fn check_count(what: &str, n: usize) -> Result<(), InvalidInput> {
+    if n == 0 || n > MAX_BATCH {
+        return Err(InvalidInput::Option(format!(
+            "{what} holds 1 to {MAX_BATCH} items, not {n}"
+        )));
+    }
+    Ok(())
+}
 
 /// When a message becomes due. Due times are judged by the Redis server's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -420,6 +434,39 @@ impl Message {
             payload: payload.into(),
             options,
         }
+    }
+}
+
+/// How to receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceiveOptions {
+    /// Most messages to take (1 to 1000).
+    pub max: usize,
+    /// Lease of each message taken.
+    pub lease: Duration,
+    /// Longest time to wait when nothing is due (zero: return at once; `Duration::MAX`:
+    /// until something comes due).
+    pub wait: Duration,
+}
+
+impl Default for ReceiveOptions {
+    fn default() -> Self {
+        ReceiveOptions {
+            max: 1,
+            lease: Duration::from_secs(30),
+            wait: Duration::from_secs(5),
+        }
+    }
+}
+
+impl ReceiveOptions {
+    pub(crate) fn validate(&self) -> Result<(), InvalidInput> {
+        check_count("a receive", self.max)?;
+        if self.lease < Duration::from_millis(1) {
+            return Err(InvalidInput::Option("a lease must be at least 1 ms".into()));
+        }
+        checked_ms(self.lease, "lease")?;
+        Ok(())
     }
 }
 

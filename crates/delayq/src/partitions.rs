@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use crate::error::{Error, InvalidInput, Result};
-use crate::keys::Keys;
+use crate::keys::{crc16, slot, Keys};
 use crate::names::{is_generated_id, QueueName};
 use crate::record::LEVEL;
 
@@ -127,16 +127,6 @@ pub(crate) fn tag(name: &str, k: u16, p: u16) -> String {
         }
     }
     format!("{name}#{k}.0")
-}
-
-/// The Redis Cluster slot of a hash tag.
-pub(crate) fn slot(tag: &str) -> u16 {
-    crc16(tag.as_bytes()) & 0x3FFF
-}
-
-/// CRC16 as Redis Cluster uses it (XMODEM).
-fn crc16(data: &[u8]) -> u16 {
-    crc16::State::<crc16::XMODEM>::calculate(data)
 }
 
 /// The positions of `items` by partition (`partition_of` each), partitions in ascending

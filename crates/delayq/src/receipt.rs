@@ -5,7 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::consumer::Delivery;
+use crate::delivery::Delivery;
 use crate::error::InvalidInput;
 use crate::names::check_lookup_id;
 
@@ -110,7 +110,7 @@ impl<T> Held for (&Delivery, T) {
 
 impl Held for Delivery {
     fn lease_member(&self) -> [u8; 12] {
-        crate::queue::lease_member(self.seq, self.token)
+        crate::record::lease_member(self.seq, self.token)
     }
 
     fn id(&self) -> &str {
@@ -124,7 +124,7 @@ impl Held for Delivery {
 
 impl Held for Receipt {
     fn lease_member(&self) -> [u8; 12] {
-        crate::queue::lease_member(self.seq, self.token)
+        crate::record::lease_member(self.seq, self.token)
     }
 
     fn id(&self) -> &str {

@@ -268,6 +268,15 @@ fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     out.push(n as u8);
 }
 
+/// A lease's name in Redis (a member of the `leases` set): sequence bytes then the 48-bit
+/// token, big-endian.
+pub(crate) fn lease_member(seq: [u8; 6], token: u64) -> [u8; 12] {
+    let mut member = [0u8; 12];
+    member[..6].copy_from_slice(&seq);
+    member[6..].copy_from_slice(&token.to_be_bytes()[2..]);
+    member
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

@@ -4,6 +4,7 @@
 use redis::Value;
 
 use crate::error::{Error, Result};
+use crate::state::State;
 
 pub(crate) struct Reply(std::vec::IntoIter<Value>);
 
@@ -74,5 +75,13 @@ impl Reply {
     /// A nested array, to be read on its own.
     pub(crate) fn array(&mut self) -> Result<Reply> {
         Reply::new(self.next()?)
+    }
+}
+
+/// A state as scripts report it, where `missing` means no such message.
+pub(crate) fn parse_state(s: &str) -> Result<Option<State>> {
+    match s {
+        "missing" => Ok(None),
+        s => s.parse().map(Some).map_err(Error::Protocol),
     }
 }

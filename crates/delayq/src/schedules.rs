@@ -27,7 +27,7 @@ use crate::message::Sent;
 use crate::names::QueueName;
 use crate::options::{PayloadKind, Schedule, SendOptions};
 use crate::partitions::join_all;
-use crate::queue::{invocation, Queue};
+use crate::queue_core::{invocation, QueueCore};
 use crate::record;
 use crate::recurrence::{MissedTicks, Recurrence};
 use crate::reply::Reply;
@@ -91,11 +91,11 @@ pub fn tick_id(name: &str, tick_ms: u64) -> String {
 
 /// The recurring schedules of one queue.
 pub struct Schedules<'a> {
-    queue: &'a Queue,
+    queue: &'a QueueCore,
 }
 
 impl<'a> Schedules<'a> {
-    pub(crate) fn new(queue: &'a Queue) -> Self {
+    pub(crate) fn new(queue: &'a QueueCore) -> Self {
         Schedules { queue }
     }
 
@@ -135,7 +135,7 @@ impl<'a> Schedules<'a> {
                 InvalidInput::Option("run all missed ticks up to at least 1".into()).into(),
             );
         }
-        let (_, body) = self.queue.prepare(payload.as_ref(), options)?;
+        let (_, body) = crate::send::prepare(self.queue, payload.as_ref(), options)?;
         // The layout fixes the partition count, as a send would.
         self.queue.layout().await?;
         let mut conn = self.queue.connection();
@@ -152,14 +152,16 @@ impl<'a> Schedules<'a> {
                 fields.push(("anchor_ms", anchor_ms.to_string().into()));
             }
             (None, None) => {
-                return Err(crate::Error::Protocol("a recurrence of no kind".into()));
+                return Err(crate::error::Error::Protocol(
+                    "a recurrence of no kind".into(),
+                ));
             }
         }
         fields.push(("missed", missed.to_string().into()));
         fields.push(("created_ms", created_ms.to_string().into()));
         fields.push(("priority", options.priority.to_string().into()));
         fields.push(("body", body));
-        let slot = crate::partitions::slot(self.queue.name().as_str());
+        let slot = crate::keys::slot(self.queue.name().as_str());
         let mut write = redis::pipe();
         write
             .atomic()
@@ -250,7 +252,7 @@ impl<'a> Schedules<'a> {
             };
             last = last.max(old.filter(|t| *t != DELETED_TICK));
         }
-        let slot = crate::partitions::slot(self.queue.name().as_str());
+        let slot = crate::keys::slot(self.queue.name().as_str());
         let mut remove = redis::pipe();
         remove
             .atomic()
@@ -265,7 +267,7 @@ impl<'a> Schedules<'a> {
                 if tick > last {
                     break;
                 }
-                self.queue.cancel(&tick_id(name, tick)).await?;
+                crate::by_id::cancel(self.queue, &tick_id(name, tick)).await?;
             }
         }
         Ok(deleted)
@@ -286,7 +288,7 @@ impl<'a> Schedules<'a> {
             match def {
                 Ok(Some(def)) => out.push(def),
                 Ok(None) => {}
-                Err(crate::Error::Protocol(e)) => {
+                Err(crate::error::Error::Protocol(e)) => {
                     tracing::warn!(queue = %self.queue.name(), schedule = %name, "unreadable schedule: {e}");
                 }
                 Err(e) => return Err(e),
@@ -320,7 +322,7 @@ impl<'a> Schedules<'a> {
                     .arg(field)
                     .query_async(&mut conn)
                     .await?;
-                Ok::<_, crate::Error>(tick)
+                Ok::<_, crate::error::Error>(tick)
             }
         });
         let mut last = None;
@@ -335,7 +337,7 @@ impl<'a> Schedules<'a> {
     pub(crate) async fn send_tick(&self, def: &Definition, tick_ms: u64) -> Result<bool> {
         let id = tick_id(&def.name, tick_ms);
         let body = record::body_with_id(&def.body, &id).ok_or_else(|| {
-            crate::Error::Protocol(format!(
+            crate::error::Error::Protocol(format!(
                 "schedule {}: its message body is malformed",
                 def.name
             ))
@@ -355,11 +357,14 @@ impl<'a> Schedules<'a> {
         let (_now, _first) = (r.uint()?, r.uint()?);
         let sent = r.remaining() == 0;
         if sent {
-            self.queue.count_sent(&[Sent {
-                id,
-                due_ms: Some(tick_ms),
-                duplicate: false,
-            }]);
+            crate::send::count_sent(
+                self.queue,
+                &[Sent {
+                    id,
+                    due_ms: Some(tick_ms),
+                    duplicate: false,
+                }],
+            );
         }
         Ok(sent)
     }
@@ -391,7 +396,7 @@ fn check_name(name: &str) -> Result<(), InvalidInput> {
 }
 
 fn parse_definition(name: &str, fields: Vec<(String, Vec<u8>)>) -> Result<Definition> {
-    let bad = |what: &str| crate::Error::Protocol(format!("schedule {name}: {what}"));
+    let bad = |what: &str| crate::error::Error::Protocol(format!("schedule {name}: {what}"));
     let mut map = std::collections::HashMap::new();
     for (field, value) in fields {
         map.insert(field, value);

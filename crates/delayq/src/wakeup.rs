@@ -42,9 +42,9 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::{Mutex, Notify};
 
-use crate::client::Target;
 use crate::error::Result;
 use crate::options::Config;
+use crate::target::Target;
 
 /// How often the hub checks that its connection still carries anything.
 const PING_EVERY: Duration = Duration::from_secs(1);

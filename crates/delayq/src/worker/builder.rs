@@ -5,10 +5,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use super::failure::{DeadLetterHook, FailedDelivery, FailureHook, Verdict};
-use crate::consumer::Delivery;
+use crate::delivery::Delivery;
 use crate::error::{InvalidInput, Result};
 use crate::message::DeadLettered;
-use crate::queue::{check_count, Queue};
+use crate::options::check_count;
+use crate::queue::Queue;
 use crate::queue_set::QueueSet;
 
 /// Settings of a [`Worker`].

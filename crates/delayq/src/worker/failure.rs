@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use crate::consumer::Delivery;
+use crate::delivery::Delivery;
 use crate::message::{Amend, DeadLettered, Next};
 
 /// A handler's error with what should come next.

@@ -12,9 +12,11 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::builder::Worker;
 use super::catch_unwind::CatchUnwind;
 use super::settle::{self, Outcome, Running};
-use crate::consumer::{Consumer, Delivery, ReceiveOptions};
+use crate::consumer::Consumer;
+use crate::delivery::Delivery;
 use crate::error::Result;
 use crate::message::Next;
+use crate::options::ReceiveOptions;
 use crate::queue::Queue;
 use crate::queue_set::QueueSet;
 
@@ -103,7 +105,7 @@ where
                     d
                 }
                 Err(e) => {
-                    tracing::warn!(queue = %consumer.queue().name(), error = %e, retry_in = ?pause, "receive failed");
+                    tracing::warn!(queue = %lanes[0].queue.name(), error = %e, retry_in = ?pause, "receive failed");
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
                         _ = stop.wait_for(|stopped| *stopped) => break,
@@ -126,7 +128,7 @@ where
                 let receipt = delivery.without_payload();
                 let token = receipt.token;
                 lane.running.insert(&receipt);
-                let metrics = lane.queue.metrics().clone();
+                let metrics = lane.queue.core().metrics().clone();
                 // The sender's timeout for this message, if any, comes first.
                 let timeout = delivery.handler_timeout.or(s.handler_timeout);
                 let on_failure = s.on_failure.clone();
@@ -327,7 +329,7 @@ fn next_after<E: 'static>(error: &E) -> Next {
     let any: &dyn std::any::Any = error;
     match any.downcast_ref::<Failure>().map(Failure::next) {
         // Settled in a batch with others: a delay out of range must not fail theirs.
-        Some(Next::After(d)) => Next::After(d.min(crate::MAX_DELAY)),
+        Some(Next::After(d)) => Next::After(d.min(crate::options::MAX_DELAY)),
         Some(next) => next,
         None => Next::Backoff,
     }

@@ -11,11 +11,12 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::failure::{report_dead, DeadLetterHook};
-use crate::consumer::Delivery;
+use crate::delivery::Delivery;
 use crate::error::{Error, Result};
 use crate::message::{Amend, DeadLettered, NackOutcome, Next};
 use crate::names::QueueName;
-use crate::queue::{Queue, MAX_BATCH};
+use crate::options::MAX_BATCH;
+use crate::queue::Queue;
 
 /// Handlers currently running, by lease token. Whoever removes a handler's entry decides its
 /// outcome, exactly once: the handler finishing (`finish`: ack or nack), shutdown
@@ -167,7 +168,7 @@ pub(crate) async fn settler(
                 Outcome::Done => done.push(delivery),
                 Outcome::Failed(error, next, mut amend) => {
                     // One bad change must not fail the batch it is settled with.
-                    if let Err(e) = queue.check_amend(&amend) {
+                    if let Err(e) = crate::settle::check_amend(queue.core(), &amend) {
                         tracing::warn!(queue = %queue.name(), id = %delivery.id, error = %e, "failure hook's change ignored");
                         amend = Amend::default();
                     }
@@ -179,7 +180,7 @@ pub(crate) async fn settler(
         if !failed.is_empty() {
             let fails = &failures;
             let settled = retrying(&queue, lease, &failed, Option::is_some, |q, d| async move {
-                q.fail_many(d, fails).await
+                crate::settle::fail_many(q.core(), d, fails).await
             })
             .await;
             for ((d, (error, _, _)), outcome) in failed.iter().zip(&failures).zip(settled) {

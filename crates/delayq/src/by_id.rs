@@ -1,0 +1,99 @@
+//! One message by its id: look it up, cancel it, or move its due time. The id names the
+//! message's partition (`partitions.rs`), so each is one script call there.
+
+use redis::{Script, ScriptInvocation};
+
+use crate::error::{Error, Result};
+use crate::error_history;
+use crate::message::{CancelOutcome, MessageInfo};
+use crate::names::check_lookup_id;
+use crate::options::Schedule;
+use crate::queue_core::{invocation, QueueCore};
+use crate::record;
+use crate::reply::{parse_state, Reply};
+use crate::state::State;
+
+use crate::scripts::SCRIPTS;
+
+/// The partition that holds the message `id`, with its keys: an invocation of `script`
+/// there.
+async fn by_id<'s>(core: &QueueCore, id: &str, script: &'s Script) -> Result<ScriptInvocation<'s>> {
+    check_lookup_id(id)?;
+    let layout = core.known_layout().await?;
+    let mut inv = invocation(layout.part(layout.for_id(id)), script);
+    inv.arg(id);
+    Ok(inv)
+}
+
+/// [`Queue::cancel`](crate::Queue::cancel).
+pub(crate) async fn cancel(core: &QueueCore, id: &str) -> Result<CancelOutcome> {
+    let inv = by_id(core, id, &SCRIPTS.cancel).await?;
+    let mut r = Reply::new(core.invoke(&inv).await?)?;
+    let state = parse_state(&r.string()?)?;
+    let cancelled = r.int()? == 1;
+    Ok(match (state, cancelled) {
+        (None, _) => CancelOutcome::NotFound,
+        (Some(s), true) => {
+            core.metrics().cancelled.increment(1);
+            CancelOutcome::Cancelled(s)
+        }
+        (Some(s), false) => CancelOutcome::NotCancelled(s),
+    })
+}
+
+/// [`Queue::reschedule`](crate::Queue::reschedule).
+pub(crate) async fn reschedule(core: &QueueCore, id: &str, schedule: Schedule) -> Result<u64> {
+    let spec = schedule.to_spec()?;
+    let mut inv = by_id(core, id, &SCRIPTS.reschedule).await?;
+    inv.arg(spec.arg());
+    let mut r = Reply::new(core.invoke(&inv).await?)?;
+    let state = parse_state(&r.string()?)?;
+    let due = r.int()?;
+    match state {
+        None => Err(Error::NotFound { id: id.to_owned() }),
+        Some(state) if due < 0 => Err(Error::WrongState {
+            id: id.to_owned(),
+            state,
+        }),
+        Some(_) => Ok(due as u64),
+    }
+}
+
+/// [`Queue::get`](crate::Queue::get).
+pub(crate) async fn get(core: &QueueCore, id: &str) -> Result<Option<MessageInfo>> {
+    let inv = by_id(core, id, &SCRIPTS.get).await?;
+    let mut r = Reply::new(core.invoke(&inv).await?)?;
+    let Some(state) = parse_state(&r.string()?)? else {
+        return Ok(None);
+    };
+    read_message(&mut r, id.to_owned(), state).map(Some)
+}
+
+/// A message as `get.lua` and `browse.lua` return it, from its due time on: due ms,
+/// attempts, max attempts, error history, payload, lease deadline or died-at ms, flags byte,
+/// priority.
+pub(crate) fn read_message(r: &mut Reply, id: String, state: State) -> Result<MessageInfo> {
+    let due_ms = r.uint()?;
+    let attempts = r.uint()? as u32;
+    let max_attempts = r.uint()? as u32;
+    let (last_error, errors) = error_history::read(r.opt_bytes()?);
+    let payload = r.bytes()?;
+    let extra = r.uint()?;
+    let kind = record::kind_of(r.uint()? as u8);
+    let priority = r.uint()? as u8;
+    Ok(MessageInfo {
+        priority,
+        id,
+        state,
+        due_ms,
+        attempts,
+        max_attempts,
+        last_error,
+        errors,
+        payload_len: payload.len(),
+        payload,
+        kind,
+        lease_deadline_ms: (state == State::InFlight).then_some(extra),
+        died_at_ms: (state == State::Dead).then_some(extra),
+    })
+}

@@ -1,0 +1,51 @@
+//! A queue's counts per state, the lag of its oldest ready message and its settings, as
+//! `stats.lua` reads them: one atomic read per partition, all at once, added up.
+
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::keys::Keys;
+use crate::message::Stats;
+use crate::partitions::join_all;
+use crate::queue_core::{invocation, QueueCore};
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+
+/// [`Queue::stats`](crate::Queue::stats).
+pub(crate) async fn stats(core: &QueueCore) -> Result<Stats> {
+    let layout = core.known_layout().await?;
+    let reads = layout
+        .parts()
+        .iter()
+        .map(|keys| partition_stats(core, keys));
+    let mut total = Stats::default();
+    for stats in join_all(reads).await {
+        let s = stats?;
+        total.delayed += s.delayed;
+        total.ready += s.ready;
+        total.in_flight += s.in_flight;
+        total.dead += s.dead;
+        total.oldest_ready_lag_ms = total.oldest_ready_lag_ms.max(s.oldest_ready_lag_ms);
+        total.paused |= s.paused;
+        total.idempotency_window = total.idempotency_window.max(s.idempotency_window);
+        total.rate_limit = total.rate_limit.or(s.rate_limit);
+        total.push |= s.push;
+    }
+    Ok(total)
+}
+
+async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
+    let inv = invocation(keys, &SCRIPTS.stats);
+    let mut r = Reply::new(core.invoke(&inv).await?)?;
+    Ok(Stats {
+        delayed: r.uint()?,
+        ready: r.uint()?,
+        in_flight: r.uint()?,
+        dead: r.uint()?,
+        oldest_ready_lag_ms: r.uint()?,
+        paused: r.uint()? == 1,
+        idempotency_window: Duration::from_millis(r.uint()?),
+        rate_limit: crate::settings::parse_limit(&r.string()?),
+        push: r.uint()? == 1,
+    })
+}
