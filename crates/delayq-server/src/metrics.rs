@@ -2,14 +2,15 @@
 //! module for their names), plus per-queue gauges of messages by state, read from Redis when
 //! scraped and cached for a second so that scrapers cannot hammer Redis.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use delayq::Stats;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::error::ApiResult;
-use crate::state::AppState;
 
 /// How long gauges read from Redis are reused.
 const GAUGE_TTL: Duration = Duration::from_secs(1);
@@ -66,20 +67,23 @@ fn spawn_upkeep(handle: PrometheusHandle) -> Result<PrometheusHandle, String> {
 #[derive(Default)]
 pub struct GaugeCache(Mutex<Option<Instant>>);
 
-/// The Prometheus text: gauges refreshed if older than a second, then everything rendered.
-pub async fn render(state: &AppState, handle: &PrometheusHandle) -> ApiResult<String> {
+/// The Prometheus text: the queues' gauges refreshed from `read_stats` (every queue's name
+/// and stats) if they are older than a second, then everything rendered.
+pub async fn render<Read, Fut>(
+    gauges: &GaugeCache,
+    handle: &PrometheusHandle,
+    read_stats: Read,
+) -> ApiResult<String>
+where
+    Read: FnOnce() -> Fut,
+    Fut: Future<Output = ApiResult<Vec<(String, Stats)>>>,
+{
     let stale = {
-        let last = state
-            .gauge_cache()
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let last = gauges.0.lock().unwrap_or_else(|p| p.into_inner());
         last.is_none_or(|t| t.elapsed() > GAUGE_TTL)
     };
     if stale {
-        for name in state.dq().queues().await? {
-            let s = state.queue(name.as_str())?.stats().await?;
-            let q = name.to_string();
+        for (q, s) in read_stats().await? {
             for (st, n) in [
                 ("delayed", s.delayed),
                 ("ready", s.ready),
@@ -93,11 +97,7 @@ pub async fn render(state: &AppState, handle: &PrometheusHandle) -> ApiResult<St
                 .set(s.oldest_ready_lag_ms as f64 / 1000.0);
             metrics::gauge!("delayq_queue_paused", "queue" => q).set(f64::from(u8::from(s.paused)));
         }
-        *state
-            .gauge_cache()
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        *gauges.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
     }
     Ok(handle.render())
 }

@@ -67,6 +67,7 @@ impl AppState {
         self.0.metrics.as_ref()
     }
 
+    /// When the `/metrics` gauges were last read from Redis.
     pub(crate) fn gauge_cache(&self) -> &GaugeCache {
         &self.0.gauges
     }

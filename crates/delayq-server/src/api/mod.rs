@@ -179,7 +179,15 @@ async fn metrics(
     let Some(handle) = state.metrics() else {
         return Err(ApiError::not_found("metrics are off"));
     };
-    let text = crate::metrics::render(&state, handle).await?;
+    let read_stats = || async {
+        let mut all = Vec::new();
+        for name in state.dq().queues().await? {
+            let stats = state.queue(name.as_str())?.stats().await?;
+            all.push((name.to_string(), stats));
+        }
+        Ok(all)
+    };
+    let text = crate::metrics::render(state.gauge_cache(), handle, read_stats).await?;
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,

@@ -5,10 +5,10 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use delayq::{Backoff, CancelOutcome, DelayQ, PayloadKind, Schedule, SendOptions, Setting, Stats};
+use delayq::{CancelOutcome, PayloadKind, Schedule, SendOptions, Setting, Stats};
 use serde_json::{json, Value};
 
-use super::RedisArgs;
+use super::common::{parse_backoff, payload_text, print, time_text, Common};
 
 /// The admin commands.
 #[derive(clap::Subcommand)]
@@ -168,42 +168,6 @@ pub struct DeadTarget {
     id: Option<String>,
     #[arg(long, conflicts_with = "id")]
     all: bool,
-}
-
-/// Flags every admin command takes.
-#[derive(clap::Args)]
-pub struct Common {
-    #[command(flatten)]
-    redis: RedisArgs,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-}
-
-impl Common {
-    pub(super) async fn connect(&self) -> anyhow::Result<DelayQ> {
-        if let Some(cluster) = self.redis.connect_cluster(Default::default()).await {
-            return cluster;
-        }
-        let url = match &self.redis.redis_url {
-            Some(url) => url.clone(),
-            None => {
-                let socket = self.redis.data_dir.join("redis.sock");
-                if !socket.exists() {
-                    bail!(
-                        "no --redis-url given and no embedded Redis running in {} (start `delayq serve` there, or pass --redis-url)",
-                        self.redis.data_dir.display()
-                    );
-                }
-                let socket = std::fs::canonicalize(&socket)
-                    .with_context(|| format!("cannot resolve {}", socket.display()))?;
-                format!("redis+unix://{}", socket.display())
-            }
-        };
-        DelayQ::connect(&url)
-            .await
-            .context("cannot connect to Redis")
-    }
 }
 
 pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
@@ -504,37 +468,6 @@ fn schedule(
     })
 }
 
-pub(super) fn print(
-    common: &Common,
-    json: &Value,
-    table: impl FnOnce() -> String,
-) -> anyhow::Result<()> {
-    if common.json {
-        println!("{json}");
-    } else {
-        println!("{}", table());
-    }
-    Ok(())
-}
-
-/// A payload as text: JSON as it is, bytes as UTF-8 where they are, else base64.
-pub(super) fn payload_text(payload: &[u8], kind: PayloadKind) -> String {
-    use base64::Engine;
-    match std::str::from_utf8(payload) {
-        Ok(text) if kind == PayloadKind::Json || !text.chars().any(char::is_control) => {
-            text.to_owned()
-        }
-        _ => format!(
-            "base64:{}",
-            base64::engine::general_purpose::STANDARD.encode(payload)
-        ),
-    }
-}
-
-pub(super) fn time_text(ms: u64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
-}
-
 fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
     json!({
         "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
@@ -557,31 +490,4 @@ fn stats_table(rows: &[(String, Stats, u16)]) -> String {
         ));
     }
     t
-}
-
-/// `--backoff`: `fixed:30s`, `exponential:1s..10m`, `linear:30s..10m` or `list:30s,2m,10m`.
-pub(super) fn parse_backoff(spec: &str) -> Result<Backoff, String> {
-    let duration =
-        |text: &str| humantime::parse_duration(text.trim()).map_err(|e| format!("{text:?}: {e}"));
-    let range = |text: &str| -> Result<(Duration, Duration), String> {
-        let (base, cap) = text
-            .split_once("..")
-            .ok_or_else(|| format!("{text:?}: give BASE..CAP, e.g. 1s..10m"))?;
-        Ok((duration(base)?, duration(cap)?))
-    };
-    match spec.split_once(':') {
-        Some(("fixed", delay)) => Ok(Backoff::fixed(duration(delay)?)),
-        Some(("exponential", r)) => range(r).map(|(base, cap)| Backoff::exponential(base, cap)),
-        Some(("linear", r)) => range(r).map(|(base, cap)| Backoff::linear(base, cap)),
-        Some(("list", delays)) => {
-            let delays = delays
-                .split(',')
-                .map(duration)
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Backoff::steps(&delays))
-        }
-        _ => Err(format!(
-            "{spec:?}: give fixed:30s, exponential:1s..10m, linear:30s..10m or list:30s,2m,10m"
-        )),
-    }
 }

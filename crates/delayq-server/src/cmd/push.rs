@@ -8,7 +8,7 @@ use anyhow::bail;
 use delayq_server::push::target::{self, PushTarget};
 use serde_json::json;
 
-use super::admin::{print, Common};
+use super::common::{print, Common};
 
 /// Push target commands.
 #[derive(clap::Subcommand)]

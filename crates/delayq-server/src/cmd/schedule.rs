@@ -7,7 +7,7 @@ use anyhow::bail;
 use delayq::{MissedTicks, PayloadKind, Recurrence, ScheduleInfo, SendOptions};
 use serde_json::{json, Value};
 
-use super::admin::{parse_backoff, payload_text, print, time_text, Common};
+use super::common::{parse_backoff, payload_text, print, time_text, Common};
 
 /// Schedule commands.
 #[derive(clap::Subcommand)]

@@ -13,7 +13,7 @@ use delayq_server::limits::Limits;
 use delayq_server::state::AppState;
 use tokio::net::TcpListener;
 
-use super::RedisArgs;
+use super::redis_args::RedisArgs;
 
 /// Flags of `delayq serve`.
 #[derive(clap::Args)]
