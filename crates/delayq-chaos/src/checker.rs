@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::failover::{ClusterRun, MasterKill};
+use crate::evidence::{ClusterRun, Leftovers, MasterKill, FREEZE};
 use crate::history::{read_all, Event, Fault, Outcome, REDIRECTED};
 
 /// How far a replica may lag behind its master on loopback, at most, when nothing stalls
@@ -34,34 +34,6 @@ const REPLICATION_LAG_US: u64 = 1_000_000;
 
 /// The cause of a duplicate whose earlier ack a failover undid.
 const ACK_LOST: &str = "earlier ack lost in a failover (not yet on the replica promoted)";
-
-/// What was left of the queue in Redis after the run (entries per key).
-#[derive(Debug, Default, Clone)]
-pub struct Leftovers {
-    pub pending: u64,
-    pub in_flight: u64,
-    pub dead: u64,
-    pub index: u64,
-    pub held: u64,
-    pub dead_records: u64,
-    pub errors: u64,
-}
-
-impl Leftovers {
-    /// Counts each of the queue's keys with `count(command, key name)` (`ZCARD` or `HLEN`;
-    /// `u64::MAX` when it could not be read).
-    pub fn counted(count: impl Fn(&str, &str) -> u64) -> Leftovers {
-        Leftovers {
-            pending: count("ZCARD", "pending"),
-            in_flight: count("ZCARD", "leases"),
-            dead: count("ZCARD", "dead"),
-            index: count("HLEN", "index"),
-            held: count("HLEN", "held"),
-            dead_records: count("HLEN", "dead:msgs"),
-            errors: count("HLEN", "errors"),
-        }
-    }
-}
 
 /// The checker's verdict.
 pub struct Report {
@@ -317,7 +289,7 @@ pub fn check(
                 "faults: {} worker kill -9, {} worker SIGTERM, {} Redis kill -9 (+restart), {} Redis SIGSTOP ({} s each), \
                  {} server kill -9 (+restart), {} connection cuts, {} half-open connections",
                 fault(Fault::KillWorker), fault(Fault::TermWorker), fault(Fault::KillRedis), fault(Fault::FreezeRedis),
-                crate::controller::FREEZE.as_secs(), fault(Fault::KillServer), fault(Fault::CutConnections), fault(Fault::HalfOpen),
+                FREEZE.as_secs(), fault(Fault::KillServer), fault(Fault::CutConnections), fault(Fault::HalfOpen),
             );
         }
         Some(c) => {

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use redis_fixture::{Proxy, RedisServer, Reply, ServerConfig};
 
-use crate::checker::{self, Leftovers};
-use crate::failover::{Cluster, ClusterRun, MasterKill};
+use crate::checker;
+use crate::evidence::{ClusterRun, Leftovers, MasterKill, FREEZE};
+use crate::failover::Cluster;
 use crate::history::{now_us, Event, Fault, Recorder};
 use crate::plan;
 use crate::processes::{signal, Launcher, Proc, Role};
@@ -59,8 +60,6 @@ pub struct RunArgs {
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a SIGTERMed process may take to exit (its shutdown grace is 3 s).
 const TERM_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long Redis stays frozen.
-pub(crate) const FREEZE: Duration = Duration::from_secs(3);
 /// How long Redis stays down after a kill.
 const REDIS_DOWN: Duration = Duration::from_secs(1);
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use redis_fixture::{RedisCluster, Reply};
 
-use crate::checker::Leftovers;
+use crate::evidence::{Leftovers, MasterKill, FREEZE};
 use crate::history::{now_us, Event, Fault, Recorder};
 use crate::plan;
 use crate::processes::signal;
@@ -35,39 +35,13 @@ pub const PARTITIONS: u16 = 6;
 /// second never reach it.
 const LAG: Duration = Duration::from_secs(1);
 /// How long a frozen replica stays frozen in all (like the single-node run's frozen Redis).
-const FROZEN: Duration = crate::controller::FREEZE;
+const FROZEN: Duration = FREEZE;
 /// [`Cluster::frozen`] when no node is frozen.
 const NOT_FROZEN: usize = usize::MAX;
 /// How long the killed master stays down once its replica has taken over.
 const DOWN: Duration = Duration::from_secs(2);
 /// Longest a failover, or taking a restarted node back, may take.
 const SETTLE: Duration = Duration::from_secs(30);
-
-/// One master kill, with when each step happened (µs, this host's clock).
-#[derive(Debug, Clone)]
-pub struct MasterKill {
-    /// The node killed (index into the cluster's nodes).
-    pub node: usize,
-    /// The queue's partitions it held.
-    pub partitions: Vec<u16>,
-    /// When its replica was cut off (frozen, its link dropped), if it was.
-    pub stalled_from_us: Option<u64>,
-    pub killed_us: u64,
-    /// When the cluster was whole again, the replica a master.
-    pub promoted_us: u64,
-    /// When the restarted node was a replica in sync again.
-    pub rejoined_us: u64,
-}
-
-/// What the checker needs to know about a cluster run.
-#[derive(Debug, Clone)]
-pub struct ClusterRun {
-    /// The queue's partition count.
-    pub partitions: u16,
-    /// Whether sends waited for a replica.
-    pub wait: bool,
-    pub kills: Vec<MasterKill>,
-}
 
 /// The cluster of a run and the failovers done to it.
 pub struct Cluster {

@@ -11,10 +11,12 @@
 //! Layout: `plan.rs` (what each message is), `history.rs` (the recorded events),
 //! `producer.rs`, `worker.rs`, `http_consumer.rs`, `holding.rs` (the processes' sides),
 //! `processes.rs` and `controller.rs` (starting and hurting them), `failover.rs` (the Redis
-//! Cluster of `run --cluster` and its failovers), `checker.rs` (the verdict).
+//! Cluster of `run --cluster` and its failovers), `evidence.rs` (what they hand the
+//! checker beside the history), `checker.rs` (the verdict).
 
 mod checker;
 mod controller;
+mod evidence;
 mod failover;
 mod history;
 mod holding;

@@ -4,11 +4,8 @@
 //! instead, and with `--via push` it is the receiver `delayq serve` pushes to (`push.rs`).
 
 use std::convert::Infallible;
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use delayq::worker::WorkerBuilder;
@@ -17,11 +14,11 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::http::HttpQueue;
+use super::log::{report_progress_until_stop, write_deliveries, Log, PROGRESS_EVERY};
 use super::{emit, push, Commands, Target, VERSION};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::protocol::{Command, Event};
-use crate::workload::parse_payload;
 
 /// Handlers at once: enough that claims, handler tasks and acks overlap for an I/O-light
 /// handler on a small machine (64/64, 256/128, 1000/250, 1000/500 and 2000/500 were tried;
@@ -31,58 +28,6 @@ const CONCURRENCY: usize = 1000;
 const BATCH_SIZE: usize = 500;
 /// The worker's default lease; handlers here take microseconds, so it never matters.
 const LEASE: Duration = Duration::from_secs(30);
-/// How often `progress` is reported; the protocol asks for at least every second.
-const PROGRESS_EVERY: Duration = Duration::from_millis(500);
-
-/// One handler invocation.
-#[derive(Clone, Copy)]
-struct Record {
-    seq: u64,
-    due_ms: f64,
-    start_ms: f64,
-}
-
-/// What handlers share.
-#[derive(Default)]
-pub(super) struct Log {
-    records: Mutex<Vec<Record>>,
-    total: AtomicU64,
-    bad_payloads: AtomicU64,
-}
-
-impl Log {
-    fn push(&self, record: Record) {
-        // A poisoned lock means a handler panicked mid-push, which the push cannot do; the
-        // vector is intact either way.
-        self.records
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(record);
-        self.total.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Logs one handler invocation that started at `start_ms`; the payload's `(seq, due_ms)`,
-    /// or `None` (counted as a bad payload) if it is not one of ours.
-    pub(super) fn record(&self, start_ms: f64, payload: &[u8]) -> Option<(u64, f64)> {
-        let parsed = parse_payload(payload);
-        match parsed {
-            Some((seq, due_ms)) => self.push(Record {
-                seq,
-                due_ms,
-                start_ms,
-            }),
-            None => {
-                self.bad_payloads.fetch_add(1, Ordering::Relaxed);
-                self.total.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        parsed
-    }
-
-    fn take(&self) -> Vec<Record> {
-        std::mem::take(&mut *self.records.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
 
 /// Runs the consumer agent.
 pub(super) async fn run(
@@ -122,10 +67,7 @@ pub(super) async fn run(
         version: VERSION.into(),
         config,
     })?;
-    let log = Arc::new(Log {
-        records: Mutex::new(Vec::with_capacity(n as usize)),
-        ..Log::default()
-    });
+    let log = Arc::new(Log::with_capacity(n as usize));
     if commands.wait_for(&[Command::Start, Command::Stop]).await == Some(Command::Start) {
         match queue {
             Target::Library(qs) => consume(qs, &log, &mut commands).await?,
@@ -135,7 +77,7 @@ pub(super) async fn run(
     }
     let records = log.take();
     write_deliveries(&file, &records)?;
-    let bad_payloads = log.bad_payloads.load(Ordering::Relaxed);
+    let bad_payloads = log.bad_payloads();
     emit(&Event::Stopped {
         total: records.len() as u64 + bad_payloads,
         t_ms: now_ms(),
@@ -176,7 +118,7 @@ async fn consume(queues: Vec<Queue>, log: &Arc<Log>, commands: &mut Commands) ->
     loop {
         tokio::select! {
             _ = tick.tick() => emit(&Event::Progress {
-                total: log.total.load(Ordering::Relaxed),
+                total: log.total(),
                 t_ms: now_ms(),
             })?,
             cmd = commands.next() => match cmd {
@@ -197,11 +139,7 @@ async fn consume(queues: Vec<Queue>, log: &Arc<Log>, commands: &mut Commands) ->
     let reason = running
         .await
         .map_err(|e| format!("worker task failed: {e}"))??;
-    tracing::info!(
-        ?reason,
-        total = log.total.load(Ordering::Relaxed),
-        "worker stopped"
-    );
+    tracing::info!(?reason, total = log.total(), "worker stopped");
     Ok(())
 }
 
@@ -242,34 +180,5 @@ async fn consume_http(http: HttpQueue, log: &Arc<Log>, commands: &mut Commands) 
     while let Some(ended) = loops.join_next().await {
         ended.map_err(|e| format!("poll loop failed: {e}"))??;
     }
-    Ok(())
-}
-
-/// Reports `progress` until `stop` (or the end of stdin).
-pub(super) async fn report_progress_until_stop(log: &Log, commands: &mut Commands) -> Result<()> {
-    let mut tick = tokio::time::interval(PROGRESS_EVERY);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => emit(&Event::Progress {
-                total: log.total.load(Ordering::Relaxed),
-                t_ms: now_ms(),
-            })?,
-            cmd = commands.next() => match cmd {
-                Some(Command::Stop) | None => return Ok(()),
-                Some(other) => tracing::warn!("ignoring {other:?} while consuming"),
-            },
-        }
-    }
-}
-
-/// One line per handler invocation: `seq<TAB>due_ms<TAB>start_ms`, ms with 3 decimals.
-fn write_deliveries(path: &Path, records: &[Record]) -> Result<()> {
-    let file = File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    let mut out = BufWriter::new(file);
-    for r in records {
-        writeln!(out, "{}\t{:.3}\t{:.3}", r.seq, r.due_ms, r.start_ms)?;
-    }
-    out.flush()
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(())
 }

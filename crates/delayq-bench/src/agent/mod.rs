@@ -6,6 +6,7 @@
 
 mod consumer;
 mod http;
+mod log;
 mod producer;
 mod push;
 

@@ -25,8 +25,8 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, Notify};
 
-use super::consumer::{report_progress_until_stop, Log};
 use super::http::HttpQueue;
+use super::log::{report_progress_until_stop, Log};
 use super::{emit, Commands};
 use crate::clock::now_ms;
 use crate::error::Result;

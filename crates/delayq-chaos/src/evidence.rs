@@ -1,0 +1,62 @@
+//! What a run hands the checker beside the recorded history: what was left of the queue in
+//! Redis, the failovers done to a cluster and when each step happened, and how long a freeze
+//! of Redis lasts. The controller and the failover thread gather it; the checker judges it.
+
+use std::time::Duration;
+
+/// How long Redis stays frozen.
+pub const FREEZE: Duration = Duration::from_secs(3);
+
+/// What was left of the queue in Redis after the run (entries per key).
+#[derive(Debug, Default, Clone)]
+pub struct Leftovers {
+    pub pending: u64,
+    pub in_flight: u64,
+    pub dead: u64,
+    pub index: u64,
+    pub held: u64,
+    pub dead_records: u64,
+    pub errors: u64,
+}
+
+impl Leftovers {
+    /// Counts each of the queue's keys with `count(command, key name)` (`ZCARD` or `HLEN`;
+    /// `u64::MAX` when it could not be read).
+    pub fn counted(count: impl Fn(&str, &str) -> u64) -> Leftovers {
+        Leftovers {
+            pending: count("ZCARD", "pending"),
+            in_flight: count("ZCARD", "leases"),
+            dead: count("ZCARD", "dead"),
+            index: count("HLEN", "index"),
+            held: count("HLEN", "held"),
+            dead_records: count("HLEN", "dead:msgs"),
+            errors: count("HLEN", "errors"),
+        }
+    }
+}
+
+/// One master kill, with when each step happened (µs, this host's clock).
+#[derive(Debug, Clone)]
+pub struct MasterKill {
+    /// The node killed (index into the cluster's nodes).
+    pub node: usize,
+    /// The queue's partitions it held.
+    pub partitions: Vec<u16>,
+    /// When its replica was cut off (frozen, its link dropped), if it was.
+    pub stalled_from_us: Option<u64>,
+    pub killed_us: u64,
+    /// When the cluster was whole again, the replica a master.
+    pub promoted_us: u64,
+    /// When the restarted node was a replica in sync again.
+    pub rejoined_us: u64,
+}
+
+/// What the checker needs to know about a cluster run.
+#[derive(Debug, Clone)]
+pub struct ClusterRun {
+    /// The queue's partition count.
+    pub partitions: u16,
+    /// Whether sends waited for a replica.
+    pub wait: bool,
+    pub kills: Vec<MasterKill>,
+}
