@@ -38,19 +38,22 @@ end
 -- record: its kind of id against the flags byte (F_ID, bit 0), and a caller id must be
 -- indexed to this lease's sequence number. A generated id is not taken from the receipt at
 -- all: it follows from the held record, and is only needed for the error history below.
-local callers, caller_ids = {}, {}
+-- (A live lease's held value carries the same token: claim, extend and nack change the two
+-- together, so the lease read above has checked the token.)
+local callers, caller_ids, caller_seqs = {}, {}, {}
 for n, j in ipairs(live) do
-  local member, v = members[j], held[n]
-  if v and v:sub(1, 6) == member:sub(7, 12) then
+  local v = held[n]
+  if v then
     local indexed = v:byte(22) % 2 == 1
     if ARGV[3 * j] == '1' then
       if indexed then
         callers[#callers + 1] = j
         caller_ids[#caller_ids + 1] = ARGV[3 * j - 1]
+        caller_seqs[#caller_seqs + 1] = live_seqs[n]
       end
     elseif not indexed then
-      done[#done + 1] = member
-      seqs[#seqs + 1] = member:sub(1, 6)
+      done[#done + 1] = members[j]
+      seqs[#seqs + 1] = live_seqs[n]
       generated[#generated + 1] = v
       out[j] = 1
     end
@@ -60,9 +63,9 @@ if #callers > 0 then
   local keys = redis.call('HMGET', k.index, unpack(caller_ids))
   for n, j in ipairs(callers) do
     local key = keys[n]
-    if key and key:sub(8, 13) == members[j]:sub(1, 6) then
+    if key and key:sub(8, 13) == caller_seqs[n] then
       done[#done + 1] = members[j]
-      seqs[#seqs + 1] = members[j]:sub(1, 6)
+      seqs[#seqs + 1] = caller_seqs[n]
       explicit[#explicit + 1] = caller_ids[n]
       out[j] = 1
     end
