@@ -92,7 +92,8 @@ pub fn check(
     let mut send_times: HashMap<String, (u64, u64)> = HashMap::new();
     let mut holds: HashMap<String, Vec<Hold>> = HashMap::new();
     let mut ends: HashMap<(u32, String), (u64, Outcome)> = HashMap::new();
-    let mut settles: HashMap<(u32, String), Vec<String>> = HashMap::new();
+    // Per process and message: each settle's lease token (if recorded) and result.
+    let mut settles: HashMap<(u32, String), Vec<(Option<String>, String)>> = HashMap::new();
     let mut unsettled_pids: HashSet<u32> = HashSet::new();
     let mut killed: HashMap<u32, u64> = HashMap::new();
     let mut crashed = 0;
@@ -144,10 +145,11 @@ pub fn check(
             Event::Settle {
                 pid,
                 id: Some(id),
+                token,
                 result,
                 ..
             } => {
-                settles.entry((pid, id)).or_default().push(result);
+                settles.entry((pid, id)).or_default().push((token, result));
             }
             Event::Settle {
                 pid,
@@ -221,10 +223,15 @@ pub fn check(
                 let kill = undone_by(c, earlier, later)?;
                 c.kills.iter().position(|k| std::ptr::eq(k, kill))
             });
-            let results = settles
+            // The earlier hold's own settles: the same process may have settled an earlier
+            // delivery of the message (a nack) under another token.
+            let results: Vec<String> = settles
                 .get(&(earlier.pid, id.clone()))
-                .cloned()
-                .unwrap_or_default();
+                .into_iter()
+                .flatten()
+                .filter(|(token, _)| token.as_ref().is_none_or(|t| *t == earlier.token))
+                .map(|(_, result)| result.clone())
+                .collect();
             let two_records = earlier.seq.is_some()
                 && later.seq.is_some()
                 && earlier.seq != later.seq
@@ -269,7 +276,7 @@ pub fn check(
     let lease_lost_acks = settles
         .values()
         .flatten()
-        .filter(|r| r.contains("lease"))
+        .filter(|(_, r)| r.contains("lease"))
         .count();
     let holds_total: usize = holds.values().map(Vec::len).sum();
     let distinct_n: HashSet<u64> = sent.values().copied().collect();
@@ -486,330 +493,4 @@ fn failover_table(
 }
 
 #[cfg(test)]
-mod tests {
-    //! The checker must catch what it exists to catch: each test writes a small history
-    //! with one violation and expects it to fail the run, beside a clean one that passes.
-
-    use super::*;
-    use crate::history::Recorder;
-
-    /// Asserts that the report's table has the row `check` with `count`.
-    #[track_caller]
-    fn assert_row(r: &Report, check: &str, count: u64) {
-        assert!(
-            r.table.contains(&format!("| {check} | {count} |")),
-            "no row {check:?} of {count}:\n{}",
-            r.table
-        );
-    }
-
-    fn sent(n: u64) -> Event {
-        Event::Sent {
-            n,
-            id: format!("m{n}"),
-            nb_us: 1_000,
-            at_us: 500,
-            via: "library".into(),
-            batch: false,
-            caller_id: true,
-            duplicate: false,
-            first_try_us: 400,
-        }
-    }
-
-    fn start(pid: u32, n: u64, token: &str, at_us: u64) -> Event {
-        Event::Start {
-            pid,
-            id: format!("m{n}"),
-            n,
-            token: token.into(),
-            attempt: 1,
-            due_ms: 1,
-            nb_us: 1_000,
-            at_us,
-            seq: Some(6 * n + n % 6),
-        }
-    }
-
-    fn end(pid: u32, n: u64, token: &str, at_us: u64) -> Event {
-        Event::End {
-            pid,
-            id: format!("m{n}"),
-            token: token.into(),
-            outcome: Outcome::Ok,
-            at_us,
-        }
-    }
-
-    fn acked(pid: u32, n: u64, token: &str) -> Event {
-        Event::Settle {
-            pid,
-            id: Some(format!("m{n}")),
-            token: Some(token.into()),
-            result: "/ack settled".into(),
-            at_us: 0,
-        }
-    }
-
-    fn kill(pid: u32, at_us: u64) -> Event {
-        Event::Fault {
-            fault: Fault::KillWorker,
-            pid: Some(pid),
-            at_us,
-        }
-    }
-
-    fn verdict(events: &[Event], in_redis: bool) -> Report {
-        verdict_on(events, in_redis, None)
-    }
-
-    fn verdict_on(events: &[Event], in_redis: bool, cluster: Option<&ClusterRun>) -> Report {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let recorder = Recorder::create(&dir.path().join("all.jsonl")).expect("history");
-        for e in events {
-            recorder.record(e);
-        }
-        check(
-            dir.path(),
-            &Leftovers::default(),
-            &BTreeMap::new(),
-            cluster,
-            &|_| in_redis,
-        )
-        .expect("check")
-    }
-
-    /// A cluster run in which the master of partition `partition` (of 6) was killed at
-    /// 10,000,000 µs, without its replica frozen first.
-    fn failover(partition: u16, wait: bool) -> ClusterRun {
-        ClusterRun {
-            partitions: 6,
-            wait,
-            kills: vec![MasterKill {
-                node: 0,
-                partitions: vec![partition, partition + 3],
-                stalled_from_us: None,
-                killed_us: 10_000_000,
-                promoted_us: 13_000_000,
-                rejoined_us: 16_000_000,
-            }],
-        }
-    }
-
-    #[test]
-    fn a_clean_history_passes() {
-        let r = verdict(
-            &[sent(1), start(7, 1, "a", 2_000), end(7, 1, "a", 3_000)],
-            false,
-        );
-        assert!(r.passed, "{}", r.table);
-    }
-
-    #[test]
-    fn an_acknowledged_send_never_processed_fails() {
-        let r = verdict(
-            &[
-                sent(1),
-                sent(2),
-                start(7, 1, "a", 2_000),
-                end(7, 1, "a", 3_000),
-            ],
-            false,
-        );
-        assert!(!r.passed, "{}", r.table);
-        assert!(
-            r.table
-                .contains("| acknowledged sends lost (never processed, not in Redis) | 1 |"),
-            "{}",
-            r.table
-        );
-    }
-
-    #[test]
-    fn two_live_holders_at_once_fail() {
-        let r = verdict(
-            &[
-                sent(1),
-                start(7, 1, "a", 2_000),
-                start(8, 1, "b", 2_500),
-                end(8, 1, "b", 2_600),
-                end(7, 1, "a", 3_000),
-            ],
-            false,
-        );
-        assert!(!r.passed, "{}", r.table);
-        assert_row(&r, "held by two live holders at once", 1);
-    }
-
-    #[test]
-    fn a_killed_holder_stops_holding_at_its_kill() {
-        // Holder 7 is killed at 2,400 µs; holder 8 starts after that: a duplicate explained
-        // by the kill, and no double hold.
-        let r = verdict(
-            &[
-                sent(1),
-                start(7, 1, "a", 2_000),
-                end(7, 1, "a", 2_300),
-                kill(7, 2_400),
-                start(8, 1, "b", 2_500),
-                end(8, 1, "b", 2_600),
-            ],
-            false,
-        );
-        assert!(r.passed, "{}", r.table);
-        assert!(
-            r.table
-                .contains("| duplicates: earlier holder killed (-9) before its ack landed | 1 |"),
-            "{}",
-            r.table
-        );
-    }
-
-    #[test]
-    fn a_delivery_before_its_due_time_fails() {
-        let r = verdict(
-            &[sent(1), start(7, 1, "a", 900), end(7, 1, "a", 3_000)],
-            false,
-        );
-        assert!(!r.passed, "{}", r.table);
-        assert_row(&r, "delivered before due", 1);
-    }
-
-    #[test]
-    fn a_duplicate_after_a_confirmed_ack_is_unexplained() {
-        let r = verdict(
-            &[
-                sent(1),
-                start(7, 1, "a", 2_000),
-                end(7, 1, "a", 2_100),
-                acked(7, 1, "a"),
-                start(8, 1, "b", 3_000),
-                end(8, 1, "b", 3_100),
-            ],
-            false,
-        );
-        assert!(!r.passed, "{}", r.table);
-        assert_row(&r, "duplicates: unexplained", 1);
-    }
-
-    #[test]
-    fn a_holder_that_vanished_fails() {
-        let r = verdict(
-            &[
-                sent(1),
-                start(7, 1, "a", 2_000),
-                start(8, 1, "b", 5_000),
-                end(8, 1, "b", 5_100),
-            ],
-            false,
-        );
-        assert!(!r.passed, "{}", r.table);
-        assert!(
-            r.table
-                .contains("| holders that vanished (no end, not killed) | 1 |"),
-            "{}",
-            r.table
-        );
-    }
-
-    /// Message 1 lives in partition 1 (its sequence number is 7). Holder 7 acked it 0.1 s
-    /// before its master was killed; the replica that took over still had it in flight.
-    fn ack_lost_in_failover() -> Vec<Event> {
-        vec![
-            sent(1),
-            start(7, 1, "a", 9_800_000),
-            end(7, 1, "a", 9_900_000),
-            acked(7, 1, "a"),
-            start(8, 1, "b", 14_000_000),
-            end(8, 1, "b", 14_100_000),
-        ]
-    }
-
-    #[test]
-    fn an_ack_lost_with_its_master_explains_a_duplicate() {
-        let r = verdict_on(&ack_lost_in_failover(), false, Some(&failover(1, true)));
-        assert!(r.passed, "{}", r.table);
-        assert_row(&r, &format!("duplicates: {ACK_LOST}"), 1);
-    }
-
-    #[test]
-    fn a_failover_of_another_master_explains_nothing() {
-        let r = verdict_on(&ack_lost_in_failover(), false, Some(&failover(2, true)));
-        assert!(!r.passed, "{}", r.table);
-        assert_row(&r, "duplicates: unexplained", 1);
-    }
-
-    #[test]
-    fn an_ack_long_before_the_kill_was_replicated() {
-        let mut events = ack_lost_in_failover();
-        events[1] = start(7, 1, "a", 5_000_000);
-        events[2] = end(7, 1, "a", 5_100_000);
-        let r = verdict_on(&events, false, Some(&failover(1, true)));
-        assert!(!r.passed, "{}", r.table);
-        assert_row(&r, "duplicates: unexplained", 1);
-    }
-
-    #[test]
-    fn a_lost_send_fails_with_wait_and_is_counted_without() {
-        let events = [
-            sent(1),
-            sent(2),
-            start(7, 1, "a", 2_000),
-            end(7, 1, "a", 3_000),
-        ];
-        let with_wait = verdict_on(&events, false, Some(&failover(1, true)));
-        assert!(!with_wait.passed, "{}", with_wait.table);
-        let without = verdict_on(&events, false, Some(&failover(1, false)));
-        assert!(without.passed, "{}", without.table);
-        assert!(
-            without.table.contains(
-                "| acknowledged sends lost (never processed, not in Redis) | 1 | counted |"
-            ),
-            "{}",
-            without.table
-        );
-        // Never processed but still in Redis is stuck, not lost: that fails either way.
-        let stuck = verdict_on(&events, true, Some(&failover(1, false)));
-        assert!(!stuck.passed, "{}", stuck.table);
-    }
-
-    #[test]
-    fn a_send_retried_after_its_first_copy_was_delivered_makes_two_records() {
-        // The first copy (sequence 7) is delivered and acked while the send is still being
-        // retried; a later try writes a second record (sequence 13).
-        let mut second = start(8, 1, "b", 3_000);
-        if let Event::Start { seq, .. } = &mut second {
-            *seq = Some(13);
-        }
-        let mut events = vec![
-            start(7, 1, "a", 2_000),
-            end(7, 1, "a", 2_100),
-            acked(7, 1, "a"),
-            second,
-            end(8, 1, "b", 3_100),
-        ];
-        let mut retried = sent(1);
-        if let Event::Sent { at_us, .. } = &mut retried {
-            *at_us = 2_500;
-        }
-        events.insert(0, retried);
-        let r = verdict(&events, false);
-        assert!(r.passed, "{}", r.table);
-        assert_row(
-            &r,
-            "duplicates: a send retried after its first copy was delivered (two records, one caller id)",
-            1,
-        );
-        // The send was acknowledged before the first copy was handled: no retry can have
-        // written the second record, so two records is a bug.
-        if let Event::Sent { at_us, .. } = &mut events[0] {
-            *at_us = 2_090;
-        }
-        assert!(!verdict(&events, false).passed);
-        // A send never acknowledged (its producer died retrying it) may have been written
-        // again at any time.
-        events.remove(0);
-        let r = verdict(&events, false);
-        assert!(r.passed, "{}", r.table);
-    }
-}
+mod tests;
