@@ -12,6 +12,9 @@ use crate::options::check_count;
 use crate::queue::Queue;
 use crate::queue_set::QueueSet;
 
+/// Most handlers one worker runs at once.
+pub const MAX_CONCURRENCY: usize = 100_000;
+
 /// Settings of a [`Worker`].
 #[derive(Clone)]
 pub struct WorkerBuilder {
@@ -48,7 +51,7 @@ impl WorkerBuilder {
         }
     }
 
-    /// Most handlers running at once (1 to [`MAX_CONCURRENCY`](super::MAX_CONCURRENCY)).
+    /// Most handlers running at once (1 to [`MAX_CONCURRENCY`](MAX_CONCURRENCY)).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n;
         self
@@ -119,11 +122,10 @@ impl WorkerBuilder {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Display + Send + 'static,
     {
-        if self.concurrency == 0 || self.concurrency > super::MAX_CONCURRENCY {
+        if self.concurrency == 0 || self.concurrency > MAX_CONCURRENCY {
             return Err(InvalidInput::Option(format!(
                 "worker concurrency is 1 to {}, not {}",
-                super::MAX_CONCURRENCY,
-                self.concurrency
+                MAX_CONCURRENCY, self.concurrency
             ))
             .into());
         }

@@ -31,9 +31,6 @@ mod failure;
 mod runner;
 mod settle;
 
-pub use builder::{Worker, WorkerBuilder};
+pub use builder::{Worker, WorkerBuilder, MAX_CONCURRENCY};
 pub use failure::{FailedDelivery, Failure, Verdict};
 pub use runner::StopReason;
-
-/// Most handlers one worker runs at once.
-pub const MAX_CONCURRENCY: usize = 100_000;
