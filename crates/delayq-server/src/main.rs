@@ -1,8 +1,9 @@
 //! The `delayq` binary: parses flags and hands each command to its module.
 //!
 //! * `delayq serve`: the HTTP API (`cmd/serve.rs`).
-//! * `delayq send | get | cancel | reschedule | stats | queues | dead`: admin commands that
-//!   talk to Redis directly (`cmd/admin.rs`).
+//! * `delayq send | get | cancel | reschedule | stats | queues | pause | resume | configure |
+//!   dead`: admin commands that talk to Redis directly (`cmd/admin.rs`); `delayq schedule`
+//!   and `delayq push` (`cmd/schedule.rs`, `cmd/push.rs`) are among them.
 
 mod cmd;
 

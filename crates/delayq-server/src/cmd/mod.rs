@@ -1,4 +1,12 @@
-//! The commands and their flags.
+//! The commands and their flags, and which module each goes to.
+//!
+//! Floors, top down (each imports only from below it):
+//! * this file: the command line, dispatched to `serve` or `admin`;
+//! * `admin.rs`: the admin commands, handing `schedule` and `push` to their modules;
+//! * `schedule.rs`, `push.rs`: recurring schedules, push targets;
+//! * `serve.rs`: the HTTP API; `common.rs`: what the admin commands share (flags,
+//!   connection, printing, text forms);
+//! * `redis_args.rs`: where Redis is, as every command is told.
 
 mod admin;
 mod common;
