@@ -76,6 +76,9 @@ fn undone_by<'k>(cluster: &'k ClusterRun, earlier: &Hold, later: &Hold) -> Optio
     })
 }
 
+/// One settle of a process, of one message: its lease token (if recorded) and its result.
+type Settled = (Option<String>, String);
+
 /// Reads the histories in `dir` and checks them.
 /// `in_redis` says whether a message id is still in Redis (in any state).
 /// `cluster` describes a run on a Redis Cluster, `None` a run on one Redis.
@@ -92,8 +95,7 @@ pub fn check(
     let mut send_times: HashMap<String, (u64, u64)> = HashMap::new();
     let mut holds: HashMap<String, Vec<Hold>> = HashMap::new();
     let mut ends: HashMap<(u32, String), (u64, Outcome)> = HashMap::new();
-    // Per process and message: each settle's lease token (if recorded) and result.
-    let mut settles: HashMap<(u32, String), Vec<(Option<String>, String)>> = HashMap::new();
+    let mut settles: HashMap<(u32, String), Vec<Settled>> = HashMap::new();
     let mut unsettled_pids: HashSet<u32> = HashSet::new();
     let mut killed: HashMap<u32, u64> = HashMap::new();
     let mut crashed = 0;
