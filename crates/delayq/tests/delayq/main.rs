@@ -8,6 +8,7 @@ mod acl;
 mod bad_input;
 mod browse;
 mod cluster;
+mod data_sets;
 mod dead_letters;
 mod history;
 mod idempotency;

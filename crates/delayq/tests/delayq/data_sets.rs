@@ -1,0 +1,448 @@
+//! Data outlives code: Redis data sets written by earlier releases, checked in, and loaded
+//! under today's code, which must find every message, setting and schedule intact and
+//! deliver each message once.
+//!
+//! `data_sets/format1.tsv` was written by `write_the_current_format` (below, run by hand:
+//! `cargo test -p delayq --test delayq data_sets::write -- --ignored`) at `c99dcfc`, the
+//! last release before data sets carried a format version. A format change adds its own
+//! file, written the same way, and its own test; the older files and their tests stay.
+//!
+//! The file format: one line per string, set member, hash field or sorted set member,
+//! tab-separated: `kind key pttl item [value]`. Keys are text; items and values are hex,
+//! since records are binary; scores are Redis's own text; `pttl` is -1 for no expiry.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use delayq::{
+    DelayQ, MissedTicks, Next, Queue, RateLimit, ReceiveOptions, Recurrence, SendOptions, Setting,
+    State,
+};
+use redis::Value;
+
+use crate::common::*;
+
+const FORMAT1: &str = include_str!("data_sets/format1.tsv");
+
+/// Where the writer puts the file it writes (copied into `data_sets/` by hand).
+const WRITTEN_TO: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/data-set-current.tsv");
+
+/// The messages with caller ids that the writer leaves, with their payloads: a delayed one,
+/// ready ones of three priorities, one retried with two errors, and one in flight under a
+/// lease of two seconds (passed by the time a test loads it).
+const PENDING: [(&str, &str); 6] = [
+    ("d1", "delayed an hour"),
+    ("r1", "ready"),
+    ("hi", "priority 9"),
+    ("lo", "priority 0"),
+    ("e1", "failed twice"),
+    ("f1", "in flight"),
+];
+
+/// Ready messages without caller ids, sent as one batch.
+const GENERATED: [&str; 3] = ["g0", "g1", "g2"];
+
+/// Caller ids of the partitioned queue, three partitions.
+const PARTITIONED: [&str; 6] = ["k0", "k1", "k2", "k3", "k4", "k5"];
+
+#[tokio::test]
+#[ignore = "writes a data set of the current format; run by hand when a format is added"]
+async fn write_the_current_format() {
+    let (server, dq) = setup().await;
+    let orders = queue(&dq, "orders");
+    orders
+        .configure(&[Setting::IdempotencyWindow(delayq::MAX_IDEMPOTENCY_WINDOW)])
+        .await
+        .expect("window");
+    let send = |id: &str, options: SendOptions| {
+        let orders = orders.clone();
+        let (id, payload) = (id.to_owned(), payload_of(id));
+        async move {
+            orders
+                .send(payload.as_bytes(), &options.id(&id))
+                .await
+                .expect("send");
+        }
+    };
+    send("d1", SendOptions::new().delay(Duration::from_secs(3600))).await;
+    send("r1", SendOptions::new()).await;
+    send("hi", SendOptions::new().priority(9)).await;
+    send("lo", SendOptions::new().priority(0)).await;
+    send("e1", SendOptions::new().max_attempts(5)).await;
+    send("x1", SendOptions::new().max_attempts(1)).await;
+    send("gone1", SendOptions::new()).await;
+    let batch: Vec<_> = GENERATED
+        .iter()
+        .map(|p| delayq::Message::new(p.as_bytes().to_vec(), SendOptions::new()))
+        .collect();
+    orders.send_batch(&batch).await.expect("batch");
+
+    // e1 fails twice, x1 dies, gone1 is acked: one receive each, by id.
+    let mut consumer = orders.consumer().await.expect("consumer");
+    for (id, what) in [
+        ("e1", "boom 1"),
+        ("e1", "boom 2"),
+        ("x1", "fatal"),
+        ("gone1", ""),
+    ] {
+        let d = take(&orders, &mut consumer, id, Duration::from_secs(60)).await;
+        match what {
+            "" => orders.ack(&d).await.expect("ack"),
+            error => {
+                orders
+                    .fail(&d, error, Next::After(Duration::ZERO))
+                    .await
+                    .expect("fail");
+            }
+        }
+    }
+    send("f1", SendOptions::new()).await;
+    take(&orders, &mut consumer, "f1", Duration::from_secs(2)).await;
+
+    let paused = queue(&dq, "paused");
+    paused
+        .send(payload_of("p1").as_bytes(), &SendOptions::new().id("p1"))
+        .await
+        .expect("send");
+    paused.pause().await.expect("pause");
+    paused
+        .set_rate_limit(Some(RateLimit {
+            per_second: 50,
+            burst: 10,
+        }))
+        .await
+        .expect("limit");
+
+    let parts = dq.create_queue("parts", 3).await.expect("create");
+    for id in PARTITIONED {
+        parts
+            .send(payload_of(id).as_bytes(), &SendOptions::new().id(id))
+            .await
+            .expect("send");
+    }
+
+    let schedules = orders.schedules();
+    schedules
+        .put(
+            "nightly",
+            Recurrence::cron("0 0 3 * * *", "Europe/Berlin").expect("cron"),
+            MissedTicks::Once,
+            b"report",
+            &SendOptions::new().priority(7),
+        )
+        .await
+        .expect("schedule");
+    schedules
+        .put(
+            "minutely",
+            Recurrence::interval(Duration::from_secs(60), 0).expect("interval"),
+            MissedTicks::Skip,
+            b"tick",
+            &SendOptions::new(),
+        )
+        .await
+        .expect("schedule");
+
+    let text = dump(&dq).await;
+    std::fs::write(WRITTEN_TO, text).expect("write the data set");
+    println!("data set written to {WRITTEN_TO}");
+    drop(server);
+}
+
+#[tokio::test]
+async fn format1_loads_whole_and_delivers_each_message_once() {
+    let (_server, dq) = setup().await;
+    load(&dq, FORMAT1).await;
+
+    let mut names: Vec<String> = dq
+        .queues()
+        .await
+        .expect("queues")
+        .iter()
+        .map(|q| q.to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["orders", "parts", "paused"]);
+
+    // Every message is where the writer left it, with its payload, attempts and errors.
+    let orders = queue(&dq, "orders");
+    for (id, payload) in PENDING {
+        let m = orders.get(id).await.expect("get").expect(id);
+        assert_eq!(m.payload, payload.as_bytes(), "{id}");
+        let expected = match id {
+            "f1" => vec![State::InFlight],
+            _ => vec![State::Delayed, State::Ready],
+        };
+        assert!(expected.contains(&m.state), "{id}: {:?}", m.state);
+    }
+    let e1 = orders.get("e1").await.expect("get").expect("e1");
+    assert_eq!(e1.attempts, 2);
+    let errors: Vec<&str> = e1.errors.iter().map(|e| e.error.as_str()).collect();
+    assert_eq!(errors, ["boom 1", "boom 2"]);
+    assert_eq!(
+        orders.get("hi").await.expect("get").expect("hi").priority,
+        9
+    );
+    let x1 = orders.get("x1").await.expect("get").expect("x1");
+    assert_eq!(
+        (x1.state, x1.last_error.as_deref()),
+        (State::Dead, Some("fatal"))
+    );
+    assert_eq!(orders.get("gone1").await.expect("get"), None);
+
+    // Settings and schedules.
+    let stats = orders.stats().await.expect("stats");
+    assert_eq!(stats.idempotency_window, delayq::MAX_IDEMPOTENCY_WINDOW);
+    assert_eq!(
+        (stats.delayed + stats.ready, stats.in_flight, stats.dead),
+        (8, 1, 1)
+    );
+    let paused = queue(&dq, "paused");
+    let stats = paused.stats().await.expect("stats");
+    assert!(stats.paused);
+    assert_eq!(
+        stats.rate_limit,
+        Some(RateLimit {
+            per_second: 50,
+            burst: 10
+        })
+    );
+    let parts = queue(&dq, "parts");
+    assert_eq!(parts.partitions().await.expect("partitions"), 3);
+    let mut schedules = orders.schedules().list().await.expect("schedules");
+    schedules.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(schedules.len(), 2);
+    assert_eq!(schedules[0].name, "minutely");
+    assert_eq!(schedules[0].payload, b"tick");
+    assert_eq!(schedules[1].name, "nightly");
+    assert_eq!(
+        schedules[1].recurrence,
+        Recurrence::cron("0 0 3 * * *", "Europe/Berlin").expect("cron")
+    );
+    assert_eq!(
+        (schedules[1].missed, schedules[1].priority),
+        (MissedTicks::Once, 7)
+    );
+
+    // Each message is delivered once: the dead letter after a requeue, the paused queue's
+    // after a resume, the one in flight after its lease (long passed) is reclaimed, and the
+    // delayed one (due an hour after the data set was written) when moved to now.
+    orders.dead_letters().requeue("x1").await.expect("requeue");
+    orders
+        .reschedule("d1", delayq::Schedule::Now)
+        .await
+        .expect("reschedule");
+    paused.resume().await.expect("resume");
+    let mut wanted: HashMap<String, usize> = PENDING
+        .iter()
+        .map(|(id, _)| id.to_string())
+        .chain(["x1".into(), "p1".into()])
+        .chain(PARTITIONED.iter().map(|id| id.to_string()))
+        .map(|id| (id, 1))
+        .collect();
+    let mut generated = BTreeMap::new();
+    let set =
+        delayq::QueueSet::strict([orders.clone(), paused.clone(), parts.clone()]).expect("set");
+    let mut consumer = set.consumer().await.expect("consumer");
+    let total = wanted.len() + GENERATED.len();
+    let mut seen = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while seen < total {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "delivered {seen} of {total}; missing {wanted:?}"
+        );
+        let options = ReceiveOptions {
+            max: 100,
+            lease: Duration::from_secs(60),
+            wait: Duration::from_millis(200),
+        };
+        for d in consumer.receive(&options).await.expect("receive") {
+            seen += 1;
+            match wanted.get_mut(&d.id) {
+                Some(left) => {
+                    assert_eq!(*left, 1, "{} delivered twice", d.id);
+                    *left -= 1;
+                    assert_eq!(d.payload, payload_of(&d.id).as_bytes(), "{}", d.id);
+                }
+                None => {
+                    let payload = String::from_utf8(d.payload.clone()).expect("text");
+                    assert!(GENERATED.contains(&payload.as_str()), "{payload}");
+                    assert!(generated.insert(payload, d.id.clone()).is_none());
+                }
+            }
+            let q = match d.queue.as_str() {
+                "orders" => &orders,
+                "paused" => &paused,
+                _ => &parts,
+            };
+            q.ack(&d).await.expect("ack");
+        }
+    }
+    assert!(wanted.values().all(|left| *left == 0), "{wanted:?}");
+    for q in [&orders, &paused, &parts] {
+        let s = q.stats().await.expect("stats");
+        assert_eq!((s.delayed, s.ready, s.in_flight, s.dead), (0, 0, 0, 0));
+    }
+}
+
+/// The payload the writer gives caller id `id`.
+fn payload_of(id: &str) -> String {
+    PENDING
+        .iter()
+        .find(|(i, _)| *i == id)
+        .map_or_else(|| format!("payload of {id}"), |(_, p)| p.to_string())
+}
+
+/// Receives what is ready of `queue` under `lease`, keeps message `id` and releases the rest.
+async fn take(
+    queue: &Queue,
+    consumer: &mut delayq::Consumer,
+    id: &str,
+    lease: Duration,
+) -> delayq::Delivery {
+    let options = ReceiveOptions {
+        max: 100,
+        lease,
+        wait: Duration::from_secs(5),
+    };
+    loop {
+        let got = consumer.receive(&options).await.expect("receive");
+        assert!(!got.is_empty(), "{id} did not come before the wait ran out");
+        let (mut wanted, others): (Vec<_>, Vec<_>) = got.into_iter().partition(|d| d.id == id);
+        if !others.is_empty() {
+            queue.release(&others).await.expect("release");
+        }
+        if let Some(d) = wanted.pop() {
+            return d;
+        }
+    }
+}
+
+/// Every key of the server, as the lines of a data set file, sorted.
+async fn dump(dq: &DelayQ) -> String {
+    let mut conn = dq.redis();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .expect("keys");
+    let mut lines = Vec::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .expect("type");
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .expect("pttl");
+        let line = |rest: String| format!("{kind}\t{key}\t{pttl}\t{rest}");
+        match kind.as_str() {
+            "string" => {
+                let v: Vec<u8> = redis::cmd("GET")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("get");
+                lines.push(line(hex(&v)));
+            }
+            "set" => {
+                let members: Vec<Vec<u8>> = redis::cmd("SMEMBERS")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("smembers");
+                lines.extend(members.iter().map(|m| line(hex(m))));
+            }
+            "hash" => {
+                let fields: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL")
+                    .arg(&key)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("hgetall");
+                lines.extend(
+                    fields
+                        .iter()
+                        .map(|(f, v)| line(format!("{}\t{}", hex(f), hex(v)))),
+                );
+            }
+            "zset" => {
+                let members: Vec<(Vec<u8>, String)> = redis::cmd("ZRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query_async(&mut conn)
+                    .await
+                    .expect("zrange");
+                lines.extend(
+                    members
+                        .iter()
+                        .map(|(m, s)| line(format!("{}\t{s}", hex(m)))),
+                );
+            }
+            other => panic!("key {key} of type {other}: the writer knows no such type"),
+        }
+    }
+    lines.sort();
+    let mut text =
+        String::from("# delayq data set: every key, one item a line (see data_sets.rs)\n");
+    for l in lines {
+        text.push_str(&l);
+        text.push('\n');
+    }
+    text
+}
+
+/// Writes the data set `text` into the server, expiries included.
+async fn load(dq: &DelayQ, text: &str) {
+    let mut conn = dq.redis();
+    let mut expiries = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let parts: Vec<&str> = line.split('\t').collect();
+        let (kind, key, pttl) = (parts[0], parts[1], parts[2]);
+        let mut cmd = match kind {
+            "string" => redis::cmd("SET"),
+            "set" => redis::cmd("SADD"),
+            "hash" => redis::cmd("HSET"),
+            "zset" => redis::cmd("ZADD"),
+            other => panic!("unknown kind {other}"),
+        };
+        cmd.arg(key);
+        match kind {
+            "zset" => cmd.arg(parts[4]).arg(unhex(parts[3])),
+            "hash" => cmd.arg(unhex(parts[3])).arg(unhex(parts[4])),
+            _ => cmd.arg(unhex(parts[3])),
+        };
+        let _: Value = cmd.query_async(&mut conn).await.expect(line);
+        let pttl: i64 = pttl.parse().expect("pttl");
+        if pttl > 0 {
+            expiries.insert(key.to_owned(), pttl);
+        }
+    }
+    for (key, pttl) in expiries {
+        let _: Value = redis::cmd("PEXPIRE")
+            .arg(&key)
+            .arg(pttl)
+            .query_async(&mut conn)
+            .await
+            .expect("pexpire");
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
+}
