@@ -15,7 +15,9 @@ use tokio::sync::oneshot;
 
 use super::http::HttpQueue;
 use super::log::{report_progress_until_stop, write_deliveries, Log, PROGRESS_EVERY};
-use super::{emit, push, Commands, Target, VERSION};
+use super::push;
+use super::target::Target;
+use super::wire::{emit, Commands, VERSION};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::protocol::{Command, Event};

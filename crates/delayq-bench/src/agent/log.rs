@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{emit, Commands};
+use super::wire::{emit, Commands};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::protocol::{Command, Event};

@@ -9,18 +9,20 @@ mod http;
 mod log;
 mod producer;
 mod push;
+mod target;
+mod wire;
 
-use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use delayq::{Config, DelayQ, Queue};
-use tokio::sync::mpsc;
 
 use crate::error::Result;
-use crate::protocol::{self, Command, Event};
+use crate::protocol::Event;
 use crate::workload::Workload;
+use target::Target;
+use wire::{emit, Commands};
 
 /// Which side an agent plays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -63,14 +65,6 @@ impl Via {
             Via::Push => "push",
         }
     }
-}
-
-/// The queue (W3q: the queues), one way or the other.
-pub(crate) enum Target {
-    Library(Vec<Queue>),
-    Http(http::HttpQueue),
-    /// `--via push`: the server's HTTP API, to set the push target and to produce.
-    Push(http::HttpQueue),
 }
 
 /// Command line of `delayq-bench agent`.
@@ -168,67 +162,4 @@ async fn connect(port: u16, cluster: bool, workload: Workload) -> Result<Vec<Que
         queues.push(dq.queue(&name)?);
     }
     Ok(queues)
-}
-
-/// Writes one event line to stdout and flushes it.
-pub(crate) fn emit(event: &Event) -> Result<()> {
-    let line = protocol::to_line(event)?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")?;
-    out.flush()?;
-    Ok(())
-}
-
-/// The version reported in `ready`: delayq and this crate share the workspace version.
-pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// Commands from stdin. Read on a plain thread: a read blocked on stdin would otherwise hold
-/// up the runtime's shutdown, and the agent must be able to exit while the driver keeps its
-/// end open.
-pub(crate) struct Commands(mpsc::UnboundedReceiver<Command>);
-
-impl Commands {
-    fn spawn() -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in std::io::stdin().lock().lines() {
-                let line = match line {
-                    Ok(line) => line,
-                    Err(e) => {
-                        tracing::error!("reading stdin failed: {e}");
-                        break;
-                    }
-                };
-                if line.trim().is_empty() {
-                    continue;
-                }
-                match protocol::parse_command(&line) {
-                    Ok(cmd) => {
-                        if tx.send(cmd).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => tracing::warn!("ignoring unknown command line {line:?}: {e}"),
-                }
-            }
-            // Dropping the sender reports end of input: the driver is gone.
-        });
-        Commands(rx)
-    }
-
-    /// The next command, or `None` once stdin is closed.
-    pub(crate) async fn next(&mut self) -> Option<Command> {
-        self.0.recv().await
-    }
-
-    /// Waits for one of `wanted`; others are logged and skipped. `None` on end of input.
-    pub(crate) async fn wait_for(&mut self, wanted: &[Command]) -> Option<Command> {
-        loop {
-            let cmd = self.next().await?;
-            if wanted.contains(&cmd) {
-                return Some(cmd);
-            }
-            tracing::warn!("ignoring {cmd:?} here (waiting for one of {wanted:?})");
-        }
-    }
 }

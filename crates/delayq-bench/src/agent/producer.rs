@@ -7,7 +7,8 @@ use std::time::Duration;
 use delayq::{Message, SendOptions};
 use serde_json::json;
 
-use super::{emit, Commands, Target, VERSION};
+use super::target::Target;
+use super::wire::{emit, Commands, VERSION};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::protocol::{Command, Event, Produced};

@@ -27,7 +27,7 @@ use tokio::sync::{oneshot, Notify};
 
 use super::http::HttpQueue;
 use super::log::{report_progress_until_stop, Log};
-use super::{emit, Commands};
+use super::wire::{emit, Commands};
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::protocol::Event;

@@ -27,13 +27,14 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::agent::Via;
-use crate::ceiling::{self, Ceiling};
+use crate::ceiling;
 use crate::error::Result;
 use crate::report::{self, WorkloadResult};
 use crate::workload::Workload;
 use deployment::Deployment;
 use env::Environment;
 use redis_cpu::CpuVsSingle;
+use workload_run::RunContext;
 
 /// Command line of `delayq-bench run`.
 #[derive(Args, Debug)]
@@ -72,26 +73,6 @@ pub struct RunArgs {
     /// With `--cluster`: the queue's partition counts, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "3,6,12")]
     pub partitions: Vec<u16>,
-}
-
-/// What every workload run needs to know.
-pub struct RunContext {
-    /// SCALE.
-    pub scale: f64,
-    /// `OUT/raw`: agent logs and deliveries files.
-    pub raw_dir: PathBuf,
-    /// Hard timeout per workload.
-    pub hard_timeout: Duration,
-    /// `$REDIS_EXTRA` words.
-    pub redis_extra: Vec<String>,
-    /// The environment, recorded in every result.
-    pub environment: Environment,
-    /// The ceiling, recorded in every result.
-    pub ceiling: Option<Ceiling>,
-    /// The `delayq` binary, for HTTP and push runs.
-    pub delayq_bin: PathBuf,
-    /// Sample Redis CPU around each measured phase (with `--cluster`).
-    pub measure_cpu: bool,
 }
 
 /// Runs the benchmark; the exit code says whether it was clean.

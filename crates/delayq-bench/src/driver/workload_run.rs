@@ -9,16 +9,37 @@ use serde_json::Value;
 
 use super::agents::{AgentSpec, Fleet};
 use super::deployment::{Deployment, Redis};
+use super::env::Environment;
 use super::http_server::HttpServer;
 use super::redis_cpu::{RedisCpu, Sample};
-use super::RunContext;
 use crate::agent::{Role, Via};
+use crate::ceiling::Ceiling;
 use crate::clock::now_ms;
 use crate::error::Result;
 use crate::metrics::{self, DeliveryRecord, Inputs};
 use crate::protocol::Command;
 use crate::report::WorkloadResult;
 use crate::workload::Workload;
+
+/// What every workload run needs to know.
+pub struct RunContext {
+    /// SCALE.
+    pub scale: f64,
+    /// `OUT/raw`: agent logs and deliveries files.
+    pub raw_dir: PathBuf,
+    /// Hard timeout per workload.
+    pub hard_timeout: Duration,
+    /// `$REDIS_EXTRA` words.
+    pub redis_extra: Vec<String>,
+    /// The environment, recorded in every result.
+    pub environment: Environment,
+    /// The ceiling, recorded in every result.
+    pub ceiling: Option<Ceiling>,
+    /// The `delayq` binary, for HTTP and push runs.
+    pub delayq_bin: PathBuf,
+    /// Sample Redis CPU around each measured phase (with `--cluster`).
+    pub measure_cpu: bool,
+}
 
 /// Consumer processes: delayq's recommended setup is one process running the worker runtime.
 const CONSUMER_PROCESSES: usize = 1;
