@@ -11,8 +11,10 @@ use delayq::Schedule;
 use maud::html;
 use serde::Deserialize;
 
+use super::layout;
 use super::session::Session;
-use super::{layout, queue_path, segment, Visitor};
+use super::text::{queue_path, segment};
+use super::visitor::Visitor;
 use crate::state::AppState;
 
 #[derive(Deserialize)]
@@ -171,7 +173,7 @@ pub async fn message_action(
                 return failed("reschedule needs a time: YYYY-MM-DDTHH:MM[:SS], UTC");
             };
             match queue.reschedule(&id, Schedule::At(at)).await {
-                Ok(due) => then(&here, &format!("Due at {}.", super::utc(due))),
+                Ok(due) => then(&here, &format!("Due at {}.", super::text::utc(due))),
                 Err(e) => failed(e),
             }
         }

@@ -72,7 +72,8 @@ pub async fn logout(
     headers: HeaderMap,
     Form(form): Form<LogoutForm>,
 ) -> Response {
-    let valid = super::session_of(&headers, &state).is_some_and(|s| s.csrf_matches(&form.csrf));
+    let valid =
+        super::visitor::session_of(&headers, &state).is_some_and(|s| s.csrf_matches(&form.csrf));
     if !valid {
         return (StatusCode::FORBIDDEN, "bad or missing CSRF token").into_response();
     }

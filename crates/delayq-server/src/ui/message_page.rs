@@ -8,8 +8,10 @@ use delayq::{MessageInfo, PayloadKind, State as MessageState};
 use maud::{html, Markup};
 use serde::Deserialize;
 
+use super::layout;
 use super::session::Session;
-use super::{layout, queue_path, segment, utc, Visitor};
+use super::text::{queue_path, segment, utc};
+use super::visitor::Visitor;
 use crate::state::AppState;
 
 /// Most payload bytes shown; the rest is counted, not shown.

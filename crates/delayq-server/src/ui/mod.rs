@@ -8,6 +8,8 @@
 //! * `message_page.rs`: one message, and what can be done to it.
 //! * `actions.rs`: every form's POST: admins only, each with the session's CSRF token.
 //! * `layout.rs`: the page shell, its CSS and its little JavaScript.
+//! * `visitor.rs`: who may see a page (a valid session); `text.rs`: how paths, times and
+//!   spans are written on the pages.
 
 mod actions;
 mod chart;
@@ -17,16 +19,16 @@ mod message_page;
 mod overview;
 mod queue_page;
 pub mod session;
+mod text;
+mod visitor;
 
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Redirect, Response};
+pub use text::segment;
+
+use axum::response::Redirect;
 use axum::routing::{get, post};
 use axum::Router;
 
 use crate::state::AppState;
-use session::Session;
 
 /// The dashboard's routes, under `/ui`.
 pub fn routes() -> Router<AppState> {
@@ -44,87 +46,4 @@ pub fn routes() -> Router<AppState> {
             "/ui/queues/{queue}/messages/{id}/act",
             post(actions::message_action),
         )
-}
-
-/// A visitor with a valid session. A request without one is sent to the login form (a page)
-/// or refused (anything else).
-pub struct Visitor(pub Session);
-
-impl FromRequestParts<AppState> for Visitor {
-    type Rejection = Response;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        match session_of(&parts.headers, state) {
-            Some(s) => Ok(Visitor(s)),
-            None if parts.method == axum::http::Method::GET => {
-                Err(Redirect::to("/ui/login").into_response())
-            }
-            None => Err((StatusCode::UNAUTHORIZED, "log in first").into_response()),
-        }
-    }
-}
-
-/// The dashboard page of queue `name`.
-pub fn queue_path(name: &str) -> String {
-    format!("/ui/queues/{}", segment(name))
-}
-
-/// The session the request's cookie proves, if any (see [`session::verify`]).
-pub fn session_of(headers: &axum::http::HeaderMap, state: &AppState) -> Option<Session> {
-    let cookies = headers.get(header::COOKIE).and_then(|v| v.to_str().ok());
-    session::verify(
-        state.tokens(),
-        session::cookie_value(cookies, session::COOKIE),
-    )
-}
-
-/// `text` for a URL path segment: everything but unreserved characters percent-encoded
-/// (message ids may hold `/`, `:` and `@`).
-pub fn segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// `ms` since the Unix epoch as a UTC time to the second, as people read it.
-pub fn utc(ms: u64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-    let text = humantime::format_rfc3339_seconds(t).to_string();
-    text.replace('T', " ").replace('Z', " UTC")
-}
-
-/// A span of ms as people read it: `850 ms`, `12.5 s`, `3 min`, `2.0 h`, `4.5 d`.
-pub fn span(ms: f64) -> String {
-    let abs = ms.abs();
-    if abs < 1_000.0 {
-        format!("{ms:.0} ms")
-    } else if abs < 60_000.0 {
-        format!("{:.1} s", ms / 1_000.0)
-    } else if abs < 3_600_000.0 {
-        format!("{:.0} min", ms / 60_000.0)
-    } else if abs < 86_400_000.0 {
-        format!("{:.1} h", ms / 3_600_000.0)
-    } else {
-        format!("{:.1} d", ms / 86_400_000.0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn segments_and_times_read_as_intended() {
-        assert_eq!(segment("order:1/a@b c"), "order%3A1%2Fa%40b%20c");
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(span(850.0), "850 ms");
-        assert_eq!(span(12_500.0), "12.5 s");
-        assert_eq!(span(-180_000.0), "-3 min");
-    }
 }

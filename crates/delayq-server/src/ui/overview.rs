@@ -11,7 +11,9 @@ use maud::html;
 use serde::Deserialize;
 use tokio::task::JoinSet;
 
-use super::{layout, queue_path, segment, span, Visitor};
+use super::layout;
+use super::text::{queue_path, segment, span};
+use super::visitor::Visitor;
 use crate::state::AppState;
 
 /// Minutes the lateness columns cover.

@@ -11,8 +11,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::chart::{self, Series};
+use super::layout;
 use super::session::Session;
-use super::{layout, queue_path, segment, span, utc, Visitor};
+use super::text::{queue_path, segment, span, utc};
+use super::visitor::Visitor;
 use crate::api::browse::{listed_body, preview, state_named, STATES};
 use crate::state::AppState;
 
