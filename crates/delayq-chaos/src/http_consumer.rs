@@ -34,7 +34,7 @@ pub async fn run(args: ConsumeArgs) -> Result<(), String> {
     let recorder =
         Arc::new(Recorder::create(&args.out).map_err(|e| format!("{:?}: {e}", args.out))?);
     let http = HttpQueue::new(&args.server)?;
-    let stop = crate::sigterm();
+    let stop = crate::shutdown::sigterm();
     tokio::pin!(stop);
     let lease_ms = plan::LEASE.as_millis() as u64;
     loop {

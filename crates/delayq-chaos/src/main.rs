@@ -10,6 +10,7 @@
 //!
 //! Layout: `plan.rs` (what each message is), `history.rs` (the recorded events),
 //! `producer.rs`, `worker.rs`, `http_consumer.rs`, `holding.rs` (the processes' sides),
+//! `shutdown.rs` (how they hear that they should stop),
 //! `processes.rs` and `controller.rs` (starting and hurting them), `failover.rs` (the Redis
 //! Cluster of `run --cluster` and its failovers), `evidence.rs` (what they hand the
 //! checker beside the history), `checker.rs` (the verdict).
@@ -25,6 +26,7 @@ mod http_consumer;
 mod plan;
 mod processes;
 mod producer;
+mod shutdown;
 mod soak;
 mod worker;
 
@@ -97,19 +99,4 @@ fn block_on(
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(work).map(|()| ExitCode::SUCCESS)
-}
-
-/// Completes on SIGTERM (or Ctrl-C).
-async fn sigterm() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        // Without a handler, SIGTERM kills the process anyway.
-        Err(_) => std::future::pending().await,
-    }
 }

@@ -54,7 +54,7 @@ pub async fn run(args: WorkArgs) -> Result<(), String> {
         .build(move |delivery| handle(recorder.clone(), delivery))
         .map_err(|e| e.to_string())?;
     worker
-        .run(crate::sigterm())
+        .run(crate::shutdown::sigterm())
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())

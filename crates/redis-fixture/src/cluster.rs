@@ -24,7 +24,7 @@ use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use crate::redis_cli_binary;
+use crate::host::redis_cli_binary;
 use crate::resp::Reply;
 use crate::server::{RedisServer, ServerConfig};
 

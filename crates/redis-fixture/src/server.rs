@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use crate::host::{free_port, redis_server_binary};
 use crate::resp::{Connection, Reply};
-use crate::{free_port, redis_server_binary};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);

@@ -118,7 +118,7 @@ pub async fn work(args: ConsumeArgs) -> Result<(), String> {
         })
         .map_err(|e| e.to_string())?;
     worker
-        .run(crate::sigterm())
+        .run(crate::shutdown::sigterm())
         .await
         .map(drop)
         .map_err(|e| e.to_string())
@@ -131,7 +131,7 @@ pub async fn consume(args: ConsumeArgs) -> Result<(), String> {
     let loops: tokio::task::JoinSet<Result<(), String>> = (0..2)
         .map(|_| consume_loop(http.clone(), late.clone()))
         .collect();
-    crate::sigterm().await;
+    crate::shutdown::sigterm().await;
     drop(loops);
     Ok(())
 }
