@@ -122,8 +122,26 @@ pub fn summary(
 ) -> String {
     let mut s = String::new();
     let header = [
-        "workload", "n", "enq/s", "e2e/s", "cons/s", "p50ms", "p90ms", "p99ms", "p99.9ms", "maxms",
-        "minms", "early", "drain_s", "ideal_s", "window_s", "lost", "dups", "B/msg", "pending",
+        "workload",
+        "n",
+        "enq/s",
+        "e2e/s",
+        "cons/s",
+        "p50ms",
+        "p90ms",
+        "p99ms",
+        "p99.9ms",
+        "maxms",
+        "minms",
+        "early",
+        "drain_s",
+        "ideal_s",
+        "window_s",
+        "lost",
+        "dups",
+        "B/msg",
+        "pending",
+        "redis_us/msg",
         "errors",
     ];
     let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
@@ -172,6 +190,7 @@ pub fn summary(
             int(m.duplicates),
             num(m.bytes_per_msg, 1),
             int(m.pending_after),
+            num(r.redis_cpu.as_ref().map(|c| c.total_us_per_msg), 2),
             r.errors.len().to_string(),
         ]);
     }

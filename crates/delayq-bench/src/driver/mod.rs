@@ -168,7 +168,6 @@ fn run(args: &RunArgs) -> Result<bool> {
         environment,
         ceiling,
         delayq_bin,
-        measure_cpu: cluster_plan.is_some(),
     };
     let mut results: Vec<WorkloadResult> = Vec::new();
     let mut cluster_results: Vec<WorkloadResult> = Vec::new();

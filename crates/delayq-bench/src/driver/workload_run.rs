@@ -1,6 +1,6 @@
 //! One workload from start to finish: a fresh server (or cluster), the agents, the workload's
 //! choreography (WORKLOADS.md "Workloads"), the end-of-run rules, the deliveries files, the
-//! metrics, and with `RunContext::measure_cpu` the Redis CPU per message.
+//! metrics, and the Redis CPU per message.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -37,8 +37,6 @@ pub struct RunContext {
     pub ceiling: Option<Ceiling>,
     /// The `delayq` binary, for HTTP and push runs.
     pub delayq_bin: PathBuf,
-    /// Sample Redis CPU around each measured phase (with `--cluster`).
-    pub measure_cpu: bool,
 }
 
 /// Consumer processes: delayq's recommended setup is one process running the worker runtime.
@@ -181,7 +179,7 @@ pub fn run(
             server.before_start()?;
             choreography(
                 &mut fleet,
-                (&server, ctx.measure_cpu),
+                &server,
                 workload,
                 n,
                 hard_deadline,
@@ -311,11 +309,11 @@ fn spawn_agents(
     Ok(())
 }
 
-/// The workload's sequence of commands, up to the end of the run. With `measure_cpu`, Redis
-/// CPU is sampled right before the first command and when N deliveries have been counted.
+/// The workload's sequence of commands, up to the end of the run. Redis CPU is sampled right
+/// before the first command and when N deliveries have been counted.
 fn choreography(
     fleet: &mut Fleet,
-    (server, measure_cpu): (&Redis, bool),
+    server: &Redis,
     workload: Workload,
     n: u64,
     hard_deadline: Instant,
@@ -329,12 +327,7 @@ fn choreography(
     let consumers = fleet.with_role(Role::Consumer);
     let producer = *producers.first().ok_or("no producer")?;
     let has_produced = |f: &Fleet| f.produced().is_some();
-    let cpu = || -> Result<Option<Sample>> {
-        Ok(match measure_cpu {
-            true => Some(Sample::new(server.cpu()?)),
-            false => None,
-        })
-    };
+    let cpu = || -> Result<Option<Sample>> { Ok(Some(Sample::new(server.cpu()?))) };
     observed.cpu.0 = cpu()?;
     match workload {
         Workload::W4 => {
@@ -344,6 +337,7 @@ fn choreography(
             fleet.wait_until(hard_deadline, "produced", has_produced)?;
             let after = server.memory()?;
             observed.memory = Some((before, after));
+            observed.cpu.1 = cpu()?;
             return Ok(());
         }
         Workload::W2a => {
