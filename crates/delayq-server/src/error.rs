@@ -107,6 +107,12 @@ impl From<delayq::Error> for ApiError {
                 "not_replicated",
                 e.to_string(),
             ),
+            // This server is older than the queue's data: refused until it is upgraded.
+            delayq::Error::NewerFormat { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "newer_data_format",
+                e.to_string(),
+            ),
             ref redis if redis.is_retryable() => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

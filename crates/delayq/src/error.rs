@@ -34,10 +34,19 @@ pub enum Error {
     },
     /// Redis could not be reached or answered with an error.
     #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
+    Redis(redis::RedisError),
     /// Redis answered in a shape this version of delayq does not understand.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
+    /// The queue's data is in a newer format than this delayq reads ([`DATA_FORMAT`](crate::DATA_FORMAT)):
+    /// a newer version of delayq wrote it. Nothing was read or written; upgrade this process.
+    #[error("the queue's data is format {found}, newer than format {supported}, the newest this delayq reads: upgrade this process")]
+    NewerFormat {
+        /// The format the queue's data is in, as Redis holds it.
+        found: String,
+        /// The newest format this delayq reads.
+        supported: u32,
+    },
     /// A send asked to be on `wanted` replicas ([`SendOptions::replicas`](crate::SendOptions::replicas))
     /// and only `replicas` had it within the timeout. The message was written; a failover now
     /// could lose it.
@@ -168,6 +177,29 @@ impl std::error::Error for InvalidInput {}
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The text of the error every script raises on data of a newer format (`scripts/format.lua`).
+const NEWER_FORMAT: &str = "delayq: this queue's data is format ";
+
+impl From<redis::RedisError> for Error {
+    /// A script's refusal of data of a newer format becomes [`Error::NewerFormat`]; anything
+    /// else stays a Redis error.
+    fn from(e: redis::RedisError) -> Self {
+        let text = e.to_string();
+        let Some((_, rest)) = text.split_once(NEWER_FORMAT) else {
+            return Error::Redis(e);
+        };
+        // "<found>, newer than format <supported>, the newest ..."
+        let mut parts = rest.split(", newer than format ");
+        let found = parts.next().unwrap_or_default().to_owned();
+        let supported = parts
+            .next()
+            .and_then(|s| s.split(',').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_default();
+        Error::NewerFormat { found, supported }
+    }
+}
 
 #[cfg(test)]
 mod tests {

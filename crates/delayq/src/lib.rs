@@ -134,6 +134,7 @@ pub use partitions::MAX_PARTITIONS;
 pub use queue::Queue;
 pub use queue_set::{QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
 pub use receipt::Receipt;
+pub use record::DATA_FORMAT;
 pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS};
 pub use recurrence::{MissedTicks, Recurrence};
 pub use scheduler::Scheduler;

@@ -17,6 +17,7 @@ use crate::keys::Keys;
 use crate::names::QueueName;
 use crate::options::{Config, MAX_REPLICA_WAIT};
 use crate::partitions::{self, Layout};
+use crate::record::DATA_FORMAT;
 use crate::recording::QueueMetrics;
 use crate::scripts::SCRIPTS;
 use crate::target::Target;
@@ -45,6 +46,9 @@ pub(crate) struct QueueCore {
     layout: LayoutCell,
     shared: Shared,
     metrics: Arc<QueueMetrics>,
+    /// Partitions whose data format this handle has read (`send.rs`'s Lua-free batches
+    /// check it once before their first write; scripts check it on every call).
+    format_read: std::sync::Mutex<std::collections::HashSet<usize>>,
 }
 
 impl QueueCore {
@@ -54,6 +58,7 @@ impl QueueCore {
             name,
             layout,
             shared,
+            format_read: Default::default(),
         }
     }
 
@@ -123,6 +128,27 @@ impl QueueCore {
         Ok(count)
     }
 
+    /// Refuses partition `k` (of `keys`) if its data is of a newer format than this delayq
+    /// reads ([`Error::NewerFormat`]), as `scripts/format.lua` does for every script: read
+    /// from Redis once per handle, for the writes that run no script.
+    pub(crate) async fn check_format(&self, k: usize, keys: &Keys) -> Result<()> {
+        let read = |set: &std::collections::HashSet<usize>| set.contains(&k);
+        if read(&self.format_read.lock().unwrap_or_else(|p| p.into_inner())) {
+            return Ok(());
+        }
+        let named: Option<String> = redis::cmd("HGET")
+            .arg(keys.control())
+            .arg("format")
+            .query_async(&mut self.connection())
+            .await?;
+        check_format(named)?;
+        self.format_read
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(k);
+        Ok(())
+    }
+
     /// The live wake-up subscription of partition `keys`, shared with its other consumers.
     pub(crate) async fn subscription(&self, keys: &Keys) -> Result<Arc<Subscription>> {
         let shared = &self.shared;
@@ -180,4 +206,16 @@ pub(crate) fn invocation<'a>(keys: &Keys, script: &'a Script) -> ScriptInvocatio
         inv.key(key);
     }
     inv
+}
+
+/// A partition's data format as its control hash names it (none: format 1), if this delayq
+/// reads it.
+pub(crate) fn check_format(named: Option<String>) -> Result<()> {
+    match named {
+        Some(f) if f.parse::<u32>().map_or(true, |f| f > DATA_FORMAT) => Err(Error::NewerFormat {
+            found: f,
+            supported: DATA_FORMAT,
+        }),
+        _ => Ok(()),
+    }
 }

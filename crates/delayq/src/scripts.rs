@@ -12,6 +12,8 @@ use std::sync::LazyLock;
 use redis::Script;
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
+/// The data format check every queue script runs before anything else (issue 34).
+const FORMAT_CHECK: &str = include_str!("scripts/format.lua");
 
 /// All scripts, compiled once per process.
 pub(crate) struct Scripts {
@@ -63,7 +65,7 @@ fn with_prelude(source: &str) -> Script {
         shebang.starts_with("#!lua"),
         "every script starts with #!lua"
     );
-    Script::new(&format!("{shebang}\n{PRELUDE}\n{body}"))
+    Script::new(&format!("{shebang}\n{FORMAT_CHECK}\n{PRELUDE}\n{body}"))
 }
 
 #[cfg(test)]

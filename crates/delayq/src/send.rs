@@ -18,7 +18,7 @@ use crate::options::{
     MAX_PRIORITY, MAX_REPLICA_WAIT,
 };
 use crate::partitions::{self, join_all, Layout};
-use crate::queue_core::{invocation, QueueCore};
+use crate::queue_core::{check_format, invocation, QueueCore};
 use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -157,6 +157,7 @@ async fn send_generated<'p>(
     prepared: impl ExactSizeIterator<Item = &'p (DueSpec, Vec<u8>)>,
 ) -> Result<Vec<Sent>> {
     let keys = layout.part(k);
+    core.check_format(k, keys).await?;
     let count = prepared.len() as u64;
     let stride = layout.count() as u64;
     let mut conn = core.connection();
@@ -166,8 +167,21 @@ async fn send_generated<'p>(
         // As send.lua does: sequence numbers of partition k are k modulo P.
         reserve.cmd("SET").arg(keys.seq()).arg(k).arg("NX");
     }
-    reserve.incr(keys.seq(), count * stride).cmd("TIME");
+    reserve
+        .incr(keys.seq(), count * stride)
+        .cmd("TIME")
+        .cmd("HGET")
+        .arg(keys.control())
+        .arg("format");
     let mut replies = conn.transaction_at(keys.slot(), &reserve).await?;
+    // As scripts/format.lua does, before the records are added: data of a newer format is
+    // not this process's to write into (checked before the first write above too; this
+    // catches an upgrade since, at the cost of the sequence numbers reserved).
+    let named = match replies.pop() {
+        Some(Value::BulkString(named)) => Some(String::from_utf8_lossy(&named).into_owned()),
+        _ => None,
+    };
+    check_format(named)?;
     let time = replies.pop();
     let last_seq = replies.pop();
     let (Some(Value::Int(last_seq)), Some(Value::Array(time))) = (last_seq, time) else {

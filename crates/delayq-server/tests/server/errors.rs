@@ -648,3 +648,30 @@ fn percent_decode(s: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// A queue whose data a newer delayq wrote (a newer format) is refused by this server with
+/// a clear 503, and nothing is written.
+#[tokio::test]
+async fn a_queue_of_a_newer_data_format_is_refused_with_503() {
+    let s = TestServer::start().await;
+    s.post("/v1/queues/q/messages", json!({ "payload": 1, "id": "a" }))
+        .await;
+    s.redis.cli(&["HSET", "dq:{q}:control", "format", "2"]);
+    let before = all_keys(&s.redis);
+    let answer = s
+        .post("/v1/queues/q/messages", json!({ "payload": 2 }))
+        .await;
+    assert_error(
+        &answer,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "newer_data_format",
+    );
+    let message = answer.1["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("format 2"), "{message}");
+    assert!(message.contains("upgrade"), "{message}");
+    assert_eq!(
+        all_keys(&s.redis),
+        before,
+        "the refused send wrote something"
+    );
+}

@@ -10,6 +10,7 @@ mod browse;
 mod cluster;
 mod data_sets;
 mod dead_letters;
+mod formats;
 mod history;
 mod idempotency;
 mod leases;
