@@ -250,6 +250,25 @@ impl RedisServer {
         }
     }
 
+    /// Every key with its serialized value (`DUMP`), sorted by key: what a test compares to
+    /// show that a refused call left Redis exactly as it was.
+    pub fn every_key_dumped(&self) -> Vec<(String, String)> {
+        let keys = match self.command(&["KEYS", "*"]) {
+            Ok(Reply::Array(Some(keys))) => keys,
+            other => self.fail(&format!("KEYS * answered {other:?}")),
+        };
+        let mut out: Vec<(String, String)> = keys
+            .iter()
+            .map(|k| {
+                let key = k.render();
+                let dump = self.cli(&["DUMP", &key]);
+                (key, dump)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// `used_memory` from `INFO memory`, in bytes.
     pub fn used_memory(&self) -> u64 {
         let info = self.cli(&["INFO", "memory"]);

@@ -4,29 +4,12 @@
 
 use std::time::Duration;
 
-use redis_fixture::{RedisServer, Reply};
+use redis_fixture::RedisServer;
 
 use super::*;
 use crate::options::ReceiveOptions;
 use crate::record::lease_member;
 use crate::{Backoff, DelayQ, SendOptions};
-
-/// Every key with its serialized value: what "nothing changed" compares.
-fn snapshot(server: &RedisServer) -> Vec<(String, String)> {
-    let Ok(Reply::Array(Some(keys))) = server.command(&["KEYS", "*"]) else {
-        panic!("KEYS failed");
-    };
-    let mut out: Vec<(String, String)> = keys
-        .iter()
-        .map(|k| {
-            let key = k.render();
-            let dump = server.cli(&["DUMP", &key]);
-            (key, dump)
-        })
-        .collect();
-    out.sort();
-    out
-}
 
 #[tokio::test]
 async fn a_malformed_call_fails_before_its_first_write() {
@@ -244,7 +227,7 @@ async fn a_malformed_call_fails_before_its_first_write() {
         ),
     ];
     for (what, script, args) in cases {
-        let before = snapshot(&server);
+        let before = server.every_key_dumped();
         let mut inv = crate::queue_core::invocation(&keys, script);
         if std::ptr::eq(script, &s.claim) {
             inv.key(&claim_record);
@@ -261,15 +244,23 @@ async fn a_malformed_call_fails_before_its_first_write() {
             Ok(v) => panic!("{what}: accepted, answered {v:?}"),
         };
         assert!(error.contains("delayq:"), "{what}: {error}");
-        assert_eq!(snapshot(&server), before, "{what}: changed something");
+        assert_eq!(
+            server.every_key_dumped(),
+            before,
+            "{what}: changed something"
+        );
     }
 
     // A dead letter that cannot be read fails a requeue before it moves any other.
     server.cli(&["HSET", "dq:{lua}:dead:msgs", "bad", "xx"]);
     // Dead after the real one: the old script moved that one, then failed.
     server.cli(&["ZADD", "dq:{lua}:dead", "99999999999999", "bad"]);
-    let before = snapshot(&server);
+    let before = server.every_key_dumped();
     let error = q.dead_letters().requeue_all().await.expect_err("refused");
     assert!(error.to_string().contains("cannot be read"), "{error}");
-    assert_eq!(snapshot(&server), before, "requeue changed something");
+    assert_eq!(
+        server.every_key_dumped(),
+        before,
+        "requeue changed something"
+    );
 }

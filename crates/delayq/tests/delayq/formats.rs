@@ -5,26 +5,8 @@
 use std::time::Duration;
 
 use delayq::{Error, Message, ReceiveOptions, SendOptions};
-use redis_fixture::Reply;
 
 use crate::common::*;
-
-/// Every key with its serialized value: what "nothing changed" compares.
-fn snapshot(server: &RedisServer) -> Vec<(String, String)> {
-    let Ok(Reply::Array(Some(keys))) = server.command(&["KEYS", "*"]) else {
-        panic!("KEYS failed");
-    };
-    let mut out: Vec<(String, String)> = keys
-        .iter()
-        .map(|k| {
-            let key = k.render();
-            let dump = server.cli(&["DUMP", &key]);
-            (key, dump)
-        })
-        .collect();
-    out.sort();
-    out
-}
 
 #[track_caller]
 fn assert_newer(result: Result<impl std::fmt::Debug, Error>, what: &str) {
@@ -61,7 +43,7 @@ async fn data_of_a_newer_format_is_refused_and_nothing_is_written() {
 
     // A newer delayq upgraded the queue's data.
     server.cli(&["HSET", "dq:{orders}:control", "format", "2"]);
-    let before = snapshot(&server);
+    let before = server.every_key_dumped();
     assert_newer(q.send(b"c", &SendOptions::new()).await, "send");
     assert_newer(q.get("b").await, "get");
     assert_newer(q.cancel("b").await, "cancel");
@@ -80,7 +62,7 @@ async fn data_of_a_newer_format_is_refused_and_nothing_is_written() {
         queue(&other, "orders").send_batch(&batch).await,
         "a batch without ids",
     );
-    assert_eq!(snapshot(&server), before, "something was written");
+    assert_eq!(server.every_key_dumped(), before, "something was written");
 
     // Format 1 named, as a newer delayq leaves it for older processes: all goes on.
     server.cli(&["HSET", "dq:{orders}:control", "format", "1"]);
