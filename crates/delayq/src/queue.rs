@@ -19,7 +19,7 @@ use crate::consumer::Consumer;
 use crate::control;
 use crate::dead_letters::DeadLetters;
 use crate::delivery::Delivery;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::history::{self, Minute};
 use crate::message::{Amend, CancelOutcome, MessageInfo, NackOutcome, Next, RateLimit};
 use crate::message::{Sent, Stats};
@@ -200,9 +200,12 @@ impl Queue {
         let deadlines = self
             .extend_many(std::slice::from_mut(delivery), lease)
             .await?;
-        let ok = matches!(deadlines.first(), Some(Some(_)));
-        settle::lease_result(delivery, ok)?;
-        Ok(deadlines.first().copied().flatten().unwrap_or_default())
+        match deadlines.first() {
+            Some(Some(deadline)) => Ok(*deadline),
+            _ => Err(Error::LeaseLost {
+                id: delivery.id.clone(),
+            }),
+        }
     }
 
     /// Extends many leases in one round trip and updates each delivery's deadline; `None`

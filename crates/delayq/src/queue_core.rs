@@ -141,7 +141,7 @@ impl QueueCore {
             .arg("format")
             .query_async(&mut self.connection())
             .await?;
-        check_format(named)?;
+        refuse_newer_format(named)?;
         self.format_read
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -210,7 +210,7 @@ pub(crate) fn invocation<'a>(keys: &Keys, script: &'a Script) -> ScriptInvocatio
 
 /// A partition's data format as its control hash names it (none: format 1), if this delayq
 /// reads it.
-pub(crate) fn check_format(named: Option<String>) -> Result<()> {
+pub(crate) fn refuse_newer_format(named: Option<String>) -> Result<()> {
     match named {
         Some(f) if f.parse::<u32>().map_or(true, |f| f > DATA_FORMAT) => Err(Error::NewerFormat {
             found: f,

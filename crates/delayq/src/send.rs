@@ -18,7 +18,7 @@ use crate::options::{
     MAX_PRIORITY, MAX_REPLICA_WAIT,
 };
 use crate::partitions::{self, join_all, Layout};
-use crate::queue_core::{check_format, invocation, QueueCore};
+use crate::queue_core::{invocation, refuse_newer_format, QueueCore};
 use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -181,7 +181,7 @@ async fn send_generated<'p>(
         Some(Value::BulkString(named)) => Some(String::from_utf8_lossy(&named).into_owned()),
         _ => None,
     };
-    check_format(named)?;
+    refuse_newer_format(named)?;
     let time = replies.pop();
     let last_seq = replies.pop();
     let (Some(Value::Int(last_seq)), Some(Value::Array(time))) = (last_seq, time) else {
