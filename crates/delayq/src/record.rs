@@ -9,9 +9,21 @@
 //! [2] attempts so far  [2] max attempts           (big-endian u16)
 //! policy: varint base ms (the count, for a list), [varint cap ms] (exponential, linear) or
 //!         [count varint ms] (list), [factor], [jitter %], [varint handler timeout ms]
+//! [extension area]: varint length, then fields of [tag u8][varint length][value]
 //! [1+n] id length and id, only for explicit ids; a generated id is `<due µs>-<seq>`
 //! payload
 //! ```
+//!
+//! Room to grow (data format 2): the flags byte is full, so the extension area is announced
+//! by the backoff kind bits (2, 32, 64). A kind sets at most one of them (none: a fixed
+//! delay); a record with an extension area sets the *complement* of its kind's bits, which
+//! always sets two or three. So every format-1 record reads the same under format 2 and none
+//! is rewritten by an upgrade. A later field is a new tag: a reader skips the tags it does
+//! not know and every move of the record carries them unchanged (the scripts copy the policy
+//! with its extension area whole). A field that an older reader may ignore (tracing context)
+//! needs no new format; one whose neglect would break a promise (a group key, an expiry)
+//! comes with a new format, so older processes are kept out of the queue until they are
+//! upgraded (`formats.rs`).
 //!
 //! One Redis value holds the whole message, so a pending 100-byte message costs one sorted
 //! set entry and nothing else; the header stays small enough that such a record fits
@@ -56,6 +68,20 @@ const F_JSON: u8 = 16;
 const F_LINEAR: u8 = 32;
 const F_STEPS: u8 = 64;
 const F_TIMEOUT: u8 = 128;
+/// The backoff kind bits: one of them, or none for a fixed delay; their complement when an
+/// extension area follows the policy.
+const KIND_BITS: u8 = F_EXP | F_LINEAR | F_STEPS;
+
+/// The backoff kind of `flags` (one of its kind bits, or 0 for a fixed delay) and whether an
+/// extension area follows the record's policy.
+fn kind_and_extension(flags: u8) -> (u8, bool) {
+    let bits = flags & KIND_BITS;
+    if bits.count_ones() >= 2 {
+        (KIND_BITS ^ bits, true)
+    } else {
+        (bits, false)
+    }
+}
 
 /// The record without its sort key, as `send.lua` takes it. Options must be validated.
 pub(crate) fn encode_body(options: &SendOptions, payload: &[u8]) -> Vec<u8> {
@@ -206,10 +232,11 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
 fn policy_end(rec: &[u8], flags: u8) -> Option<(usize, Option<Duration>)> {
     let mut at = 18;
     let first = read_varint(rec, &mut at)?;
-    let more = if flags & F_STEPS != 0 {
-        first
-    } else {
-        u64::from(flags & (F_EXP | F_LINEAR) != 0)
+    let (kind, extension) = kind_and_extension(flags);
+    let more = match kind {
+        F_STEPS => first,
+        0 => 0,
+        _ => 1,
     };
     for _ in 0..more {
         read_varint(rec, &mut at)?;
@@ -220,6 +247,11 @@ fn policy_end(rec: &[u8], flags: u8) -> Option<(usize, Option<Duration>)> {
     } else {
         None
     };
+    if extension {
+        // Fields this delayq does not read (none yet) are skipped whole.
+        let length = read_varint(rec, &mut at)?;
+        at = at.checked_add(usize::try_from(length).ok()?)?;
+    }
     Some((at, handler_timeout))
 }
 
@@ -282,11 +314,66 @@ pub(crate) fn lease_member(seq: [u8; 6], token: u64) -> [u8; 12] {
     member
 }
 
+/// Record body `body` (as [`encode_body`] made it) with an extension area of `fields` (tag,
+/// value) put in: a record as a later delayq writes it. The writer of the first real field
+/// comes with that field; until then the tests write unknown fields with this.
+#[cfg(test)]
+pub(crate) fn with_extension(body: &[u8], fields: &[(u8, &[u8])]) -> Vec<u8> {
+    let rec = with_sort_key(0, 0, body);
+    let (kind, extension) = kind_and_extension(rec[13]);
+    assert!(!extension, "the body has an extension area already");
+    let (at, _) = policy_end(&rec, rec[13]).expect("a well-formed body");
+    let mut area = Vec::new();
+    for (tag, value) in fields {
+        area.push(*tag);
+        put_varint(&mut area, value.len() as u64);
+        area.extend_from_slice(value);
+    }
+    let mut out = vec![(body[0] & !KIND_BITS) | (KIND_BITS ^ kind)];
+    out.extend_from_slice(&body[1..at - 13]);
+    put_varint(&mut out, area.len() as u64);
+    out.extend_from_slice(&area);
+    out.extend_from_slice(&body[at - 13..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn a_record_with_fields_this_delayq_does_not_know_reads_as_without() {
+        let backoffs = [
+            Backoff::fixed(Duration::from_secs(300)),
+            Backoff::exponential(Duration::from_secs(1), Duration::from_secs(60)).with_factor(3),
+            Backoff::linear(Duration::from_secs(30), Duration::from_secs(600)).with_jitter(5),
+            Backoff::steps(&[Duration::from_secs(30), Duration::from_secs(120)]),
+        ];
+        for (backoff, id) in backoffs.iter().flat_map(|b| [(b, None), (b, Some("o-1"))]) {
+            let mut options = SendOptions::new().backoff(*backoff).max_attempts(7);
+            options.id = id.map(str::to_owned);
+            options.handler_timeout = Some(Duration::from_secs(4));
+            let body = encode_body(&options, b"payload");
+            let extended = with_extension(&body, &[(200, b"later"), (201, &[0; 300])]);
+            let (plain, rich) = (
+                decode(with_sort_key(9, 3, &body)).expect("plain"),
+                decode(with_sort_key(9, 3, &extended)).expect("extended"),
+            );
+            assert_eq!(plain, rich, "{backoff:?} {id:?}");
+            assert_eq!(kind_and_extension(body[0]), (body[0] & KIND_BITS, false));
+            assert_eq!(kind_and_extension(extended[0]), (body[0] & KIND_BITS, true));
+            if id.is_none() {
+                let given = body_with_id(&extended, "tick-1").expect("an extended body");
+                let expected = with_extension(
+                    &body_with_id(&body, "tick-1").expect("a body"),
+                    &[(200, b"later"), (201, &[0; 300])],
+                );
+                assert_eq!(given, expected, "the id goes after the extension area");
+            }
+        }
+    }
 
     #[test]
     fn default_header_is_small() {

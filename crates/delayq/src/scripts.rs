@@ -69,4 +69,6 @@ fn with_prelude(source: &str) -> Script {
 }
 
 #[cfg(test)]
+mod extension_tests;
+#[cfg(test)]
 mod tests;

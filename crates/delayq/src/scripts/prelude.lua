@@ -12,6 +12,10 @@
 --   policy:  varint base ms (the count, for a list), [varint cap ms] (exponential, linear) or
 --            [count varint ms] (list), [factor u8], [jitter % u8], [varint handler timeout ms]
 --            (the timeout is for the worker: scripts only carry it along)
+--   [extension area] (data format 2): varint length, then fields; announced by the kind bits
+--            (2, 32, 64) set to the complement of the backoff kind's, so two or three of
+--            them. Scripts never read its fields: it stays with the policy (`m.policy`),
+--            and so every move of a record carries fields of a later delayq unchanged.
 --   [idlen u8, id]  only when flag 1 is set; otherwise the id is "<due us>-<seq>" of K
 --   payload: the rest
 --
@@ -42,6 +46,7 @@ local k = {
 
 local F_ID, F_EXP, F_FACTOR, F_JITTER = 1, 2, 4, 8
 local F_LINEAR, F_STEPS, F_TIMEOUT = 32, 64, 128
+local KIND_BITS = F_EXP + F_LINEAR + F_STEPS
 local TWO48 = 281474976710656
 
 -- Sequence numbers count below LEVEL; the bits above it hold the priority.
@@ -150,13 +155,25 @@ local function due_bound(us)
   return '(' .. be7(us + 1)
 end
 
--- Index of the first byte after the retry policy of a record with `flags`.
+-- The backoff kind of `flags` (F_EXP, F_LINEAR, F_STEPS, or 0 for a fixed delay), and
+-- whether an extension area follows the policy (the kind bits hold their complement).
+local function kind_of(flags)
+  local bits = bit.band(flags, KIND_BITS)
+  if bits == 0 or bits == F_EXP or bits == F_LINEAR or bits == F_STEPS then
+    return bits, false
+  end
+  return KIND_BITS - bits, true
+end
+
+-- Index of the first byte after the retry policy (and extension area) of a record with
+-- `flags`.
 local function policy_end(rec, flags)
   local n, i = uvarint(rec, 19)
+  local kind, extension = kind_of(flags)
   local skip = 0
-  if has(flags, F_STEPS) then
+  if kind == F_STEPS then
     skip = n
-  elseif has(flags, F_EXP) or has(flags, F_LINEAR) then
+  elseif kind ~= 0 then
     skip = 1
   end
   for _ = 1, skip do
@@ -170,6 +187,10 @@ local function policy_end(rec, flags)
   end
   if has(flags, F_TIMEOUT) then
     n, i = uvarint(rec, i)
+  end
+  if extension then
+    n, i = uvarint(rec, i)
+    i = i + n
   end
   return i
 end
@@ -186,18 +207,19 @@ end
 
 local function parse(rec)
   local m = { due = unbe7(rec, 1), seq = unbe6(rec, 8), flags = rec:byte(14) }
+  m.kind = kind_of(m.flags)
   local a1, a2, x1, x2 = rec:byte(15, 18)
   m.attempts = a1 * 256 + a2
   m.max = x1 * 256 + x2
   local i = 19
   m.base, i = uvarint(rec, i)
   m.cap, m.factor, m.jitter = m.base, 2, 0
-  if has(m.flags, F_STEPS) then
+  if m.kind == F_STEPS then
     m.steps = {}
     for j = 1, m.base do
       m.steps[j], i = uvarint(rec, i)
     end
-  elseif has(m.flags, F_EXP) or has(m.flags, F_LINEAR) then
+  elseif m.kind ~= 0 then
     m.cap, i = uvarint(rec, i)
   end
   if has(m.flags, F_FACTOR) then
@@ -428,11 +450,11 @@ end
 local function backoff_ms(m, rnd)
   local d = m.base
   local retry = math.max(m.attempts, 1)
-  if has(m.flags, F_STEPS) then
+  if m.kind == F_STEPS then
     d = m.steps[math.min(retry, #m.steps)]
-  elseif has(m.flags, F_LINEAR) then
+  elseif m.kind == F_LINEAR then
     d = math.min(m.base * retry, m.cap)
-  elseif has(m.flags, F_EXP) and d > 0 then
+  elseif m.kind == F_EXP and d > 0 then
     -- Capping the exponent keeps the power finite (255^64 < 2^512), so a zero base never
     -- meets infinity and no attempt count makes NaN.
     d = math.min(m.base * m.factor ^ math.min(math.max(m.attempts - 1, 0), 64), m.cap)
