@@ -1,14 +1,14 @@
 //! One message by its id: look it up, cancel it, or move its due time. The id names the
 //! message's partition (`partitions.rs`), so each is one script call there.
 
-use redis::{Script, ScriptInvocation};
+use redis::Script;
 
 use crate::error::{Error, Result};
 use crate::error_history;
 use crate::message::{CancelOutcome, MessageInfo};
 use crate::names::check_lookup_id;
 use crate::options::Schedule;
-use crate::queue_core::{invocation, QueueCore};
+use crate::queue_core::{invocation, Call, QueueCore};
 use crate::record;
 use crate::reply::{parse_state, Reply};
 use crate::state::State;
@@ -17,7 +17,7 @@ use crate::scripts::SCRIPTS;
 
 /// The partition that holds the message `id`, with its keys: an invocation of `script`
 /// there.
-async fn by_id<'s>(core: &QueueCore, id: &str, script: &'s Script) -> Result<ScriptInvocation<'s>> {
+async fn by_id<'s>(core: &QueueCore, id: &str, script: &'s Script) -> Result<Call<'s>> {
     check_lookup_id(id)?;
     let layout = core.known_layout().await?;
     let mut inv = invocation(layout.part(layout.for_id(id)), script);

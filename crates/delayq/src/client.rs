@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::announcements::{self, Announcer, Process};
 use crate::connection;
 use crate::error::{InvalidInput, Result};
 use crate::keys::Keys;
@@ -28,10 +29,12 @@ impl DelayQ {
         DelayQ {
             shared: Shared {
                 target,
+                announcer: Announcer::start(conn.clone()),
                 conn,
                 config: Arc::new(config),
                 subscriptions: Arc::default(),
                 durable: Arc::default(),
+                formats: Arc::default(),
             },
             layouts: Arc::default(),
         }
@@ -81,6 +84,20 @@ impl DelayQ {
         Ok(DelayQ::new(Target::Sentinel(sentinels), conn, config))
     }
 
+    /// The processes using this Redis, each with the newest data format it reads: every
+    /// client announces itself while it lives, and is listed until a lease
+    /// ([`ANNOUNCEMENT_LEASE`](crate::ANNOUNCEMENT_LEASE)) after its last announcement. An
+    /// upgrade of a queue's data format waits for those that read only older formats.
+    pub async fn processes(&self) -> Result<Vec<Process>> {
+        announcements::processes(&self.shared.conn).await
+    }
+
+    /// Takes this client's announcement back, for a process that stops: an upgrade need not
+    /// wait a lease for it. A call after this announces it again.
+    pub async fn withdraw(&self) -> Result<()> {
+        self.shared.announcer.withdraw(&self.shared.conn).await
+    }
+
     /// A handle on queue `name` (validated: see [`QueueName`]). A queue that does not exist
     /// yet is created, with one partition, by its first use.
     pub fn queue(&self, name: &str) -> Result<Queue> {
@@ -108,11 +125,13 @@ impl DelayQ {
     pub async fn create_queue(&self, name: &str, partitions: u16) -> Result<Queue> {
         partitions::check_count(partitions)?;
         let queue = self.queue(name)?;
-        let recorded = queue
-            .core()
-            .record_partitions(Some(Some(partitions)))
-            .await?
-            .unwrap_or(1);
+        let core = queue.core();
+        let (recorded, created) = core.record_partitions(Some(Some(partitions))).await?;
+        let recorded = recorded.unwrap_or(1);
+        if created {
+            core.stamp_new(&partitions::Layout::new(queue.name(), recorded))
+                .await?;
+        }
         if recorded != partitions {
             return Err(InvalidInput::Option(format!(
                 "queue {name} already has {recorded} partition(s); the count is fixed when a queue is first used"

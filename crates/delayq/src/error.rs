@@ -47,6 +47,16 @@ pub enum Error {
         /// The newest format this delayq reads.
         supported: u32,
     },
+    /// An upgrade of a queue's data format was refused: processes that read only older
+    /// formats are running (or were, less than a lease ago), and would misread the data.
+    /// Nothing was changed; upgrade or stop them first.
+    #[error("{} running process(es) read only formats older than {newest} ({}): upgrade or stop them, then upgrade the queue", processes.len(), processes.join(", "))]
+    OlderProcesses {
+        /// The format the upgrade was to stamp.
+        newest: u32,
+        /// Each such process, as `<name> (reads up to format <n>)`.
+        processes: Vec<String>,
+    },
     /// A send asked to be on `wanted` replicas ([`SendOptions::replicas`](crate::SendOptions::replicas))
     /// and only `replicas` had it within the timeout. The message was written; a failover now
     /// could lose it.
@@ -178,26 +188,9 @@ impl std::error::Error for InvalidInput {}
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The text of the error every script raises on data of a newer format (`scripts/format.lua`).
-const NEWER_FORMAT: &str = "delayq: this queue's data is format ";
-
 impl From<redis::RedisError> for Error {
-    /// A script's refusal of data of a newer format becomes [`Error::NewerFormat`]; anything
-    /// else stays a Redis error.
     fn from(e: redis::RedisError) -> Self {
-        let text = e.to_string();
-        let Some((_, rest)) = text.split_once(NEWER_FORMAT) else {
-            return Error::Redis(e);
-        };
-        // "<found>, newer than format <supported>, the newest ..."
-        let mut parts = rest.split(", newer than format ");
-        let found = parts.next().unwrap_or_default().to_owned();
-        let supported = parts
-            .next()
-            .and_then(|s| s.split(',').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_default();
-        Error::NewerFormat { found, supported }
+        Error::Redis(e)
     }
 }
 

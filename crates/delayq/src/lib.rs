@@ -71,6 +71,7 @@
 //!   last failures), `record.rs` (the stored message layout), `reply.rs` (reading script
 //!   replies), `recording.rs` (the metrics delayq records).
 
+mod announcements;
 mod browse;
 mod by_id;
 mod choice;
@@ -83,6 +84,7 @@ mod dead_letters;
 mod delivery;
 mod error;
 mod error_history;
+mod formats;
 mod history;
 mod keys;
 mod message;
@@ -108,9 +110,11 @@ mod settle;
 mod state;
 mod stats;
 mod target;
+mod upgrade;
 mod wakeup;
 pub mod worker;
 
+pub use announcements::{Process, LEASE as ANNOUNCEMENT_LEASE};
 pub use browse::{Cursor, Page, BROWSE_PAYLOAD_BYTES};
 pub use choice::Order;
 pub use client::{DelayQ, RedisConnection};
@@ -119,6 +123,7 @@ pub use dead_letters::DeadLetters;
 pub use delivery::Delivery;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
+pub use formats::{DATA_FORMAT, FIRST_FORMAT};
 pub use history::{Lateness, Minute, MAX_HISTORY_MINUTES};
 pub use message::{
     Amend, CancelOutcome, DeadLetter, DeadLettered, MessageInfo, NackOutcome, Next, RateLimit,
@@ -134,7 +139,6 @@ pub use partitions::MAX_PARTITIONS;
 pub use queue::Queue;
 pub use queue_set::{QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
 pub use receipt::Receipt;
-pub use record::DATA_FORMAT;
 pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS};
 pub use recurrence::{MissedTicks, Recurrence};
 pub use scheduler::Scheduler;
@@ -142,3 +146,4 @@ pub use schedules::{tick_id, ScheduleInfo, Schedules, MAX_SCHEDULE_NAME_LEN};
 pub use send::MAX_BATCH_BYTES;
 pub use settings::{Setting, MAX_IDEMPOTENCY_WINDOW};
 pub use state::State;
+pub use upgrade::QueueFormat;

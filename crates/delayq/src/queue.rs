@@ -34,6 +34,7 @@ use crate::settings::Setting;
 use crate::settle;
 use crate::state::State;
 use crate::stats;
+use crate::upgrade::{self, QueueFormat};
 
 /// A handle on one queue. Cheap to clone; clones share the connection.
 #[derive(Clone)]
@@ -305,6 +306,21 @@ impl Queue {
     /// minute of the queue's history: a pushing server's tally of the last second or so.
     pub async fn add_push_responses(&self, counts: &[u64; 6]) -> Result<()> {
         history::add_push_responses(&self.core, counts).await
+    }
+
+    /// The data format of each of the queue's partitions ([`DATA_FORMAT`](crate::DATA_FORMAT)
+    /// is the newest this delayq reads), and so the progress of an upgrade.
+    pub async fn data_format(&self) -> Result<QueueFormat> {
+        upgrade::read(&self.core).await
+    }
+
+    /// Upgrades the queue's data to [`DATA_FORMAT`](crate::DATA_FORMAT). Nothing is rewritten
+    /// (each format reads its predecessor's records): each partition is stamped, one atomic
+    /// step each, while deliveries go on; run it again after a crash to finish. Refused
+    /// ([`Error::OlderProcesses`]) while a process that reads only older formats is running,
+    /// or was less than a lease ago.
+    pub async fn upgrade_format(&self) -> Result<QueueFormat> {
+        upgrade::upgrade(&self.core).await
     }
 
     /// The dead letters of this queue.

@@ -11,13 +11,14 @@ use std::sync::Arc;
 use redis::{Script, ScriptInvocation, Value};
 use tokio::sync::OnceCell;
 
+use crate::announcements::Announcer;
 use crate::connection;
 use crate::error::{Error, InvalidInput, Result};
+use crate::formats::FormatGate;
 use crate::keys::Keys;
 use crate::names::QueueName;
 use crate::options::{Config, MAX_REPLICA_WAIT};
 use crate::partitions::{self, Layout};
-use crate::record::DATA_FORMAT;
 use crate::recording::QueueMetrics;
 use crate::scripts::SCRIPTS;
 use crate::target::Target;
@@ -38,6 +39,10 @@ pub(crate) struct Shared {
     /// The connection for sends that wait for replicas (opened on first use): `WAIT`
     /// blocks the connection it is sent on, and must not hold up everything else.
     pub(crate) durable: Arc<OnceCell<connection::Ordinary>>,
+    /// This client's announcement of the newest data format it reads.
+    pub(crate) announcer: Arc<Announcer>,
+    /// The data formats of the partitions this client calls on.
+    pub(crate) formats: Arc<FormatGate>,
 }
 
 /// One queue, as every handle on it sees it.
@@ -46,9 +51,6 @@ pub(crate) struct QueueCore {
     layout: LayoutCell,
     shared: Shared,
     metrics: Arc<QueueMetrics>,
-    /// Partitions whose data format this handle has read (`send.rs`'s Lua-free batches
-    /// check it once before their first write; scripts check it on every call).
-    format_read: std::sync::Mutex<std::collections::HashSet<usize>>,
 }
 
 impl QueueCore {
@@ -58,7 +60,6 @@ impl QueueCore {
             name,
             layout,
             shared,
-            format_read: Default::default(),
         }
     }
 
@@ -76,8 +77,12 @@ impl QueueCore {
         let layout = self
             .layout
             .get_or_try_init(|| async {
-                let count = self.record_partitions(Some(None)).await?;
-                Ok::<_, Error>(Arc::new(Layout::new(&self.name, count.unwrap_or(1))))
+                let (count, created) = self.record_partitions(Some(None)).await?;
+                let layout = Arc::new(Layout::new(&self.name, count.unwrap_or(1)));
+                if created {
+                    self.stamp_new(&layout).await?;
+                }
+                Ok::<_, Error>(layout)
             })
             .await?;
         Ok(layout.clone())
@@ -89,7 +94,7 @@ impl QueueCore {
         if let Some(layout) = self.layout.get() {
             return Ok(layout.clone());
         }
-        match self.record_partitions(None).await? {
+        match self.record_partitions(None).await?.0 {
             Some(count) => {
                 let layout = Arc::new(Layout::new(&self.name, count));
                 Ok(self.layout.get_or_init(|| async { layout }).await.clone())
@@ -98,13 +103,23 @@ impl QueueCore {
         }
     }
 
+    /// A queue just created (`layout`) is stamped with the newest data format, unless a
+    /// process that reads only older ones is running: then it starts at format 1, which
+    /// that process reads, until it is upgraded.
+    pub(crate) async fn stamp_new(&self, layout: &Layout) -> Result<()> {
+        match self.stamp_format(layout).await {
+            Err(Error::OlderProcesses { .. }) => Ok(()),
+            other => other,
+        }
+    }
+
     /// Reads the queue's partition count, `None` if it has none yet; with `Some(wanted)`,
     /// records `wanted` (1 for `None`) for a queue that has none, and returns what Redis
-    /// holds.
+    /// holds, and whether this call recorded it.
     pub(crate) async fn record_partitions(
         &self,
         wanted: Option<Option<u16>>,
-    ) -> Result<Option<u16>> {
+    ) -> Result<(Option<u16>, bool)> {
         let mut inv = SCRIPTS.partitions.prepare_invoke();
         inv.key(Keys::partitions(&self.name))
             .key(Keys::new(self.name.as_str()).seq());
@@ -114,7 +129,10 @@ impl QueueCore {
             Some(None) => inv.arg(""),
             Some(Some(p)) => inv.arg(p),
         };
-        let count = partitions::parse_count(&self.invoke(&inv).await?)?;
+        // The partition count is read before any format: it names no partition's data.
+        let reply = inv.invoke_async(&mut self.connection()).await?;
+        let created = matches!(reply, Value::Int(_));
+        let count = partitions::parse_count(&reply)?;
         if records {
             // The registry lives in a slot of its own, so it cannot be written by the script
             // above on a cluster. This runs once per queue per client (the layout is learnt
@@ -125,28 +143,33 @@ impl QueueCore {
                 .query_async(&mut self.connection())
                 .await?;
         }
-        Ok(count)
+        Ok((count, created))
     }
 
-    /// Refuses partition `k` (of `keys`) if its data is of a newer format than this delayq
-    /// reads ([`Error::NewerFormat`]), as `scripts/format.lua` does for every script: read
-    /// from Redis once per handle, for the writes that run no script.
-    pub(crate) async fn check_format(&self, k: usize, keys: &Keys) -> Result<()> {
-        let read = |set: &std::collections::HashSet<usize>| set.contains(&k);
-        if read(&self.format_read.lock().unwrap_or_else(|p| p.into_inner())) {
-            return Ok(());
-        }
-        let named: Option<String> = redis::cmd("HGET")
-            .arg(keys.control())
-            .arg("format")
-            .query_async(&mut self.connection())
-            .await?;
-        refuse_newer_format(named)?;
-        self.format_read
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(k);
-        Ok(())
+    /// The data format of partition `keys`, once this client may call on it: its
+    /// announcement is current and the partition's format is one it reads (else
+    /// [`Error::NewerFormat`], and nothing was written). Every script call passes this
+    /// ([`invoke`](Self::invoke)); so must every write that runs no script.
+    pub(crate) async fn admit(&self, keys: &Keys) -> Result<u32> {
+        self.admit_control(keys.control()).await
+    }
+
+    async fn admit_control(&self, control: &str) -> Result<u32> {
+        let shared = &self.shared;
+        shared
+            .formats
+            .admit(&shared.announcer, &shared.conn, control)
+            .await
+    }
+
+    /// Stamps the partitions of `layout` with the newest data format (see
+    /// [`FormatGate::stamp`]).
+    pub(crate) async fn stamp_format(&self, layout: &Layout) -> Result<()> {
+        let shared = &self.shared;
+        shared
+            .formats
+            .stamp(&shared.announcer, &shared.conn, layout)
+            .await
     }
 
     /// The live wake-up subscription of partition `keys`, shared with its other consumers.
@@ -178,10 +201,12 @@ impl QueueCore {
         Ok(durable.get())
     }
 
-    /// Runs a script call on the shared connection.
-    pub(crate) async fn invoke(&self, inv: &ScriptInvocation<'_>) -> Result<Value> {
+    /// Runs a script call on the shared connection, once the partition's data format
+    /// admits it ([`admit`](Self::admit)).
+    pub(crate) async fn invoke(&self, call: &Call<'_>) -> Result<Value> {
+        self.admit_control(&call.control).await?;
         let mut conn = self.shared.conn.get();
-        Ok(inv.invoke_async(&mut conn).await?)
+        Ok(call.inv.invoke_async(&mut conn).await?)
     }
 
     /// A payload (sent, or given to a failed message for its next attempt) is held to the
@@ -199,23 +224,35 @@ impl QueueCore {
     }
 }
 
-/// A script invocation with partition `keys` in place.
-pub(crate) fn invocation<'a>(keys: &Keys, script: &'a Script) -> ScriptInvocation<'a> {
+/// A script call on one partition: its invocation, with the partition's keys in place.
+pub(crate) struct Call<'a> {
+    inv: ScriptInvocation<'a>,
+    /// The partition's control hash, which names its data format.
+    control: String,
+}
+
+impl<'a> std::ops::Deref for Call<'a> {
+    type Target = ScriptInvocation<'a>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inv
+    }
+}
+
+impl std::ops::DerefMut for Call<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.inv
+    }
+}
+
+/// A call of `script` on partition `keys`, its arguments still to add.
+pub(crate) fn invocation<'a>(keys: &Keys, script: &'a Script) -> Call<'a> {
     let mut inv = script.prepare_invoke();
     for key in keys.all() {
         inv.key(key);
     }
-    inv
-}
-
-/// A partition's data format as its control hash names it (none: format 1), if this delayq
-/// reads it.
-pub(crate) fn refuse_newer_format(named: Option<String>) -> Result<()> {
-    match named {
-        Some(f) if f.parse::<u32>().map_or(true, |f| f > DATA_FORMAT) => Err(Error::NewerFormat {
-            found: f,
-            supported: DATA_FORMAT,
-        }),
-        _ => Ok(()),
+    Call {
+        inv,
+        control: keys.control().to_owned(),
     }
 }

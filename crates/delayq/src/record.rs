@@ -38,11 +38,6 @@ use crate::options::{Backoff, PayloadKind, SendOptions, DEFAULT_PRIORITY, MAX_PR
 /// travels with the message through every state without a byte of its own (`prelude.lua`).
 pub(crate) const LEVEL: u64 = 1 << 44;
 
-/// The data format this delayq reads and writes: the layout of what it stores in Redis, named
-/// in each partition's control hash (none named: format 1). `scripts/format.lua` refuses a
-/// newer one.
-pub const DATA_FORMAT: u32 = 1;
-
 /// The priority a sequence number carries.
 pub(crate) fn priority_of(seq: u64) -> u8 {
     match seq / LEVEL {

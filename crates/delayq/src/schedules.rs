@@ -161,6 +161,9 @@ impl<'a> Schedules<'a> {
         fields.push(("created_ms", created_ms.to_string().into()));
         fields.push(("priority", options.priority.to_string().into()));
         fields.push(("body", body));
+        // The definition holds a record body, which is this partition's data format's.
+        let layout = self.queue.layout().await?;
+        self.queue.admit(layout.part(0)).await?;
         let slot = crate::keys::slot(self.queue.name().as_str());
         let mut write = redis::pipe();
         write
@@ -173,7 +176,7 @@ impl<'a> Schedules<'a> {
         // starts afresh. (A delete racing this put may lose its tombstone to it; the last of
         // the two to finish decides whether the schedule exists.)
         let field = tick_field(name);
-        for keys in self.queue.layout().await?.parts() {
+        for keys in layout.parts() {
             let tick: Option<u64> = redis::cmd("HGET")
                 .arg(keys.control())
                 .arg(&field)

@@ -12,8 +12,6 @@ use std::sync::LazyLock;
 use redis::Script;
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
-/// The data format check every queue script runs before anything else (issue 34).
-const FORMAT_CHECK: &str = include_str!("scripts/format.lua");
 
 /// All scripts, compiled once per process.
 pub(crate) struct Scripts {
@@ -34,8 +32,10 @@ pub(crate) struct Scripts {
     pub(crate) bury: Script,
     pub(crate) control: Script,
     pub(crate) push_target: Script,
-    /// Not a queue script: needs no prelude.
+    /// Not queue scripts: they need no prelude.
     pub(crate) partitions: Script,
+    pub(crate) announce: Script,
+    pub(crate) stamp_format: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -57,6 +57,8 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     control: with_prelude(include_str!("scripts/control.lua")),
     push_target: with_prelude(include_str!("scripts/push_target.lua")),
     partitions: Script::new(include_str!("scripts/partitions.lua")),
+    announce: Script::new(include_str!("scripts/announce.lua")),
+    stamp_format: Script::new(include_str!("scripts/stamp_format.lua")),
 });
 
 fn with_prelude(source: &str) -> Script {
@@ -65,7 +67,7 @@ fn with_prelude(source: &str) -> Script {
         shebang.starts_with("#!lua"),
         "every script starts with #!lua"
     );
-    Script::new(&format!("{shebang}\n{FORMAT_CHECK}\n{PRELUDE}\n{body}"))
+    Script::new(&format!("{shebang}\n{PRELUDE}\n{body}"))
 }
 
 #[cfg(test)]

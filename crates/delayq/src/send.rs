@@ -18,7 +18,7 @@ use crate::options::{
     MAX_PRIORITY, MAX_REPLICA_WAIT,
 };
 use crate::partitions::{self, join_all, Layout};
-use crate::queue_core::{invocation, refuse_newer_format, QueueCore};
+use crate::queue_core::{invocation, QueueCore};
 use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -38,7 +38,7 @@ pub(crate) async fn send(core: &QueueCore, payload: &[u8], options: &SendOptions
     let value = match options.replicas {
         None => {
             let mut inv = invocation(layout.part(k), &SCRIPTS.send);
-            send_args(&mut inv, &layout, k, [(options, &prepared)]);
+            send_args(&mut *inv, &layout, k, [(options, &prepared)]);
             core.invoke(&inv).await?
         }
         Some(replicas) => {
@@ -132,7 +132,7 @@ async fn send_group(
     let items = positions
         .iter()
         .map(|&i| (&messages[i].options, &prepared[i]));
-    send_args(&mut inv, layout, k, items);
+    send_args(&mut *inv, layout, k, items);
     let specs: Vec<_> = positions
         .iter()
         .map(|&i| (&messages[i].options, prepared[i].0))
@@ -157,7 +157,7 @@ async fn send_generated<'p>(
     prepared: impl ExactSizeIterator<Item = &'p (DueSpec, Vec<u8>)>,
 ) -> Result<Vec<Sent>> {
     let keys = layout.part(k);
-    core.check_format(k, keys).await?;
+    core.admit(keys).await?;
     let count = prepared.len() as u64;
     let stride = layout.count() as u64;
     let mut conn = core.connection();
@@ -167,21 +167,8 @@ async fn send_generated<'p>(
         // As send.lua does: sequence numbers of partition k are k modulo P.
         reserve.cmd("SET").arg(keys.seq()).arg(k).arg("NX");
     }
-    reserve
-        .incr(keys.seq(), count * stride)
-        .cmd("TIME")
-        .cmd("HGET")
-        .arg(keys.control())
-        .arg("format");
+    reserve.incr(keys.seq(), count * stride).cmd("TIME");
     let mut replies = conn.transaction_at(keys.slot(), &reserve).await?;
-    // As scripts/format.lua does, before the records are added: data of a newer format is
-    // not this process's to write into (checked before the first write above too; this
-    // catches an upgrade since, at the cost of the sequence numbers reserved).
-    let named = match replies.pop() {
-        Some(Value::BulkString(named)) => Some(String::from_utf8_lossy(&named).into_owned()),
-        _ => None,
-    };
-    refuse_newer_format(named)?;
     let time = replies.pop();
     let last_seq = replies.pop();
     let (Some(Value::Int(last_seq)), Some(Value::Array(time))) = (last_seq, time) else {
@@ -250,6 +237,7 @@ async fn send_and_wait(
     replicas: Replicas,
 ) -> Result<Value> {
     let timeout_ms = checked_ms(replicas.timeout, "replica timeout")?;
+    core.admit(keys).await?;
     let mut pipe = redis::pipe();
     pipe.add_command(send)
         .cmd("WAIT")

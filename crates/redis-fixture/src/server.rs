@@ -250,12 +250,13 @@ impl RedisServer {
         }
     }
 
-    /// Every key with its serialized value (`DUMP`), sorted by key: what a test compares to
-    /// show that a refused call left Redis exactly as it was.
-    pub fn every_key_dumped(&self) -> Vec<(String, String)> {
-        let keys = match self.command(&["KEYS", "*"]) {
+    /// Every key that matches `pattern` (as `KEYS` takes it) with its serialized value
+    /// (`DUMP`), sorted by key: what a test compares to show that a refused call left Redis
+    /// exactly as it was.
+    pub fn every_key_dumped(&self, pattern: &str) -> Vec<(String, String)> {
+        let keys = match self.command(&["KEYS", pattern]) {
             Ok(Reply::Array(Some(keys))) => keys,
-            other => self.fail(&format!("KEYS * answered {other:?}")),
+            other => self.fail(&format!("KEYS {pattern} answered {other:?}")),
         };
         let mut out: Vec<(String, String)> = keys
             .iter()

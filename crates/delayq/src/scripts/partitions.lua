@@ -5,9 +5,10 @@
 -- KEYS[1]: dq:{<queue>}:partitions   KEYS[2]: dq:{<queue>}:seq (partition 0's sequence)
 -- ARGV[1]: the count asked for, '' for whatever the queue has (1 for a new queue), or '?'
 --   to read the count without recording one
--- Returns: the count recorded (nil for '?' on a queue without one). It differs from the one
---   asked for when the queue already had a count, or was used before it had one (its
---   messages are numbered for one partition).
+-- Returns: the count recorded (nil for '?' on a queue without one): a string, or an integer
+--   when this call recorded it (a new queue, which the caller stamps with its data format).
+--   It differs from the one asked for when the queue already had a count, or was used
+--   before it had one (its messages are numbered for one partition).
 local current = redis.call('GET', KEYS[1])
 if current or ARGV[1] == '?' then
   return current
@@ -17,4 +18,4 @@ if wanted == '' or redis.call('EXISTS', KEYS[2]) == 1 then
   wanted = '1'
 end
 redis.call('SET', KEYS[1], wanted)
-return wanted
+return tonumber(wanted)

@@ -1,0 +1,191 @@
+//! Every process that uses a Redis announces the newest data format it reads, under a lease
+//! it renews: what an upgrade asks before it stamps a newer format (`formats.rs` states the
+//! rule), and what `delayq admin formats` lists.
+//!
+//! The registry is one sorted set, `dq:processes`: members `<newest format> <process>`,
+//! scored by the deadline of their lease in ms of the server's clock. A member stays one
+//! lease past its deadline (a process that stalled may still have calls on their way), so
+//! the upgrade counts it that long, and then it is pruned.
+//!
+//! A client announces before its first call and renews every third of a lease from a task
+//! of its own. Its calls go by an *epoch*: the span of leases renewed in time. When a lease
+//! runs out (Redis was out of reach, the process stalled), the next call announces anew and
+//! starts a new epoch, and the formats read in the old one are read again (`FormatGate`).
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use crate::connection;
+use crate::error::{Error, Result};
+use crate::formats::DATA_FORMAT;
+use crate::scripts::SCRIPTS;
+
+/// How long an announcement holds without renewal.
+pub const LEASE: Duration = Duration::from_secs(30);
+
+/// How often a client renews its announcement: three times a lease, so two renewals may fail
+/// before it runs out.
+const RENEW_EVERY: Duration = Duration::from_secs(10);
+
+/// The registry's key (a key of its own: on a cluster it lives in one slot, apart from
+/// every queue).
+pub(crate) const REGISTRY: &str = "dq:processes";
+
+/// A process as the registry lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// Host, process id and a random part, so two clients in one process differ.
+    pub name: String,
+    /// The newest data format it reads.
+    pub newest_format: u32,
+    /// Milliseconds until its announcement's lease runs out (negative: it ran out that long
+    /// ago, and the process is counted for one more lease).
+    pub lease_left_ms: i64,
+}
+
+/// One client's announcement.
+pub(crate) struct Announcer {
+    member: String,
+    lease: Mutex<Lease>,
+    /// One announcement at a time: calls that find the lease run out wait for one.
+    announcing: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct Lease {
+    valid_until: Option<Instant>,
+    epoch: u64,
+}
+
+impl Announcer {
+    /// An announcer for this process, and the task that renews its announcement while the
+    /// client lives (it ends when the announcer is dropped).
+    pub(crate) fn start(conn: connection::Ordinary) -> Arc<Announcer> {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty() && !h.contains(' '))
+            .unwrap_or_else(|| "host".to_owned());
+        let name = format!(
+            "{host}:{}:{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        let announcer = Arc::new(Announcer {
+            member: format!("{DATA_FORMAT} {name}"),
+            lease: Mutex::default(),
+            announcing: tokio::sync::Mutex::new(()),
+        });
+        tokio::spawn(renew(Arc::downgrade(&announcer), conn));
+        announcer
+    }
+
+    /// The epoch this client's calls are in, announcing first if its lease has run out (or
+    /// it has not announced yet).
+    pub(crate) async fn epoch(&self, conn: &connection::Ordinary) -> Result<u64> {
+        if let Some(epoch) = self.current() {
+            return Ok(epoch);
+        }
+        let _one = self.announcing.lock().await;
+        if let Some(epoch) = self.current() {
+            return Ok(epoch);
+        }
+        self.announce(conn).await
+    }
+
+    fn current(&self) -> Option<u64> {
+        let lease = self.lock();
+        let valid = lease
+            .valid_until
+            .is_some_and(|until| until > Instant::now());
+        valid.then_some(lease.epoch)
+    }
+
+    /// Announces (or renews), and returns the epoch that goes on from here.
+    async fn announce(&self, conn: &connection::Ordinary) -> Result<u64> {
+        // The lease is counted from before the call: Redis starts it later, so this client
+        // never thinks it holds a lease that Redis has let go.
+        let sent = Instant::now();
+        let mut inv = SCRIPTS.announce.prepare_invoke();
+        inv.key(REGISTRY)
+            .arg(&self.member)
+            .arg(LEASE.as_millis() as u64);
+        let _: i64 = inv.invoke_async(&mut conn.get()).await?;
+        let mut lease = self.lock();
+        if lease.valid_until.is_none_or(|until| until <= sent) {
+            lease.epoch += 1;
+        }
+        lease.valid_until = Some(sent + LEASE);
+        Ok(lease.epoch)
+    }
+
+    /// Takes the announcement back (a process that stops): an upgrade need not wait for its
+    /// lease. Calls after this announce again.
+    pub(crate) async fn withdraw(&self, conn: &connection::Ordinary) -> Result<()> {
+        let _one = self.announcing.lock().await;
+        let mut inv = SCRIPTS.announce.prepare_invoke();
+        inv.key(REGISTRY)
+            .arg(&self.member)
+            .arg(LEASE.as_millis() as u64)
+            .arg("withdraw");
+        let _: i64 = inv.invoke_async(&mut conn.get()).await?;
+        self.lock().valid_until = None;
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lease> {
+        self.lease.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Renews the announcement of `announcer` while it lives, once it has announced.
+async fn renew(announcer: Weak<Announcer>, conn: connection::Ordinary) {
+    loop {
+        tokio::time::sleep(RENEW_EVERY).await;
+        let Some(announcer) = announcer.upgrade() else {
+            return;
+        };
+        if announcer.lock().valid_until.is_none() {
+            continue;
+        }
+        let _one = announcer.announcing.lock().await;
+        if let Err(e) = announcer.announce(&conn).await {
+            tracing::warn!(error = %e, "could not renew this process's announcement");
+        }
+    }
+}
+
+/// Every process the registry counts: announced, or whose lease ran out less than a lease
+/// ago.
+pub(crate) async fn processes(conn: &connection::Ordinary) -> Result<Vec<Process>> {
+    let mut conn = conn.get();
+    let members: Vec<(String, i64)> = redis::cmd("ZRANGE")
+        .arg(REGISTRY)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut conn)
+        .await?;
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
+    let now_ms = secs * 1000 + micros / 1000;
+    let lease_ms = LEASE.as_millis() as i64;
+    let mut out = Vec::with_capacity(members.len());
+    for (member, deadline) in members {
+        let parsed = member
+            .split_once(' ')
+            .and_then(|(f, name)| Some((f.parse().ok()?, name)));
+        let Some((newest_format, name)) = parsed else {
+            return Err(Error::Protocol(format!("{REGISTRY}: member {member:?}")));
+        };
+        let lease_left_ms = deadline - now_ms;
+        if lease_left_ms > -lease_ms {
+            out.push(Process {
+                name: name.to_owned(),
+                newest_format,
+                lease_left_ms,
+            });
+        }
+    }
+    Ok(out)
+}
