@@ -113,6 +113,10 @@ impl From<delayq::Error> for ApiError {
                 "newer_data_format",
                 e.to_string(),
             ),
+            // An upgrade while older processes run: they are named; nothing was changed.
+            delayq::Error::OlderProcesses { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "older_processes", e.to_string())
+            }
             ref redis if redis.is_retryable() => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

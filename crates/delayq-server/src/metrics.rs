@@ -95,7 +95,9 @@ where
             }
             metrics::gauge!("delayq_oldest_ready_lag_seconds", "queue" => q.clone())
                 .set(s.oldest_ready_lag_ms as f64 / 1000.0);
-            metrics::gauge!("delayq_queue_paused", "queue" => q).set(f64::from(u8::from(s.paused)));
+            metrics::gauge!("delayq_queue_paused", "queue" => q.clone())
+                .set(f64::from(u8::from(s.paused)));
+            metrics::gauge!("delayq_data_format", "queue" => q).set(f64::from(s.data_format));
         }
         *gauges.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
     }

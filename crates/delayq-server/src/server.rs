@@ -130,6 +130,11 @@ pub async fn run(
     if let Some(pusher) = pusher {
         let _ = pusher.await;
     }
+    // Nothing more of this process will reach Redis: an upgrade of the data format need not
+    // wait out its announcement's lease.
+    if let Err(e) = state.dq().withdraw().await {
+        tracing::warn!(error = %e, "could not take back this process's announcement");
+    }
     Ok(())
 }
 

@@ -87,6 +87,10 @@ pub struct Stats {
     pub rate_limit: Option<RateLimit>,
     /// Delivered by push ([`Setting::PushDelivery`](crate::Setting::PushDelivery)).
     pub push: bool,
+    /// The data format of the queue (the oldest of its partitions'; see
+    /// [`Queue::data_format`](crate::Queue::data_format) for each, and
+    /// [`DATA_FORMAT`](crate::DATA_FORMAT) for the newest this delayq reads).
+    pub data_format: u32,
 }
 
 /// At most `per_second` deliveries per second from a queue, across all its consumers, with

@@ -30,6 +30,10 @@ pub(crate) async fn stats(core: &QueueCore) -> Result<Stats> {
         total.idempotency_window = total.idempotency_window.max(s.idempotency_window);
         total.rate_limit = total.rate_limit.or(s.rate_limit);
         total.push |= s.push;
+        total.data_format = match total.data_format {
+            0 => s.data_format,
+            f => f.min(s.data_format),
+        };
     }
     Ok(total)
 }
@@ -47,5 +51,6 @@ async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
         idempotency_window: Duration::from_millis(r.uint()?),
         rate_limit: crate::settings::parse_limit(&r.string()?),
         push: r.uint()? == 1,
+        data_format: r.uint()? as u32,
     })
 }

@@ -36,6 +36,9 @@ struct StatsOut {
     idempotency_window_ms: u64,
     /// The queue's rate limit, if it has one.
     rate_limit: Option<RateLimitArg>,
+    /// The format of the queue's data (the oldest of its partitions'; `GET
+    /// .../format` shows each).
+    data_format: u32,
 }
 
 impl StatsOut {
@@ -55,6 +58,7 @@ impl StatsOut {
                 per_second: l.per_second,
                 burst: Some(l.burst),
             }),
+            data_format: s.data_format,
         })
     }
 }

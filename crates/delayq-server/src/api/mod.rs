@@ -14,6 +14,7 @@
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
 //! | `PUT /v1/queues/{queue}/push` (set the push target), `GET`, `DELETE` | admin |
 //! | `GET /v1/queues/{queue}/schedules`; `PUT`, `GET`, `DELETE .../schedules/{name}` | admin |
+//! | `GET /v1/queues/{queue}/format`, `POST .../upgrade`; `GET /v1/processes` | admin |
 //! | `GET /metrics` (Prometheus text) | admin |
 //! | `GET /openapi.json` (this table, as OpenAPI 3.1), `GET /readyz` (Redis answers) | any |
 //! | `GET /healthz` (process up) | none |
@@ -23,6 +24,7 @@ mod admin;
 pub mod body;
 pub mod browse;
 mod consume;
+mod formats;
 mod path;
 mod produce;
 mod push;
@@ -106,6 +108,9 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(push::put, push::get, push::delete))
         .routes(routes!(schedules::list))
         .routes(routes!(schedules::put, schedules::get, schedules::delete))
+        .routes(routes!(formats::get))
+        .routes(routes!(formats::upgrade))
+        .routes(routes!(formats::processes))
 }
 
 #[derive(utoipa::OpenApi)]
@@ -116,7 +121,7 @@ fn routes() -> OpenApiRouter<AppState> {
     tags(
         (name = "produce", description = "Send, get, cancel, reschedule (role send)"),
         (name = "consume", description = "Receive and settle by receipt (role consume)"),
-        (name = "admin", description = "Queues, stats, pause and resume, dead letters, metrics (role admin)"),
+        (name = "admin", description = "Queues, stats, pause and resume, dead letters, data formats and upgrades, metrics (role admin)"),
         (name = "browse", description = "Lists and searches of messages by state (any token)"),
         (name = "probes", description = "Health (no token) and readiness (any token)"),
     )

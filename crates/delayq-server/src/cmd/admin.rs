@@ -137,6 +137,9 @@ pub enum AdminCommand {
     /// Push delivery: set, get, remove a queue's push target.
     #[command(subcommand)]
     Push(super::push::PushCommand),
+    /// Data formats: show each queue's and the processes running, upgrade queues.
+    #[command(subcommand)]
+    Format(super::format::FormatCommand),
 }
 
 /// Dead-letter commands.
@@ -370,6 +373,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::Dead(dead) => run_dead(dead).await,
         AdminCommand::Schedule(command) => super::schedule::run(command).await,
         AdminCommand::Push(command) => super::push::run(command).await,
+        AdminCommand::Format(command) => super::format::run(command).await,
     }
 }
 
@@ -474,6 +478,7 @@ fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
         "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "partitions": partitions,
         "paused": s.paused, "idempotency_window_ms": s.idempotency_window.as_millis() as u64,
         "rate_limit": s.rate_limit.map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
+        "data_format": s.data_format,
     })
 }
 

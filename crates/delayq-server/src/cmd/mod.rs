@@ -2,14 +2,16 @@
 //!
 //! Floors, top down (each imports only from below it):
 //! * this file: the command line, dispatched to `serve` or `admin`;
-//! * `admin.rs`: the admin commands, handing `schedule` and `push` to their modules;
-//! * `schedule.rs`, `push.rs`: recurring schedules, push targets;
+//! * `admin.rs`: the admin commands, handing `schedule`, `push` and `format` to their
+//!   modules;
+//! * `schedule.rs`, `push.rs`, `format.rs`: recurring schedules, push targets, data formats;
 //! * `serve.rs`: the HTTP API; `common.rs`: what the admin commands share (flags,
 //!   connection, printing, text forms);
 //! * `redis_args.rs`: where Redis is, as every command is told.
 
 mod admin;
 mod common;
+mod format;
 mod push;
 mod redis_args;
 mod schedule;

@@ -81,6 +81,10 @@ pub async fn queue_action(
     let done = match form.action.as_str() {
         "pause" => queue.pause().await.map(|()| "Paused.".to_owned()),
         "resume" => queue.resume().await.map(|()| "Resumed.".to_owned()),
+        "upgrade" => queue
+            .upgrade_format()
+            .await
+            .map(|f| format!("Upgraded: data format {}.", f.format())),
         "requeue_all" => queue
             .dead_letters()
             .requeue_all()

@@ -76,6 +76,7 @@ async fn render(
         crate::push::target::load(app.dq(), &queue),
     );
     let stats = stats.map_err(|e| e.to_string())?;
+    let older_format = stats.data_format < delayq::DATA_FORMAT;
     let history = history.map_err(|e| e.to_string())?;
     let page = page.map_err(|e| e.to_string())?;
     let schedules = schedules.map_err(|e| e.to_string())?;
@@ -100,6 +101,10 @@ async fn render(
             }
             div.card { div.n { @if stats.ready > 0 { (span(stats.oldest_ready_lag_ms as f64)) } @else { "–" } } div.l { "oldest ready" } }
             div.card #paused-state { div.n { @if stats.paused { span.warn { "paused" } } @else { "running" } } div.l { "state" } }
+            div.card #data-format {
+                div.n { @if older_format { span.warn { (stats.data_format) } } @else { (stats.data_format) } }
+                div.l { "data format" @if older_format { " (newest " (delayq::DATA_FORMAT) ")" } }
+            }
         }
         @if session.can_act() {
             form.row method="post" action=(format!("{base}/act")) {
@@ -108,6 +113,9 @@ async fn render(
                     button.primary #resume type="submit" name="action" value="resume" { "Resume" }
                 } @else {
                     button #pause type="submit" name="action" value="pause" { "Pause" }
+                }
+                @if older_format {
+                    button #upgrade type="submit" name="action" value="upgrade" { "Upgrade data format" }
                 }
             }
         }

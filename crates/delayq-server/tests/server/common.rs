@@ -134,6 +134,16 @@ impl Endpoint {
         self.call(Method::GET, path, None).await
     }
 
+    /// `GET path`, its body as text (a page, the metrics).
+    pub async fn get_text(&self, path: &str) -> (StatusCode, String) {
+        let mut req = self.http.get(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        let resp = req.send().await.expect("request");
+        (resp.status(), resp.text().await.expect("body"))
+    }
+
     /// Stops the server gracefully and waits for it.
     pub async fn shutdown(mut self) {
         if let Some(stop) = self.stop.take() {
@@ -191,11 +201,14 @@ pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str
     assert!(answer.1["error"]["message"].is_string(), "{}", answer.1);
 }
 
-/// Every key in `redis`, sorted: what a refused request must leave as it found it.
+/// Every key in `redis`, sorted: what a refused request must leave as it found it. Not the
+/// registry of processes, where a server announces itself before its first call reaches
+/// a queue.
 pub fn all_keys(redis: &RedisServer) -> Vec<String> {
     let mut keys: Vec<String> = redis
         .cli(&["KEYS", "*"])
         .lines()
+        .filter(|k| *k != "dq:processes")
         .map(str::to_owned)
         .collect();
     keys.sort();

@@ -656,9 +656,13 @@ async fn a_queue_of_a_newer_data_format_is_refused_with_503() {
     let s = TestServer::start().await;
     s.post("/v1/queues/q/messages", json!({ "payload": 1, "id": "a" }))
         .await;
-    s.redis.cli(&["HSET", "dq:{q}:control", "format", "2"]);
+    let newer = (delayq::DATA_FORMAT + 1).to_string();
+    s.redis.cli(&["HSET", "dq:{q}:control", "format", &newer]);
+    // A server that starts after a newer delayq upgraded the queue (one running before
+    // would have held the upgrade up: tests/server/formats.rs).
+    let late = s.start_beside(Limits::default()).await;
     let before = all_keys(&s.redis);
-    let answer = s
+    let answer = late
         .post("/v1/queues/q/messages", json!({ "payload": 2 }))
         .await;
     assert_error(
@@ -667,11 +671,12 @@ async fn a_queue_of_a_newer_data_format_is_refused_with_503() {
         "newer_data_format",
     );
     let message = answer.1["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("format 2"), "{message}");
+    assert!(message.contains(&format!("format {newer}")), "{message}");
     assert!(message.contains("upgrade"), "{message}");
     assert_eq!(
         all_keys(&s.redis),
         before,
         "the refused send wrote something"
     );
+    late.shutdown().await;
 }

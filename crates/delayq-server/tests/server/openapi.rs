@@ -42,6 +42,9 @@ const ROUTES: &[&str] = &[
     "PUT /v1/queues/{queue}/schedules/{name}",
     "GET /v1/queues/{queue}/schedules/{name}",
     "DELETE /v1/queues/{queue}/schedules/{name}",
+    "GET /v1/queues/{queue}/format",
+    "POST /v1/queues/{queue}/upgrade",
+    "GET /v1/processes",
 ];
 
 async fn document(s: &TestServer) -> Value {

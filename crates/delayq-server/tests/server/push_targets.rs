@@ -27,8 +27,9 @@ async fn send(s: &Endpoint, queue: &str, body: Value) {
 #[tokio::test]
 async fn a_save_or_remove_that_fails_part_way_leaves_a_queue_someone_consumes() {
     let s = TestServer::start_with(loopback_allowed(), Tokens::default()).await;
-    // A server whose Redis user may write every queue's keys but not the index of pushed
-    // queues (`dq:pushed`): its saves and removes fail between their steps.
+    // A server whose Redis user may write every queue's keys (and announce itself) but not
+    // the index of pushed queues (`dq:pushed`): its saves and removes fail between their
+    // steps.
     s.redis.cli(&[
         "ACL",
         "SETUSER",
@@ -36,6 +37,7 @@ async fn a_save_or_remove_that_fails_part_way_leaves_a_queue_someone_consumes() 
         "on",
         ">limited-password",
         "~dq:{*",
+        "~dq:processes",
         "&*",
         "+@all",
     ]);

@@ -22,8 +22,13 @@ impl Serve {
     /// Starts `delayq serve ARGS --listen 127.0.0.1:<free port>` and waits for /healthz.
     /// `env` adds to (or overrides) the test's environment.
     pub(crate) async fn start(args: &[&str], env: &[(&str, &str)]) -> Serve {
+        Self::start_binary(Path::new(env!("CARGO_BIN_EXE_delayq")), args, env).await
+    }
+
+    /// [`start`](Self::start) with another build of `delayq` (a release before this one).
+    pub(crate) async fn start_binary(binary: &Path, args: &[&str], env: &[(&str, &str)]) -> Serve {
         let port = redis_fixture::free_port();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+        let mut cmd = Command::new(binary);
         cmd.arg("serve")
             .args(args)
             .arg("--listen")
@@ -79,8 +84,18 @@ impl Serve {
         read(resp).await
     }
 
+    pub(crate) async fn get(&self, path: &str) -> (StatusCode, serde_json::Value) {
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("request");
+        read(resp).await
+    }
+
     /// SIGTERM, then waits for a clean exit; returns the log.
-    fn terminate(mut self) -> String {
+    pub(crate) fn terminate(mut self) -> String {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let status = self.child.wait().expect("wait");

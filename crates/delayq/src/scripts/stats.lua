@@ -6,9 +6,10 @@
 -- ARGV: none
 -- Returns: { delayed, ready, in_flight, dead, oldest ready lag ms (0 when none is ready),
 --   1 when paused else 0, idempotency window ms (0: none), rate limit '<per second>/<burst>'
---   or '', 1 when delivered by push else 0 }
+--   or '', 1 when delivered by push else 0, the data format (src/formats.rs; none named: 1) }
 local now = now_us()
-local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit', 'levels', 'push')
+local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit', 'levels', 'push',
+  'format')
 local prios = priorities(control[4])
 local ready, pending = 0, 0
 for _, p in ipairs(prios) do
@@ -21,4 +22,5 @@ if ready > 0 then
   lag = to_ms(now - earliest_due(prios))
 end
 return { pending - ready, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag,
-  control[1] and 1 or 0, tonumber(control[2] or '0'), control[3] or '', control[5] and 1 or 0 }
+  control[1] and 1 or 0, tonumber(control[2] or '0'), control[3] or '', control[5] and 1 or 0,
+  tonumber(control[6] or '1') }
