@@ -296,9 +296,10 @@ pub fn check(
             let _ = writeln!(
                 t,
                 "faults: {} worker kill -9, {} worker SIGTERM, {} Redis kill -9 (+restart), {} Redis SIGSTOP ({} s each), \
-                 {} server kill -9 (+restart), {} connection cuts, {} half-open connections",
+                 {} server kill -9 (+restart), {} connection cuts, {} half-open connections; {} data format upgrade",
                 fault(Fault::KillWorker), fault(Fault::TermWorker), fault(Fault::KillRedis), fault(Fault::FreezeRedis),
                 FREEZE.as_secs(), fault(Fault::KillServer), fault(Fault::CutConnections), fault(Fault::HalfOpen),
+                fault(Fault::UpgradeFormat),
             );
         }
         Some(c) => {

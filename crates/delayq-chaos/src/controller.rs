@@ -20,6 +20,7 @@ use crate::failover::Cluster;
 use crate::history::{now_us, Event, Fault, Recorder};
 use crate::plan;
 use crate::processes::{signal, Launcher, Proc, Role};
+use crate::upgrade;
 
 /// Settings of a run.
 #[derive(clap::Args, Debug)]
@@ -75,6 +76,8 @@ enum Planned {
     KillMaster,
     /// Cluster: the same, with the replica frozen first so that it lags behind.
     StallAndKillMaster,
+    /// The queue's data format upgraded (`upgrade.rs`).
+    UpgradeFormat,
 }
 
 /// The faults at fixed points of a run on one Redis.
@@ -84,6 +87,7 @@ const SINGLE_PLAN: &[(f64, Planned)] = &[
     (0.30, Planned::TermWorker),
     (0.35, Planned::KillServer),
     (0.40, Planned::FreezeRedis),
+    (0.50, Planned::UpgradeFormat),
     (0.55, Planned::KillRedis),
     (0.60, Planned::HalfOpen),
     (0.70, Planned::TermWorker),
@@ -153,6 +157,13 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
     // A failover still under way ends before anything else.
     let faults = faults.and(run.finish_failover());
     let drained = faults.and_then(|()| run.drain());
+    // On one Redis the queue was upgraded from format 1 during the faults.
+    let drained = match &run.backend {
+        Backend::Single { .. } => drained.and_then(|()| {
+            upgrade::check_current(run.launcher.delayq_bin(), &run.backend.server_args())
+        }),
+        Backend::Cluster(_) => drained,
+    };
     let leftovers = run.leftovers();
     run.stop_all();
     let (lookup, cluster) = match &run.backend {
@@ -257,6 +268,7 @@ impl Run {
         let backend = match args.cluster {
             false => {
                 let redis = RedisServer::start_with(ServerConfig::appendonly());
+                upgrade::as_the_release_before(&redis)?;
                 let proxy = Proxy::start(redis.port());
                 Backend::Single { redis, proxy }
             }
@@ -463,6 +475,10 @@ impl Run {
     /// Injects one planned fault; false if it has to wait.
     fn planned(&mut self, what: Planned, pick: usize) -> Result<bool, String> {
         match what {
+            Planned::UpgradeFormat => {
+                upgrade::upgrade(self.launcher.delayq_bin(), &self.backend.server_args())?;
+                self.note(Fault::UpgradeFormat, None);
+            }
             Planned::HalfOpen => {
                 if self.proxy().is_some_and(|p| p.hold_half_open(pick)) {
                     self.note(Fault::HalfOpen, None);

@@ -130,6 +130,8 @@ pub enum Fault {
     Rejoined,
     /// A process that was not killed died on its own: always a failure.
     Crashed,
+    /// The queue's data format was upgraded (`upgrade.rs`).
+    UpgradeFormat,
 }
 
 /// Appends events to one history file.

@@ -28,6 +28,7 @@ mod processes;
 mod producer;
 mod shutdown;
 mod soak;
+mod upgrade;
 mod worker;
 
 use std::process::ExitCode;

@@ -60,6 +60,11 @@ impl Launcher {
         }
     }
 
+    /// The `delayq` binary: the server, and the admin CLI.
+    pub fn delayq_bin(&self) -> &Path {
+        &self.delayq_bin
+    }
+
     /// Starts this binary with `args` (then `--out` its history file).
     pub fn chaos(&mut self, role: Role, args: &[String]) -> std::io::Result<Proc> {
         self.started += 1;
