@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use crate::connection;
 use crate::error::{Error, Result};
-use crate::formats::DATA_FORMAT;
 use crate::scripts::SCRIPTS;
 
 /// How long an announcement holds without renewal.
@@ -58,9 +57,10 @@ struct Lease {
 }
 
 impl Announcer {
-    /// An announcer for this process, and the task that renews its announcement while the
-    /// client lives (it ends when the announcer is dropped).
-    pub(crate) fn start(conn: connection::Ordinary) -> Arc<Announcer> {
+    /// An announcer for this process, which reads data formats up to `newest`, and the task
+    /// that renews its announcement while the client lives (it ends when the announcer is
+    /// dropped).
+    pub(crate) fn start(conn: connection::Ordinary, newest: u32) -> Arc<Announcer> {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()
             .or_else(|| std::env::var("HOSTNAME").ok())
@@ -73,7 +73,7 @@ impl Announcer {
             rand::random::<u32>()
         );
         let announcer = Arc::new(Announcer {
-            member: format!("{DATA_FORMAT} {name}"),
+            member: format!("{newest} {name}"),
             lease: Mutex::default(),
             announcing: tokio::sync::Mutex::new(()),
         });

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use crate::announcements::{self, Announcer, Process};
 use crate::connection;
 use crate::error::{InvalidInput, Result};
+use crate::formats::DATA_FORMAT;
 use crate::keys::Keys;
 use crate::names::QueueName;
 use crate::options::Config;
@@ -29,7 +30,7 @@ impl DelayQ {
         DelayQ {
             shared: Shared {
                 target,
-                announcer: Announcer::start(conn.clone()),
+                announcer: Announcer::start(conn.clone(), DATA_FORMAT),
                 conn,
                 config: Arc::new(config),
                 subscriptions: Arc::default(),

@@ -58,10 +58,14 @@
 //!   claim) and `choice.rs` (which lane next), `dead_letters.rs` ([`DeadLetters`]),
 //!   `browse.rs` (list, search), `history.rs` (per-minute counts), `stats.rs`,
 //!   `control.rs` (pause, resume, settings), `schedules.rs` ([`Schedules`]),
-//!   `push_target.rs` (the server's push target).
+//!   `push_target.rs` (the server's push target), `upgrade.rs` (a queue's data format
+//!   and its upgrade).
 //! * The queue core: `queue_core.rs`: a queue's name, connection, partition layout, script
-//!   invocation and wake-up subscriptions.
-//! * Below the core: `wakeup.rs` (consumers' subscriptions, one push connection per
+//!   invocation (each call admitted by the partition's data format) and wake-up
+//!   subscriptions.
+//! * Below the core: `formats.rs` (the data formats this delayq reads, the gate every call
+//!   passes, the stamp of an upgrade) over `announcements.rs` (every process announces the
+//!   newest format it reads); `wakeup.rs` (consumers' subscriptions, one push connection per
 //!   client); `target.rs` (where Redis is) over `connection.rs` (the connection rules) and
 //!   `sentinel.rs` (finding the master); `partitions.rs` (one queue over several hash
 //!   tags) over `keys.rs` (every Redis key and its slot); `scripts.rs` and `scripts/*.lua`
