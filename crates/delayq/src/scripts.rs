@@ -71,6 +71,4 @@ fn with_prelude(source: &str) -> Script {
 }
 
 #[cfg(test)]
-mod extension_tests;
-#[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 -- announce.lua: a process announces the newest data format it reads, or takes its
--- announcement back (src/announcements.rs). Runs without the prelude: it touches no queue.
+-- announcement back (the registry of processes: README, "Upgrading"). Runs without the
+-- prelude: it touches no queue.
 -- Allowed at maxmemory: a member is a few bytes, and a full Redis must still be drained.
 -- KEYS[1]: dq:processes, ZSET of '<newest format> <process>' scored by lease deadline (ms)
 -- ARGV[1]: the member   ARGV[2]: the lease in ms   ARGV[3]: 'withdraw' takes the member out

@@ -17,17 +17,17 @@
 --              clearing it wakes waiting consumers, the kind that now claims among them.
 -- Returns: how many settings this changed.
 check_groups(2, 'control')
-local formats = {
+local patterns = {
   paused = '^1$', window_ms = '^[1-9]%d*$', rate = '^%d+%.?%d*$', burst = '^[1-9]%d*$',
   limit = '^[1-9]%d*/[1-9]%d*$', push = '^1$',
 }
 -- Every pair is checked before the first write.
 for i = 1, #ARGV, 2 do
   local name, value = ARGV[i], ARGV[i + 1]
-  if not formats[name] then
+  if not patterns[name] then
     error('delayq: no setting ' .. name)
   end
-  if value ~= '' and (not value:match(formats[name]) or (name == 'rate' and tonumber(value) <= 0)) then
+  if value ~= '' and (not value:match(patterns[name]) or (name == 'rate' and tonumber(value) <= 0)) then
     error('delayq: ' .. name .. ' cannot be ' .. value)
   end
 end

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- stamp_format.lua: the upgrade's step on one partition: names the format of its data
--- (src/upgrade.rs; src/formats.rs states when it may run). Runs without the prelude.
+-- (README, "Upgrading", states when it may run). Runs without the prelude.
 -- KEYS[1]: the partition's control hash (dq:{<tag>}:control)
 -- ARGV[1]: the format to stamp
 -- Returns: the format the partition was in (a newer one than ARGV[1] is left as it is).

@@ -6,7 +6,7 @@
 -- ARGV: none
 -- Returns: { delayed, ready, in_flight, dead, oldest ready lag ms (0 when none is ready),
 --   1 when paused else 0, idempotency window ms (0: none), rate limit '<per second>/<burst>'
---   or '', 1 when delivered by push else 0, the data format (src/formats.rs; none named: 1) }
+--   or '', 1 when delivered by push else 0, the data format (none named: 1) }
 local now = now_us()
 local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit', 'levels', 'push',
   'format')

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use redis_fixture::RedisServer;
 
-use super::*;
 use crate::options::ReceiveOptions;
 use crate::record::lease_member;
+use crate::scripts::*;
 use crate::{Backoff, DelayQ, SendOptions};
 
 /// The keys of every queue: not the registry of processes, whose announcements are renewed
