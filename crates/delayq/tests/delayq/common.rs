@@ -113,7 +113,14 @@ impl RunningWorker {
 
 /// True when the queue holds nothing at all: every message was acked or cancelled.
 pub async fn is_empty(q: &Queue) -> bool {
-    q.stats().await.expect("stats") == delayq::Stats::default()
+    is_empty_stats(&q.stats().await.expect("stats"))
+}
+
+/// Stats of a queue with no message and no setting, whatever the format of its data.
+pub fn is_empty_stats(s: &delayq::Stats) -> bool {
+    let mut empty = delayq::Stats::default();
+    empty.data_format = s.data_format;
+    *s == empty
 }
 
 /// Receive options: up to `max` messages, each under `lease`, waiting up to `wait`.

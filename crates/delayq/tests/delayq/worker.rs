@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::worker::{FailedDelivery, Failure, StopReason, Verdict, WorkerBuilder};
-use delayq::{Backoff, DelayQ, Delivery, Message, SendOptions, State, Stats};
+use delayq::{Backoff, DelayQ, Delivery, Message, SendOptions, State};
 use tokio::sync::{mpsc, Notify};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -723,7 +723,7 @@ async fn worker_rides_out_a_redis_restart() {
         Duration::from_secs(15),
         "every message handled and acked",
         || async {
-            done.contains_all(&everything) && q.stats().await.ok() == Some(Stats::default())
+            done.contains_all(&everything) && q.stats().await.is_ok_and(|s| is_empty_stats(&s))
         },
     )
     .await;
