@@ -71,7 +71,7 @@ pub(crate) async fn get(core: &QueueCore, id: &str) -> Result<Option<MessageInfo
 
 /// A message as `get.lua` and `browse.lua` return it, from its due time on: due ms,
 /// attempts, max attempts, error history, payload, lease deadline or died-at ms, flags byte,
-/// priority.
+/// priority, group.
 pub(crate) fn read_message(r: &mut Reply, id: String, state: State) -> Result<MessageInfo> {
     let due_ms = r.uint()?;
     let attempts = r.uint()? as u32;
@@ -81,8 +81,12 @@ pub(crate) fn read_message(r: &mut Reply, id: String, state: State) -> Result<Me
     let extra = r.uint()?;
     let kind = record::kind_of(r.uint()? as u8);
     let priority = r.uint()? as u8;
+    let group = r
+        .opt_bytes()?
+        .map(|g| String::from_utf8_lossy(&g).into_owned());
     Ok(MessageInfo {
         priority,
+        group,
         id,
         state,
         due_ms,

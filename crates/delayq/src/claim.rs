@@ -100,6 +100,7 @@ pub(crate) async fn from_partition(
                     kind: rec.kind,
                     handler_timeout: rec.handler_timeout,
                     priority: rec.priority,
+                    group: rec.group,
                 })
             }
             Err(e) => undecodable.push((lease_member(seq, token), e.to_string())),

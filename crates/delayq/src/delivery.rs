@@ -25,6 +25,8 @@ pub struct Delivery {
     pub handler_timeout: Option<Duration>,
     /// Its priority ([`SendOptions::priority`](crate::SendOptions::priority)).
     pub priority: u8,
+    /// Its group ([`SendOptions::group`](crate::SendOptions::group)), if it has one.
+    pub group: Option<String>,
     /// Which delivery this is, counting from 1.
     pub attempt: u32,
     /// When the message was due, ms since the Unix epoch (server clock).
@@ -71,6 +73,7 @@ impl Delivery {
             kind: self.kind,
             handler_timeout: self.handler_timeout,
             priority: self.priority,
+            group: self.group.clone(),
             attempt: self.attempt,
             due_ms: self.due_ms,
             lease_deadline_ms: self.lease_deadline_ms,

@@ -57,6 +57,19 @@ pub enum Error {
         /// Each such process, as `<name> (reads up to format <n>)`.
         processes: Vec<String>,
     },
+    /// The call needs a newer data format than the queue's data is in (a message with a
+    /// group needs [`GROUPS_FORMAT`](crate::GROUPS_FORMAT)). Nothing was written; upgrade
+    /// the queue (`Queue::upgrade_format`, `delayq format upgrade <queue>`) once every
+    /// process reads that format.
+    #[error("{feature} need(s) the queue's data in format {needed} or later, and it is in format {found}: upgrade the queue (delayq format upgrade)")]
+    FormatTooOld {
+        /// What needs the format.
+        feature: &'static str,
+        /// The queue's data format.
+        found: u32,
+        /// The format needed.
+        needed: u32,
+    },
     /// A send asked to be on `wanted` replicas ([`SendOptions::replicas`](crate::SendOptions::replicas))
     /// and only `replicas` had it within the timeout. The message was written; a failover now
     /// could lose it.
@@ -147,6 +160,14 @@ pub enum InvalidInput {
         /// Why it was rejected.
         reason: &'static str,
     },
+    /// A group name that is empty, too long, or has characters outside the allowed set
+    /// (those of caller ids).
+    Group {
+        /// The rejected name.
+        group: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
     /// A payload larger than the configured limit.
     PayloadTooLarge {
         /// Size of the payload in bytes.
@@ -170,6 +191,7 @@ impl fmt::Display for InvalidInput {
         match self {
             InvalidInput::QueueName { name, reason } => write!(f, "queue name {name:?}: {reason}"),
             InvalidInput::MessageId { id, reason } => write!(f, "message id {id:?}: {reason}"),
+            InvalidInput::Group { group, reason } => write!(f, "group {group:?}: {reason}"),
             InvalidInput::PayloadTooLarge { size, limit } => {
                 write!(
                     f,

@@ -72,7 +72,7 @@
 //!   (the atomic operations).
 //! * What goes in and comes out: `options.rs`, `settings.rs`, `message.rs`, `delivery.rs`,
 //!   `receipt.rs`, `state.rs`, `names.rs`, `recurrence/`, `error.rs`, `error_history.rs` (a message's
-//!   last failures), `record.rs` (the stored message layout), `reply.rs` (reading script
+//!   last failures), `record.rs` (the stored message layout) with `extension.rs` (the fields added since), `reply.rs` (reading script
 //!   replies), `recording.rs` (the metrics delayq records).
 
 mod announcements;
@@ -88,6 +88,7 @@ mod dead_letters;
 mod delivery;
 mod error;
 mod error_history;
+mod extension;
 mod formats;
 mod history;
 mod keys;
@@ -127,6 +128,7 @@ pub use dead_letters::DeadLetters;
 pub use delivery::Delivery;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
+pub use extension::GROUPS_FORMAT;
 pub use formats::{DATA_FORMAT, FIRST_FORMAT};
 pub use history::{Lateness, Minute, MAX_HISTORY_MINUTES};
 pub use message::{
@@ -148,6 +150,6 @@ pub use recurrence::{MissedTicks, Recurrence};
 pub use scheduler::Scheduler;
 pub use schedules::{tick_id, ScheduleInfo, Schedules, MAX_SCHEDULE_NAME_LEN};
 pub use send::MAX_BATCH_BYTES;
-pub use settings::{Setting, MAX_IDEMPOTENCY_WINDOW};
+pub use settings::{Setting, MAX_GROUP_CONCURRENCY, MAX_IDEMPOTENCY_WINDOW};
 pub use state::State;
 pub use upgrade::QueueFormat;

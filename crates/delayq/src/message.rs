@@ -56,6 +56,8 @@ pub struct MessageInfo {
     pub kind: crate::options::PayloadKind,
     /// Its priority ([`SendOptions::priority`](crate::SendOptions::priority)).
     pub priority: u8,
+    /// Its group ([`SendOptions::group`](crate::SendOptions::group)), if it has one.
+    pub group: Option<String>,
     /// In flight: when the lease ends, ms since the Unix epoch.
     pub lease_deadline_ms: Option<u64>,
     /// Dead: when it died, ms since the Unix epoch.
@@ -91,6 +93,12 @@ pub struct Stats {
     /// [`Queue::data_format`](crate::Queue::data_format) for each, and
     /// [`DATA_FORMAT`](crate::DATA_FORMAT) for the newest this delayq reads).
     pub data_format: u32,
+    /// Groups with messages pending or in flight
+    /// ([`SendOptions::group`](crate::SendOptions::group)).
+    pub groups: u64,
+    /// At most this many messages of one group in flight at once
+    /// ([`Setting::GroupConcurrency`](crate::Setting::GroupConcurrency)); None: no limit.
+    pub group_concurrency: Option<u32>,
 }
 
 /// At most `per_second` deliveries per second from a queue, across all its consumers, with

@@ -86,6 +86,18 @@ pub(crate) fn check_lookup_id(id: &str) -> Result<(), InvalidInput> {
     check_id_chars(id)
 }
 
+/// Checks a group name ([`SendOptions::group`](crate::SendOptions::group)): as a caller id,
+/// 1 to 128 characters from `[A-Za-z0-9._:@/-]`.
+pub(crate) fn check_group(group: &str) -> Result<(), InvalidInput> {
+    check_id_chars(group).map_err(|e| match e {
+        InvalidInput::MessageId { reason, .. } => InvalidInput::Group {
+            group: group.to_owned(),
+            reason,
+        },
+        other => other,
+    })
+}
+
 fn check_id_chars(id: &str) -> Result<(), InvalidInput> {
     let reject = |reason| {
         Err(InvalidInput::MessageId {

@@ -304,6 +304,7 @@ pub struct SendOptions {
     pub(crate) handler_timeout: Option<Duration>,
     pub(crate) replicas: Option<Replicas>,
     pub(crate) priority: u8,
+    pub(crate) group: Option<String>,
 }
 
 /// Longest wait for replicas ([`SendOptions::replicas`]).
@@ -328,6 +329,7 @@ impl Default for SendOptions {
             handler_timeout: None,
             replicas: None,
             priority: DEFAULT_PRIORITY,
+            group: None,
         }
     }
 }
@@ -399,6 +401,22 @@ impl SendOptions {
     /// priorities in use.
     pub fn priority(mut self, priority: u8) -> Self {
         self.priority = priority;
+        self
+    }
+
+    /// Puts the message in group `group` (1 to 128 characters from `[A-Za-z0-9._:@/-]`, as
+    /// caller ids): a tenant, a customer, an order. Claims serve the groups that have due
+    /// messages in turn, one message each per turn, so a group's backlog delays another
+    /// group's message by one turn of the rotation at most; within a group, priority, then
+    /// due time, then send order. The queue's [`Setting::GroupConcurrency`] bounds how many
+    /// messages of one group are in flight at once (1: the group is delivered in order).
+    /// A group lives in one partition (by the hash of its name). Needs the queue's data in
+    /// format [`GROUPS_FORMAT`](crate::GROUPS_FORMAT) or later (`Queue::upgrade_format`).
+    /// Costs the group's name in the record and an index entry per pending message.
+    ///
+    /// [`Setting::GroupConcurrency`]: crate::Setting::GroupConcurrency
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
         self
     }
 

@@ -30,6 +30,7 @@
 //! jemalloc's 128-byte size class.
 
 use crate::error::Error;
+use crate::extension::{self, put_varint, read_varint};
 use std::time::Duration;
 
 use crate::options::{Backoff, PayloadKind, SendOptions, DEFAULT_PRIORITY, MAX_PRIORITY};
@@ -125,6 +126,14 @@ pub(crate) fn encode_body(options: &SendOptions, payload: &[u8]) -> Vec<u8> {
         flags |= F_TIMEOUT;
         put_varint(&mut out, timeout.as_millis() as u64);
     }
+    if let Some(group) = options.group.as_deref() {
+        // The area follows the policy; the kind bits announce it (their complement).
+        let (kind, _) = kind_and_extension(flags);
+        flags = (flags & !KIND_BITS) | (KIND_BITS ^ kind);
+        let area = extension::encode(&[(extension::TAG_GROUP, group.as_bytes())]);
+        put_varint(&mut out, area.len() as u64);
+        out.extend_from_slice(&area);
+    }
     if let Some(id) = id {
         flags |= F_ID;
         out.push(id.len() as u8);
@@ -165,6 +174,8 @@ pub(crate) struct Decoded {
     /// How long a worker's handler may run on it, if the sender said.
     pub(crate) handler_timeout: Option<Duration>,
     pub(crate) priority: u8,
+    /// The message's group ([`SendOptions::group`]), from the extension area.
+    pub(crate) group: Option<String>,
     pub(crate) payload: Vec<u8>,
 }
 
@@ -192,7 +203,11 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
     let flags = rec[13];
     let attempts = u16::from_be_bytes([rec[14], rec[15]]);
     let max_attempts = u16::from_be_bytes([rec[16], rec[17]]);
-    let (mut at, handler_timeout) = policy_end(&rec, flags).ok_or_else(bad)?;
+    let (mut at, handler_timeout, area) = policy_end(&rec, flags).ok_or_else(bad)?;
+    let fields = match area {
+        Some(area) => rec.get(area).and_then(extension::decode).ok_or_else(bad)?,
+        None => extension::Fields::default(),
+    };
     let id = if flags & F_ID != 0 {
         let len = usize::from(*rec.get(at).ok_or_else(bad)?);
         let id = rec.get(at + 1..at + 1 + len).ok_or_else(bad)?;
@@ -218,13 +233,17 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
         explicit_id: flags & F_ID != 0,
         kind: kind_of(flags),
         handler_timeout,
+        group: fields.group,
         payload,
     })
 }
 
 /// Where the retry policy of whole record `rec` (flags `flags`) ends, which is where its id
-/// (if explicit) or else its payload starts; and the handler timeout the policy carries.
-fn policy_end(rec: &[u8], flags: u8) -> Option<(usize, Option<Duration>)> {
+/// (if explicit) or else its payload starts; the handler timeout the policy carries; and
+/// where its extension area's fields lie, if it has one.
+type PolicyEnd = (usize, Option<Duration>, Option<std::ops::Range<usize>>);
+
+fn policy_end(rec: &[u8], flags: u8) -> Option<PolicyEnd> {
     let mut at = 18;
     let first = read_varint(rec, &mut at)?;
     let (kind, extension) = kind_and_extension(flags);
@@ -242,12 +261,14 @@ fn policy_end(rec: &[u8], flags: u8) -> Option<(usize, Option<Duration>)> {
     } else {
         None
     };
+    let mut area = None;
     if extension {
-        // Fields this delayq does not read (none yet) are skipped whole.
         let length = read_varint(rec, &mut at)?;
-        at = at.checked_add(usize::try_from(length).ok()?)?;
+        let end = at.checked_add(usize::try_from(length).ok()?)?;
+        area = Some(at..end);
+        at = end;
     }
-    Some((at, handler_timeout))
+    Some((at, handler_timeout, area))
 }
 
 /// Record body `body` (as [`encode_body`] made it, without an id) with caller id `id` put in:
@@ -259,7 +280,7 @@ pub(crate) fn body_with_id(body: &[u8], id: &str) -> Option<Vec<u8>> {
     if flags & F_ID != 0 || id.len() > usize::from(u8::MAX) {
         return None;
     }
-    let (at, _) = policy_end(&rec, flags)?;
+    let (at, _, _) = policy_end(&rec, flags)?;
     let at = at.checked_sub(13).filter(|at| *at <= body.len())?;
     let mut out = Vec::with_capacity(body.len() + 1 + id.len());
     out.push(flags | F_ID);
@@ -279,27 +300,6 @@ pub(crate) fn kind_of(flags: u8) -> PayloadKind {
     }
 }
 
-fn read_varint(rec: &[u8], at: &mut usize) -> Option<u64> {
-    let mut n = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *rec.get(*at)?;
-        *at += 1;
-        n |= u64::from(b & 0x7f) << shift;
-        if b < 0x80 {
-            return Some(n);
-        }
-    }
-    None
-}
-
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8 & 0x7f) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
 /// A lease's name in Redis (a member of the `leases` set): sequence bytes then the 48-bit
 /// token, big-endian.
 pub(crate) fn lease_member(seq: [u8; 6], token: u64) -> [u8; 12] {
@@ -317,13 +317,8 @@ pub(crate) fn with_extension(body: &[u8], fields: &[(u8, &[u8])]) -> Vec<u8> {
     let rec = with_sort_key(0, 0, body);
     let (kind, extension) = kind_and_extension(rec[13]);
     assert!(!extension, "the body has an extension area already");
-    let (at, _) = policy_end(&rec, rec[13]).expect("a well-formed body");
-    let mut area = Vec::new();
-    for (tag, value) in fields {
-        area.push(*tag);
-        put_varint(&mut area, value.len() as u64);
-        area.extend_from_slice(value);
-    }
+    let (at, _, _) = policy_end(&rec, rec[13]).expect("a well-formed body");
+    let area = extension::encode(fields);
     let mut out = vec![(body[0] & !KIND_BITS) | (KIND_BITS ^ kind)];
     out.extend_from_slice(&body[1..at - 13]);
     put_varint(&mut out, area.len() as u64);

@@ -4,14 +4,19 @@
 //! Each script starts with `#!lua` (so Redis 7 treats it as a script with declared keys),
 //! with `flags=allow-oom` where it drains or frees (it must work when Redis is at
 //! `maxmemory`) or `flags=no-writes` where it only reads; scripts without a flag (send,
-//! reschedule, requeue) are refused at `maxmemory`. The shared helpers of `prelude.lua` are
-//! inserted right after that first line.
+//! reschedule, requeue) are refused at `maxmemory`. The shared helpers of `prelude.lua`,
+//! `groups.lua` and `pending.lua` are inserted right after that first line.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-const PRELUDE: &str = include_str!("scripts/prelude.lua");
+/// The helpers every queue script shares, in three parts (each uses the ones before it).
+const PRELUDE: [&str; 3] = [
+    include_str!("scripts/prelude.lua"),
+    include_str!("scripts/groups.lua"),
+    include_str!("scripts/pending.lua"),
+];
 
 /// All scripts, compiled once per process.
 pub(crate) struct Scripts {
@@ -67,7 +72,8 @@ fn with_prelude(source: &str) -> Script {
         shebang.starts_with("#!lua"),
         "every script starts with #!lua"
     );
-    Script::new(&format!("{shebang}\n{PRELUDE}\n{body}"))
+    let [base, groups, pending] = PRELUDE;
+    Script::new(&format!("{shebang}\n{base}\n{groups}\n{pending}\n{body}"))
 }
 
 #[cfg(test)]

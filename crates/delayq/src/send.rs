@@ -1,8 +1,8 @@
 //! Producing: sending one message or a batch. On a queue of one partition a send is one
 //! script call (`send.lua`), atomic on the Redis side; the one exception is a batch without
 //! caller ids (see `send_generated`). On a queue of several partitions (`partitions.rs`) a
-//! message's partition follows from its caller id, or goes round robin; a batch is split
-//! by partition, one call each, atomic per partition.
+//! message's partition follows from its group or its caller id, or goes round robin; a
+//! batch is split by partition, one call each, atomic per partition.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -10,9 +10,10 @@ use std::time::Duration;
 use redis::{ScriptInvocation, Value};
 
 use crate::error::{Error, InvalidInput, Result};
+use crate::extension::GROUPS_FORMAT;
 use crate::keys::Keys;
 use crate::message::Sent;
-use crate::names::check_caller_id;
+use crate::names::{check_caller_id, check_group};
 use crate::options::{
     check_count, checked_ms, DueSpec, Message, Replicas, SendOptions, DEFAULT_PRIORITY,
     MAX_PRIORITY, MAX_REPLICA_WAIT,
@@ -31,10 +32,10 @@ pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 pub(crate) async fn send(core: &QueueCore, payload: &[u8], options: &SendOptions) -> Result<Sent> {
     let prepared = prepare(core, payload, options)?;
     let layout = core.layout().await?;
-    let k = match &options.id {
-        Some(id) => layout.for_caller_id(id),
-        None => layout.next(),
-    };
+    let k = partition_of(&layout, options)?;
+    if options.group.is_some() {
+        check_groups_format(core, layout.part(k)).await?;
+    }
     let value = match options.replicas {
         None => {
             let mut inv = invocation(layout.part(k), &SCRIPTS.send);
@@ -68,10 +69,20 @@ pub(crate) async fn send_batch(core: &QueueCore, messages: &[Message]) -> Result
         prepared.push(prepare(core, &m.payload, &m.options)?);
     }
     let layout = core.layout().await?;
-    let groups = partitions::group(layout.count(), messages, |m| match &m.options.id {
-        Some(id) => layout.for_caller_id(id),
-        None => layout.next(),
+    for m in messages {
+        partition_of(&layout, &m.options)?;
+    }
+    let groups = partitions::group(layout.count(), messages, |m| {
+        partition_of(&layout, &m.options).unwrap_or(0)
     });
+    for (k, positions) in &groups {
+        if positions
+            .iter()
+            .any(|&i| messages[i].options.group.is_some())
+        {
+            check_groups_format(core, layout.part(*k)).await?;
+        }
+    }
     let calls = groups
         .iter()
         .map(|(k, positions)| send_group(core, &layout, *k, positions, messages, &prepared));
@@ -122,7 +133,7 @@ async fn send_group(
     }
     let generated = |i: usize| {
         let options = &messages[i].options;
-        options.id.is_none() && options.priority == DEFAULT_PRIORITY
+        options.id.is_none() && options.priority == DEFAULT_PRIORITY && options.group.is_none()
     };
     if positions.iter().all(|&i| generated(i)) {
         let bodies = positions.iter().map(|&i| &prepared[i]);
@@ -281,6 +292,48 @@ async fn send_and_wait(
     }
 }
 
+/// The partition a message goes to: its group's (so that a group's order and limits are
+/// one partition's), else its caller id's, else the next in turn.
+fn partition_of(layout: &Layout, options: &SendOptions) -> Result<usize> {
+    Ok(match (&options.group, &options.id) {
+        (Some(_), Some(_)) if layout.count() > 1 => {
+            // Its id would name one partition and its group another: lookups by the id
+            // would look in the wrong one.
+            return Err(InvalidInput::Option(
+                "a message with both a caller id and a group needs a queue of one partition".into(),
+            )
+            .into());
+        }
+        (Some(group), _) => layout.for_caller_id(group),
+        (None, Some(id)) => layout.for_caller_id(id),
+        (None, None) => layout.next(),
+    })
+}
+
+/// Refuses a message with a group on a partition whose data is older than
+/// [`GROUPS_FORMAT`]: an older delayq there would deliver it without its group's turn or
+/// limit. Formats only grow, so a format read as new enough is; one read as too old is read
+/// again, in case the queue was upgraded since this client last looked.
+async fn check_groups_format(core: &QueueCore, keys: &Keys) -> Result<()> {
+    if core.admit(keys).await? >= GROUPS_FORMAT {
+        return Ok(());
+    }
+    let named: Option<String> = redis::cmd("HGET")
+        .arg(keys.control())
+        .arg("format")
+        .query_async(&mut core.connection())
+        .await?;
+    let found = named.and_then(|f| f.parse().ok()).unwrap_or(1);
+    if found >= GROUPS_FORMAT {
+        return Ok(());
+    }
+    Err(Error::FormatTooOld {
+        feature: "messages with a group",
+        found,
+        needed: GROUPS_FORMAT,
+    })
+}
+
 /// Validates a message and encodes its record body.
 pub(crate) fn prepare(
     core: &QueueCore,
@@ -290,6 +343,9 @@ pub(crate) fn prepare(
     core.check_payload(payload)?;
     if let Some(id) = &options.id {
         check_caller_id(id)?;
+    }
+    if let Some(group) = &options.group {
+        check_group(group)?;
     }
     if options.priority > MAX_PRIORITY {
         return Err(InvalidInput::Option(format!(

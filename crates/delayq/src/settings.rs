@@ -35,7 +35,17 @@ pub enum Setting {
     /// consumers, which wait as they would on a paused queue until this is turned off (that
     /// wakes them). Pausing a queue stops push consumers too.
     PushDelivery(bool),
+    /// At most `n` messages of one group ([`SendOptions::group`](crate::SendOptions::group))
+    /// in flight at once, 1 to [`MAX_GROUP_CONCURRENCY`]; `None` lifts the limit. With 1 a
+    /// group is delivered in order: its next message only once the one before is acked,
+    /// dead or cancelled (a message waiting for its retry keeps its group's slot, and is
+    /// the group's next). A lease that expires passes its slot to the message's retry, so
+    /// a worker that dies holds up its group for no longer than its lease.
+    GroupConcurrency(Option<u32>),
 }
+
+/// Highest [`Setting::GroupConcurrency`].
+pub const MAX_GROUP_CONCURRENCY: u32 = 1_000_000;
 
 impl Setting {
     /// The control hash fields (and values; '' clears one) that this setting writes on each
@@ -57,6 +67,16 @@ impl Setting {
                     ms.to_string()
                 };
                 Ok(vec![("window_ms", value)])
+            }
+            Setting::GroupConcurrency(None) => Ok(vec![("gconc", String::new())]),
+            Setting::GroupConcurrency(Some(n)) => {
+                if n == 0 || n > MAX_GROUP_CONCURRENCY {
+                    return Err(InvalidInput::Option(format!(
+                        "a group concurrency is 1 to {MAX_GROUP_CONCURRENCY}, not {n}"
+                    ))
+                    .into());
+                }
+                Ok(vec![("gconc", n.to_string())])
             }
             Setting::PushDelivery(on) => Ok(vec![("push", if on { "1" } else { "" }.to_owned())]),
             Setting::RateLimit(None) => Ok(["rate", "burst", "limit"]

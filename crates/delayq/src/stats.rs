@@ -30,6 +30,8 @@ pub(crate) async fn stats(core: &QueueCore) -> Result<Stats> {
         total.idempotency_window = total.idempotency_window.max(s.idempotency_window);
         total.rate_limit = total.rate_limit.or(s.rate_limit);
         total.push |= s.push;
+        total.groups += s.groups;
+        total.group_concurrency = total.group_concurrency.or(s.group_concurrency);
         total.data_format = match total.data_format {
             0 => s.data_format,
             f => f.min(s.data_format),
@@ -52,5 +54,7 @@ async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
         rate_limit: crate::settings::parse_limit(&r.string()?),
         push: r.uint()? == 1,
         data_format: r.uint()? as u32,
+        groups: r.uint()?,
+        group_concurrency: Some(r.uint()? as u32).filter(|n| *n > 0),
     })
 }

@@ -30,6 +30,7 @@ local held = {}
 if #live_seqs > 0 then
   held = redis.call('HMGET', k.held, unpack(live_seqs))
 end
+-- `generated`: the held values of every delivery acked (of generated ids, then of caller ids).
 local out, done, seqs, explicit, generated = {}, {}, {}, {}, {}
 for j = 1, #members do
   out[j] = 0
@@ -40,7 +41,7 @@ end
 -- all: it follows from the held record, and is only needed for the error history below.
 -- (A live lease's held value carries the same token: claim, extend and nack change the two
 -- together, so the lease read above has checked the token.)
-local callers, caller_ids, caller_seqs = {}, {}, {}
+local callers, caller_ids, caller_seqs, caller_values = {}, {}, {}, {}
 for n, j in ipairs(live) do
   local v = held[n]
   if v then
@@ -50,6 +51,7 @@ for n, j in ipairs(live) do
         callers[#callers + 1] = j
         caller_ids[#caller_ids + 1] = ARGV[3 * j - 1]
         caller_seqs[#caller_seqs + 1] = live_seqs[n]
+        caller_values[#caller_values + 1] = v
       end
     elseif not indexed then
       done[#done + 1] = members[j]
@@ -67,6 +69,7 @@ if #callers > 0 then
       done[#done + 1] = members[j]
       seqs[#seqs + 1] = caller_seqs[n]
       explicit[#explicit + 1] = caller_ids[n]
+      generated[#generated + 1] = caller_values[n]
       out[j] = 1
     end
   end
@@ -87,9 +90,26 @@ if #done > 0 then
       ids[#ids + 1] = id
     end
     for _, v in ipairs(generated) do
-      ids[#ids + 1] = string.format('%d-%d', unbe7(v, 9), unbe6(v, 16))
+      if v:byte(22) % 2 == 0 then
+        ids[#ids + 1] = string.format('%d-%d', unbe7(v, 9), unbe6(v, 16))
+      end
     end
     redis.call('HDEL', k.errors, unpack(ids))
+  end
+  -- A grouped message (its record has an extension area naming a group, groups.lua) frees
+  -- its group's slot, count and index entry.
+  local woke = false
+  for _, v in ipairs(generated) do
+    local _, extension = kind_of(v:byte(22))
+    if extension then
+      local m = parse(v:sub(9))
+      if m.group and group_leaves(m, true) then
+        woke = true
+      end
+    end
+  end
+  if woke then
+    wake()
   end
 end
 return out

@@ -17,8 +17,10 @@
 --   payloads' sizes.
 -- Returns: { looked at, next, then per message returned: id, due ms, attempts, max attempts,
 --   error history or false, payload (its first ARGV[5] bytes), lease deadline ms (in
---   flight) or died-at ms (dead) or 0, flags byte, priority, sort key (delayed, ready) or '',
---   the whole payload's length }
+--   flight) or died-at ms (dead) or 0, flags byte, priority, group or false, sort key
+--   (delayed, ready) or '', the whole payload's length }
+--   Ready messages of a group (in its group's set, groups.lua) are listed by group, not here;
+--   grouped messages not yet due are.
 --   next is where the following step starts (as ARGV[2]), or false when this step reached
 --   the end.
 local state, from, limit, needle = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -43,8 +45,9 @@ local function add(m, extra, key)
   out[n + 7] = extra
   out[n + 8] = m.flags
   out[n + 9] = priority_of(m.seq)
-  out[n + 10] = key or ''
-  out[n + 11] = #m.payload
+  out[n + 10] = m.group or false
+  out[n + 11] = key or ''
+  out[n + 12] = #m.payload
 end
 
 if state == 'delayed' or state == 'ready' then
@@ -66,9 +69,13 @@ if state == 'delayed' or state == 'ready' then
     end
   end
   -- Each priority's set is in order; the step takes the first `limit` of them all.
-  local found = {}
+  local found, sets = {}, {}
   for _, p in ipairs(priorities(redis.call('HGET', k.control, 'levels'))) do
-    for _, rec in ipairs(redis.call('ZRANGE', pending_key(p), lower, upper, 'BYLEX', 'LIMIT', 0, limit)) do
+    sets[#sets + 1] = pending_key(p)
+  end
+  sets[#sets + 1] = gk.delayed
+  for _, set in ipairs(sets) do
+    for _, rec in ipairs(redis.call('ZRANGE', set, lower, upper, 'BYLEX', 'LIMIT', 0, limit)) do
       found[#found + 1] = { due = unbe7(rec, 1), seq = unbe6(rec, 8), rec = rec }
     end
   end

@@ -14,6 +14,9 @@ end
 local now = now_us()
 local state = pending_state(m, now)
 remove_pending(m)
+if m.group and group_leaves(m, m.keep) then
+  wake()
+end
 redis.call('HDEL', k.errors, id)
 if has(m.flags, F_ID) then
   remember_gone({ id }, to_ms(now))

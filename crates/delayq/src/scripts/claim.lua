@@ -86,12 +86,16 @@ for j, member in ipairs(expired) do
 end
 
 local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at', 'levels',
-  'push')
+  'push', 'grouped')
 local prios = priorities(control[6])
 
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
 local function nothing(not_before)
   local next_us = earliest_due(prios)
+  local grouped_head = control[8] and head_due(gk.delayed)
+  if grouped_head and (next_us == nil or grouped_head < next_us) then
+    next_us = grouped_head
+  end
   local lease = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
   if lease and (next_us == nil or tonumber(lease) * 1000 < next_us) then
     next_us = tonumber(lease) * 1000
@@ -142,30 +146,131 @@ local function count_lateness(late, run, i, j)
   end
 end
 
--- Highest priority first: from each set, its lowest members (due order, then send order).
-local due, bound, kept, late = {}, due_bound(now), {}, {}
-for _, p in ipairs(prios) do
-  local set = pending_key(p)
-  local got, wanted = nil, take - #due
-  if wanted > 0 then
-    got = redis.call('ZRANGEBYLEX', set, '-', bound, 'LIMIT', 0, wanted)
-  end
-  if got and #got > 0 then
-    -- The claimed messages are exactly the set's lowest members, up to the last one taken.
-    redis.call('ZREMRANGEBYLEX', set, '-', '[' .. got[#got])
-    for _, rec in ipairs(got) do
-      due[#due + 1] = rec
+-- Takes up to `n` due messages without a group into `due`: highest priority first, from each
+-- set its lowest members (due order, then send order). Returns how many it took.
+local due, bound, late = {}, due_bound(now), {}
+local function take_ungrouped(n)
+  local before, kept = #due, {}
+  for _, p in ipairs(prios) do
+    local set = pending_key(p)
+    local got, wanted = nil, before + n - #due
+    if wanted > 0 then
+      got = redis.call('ZRANGEBYLEX', set, '-', bound, 'LIMIT', 0, wanted)
     end
-    count_lateness(late, got, 1, #got)
+    if got and #got > 0 then
+      -- The claimed messages are exactly the set's lowest members, up to the last one taken.
+      redis.call('ZREMRANGEBYLEX', set, '-', '[' .. got[#got])
+      for _, rec in ipairs(got) do
+        due[#due + 1] = rec
+      end
+      count_lateness(late, got, 1, #got)
+    end
+    -- A priority whose set is gone leaves `levels`, so claims stop looking at it.
+    if p == DEFAULT_PRIORITY or not got or #got == wanted or redis.call('EXISTS', set) == 1 then
+      kept[#kept + 1] = p
+    end
   end
-  -- A priority whose set is gone leaves `levels`, so claims stop looking at it.
-  if p == DEFAULT_PRIORITY or not got or #got == wanted or redis.call('EXISTS', set) == 1 then
-    kept[#kept + 1] = p
+  if #kept < #prios then
+    set_levels(kept)
+    prios = kept
   end
+  return #due - before
 end
-if #kept < #prios then
-  set_levels(kept)
-  prios = kept
+
+-- Takes up to `n` ready messages of group `g` into `due`: slot keepers always, the others
+-- while the group has a free slot. Returns whether the group may be served again now.
+local gready_taken = 0
+local function take_grouped(g, n)
+  local set = group_set(g)
+  local members = redis.call('ZRANGE', set, 0, n)
+  local limit, busy = group_limit(g), busy_of(g)
+  local taken, new = 0, 0
+  for i = 1, math.min(n, #members) do
+    if members[i]:byte(1) ~= 0 then
+      if limit and busy + new >= limit then
+        break
+      end
+      new = new + 1
+    end
+    taken = taken + 1
+    local rec = members[i]:sub(2)
+    due[#due + 1] = rec
+    local b = bucket_of(rec)
+    late[b] = (late[b] or 0) + 1
+  end
+  if taken > 0 then
+    redis.call('ZREMRANGEBYRANK', set, 0, taken - 1)
+    gready_taken = gready_taken + taken
+    if new > 0 then
+      redis.call('HINCRBY', gk.busy, g, new)
+    end
+  end
+  local following = members[taken + 1]
+  return following ~= nil and (following:byte(1) == 0 or not limit or busy + new < limit)
+end
+
+-- True when a message without a group is due.
+local function ungrouped_due()
+  local earliest = earliest_due(prios)
+  return earliest ~= nil and earliest <= now
+end
+
+if not control[8] then
+  take_ungrouped(take)
+else
+  -- Groups take turns (groups.lua): each served group gives one message (an even share of
+  -- the claim when every group in the rotation fits in it) and goes to the tail.
+  promote(now)
+  if ungrouped_due() and not redis.call('ZSCORE', gk.rotation, UNGROUPED) then
+    redis.call('ZADD', gk.rotation, rotation_tail(), UNGROUPED)
+  end
+  -- Each round serves the next groups in turn; a round that serves none and drops no
+  -- group from the rotation ends the claim.
+  for _ = 1, 2 * take + 2 do
+    local want = take - #due
+    if want <= 0 then
+      break
+    end
+    local turn = redis.call('ZRANGE', gk.rotation, 0, want - 1)
+    if #turn == 0 then
+      break
+    end
+    local before, dropped, tail = #due, {}, rotation_tail()
+    local back = {}
+    for _, g in ipairs(turn) do
+      local wanted = take - #due
+      if wanted <= 0 then
+        break
+      end
+      -- When every group in the rotation fits in this claim, each gets an even share.
+      local n = #turn < want and math.max(1, math.floor(want / #turn)) or 1
+      local again
+      if g == UNGROUPED then
+        again = take_ungrouped(n) > 0 and ungrouped_due()
+      else
+        again = take_grouped(g, n)
+      end
+      if again then
+        back[#back + 1] = tail
+        back[#back + 1] = g
+        tail = tail + 1
+      else
+        dropped[#dropped + 1] = g
+      end
+    end
+    if #back > 0 then
+      redis.call('ZADD', gk.rotation, 'XX', unpack(back))
+    end
+    if #dropped > 0 then
+      redis.call('ZREM', gk.rotation, unpack(dropped))
+    end
+    if #due == before and #dropped == 0 then
+      break
+    end
+  end
+  if gready_taken > 0 then
+    redis.call('HINCRBY', k.control, 'gready', -gready_taken)
+  end
 end
 local count = #due
 if count == 0 then
@@ -216,7 +321,8 @@ end
 -- Pass the wake-up on: another consumer can take what this call left behind (unless the rate
 -- limit left it: then there are no tokens for it).
 local next_due = count == max and take == max and earliest_due(prios)
-if next_due and next_due <= now then
+if (next_due and next_due <= now)
+    or (count == max and take == max and control[8] and redis.call('EXISTS', gk.rotation) == 1) then
   wake()
 end
 return out

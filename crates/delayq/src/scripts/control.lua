@@ -15,11 +15,14 @@
 --   limit      the queue's own limit as '<per second>/<burst>', for stats
 --   push       '1': delivered by push; only push claims take from it (claim.lua). Setting or
 --              clearing it wakes waiting consumers, the kind that now claims among them.
+--   gconc      at most this many messages of one group in flight (groups.lua). A group
+--              held back by a lower limit is let in again at its next ack (its slots are
+--              counted, not scanned for), so a raised limit reaches it within a lease.
 -- Returns: how many settings this changed.
 check_groups(2, 'control')
 local patterns = {
   paused = '^1$', window_ms = '^[1-9]%d*$', rate = '^%d+%.?%d*$', burst = '^[1-9]%d*$',
-  limit = '^[1-9]%d*/[1-9]%d*$', push = '^1$',
+  limit = '^[1-9]%d*/[1-9]%d*$', push = '^1$', gconc = '^[1-9]%d*$',
 }
 -- Every pair is checked before the first write.
 for i = 1, #ARGV, 2 do
@@ -41,7 +44,7 @@ for i = 1, #ARGV, 2 do
   local name, value = ARGV[i], ARGV[i + 1]
   if value == '' then
     changed = changed + redis.call('HDEL', k.control, name)
-    if name == 'paused' or name == 'rate' or name == 'push' then
+    if name == 'paused' or name == 'rate' or name == 'push' or name == 'gconc' then
       wake()
     end
   elseif redis.call('HGET', k.control, name) ~= value then

@@ -32,7 +32,10 @@ for _, pair in ipairs(found) do
   m.attempts = 0
   redis.call('ZREM', k.dead, id)
   redis.call('HDEL', k.dead_msgs, id)
-  put_pending(m, now)
+  if m.group then
+    group_size(m.group, 1)
+  end
+  put_pending(m, now, now)
   moved = moved + 1
 end
 if moved > 0 then

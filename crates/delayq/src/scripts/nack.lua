@@ -51,7 +51,8 @@ for i = 1, #ARGV, 7 do
       out[#out + 1] = 'dead'
     elseif mode == 'r' then
       m.attempts = math.max(m.attempts - 1, 0)
-      put_pending(m, now)
+      -- A grouped message keeps its group's slot: it is still the next of its group.
+      put_pending(m, now, now, true)
       wake()
       out[#out + 1] = 'released'
     else

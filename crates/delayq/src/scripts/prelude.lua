@@ -12,10 +12,12 @@
 --   policy:  varint base ms (the count, for a list), [varint cap ms] (exponential, linear) or
 --            [count varint ms] (list), [factor u8], [jitter % u8], [varint handler timeout ms]
 --            (the timeout is for the worker: scripts only carry it along)
---   [extension area] (data format 2): varint length, then fields; announced by the kind bits
---            (2, 32, 64) set to the complement of the backoff kind's, so two or three of
---            them. Scripts never read its fields: it stays with the policy (`m.policy`),
---            and so every move of a record carries fields of a later delayq unchanged.
+--   [extension area] (data format 2): varint length, then fields of [tag u8][varint
+--            length][value]; announced by the kind bits (2, 32, 64) set to the complement
+--            of the backoff kind's, so two or three of them. It stays with the policy
+--            (`m.policy`), so every move of a record carries fields of a later delayq
+--            unchanged. Scripts read one field: tag 1, the message's group (`m.group`,
+--            data format 3; groups.lua).
 --   [idlen u8, id]  only when flag 1 is set; otherwise the id is "<due us>-<seq>" of K
 --   payload: the rest
 --
@@ -166,7 +168,7 @@ local function kind_of(flags)
 end
 
 -- Index of the first byte after the retry policy (and extension area) of a record with
--- `flags`.
+-- `flags`; and where the extension area's fields start and end (exclusive), if it has one.
 local function policy_end(rec, flags)
   local n, i = uvarint(rec, 19)
   local kind, extension = kind_of(flags)
@@ -190,9 +192,25 @@ local function policy_end(rec, flags)
   end
   if extension then
     n, i = uvarint(rec, i)
-    i = i + n
+    return i + n, i, i + n
   end
   return i
+end
+
+local TAG_GROUP = 1
+
+-- The group named by the extension fields in rec[from, to), or nil.
+local function group_field(rec, from, to)
+  local i = from
+  while i < to do
+    local tag = rec:byte(i)
+    local n, at = uvarint(rec, i + 1)
+    if tag == TAG_GROUP then
+      return rec:sub(at, at + n - 1)
+    end
+    i = at + n
+  end
+  return nil
 end
 
 -- The id of a record and the index where its payload starts.
@@ -229,7 +247,11 @@ local function parse(rec)
   if has(m.flags, F_JITTER) then
     m.jitter = rec:byte(i)
   end
-  m.policy = rec:sub(19, policy_end(rec, m.flags) - 1)
+  local policy_to, fields_from, fields_to = policy_end(rec, m.flags)
+  m.policy = rec:sub(19, policy_to - 1)
+  if fields_from then
+    m.group = group_field(rec, fields_from, fields_to)
+  end
   local payload_at
   m.id, payload_at = id_of(rec, m.flags)
   m.payload = rec:sub(payload_at)
@@ -320,70 +342,9 @@ local function use_priority(p)
   end
 end
 
--- Puts a parsed message into the pending set at `due`. Its id must stay findable: an id that
--- no longer decodes to the sort key becomes explicit and gets an index entry.
-local function put_pending(m, due)
-  if due ~= m.due and not has(m.flags, F_ID) then
-    m.flags = m.flags + F_ID
-  end
-  m.due = due
-  local p = priority_of(m.seq)
-  use_priority(p)
-  redis.call('ZADD', pending_key(p), 0, encode(m))
-  if has(m.flags, F_ID) then
-    redis.call('HSET', k.index, m.id, sort_key(m))
-  end
-end
-
--- Sort key of `id`: from the index (explicit ids, pending or in flight), else decoded from a
--- generated id; nil when neither applies.
-local function key_for(id)
-  local key = redis.call('HGET', k.index, id)
-  if key then
-    return key
-  end
-  local d, s = string.match(id, '^(%d+)-(%d+)$')
-  if not d then
-    return nil
-  end
-  d, s = tonumber(d), tonumber(s)
-  -- Only the canonical spelling names a message: '01-2' must not reach the message '1-2'.
-  if d >= TWO56 or s >= TWO48 - 1 or string.format('%d-%d', d, s) ~= id then
-    return nil
-  end
-  return key_of(d, s)
-end
-
 -- The 6 sequence bytes that name a message in flight.
 local function seq_of(key)
   return key:sub(8, 13)
-end
-
--- The pending message of `id`, parsed (with `member` set), or nil; and its sort key if known.
-local function find_pending(id)
-  local key = key_for(id)
-  if not key then
-    return nil, nil
-  end
-  local seq = unbe6(key, 8)
-  local upper = key:sub(1, 7) .. be6(seq + 1)
-  local set = pending_key(priority_of(seq))
-  local hit = redis.call('ZRANGEBYLEX', set, '[' .. key, '(' .. upper, 'LIMIT', 0, 1)[1]
-  if hit then
-    local m = parse(hit)
-    if m.id == id then
-      m.member = hit
-      return m, key
-    end
-  end
-  return nil, key
-end
-
-local function remove_pending(m)
-  redis.call('ZREM', pending_key(priority_of(m.seq)), m.member)
-  if has(m.flags, F_ID) then
-    redis.call('HDEL', k.index, m.id)
-  end
 end
 
 -- The held value of the in-flight message with sort key `key`, or nil.
@@ -560,60 +521,4 @@ end
 local function recently_gone(id, now_ms)
   local until_ms = redis.call('ZSCORE', k.gone, id)
   return until_ms ~= false and tonumber(until_ms) > now_ms
-end
-
--- Ends a delivery that failed: dead letter after the last attempt (or at once when `dead`),
--- otherwise back to pending `delay_ms` after `now` (microseconds).
-local function retry_or_bury(m, err, delay_ms, now, dead)
-  add_error(m.id, m.attempts, now, err)
-  add_history(now, 'f', 1)
-  if dead or m.attempts >= m.max then
-    add_history(now, 'x', 1)
-    redis.call('ZADD', k.dead, to_ms(now), m.id)
-    redis.call('HSET', k.dead_msgs, m.id, encode(m))
-    if has(m.flags, F_ID) then
-      redis.call('HDEL', k.index, m.id)
-    end
-    return 'dead'
-  end
-  local old_head = head_due(pending_key(priority_of(m.seq)))
-  put_pending(m, now + delay_ms * 1000)
-  wake_for(m.due, old_head, now)
-  return 'retry'
-end
-
-local function pending_state(m, now)
-  if m.due <= now then
-    return 'ready'
-  end
-  return 'delayed'
-end
-
--- State of an id that is not pending ('in_flight', 'dead' or 'missing'), given its sort key.
-local function settled_state(id, key)
-  if key and held_value(key) then
-    return 'in_flight'
-  end
-  if redis.call('HEXISTS', k.dead_msgs, id) == 1 then
-    return 'dead'
-  end
-  return 'missing'
-end
-
--- Moves an in-flight message whose record cannot be read (`v` is its held value: token,
--- attempts, record) to the dead letters without losing a byte: it is stored as a minimal
--- record of its own (no retries left) whose payload is the unreadable record, under the
--- generated id of its sort key, with `err` as its last error.
-local function bury_raw(seq, v, err, now)
-  local raw = v:sub(9)
-  local key = (raw .. string.rep('\0', 13)):sub(1, 13)
-  local attempts = (struct.unpack('>H', v .. '\0\0', 7))
-  local id = string.format('%d-%d', unbe7(key, 1), unbe6(key, 8))
-  redis.call('HDEL', k.held, seq)
-  add_error(id, attempts, now, err)
-  add_history(now, 'f', 1)
-  add_history(now, 'x', 1)
-  redis.call('ZADD', k.dead, to_ms(now), id)
-  redis.call('HSET', k.dead_msgs, id, key .. '\0' .. u16(attempts) .. u16(attempts) .. '\0' .. raw)
-  return id
 end

@@ -15,7 +15,12 @@ local now = now_us()
 local due = due_from(spec, now)
 local state = pending_state(m, now)
 remove_pending(m)
-local old_head = head_due(pending_key(priority_of(m.seq)))
-put_pending(m, due)
-wake_for(due, old_head, now)
+if m.group then
+  -- A slot keeper (a retry) keeps its slot wherever it moves.
+  put_pending(m, due, now, m.keep)
+else
+  local old_head = head_due(pending_key(priority_of(m.seq)))
+  put_pending(m, due, now)
+  wake_for(due, old_head, now)
+end
 return { state, to_ms(due) }

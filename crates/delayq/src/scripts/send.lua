@@ -14,7 +14,9 @@
 --   id        caller id, or '' for an id made from the sort key
 --   due       '<ms>' delay from the server's now, or '@<ms>' absolute unix ms
 --   priority  0 to 9 (prelude.lua: it goes into the sequence number's top bits)
---   body      the record without its 13-byte sort key (flags .. payload; src/record.rs)
+--   body      the record without its 13-byte sort key (flags .. payload; src/record.rs); a
+--             message with a group (groups.lua) carries it in the body's extension area, and
+--             is refused unless the partition's data is format 3 or later
 -- Returns: { now µs, sequence before the first message, then per caller id that already
 --   existed (nothing written for it): its position (1-based), its due ms, or -1 if in flight,
 --   dead or gone within the idempotency window }.
@@ -45,6 +47,26 @@ for i = 1, n do
   end
   prios[i] = tonumber(p)
 end
+-- The grouped messages, parsed, by position; their partition must be of format 3 or later
+-- (an older delayq would deliver them without their group's turn or limit). Checked before
+-- the first write.
+local grouped, any_grouped = {}, false
+for i = 1, n do
+  local body = ARGV[4 * i + 4]
+  local _, extension = kind_of(body:byte(1) or 0)
+  if extension then
+    local m = parse(key_of(0, 0) .. body)
+    if m.group then
+      grouped[i], any_grouped = m, true
+    end
+  end
+end
+if any_grouped then
+  local format = tonumber(redis.call('HGET', k.control, 'format') or '1')
+  if format < 3 then
+    error('delayq: groups need data format 3, and this partition is format ' .. format)
+  end
+end
 if stride > 1 then
   redis.call('SET', k.seq, offset, 'NX')
 end
@@ -60,6 +82,10 @@ for i = 1, n do
   local id, body = ARGV[4 * i + 1], ARGV[4 * i + 4]
   local existing = id ~= '' and (taken[id] or redis.call('HGET', k.index, id)
     or redis.call('HEXISTS', k.dead_msgs, id) == 1 or recently_gone(id, now_ms))
+  if type(existing) == 'string' then
+    -- A grouped message's index entry carries its group after the sort key.
+    existing = existing:sub(1, 13)
+  end
   if existing then
     local existing_due = -1
     if type(existing) == 'string' and not held_value(existing) then
@@ -67,6 +93,18 @@ for i = 1, n do
     end
     out[#out + 1] = i
     out[#out + 1] = existing_due
+  elseif grouped[i] then
+    local m = grouped[i]
+    m.due, m.seq = dues[i], level_base(prios[i]) + first + i * stride
+    if not has(m.flags, F_ID) then
+      m.id = string.format('%d-%d', m.due, m.seq)
+    end
+    if id ~= '' then
+      taken[id] = sort_key(m)
+    end
+    group_size(m.group, 1)
+    add_history(now, 's', 1)
+    wake_now = put_grouped(m, m.due, now, false) or wake_now
   else
     local due, p = dues[i], prios[i]
     local set = pending_key(p)
@@ -96,6 +134,9 @@ if #indexed > 0 then
 end
 if wake_now then
   wake()
+end
+if any_grouped then
+  redis.call('HSET', k.control, 'grouped', '1')
 end
 if tick then
   redis.call('HSET', k.control, guard, string.format('%d', tick))

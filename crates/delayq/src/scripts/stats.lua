@@ -6,10 +6,11 @@
 -- ARGV: none
 -- Returns: { delayed, ready, in_flight, dead, oldest ready lag ms (0 when none is ready),
 --   1 when paused else 0, idempotency window ms (0: none), rate limit '<per second>/<burst>'
---   or '', 1 when delivered by push else 0, the data format (none named: 1) }
+--   or '', 1 when delivered by push else 0, the data format (none named: 1), groups (with
+--   messages pending or in flight), group concurrency (0: none) }
 local now = now_us()
 local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit', 'levels', 'push',
-  'format')
+  'format', 'gready', 'gconc')
 local prios = priorities(control[4])
 local ready, pending = 0, 0
 for _, p in ipairs(prios) do
@@ -21,6 +22,15 @@ local lag = 0
 if ready > 0 then
   lag = to_ms(now - earliest_due(prios))
 end
+-- Grouped messages: those in the groups' sets are ready; gdelayed holds the rest, some of
+-- them due already (a claim moves those).
+local grouped_due = redis.call('ZLEXCOUNT', gk.delayed, '-', due_bound(now))
+local grouped_ready = tonumber(control[7] or '0') + grouped_due
+ready = ready + grouped_ready
+pending = pending + grouped_ready + redis.call('ZCARD', gk.delayed) - grouped_due
+if grouped_due > 0 then
+  lag = math.max(lag, to_ms(now - head_due(gk.delayed)))
+end
 return { pending - ready, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag,
   control[1] and 1 or 0, tonumber(control[2] or '0'), control[3] or '', control[5] and 1 or 0,
-  tonumber(control[6] or '1') }
+  tonumber(control[6] or '1'), redis.call('ZCARD', gk.size), tonumber(control[8] or '0') }

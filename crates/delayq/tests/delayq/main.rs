@@ -11,6 +11,7 @@ mod cluster;
 mod data_sets;
 mod dead_letters;
 mod formats;
+mod groups;
 mod history;
 mod idempotency;
 mod leases;

@@ -1,0 +1,87 @@
+//! The record's extension area (data format 2): the fields a message gained after format 1,
+//! each `[tag u8][varint length][value]`, in one area announced by the record header
+//! (`record.rs` says how). A reader takes the tags it knows and skips the rest, so a field
+//! that an older reader may ignore needs no new format; one that it must not ignore comes
+//! with a format of its own (`formats.rs`), which keeps older processes out of the queue.
+//!
+//! Tags so far:
+//! * 1, the message's group (data format 3, [`GROUPS_FORMAT`]): 1 to 128 bytes. Scripts read
+//!   it (`groups.lua`): it decides where a pending message waits and whose turn it takes.
+
+/// The tag of a message's group.
+pub(crate) const TAG_GROUP: u8 = 1;
+
+/// The data format that brought groups: a partition must be stamped with it (or later)
+/// before a message with a group is written there, since an older delayq would deliver it
+/// without its group's turn or limit.
+pub const GROUPS_FORMAT: u32 = 3;
+
+/// The fields of an extension area that this delayq reads.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Fields {
+    pub(crate) group: Option<String>,
+}
+
+/// The area (without its length prefix) holding `fields`, in tag order.
+pub(crate) fn encode(fields: &[(u8, &[u8])]) -> Vec<u8> {
+    let mut area = Vec::new();
+    for (tag, value) in fields {
+        area.push(*tag);
+        put_varint(&mut area, value.len() as u64);
+        area.extend_from_slice(value);
+    }
+    area
+}
+
+/// The fields this delayq knows in `area`; None when the area is malformed (a field runs
+/// past its end, or a known field's value is not what its tag holds).
+pub(crate) fn decode(area: &[u8]) -> Option<Fields> {
+    let mut fields = Fields::default();
+    let mut at = 0;
+    while at < area.len() {
+        let tag = area[at];
+        at += 1;
+        let len = usize::try_from(read_varint(area, &mut at)?).ok()?;
+        let value = area.get(at..at.checked_add(len)?)?;
+        at += len;
+        if tag == TAG_GROUP {
+            fields.group = Some(String::from_utf8(value.to_vec()).ok()?);
+        }
+    }
+    Some(fields)
+}
+
+pub(crate) fn read_varint(rec: &[u8], at: &mut usize) -> Option<u64> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *rec.get(*at)?;
+        *at += 1;
+        n |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(n);
+        }
+    }
+    None
+}
+
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8 & 0x7f) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_fields_are_read_and_unknown_ones_skipped() {
+        let area = encode(&[(TAG_GROUP, b"tenant-7"), (200, &[9; 300])]);
+        let fields = decode(&area).expect("well formed");
+        assert_eq!(fields.group.as_deref(), Some("tenant-7"));
+        assert_eq!(decode(&encode(&[(200, b"x")])), Some(Fields::default()));
+        assert_eq!(decode(&area[..area.len() - 1]), None, "a field cut short");
+    }
+}

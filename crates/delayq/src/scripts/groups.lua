@@ -1,0 +1,209 @@
+-- groups.lua: messages with a group (data format 3): where they wait, and whose turn a claim
+-- serves. Not a script of its own: scripts.rs inserts it after prelude.lua.
+--
+-- A message's group is field 1 of its record's extension area (`m.group`, prelude.lua). A
+-- group lives in one partition (the hash of its name picks it, src/send.rs), in these keys
+-- under the partition's hash tag:
+--   gdelayed   ZSET, all scores 0, members whole records: the grouped messages not yet due
+--              (sent with a delay, waiting for a retry, rescheduled). A claim moves the due
+--              ones into their groups' sets first (`promote`).
+--   g:<group>  ZSET, all scores 0: the group's ready messages, each a rank byte then the
+--              record. Rank 0 is a message that keeps its group's slot (a retry, a released
+--              message), else 10 - priority; so a claim takes a slot keeper first, then
+--              higher priorities, then due order, then send order.
+--   groups     ZSET group -> turn: the rotation, the groups a claim may serve now (ready
+--              messages and a free slot, or a slot keeper at their head). A claim serves the
+--              lowest turns, one message each, and puts each served group back at the tail,
+--              so a group waits at most one turn of the others however long its backlog.
+--   gbusy      HASH group -> slots taken: its messages in flight, and its retries waiting
+--              (a retry keeps its group's slot, so a group of concurrency 1 stays in order).
+--   gkeep      HASH seq bytes -> '1': the messages in gdelayed that keep their group's slot.
+--   gsize      ZSET group -> its messages, pending and in flight: which groups exist, and
+--              the largest first.
+-- Control fields: `grouped` ('1' once a grouped message was sent here: claims then use the
+-- rotation), `gready` (messages in the groups' sets), `gconc` (the queue's group concurrency:
+-- at most that many messages of one group in flight; none: no limit).
+-- Every grouped message that is pending or in flight has an index entry, id -> sort key ..
+-- group, so that a lookup by id (generated or not) knows where it waits.
+-- On a partition with groups the messages without one take turns as one more group, named
+-- '' (no group has an empty name).
+
+local PART_PREFIX = k.pending:sub(1, #k.pending - #'pending')
+local gk = {
+  delayed = PART_PREFIX .. 'gdelayed', rotation = PART_PREFIX .. 'groups',
+  busy = PART_PREFIX .. 'gbusy', keep = PART_PREFIX .. 'gkeep', size = PART_PREFIX .. 'gsize',
+}
+local UNGROUPED = ''
+local KEEPER_RANK = '\0'
+-- How many due grouped messages one claim moves from gdelayed at most: a claim's work stays
+-- bounded; the rest move at the next.
+local PROMOTE_MAX = 1000
+
+local function group_set(g)
+  return PART_PREFIX .. 'g:' .. g
+end
+
+-- The rank byte of a ready message of sequence number `seq` that keeps no slot.
+local function rank_of(seq)
+  return string.char(10 - priority_of(seq))
+end
+
+-- The queue's group concurrency, read once per call (false: no limit).
+local group_limit_cache = nil
+local function group_limit(_)
+  if group_limit_cache == nil then
+    group_limit_cache = tonumber(redis.call('HGET', k.control, 'gconc') or '') or false
+  end
+  return group_limit_cache
+end
+
+local function busy_of(g)
+  return tonumber(redis.call('HGET', gk.busy, g) or '0')
+end
+
+-- The turn after the rotation's last.
+local function rotation_tail()
+  local last = redis.call('ZRANGE', gk.rotation, -1, -1, 'WITHSCORES')[2]
+  if last then
+    return tonumber(last) + 1
+  end
+  return 0
+end
+
+-- Puts group `g` at the tail of the rotation if it is not in it and a claim may serve it:
+-- it has a ready message, and a free slot or a slot keeper at its head. True when it went
+-- in (a waiting consumer has work).
+local function rotate_in(g)
+  if redis.call('ZSCORE', gk.rotation, g) then
+    return false
+  end
+  local head = redis.call('ZRANGE', group_set(g), 0, 0)[1]
+  if not head then
+    return false
+  end
+  local limit = group_limit(g)
+  if head:byte(1) ~= 0 and limit and busy_of(g) >= limit then
+    return false
+  end
+  redis.call('ZADD', gk.rotation, rotation_tail(), g)
+  return true
+end
+
+-- Counts `n` messages into (positive) or out of (negative) group `g`.
+local function group_size(g, n)
+  if tonumber(redis.call('ZINCRBY', gk.size, n, g)) <= 0 then
+    redis.call('ZREM', gk.size, g)
+  end
+end
+
+-- Frees `n` slots of group `g` (its messages acked, dead or cancelled). True when that let
+-- the group back into the rotation.
+local function free_slots(g, n)
+  if redis.call('HINCRBY', gk.busy, g, -n) <= 0 then
+    redis.call('HDEL', gk.busy, g)
+  end
+  return rotate_in(g)
+end
+
+-- Puts parsed grouped message `m` pending at `due` (µs), `now` being the server's time: into
+-- its group's set when due, else into gdelayed. `keep`: it keeps its group's slot. True when
+-- a waiting consumer must be woken.
+local function put_grouped(m, due, now, keep)
+  m.due = due
+  local rec = encode(m)
+  redis.call('HSET', k.index, m.id, sort_key(m) .. m.group)
+  if due <= now then
+    redis.call('ZADD', group_set(m.group), 0, (keep and KEEPER_RANK or rank_of(m.seq)) .. rec)
+    redis.call('HINCRBY', k.control, 'gready', 1)
+    return rotate_in(m.group)
+  end
+  local old_head = head_due(gk.delayed)
+  redis.call('ZADD', gk.delayed, 0, rec)
+  if keep then
+    redis.call('HSET', gk.keep, be6(m.seq), '1')
+  end
+  return wakes(due, old_head, now)
+end
+
+-- Moves the grouped messages due by `now` from gdelayed into their groups' sets (at most
+-- PROMOTE_MAX), and lets their groups into the rotation.
+local function promote(now)
+  local due = redis.call('ZRANGEBYLEX', gk.delayed, '-', due_bound(now), 'LIMIT', 0, PROMOTE_MAX)
+  if #due == 0 then
+    return
+  end
+  redis.call('ZREMRANGEBYLEX', gk.delayed, '-', '[' .. due[#due])
+  local touched, seen, ready = {}, {}, 0
+  for _, rec in ipairs(due) do
+    local ok, m = pcall(parse, rec)
+    if ok and m.group then
+      local keep = redis.call('HDEL', gk.keep, rec:sub(8, 13)) == 1
+      redis.call('ZADD', group_set(m.group), 0, (keep and KEEPER_RANK or rank_of(m.seq)) .. rec)
+      ready = ready + 1
+      if not seen[m.group] then
+        seen[m.group] = true
+        touched[#touched + 1] = m.group
+      end
+    else
+      -- Not a grouped record: with the ungrouped ones a claim takes it (and buries it there
+      -- if it cannot be read), so it is never stuck here.
+      redis.call('ZADD', k.pending, 0, rec)
+    end
+  end
+  redis.call('HINCRBY', k.control, 'gready', ready)
+  for _, g in ipairs(touched) do
+    rotate_in(g)
+  end
+end
+
+-- The pending grouped message `id` of group `g` (sort key `key`), parsed, with `member`,
+-- `set` and `keep` (whether it keeps its group's slot) set; or nil.
+local function find_grouped(id, key, g)
+  local seq = unbe6(key, 8)
+  local upper = key:sub(1, 7) .. be6(seq + 1)
+  local hit = redis.call('ZRANGEBYLEX', gk.delayed, '[' .. key, '(' .. upper, 'LIMIT', 0, 1)[1]
+  if hit then
+    local m = parse(hit)
+    if m.id == id then
+      m.member, m.set = hit, gk.delayed
+      m.keep = redis.call('HEXISTS', gk.keep, key:sub(8, 13)) == 1
+      return m
+    end
+  end
+  for _, rank in ipairs({ KEEPER_RANK, rank_of(seq) }) do
+    local set = group_set(g)
+    hit = redis.call('ZRANGEBYLEX', set, '[' .. rank .. key, '(' .. rank .. upper, 'LIMIT', 0, 1)[1]
+    if hit then
+      local m = parse(hit:sub(2))
+      if m.id == id then
+        m.member, m.set, m.keep, m.ready = hit, set, rank == KEEPER_RANK, true
+        return m
+      end
+    end
+  end
+  return nil
+end
+
+-- Takes grouped message `m` (from find_grouped) out of where it waits, index entry and all;
+-- its slot and its count in the group are the caller's.
+local function remove_grouped(m)
+  redis.call('ZREM', m.set, m.member)
+  redis.call('HDEL', k.index, m.id)
+  if m.ready then
+    redis.call('HINCRBY', k.control, 'gready', -1)
+  elseif m.keep then
+    redis.call('HDEL', gk.keep, be6(m.seq))
+  end
+end
+
+-- A grouped message is gone for good (acked, dead, cancelled): its index entry, its count,
+-- and the slot it held (`held`: in flight, or a slot keeper). True when a consumer must be
+-- woken.
+local function group_leaves(m, held)
+  redis.call('HDEL', k.index, m.id)
+  group_size(m.group, -1)
+  if held then
+    return free_slots(m.group, 1)
+  end
+  return false
+end
