@@ -80,6 +80,7 @@ impl From<InvalidInput> for ApiError {
         let code = match &e {
             InvalidInput::QueueName { .. } => "invalid_queue_name",
             InvalidInput::MessageId { .. } => "invalid_id",
+            InvalidInput::Group { .. } => "invalid_group",
             InvalidInput::PayloadTooLarge { .. } => {
                 return ApiError::too_large("payload_too_large", e.to_string())
             }
@@ -113,6 +114,11 @@ impl From<delayq::Error> for ApiError {
                 "newer_data_format",
                 e.to_string(),
             ),
+            // A feature the queue's data format does not have yet (groups before format 3):
+            // the operator upgrades the queue; nothing was written.
+            delayq::Error::FormatTooOld { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "older_data_format", e.to_string())
+            }
             // An upgrade while older processes run: they are named; nothing was changed.
             delayq::Error::OlderProcesses { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "older_processes", e.to_string())

@@ -39,6 +39,10 @@ struct StatsOut {
     /// The format of the queue's data (the oldest of its partitions'; `GET
     /// .../format` shows each).
     data_format: u32,
+    /// Groups with messages pending or in flight.
+    groups: u64,
+    /// At most this many messages of one group in flight at once (null: no limit).
+    group_concurrency: Option<u32>,
 }
 
 impl StatsOut {
@@ -59,6 +63,8 @@ impl StatsOut {
                 burst: Some(l.burst),
             }),
             data_format: s.data_format,
+            groups: s.groups,
+            group_concurrency: s.group_concurrency,
         })
     }
 }
@@ -162,6 +168,11 @@ pub struct QueueSettings {
     #[serde(default, deserialize_with = "present_or_null")]
     #[schema(value_type = Option<RateLimitArg>)]
     rate_limit: Option<Option<RateLimitArg>>,
+    /// At most this many messages of one group in flight at once (1: each group in order);
+    /// `null` lifts the limit.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 1000000)]
+    group_concurrency: Option<Option<u32>>,
 }
 
 /// A rate limit: deliveries per second, and how many at once after a quiet spell.
@@ -210,6 +221,9 @@ pub async fn configure(
     }
     if let Some(limit) = settings.rate_limit {
         changes.push(delayq::Setting::RateLimit(limit.map(Into::into)));
+    }
+    if let Some(n) = settings.group_concurrency {
+        changes.push(delayq::Setting::GroupConcurrency(n));
     }
     // All or nothing: a refused setting leaves the others unchanged too.
     q.configure(&changes).await?;

@@ -52,6 +52,9 @@ pub struct SummaryOut {
     attempts: u32,
     max_attempts: u32,
     priority: u8,
+    /// Its group, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
     last_error: Option<String>,
     lease_deadline_ms: Option<u64>,
     died_at_ms: Option<u64>,
@@ -73,6 +76,7 @@ impl From<MessageInfo> for SummaryOut {
             attempts: m.attempts,
             max_attempts: m.max_attempts,
             priority: m.priority,
+            group: m.group,
             last_error: m.last_error,
             lease_deadline_ms: m.lease_deadline_ms,
             died_at_ms: m.died_at_ms,

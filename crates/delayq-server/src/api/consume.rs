@@ -61,6 +61,9 @@ struct DeliveryOut {
     attempt: u32,
     /// 0 (lowest) to 9 (highest).
     priority: u8,
+    /// Its group, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
     due_ms: u64,
     lease_deadline_ms: u64,
     /// The sender's limit on the time spent on it, if it gave one.
@@ -77,6 +80,7 @@ impl From<Delivery> for DeliveryOut {
             receipt: d.receipt().to_string(),
             attempt: d.attempt,
             priority: d.priority,
+            group: d.group,
             due_ms: d.due_ms,
             lease_deadline_ms: d.lease_deadline_ms,
             handler_timeout_ms: d.handler_timeout.map(|t| t.as_millis() as u64),

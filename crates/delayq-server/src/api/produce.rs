@@ -136,6 +136,9 @@ struct MessageOut {
     max_attempts: u32,
     /// 0 (lowest) to 9 (highest).
     priority: u8,
+    /// Its group, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
     last_error: Option<String>,
     /// The last few failed attempts, oldest first.
     errors: Vec<ErrorOut>,
@@ -156,6 +159,7 @@ impl From<MessageInfo> for MessageOut {
             attempts: m.attempts,
             max_attempts: m.max_attempts,
             priority: m.priority,
+            group: m.group,
             last_error: m.last_error,
             errors: errors_out(m.errors),
             payload: PayloadOut::new(m.payload, m.kind),

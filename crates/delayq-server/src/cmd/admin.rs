@@ -42,6 +42,10 @@ pub enum AdminCommand {
         /// 0 (lowest) to 9 (highest), default 5: due messages of higher priority go first.
         #[arg(long)]
         priority: Option<u8>,
+        /// Its group (a tenant, a customer, an order): groups take turns, and the queue's
+        /// group concurrency bounds each one's messages in flight.
+        #[arg(long)]
+        group: Option<String>,
         /// Longest a worker may spend on it (e.g. 90s), in place of the worker's own limit.
         #[arg(long, value_parser = humantime::parse_duration)]
         handler_timeout: Option<std::time::Duration>,
@@ -127,6 +131,13 @@ pub enum AdminCommand {
         /// Lift the queue's rate limit.
         #[arg(long)]
         no_rate_limit: bool,
+        /// At most this many messages of one group in flight at once (1: each group in
+        /// order).
+        #[arg(long, conflicts_with = "no_group_concurrency")]
+        group_concurrency: Option<u32>,
+        /// Lift the limit on a group's messages in flight.
+        #[arg(long)]
+        no_group_concurrency: bool,
     },
     /// Dead letters: list, requeue, purge.
     #[command(subcommand)]
@@ -186,6 +197,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             backoff,
             jitter,
             priority,
+            group,
             handler_timeout,
             json_payload,
         } => {
@@ -206,6 +218,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             }
             if let Some(priority) = priority {
                 options = options.priority(priority);
+            }
+            if let Some(group) = group {
+                options = options.group(group);
             }
             if json_payload {
                 serde_json::from_str::<Value>(&payload).context("--json-payload: not JSON")?;
@@ -232,7 +247,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             let out = json!({
                 "id": m.id, "state": m.state.as_str(), "due_ms": m.due_ms,
                 "attempts": m.attempts, "max_attempts": m.max_attempts,
-                "priority": m.priority, "last_error": m.last_error, "payload": payload,
+                "priority": m.priority, "group": m.group, "last_error": m.last_error, "payload": payload,
                 "errors": m.errors.iter().map(|e| json!({
                     "attempt": e.attempt, "at_ms": e.at_ms, "error": e.error,
                 })).collect::<Vec<_>>(),
@@ -337,10 +352,18 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             rate_limit,
             burst,
             no_rate_limit,
+            group_concurrency,
+            no_group_concurrency,
         } => {
-            if idempotency_window.is_none() && rate_limit.is_none() && !no_rate_limit {
+            if idempotency_window.is_none()
+                && rate_limit.is_none()
+                && !no_rate_limit
+                && group_concurrency.is_none()
+                && !no_group_concurrency
+            {
                 bail!(
-                    "nothing to change: give --idempotency-window, --rate-limit or --no-rate-limit"
+                    "nothing to change: give --idempotency-window, --rate-limit, \
+                     --no-rate-limit, --group-concurrency or --no-group-concurrency"
                 );
             }
             let q = common.connect().await?.queue(&queue)?;
@@ -356,6 +379,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 })));
             } else if no_rate_limit {
                 changes.push(Setting::RateLimit(None));
+            }
+            if group_concurrency.is_some() || no_group_concurrency {
+                changes.push(Setting::GroupConcurrency(group_concurrency));
             }
             q.configure(&changes).await?;
             let s = q.stats().await?;
@@ -478,7 +504,8 @@ fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
         "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "partitions": partitions,
         "paused": s.paused, "idempotency_window_ms": s.idempotency_window.as_millis() as u64,
         "rate_limit": s.rate_limit.map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
-        "data_format": s.data_format,
+        "data_format": s.data_format, "groups": s.groups,
+        "group_concurrency": s.group_concurrency,
     })
 }
 

@@ -24,6 +24,19 @@ pub struct ActionForm {
     action: String,
     /// Reschedule: the new due time, `YYYY-MM-DDTHH:MM[:SS]` in UTC.
     at: Option<String>,
+    /// Group concurrency: the new limit (empty: none).
+    limit: Option<String>,
+}
+
+/// The group concurrency a form asks for: a number, or empty for none.
+fn group_limit(text: Option<&str>) -> Result<Option<u32>, String> {
+    match text.map(str::trim).filter(|t| !t.is_empty()) {
+        None => Ok(None),
+        Some(t) => t
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("a group concurrency is a whole number, not {t:?}")),
+    }
 }
 
 /// Why the action is refused (403), unless an admin sent it with this session's CSRF token.
@@ -66,7 +79,8 @@ fn failed(e: impl std::fmt::Display) -> Response {
     (StatusCode::BAD_REQUEST, e.to_string()).into_response()
 }
 
-/// `POST /ui/queues/{queue}/act`: `pause`, `resume`, `requeue_all`, `purge_all`.
+/// `POST /ui/queues/{queue}/act`: `pause`, `resume`, `upgrade`, `group_concurrency`,
+/// `requeue_all`, `purge_all`.
 pub async fn queue_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
@@ -85,6 +99,16 @@ pub async fn queue_action(
             .upgrade_format()
             .await
             .map(|f| format!("Upgraded: data format {}.", f.format())),
+        "group_concurrency" => match group_limit(form.limit.as_deref()) {
+            Ok(limit) => queue
+                .configure(&[delayq::Setting::GroupConcurrency(limit)])
+                .await
+                .map(|()| match limit {
+                    Some(n) => format!("Group concurrency: {n}."),
+                    None => "Group concurrency: no limit.".to_owned(),
+                }),
+            Err(e) => return failed(e),
+        },
         "requeue_all" => queue
             .dead_letters()
             .requeue_all()

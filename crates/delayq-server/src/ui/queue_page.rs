@@ -101,6 +101,10 @@ async fn render(
             }
             div.card { div.n { @if stats.ready > 0 { (span(stats.oldest_ready_lag_ms as f64)) } @else { "–" } } div.l { "oldest ready" } }
             div.card #paused-state { div.n { @if stats.paused { span.warn { "paused" } } @else { "running" } } div.l { "state" } }
+            div.card #groups {
+                div.n { (stats.groups) }
+                div.l { "groups" @if let Some(n) = stats.group_concurrency { ", " (n) " in flight each" } }
+            }
             div.card #data-format {
                 div.n { @if older_format { span.warn { (stats.data_format) } } @else { (stats.data_format) } }
                 div.l { "data format" @if older_format { " (newest " (delayq::DATA_FORMAT) ")" } }
@@ -117,6 +121,15 @@ async fn render(
                 @if older_format {
                     button #upgrade type="submit" name="action" value="upgrade" { "Upgrade data format" }
                 }
+            }
+            form.row #group-concurrency method="post" action=(format!("{base}/act")) {
+                (layout::csrf(session))
+                input type="hidden" name="action" value="group_concurrency";
+                label { "Messages of one group in flight at once "
+                    input type="number" name="limit" min="1" placeholder="no limit" aria-label="Group concurrency"
+                        value=[stats.group_concurrency];
+                }
+                button type="submit" { "Set" }
             }
         }
         h2 { "Last " @if day { "24 hours" } @else { "hour" } }

@@ -386,6 +386,28 @@ fn send_takes_a_priority_and_get_shows_it() {
 }
 
 #[test]
+fn send_takes_a_group_and_configure_a_group_concurrency() {
+    let redis = RedisServer::start();
+    json(
+        &redis,
+        &["send", "tenants", "x", "--id", "g1", "--group", "acme"],
+    );
+    assert_eq!(json(&redis, &["get", "tenants", "g1"])["group"], "acme");
+    let set = json(
+        &redis,
+        &["configure", "tenants", "--group-concurrency", "1"],
+    );
+    assert_eq!(
+        (set["groups"].as_u64(), set["group_concurrency"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let lifted = json(&redis, &["configure", "tenants", "--no-group-concurrency"]);
+    assert!(lifted["group_concurrency"].is_null(), "{lifted}");
+    let refused = fails(&redis, &["send", "tenants", "x", "--group", "a b"]);
+    assert!(refused.contains("group"), "{refused}");
+}
+
+#[test]
 fn schedules_are_put_listed_shown_and_deleted() {
     let redis = RedisServer::start();
     let put = json(
