@@ -1,5 +1,5 @@
 //! A rolling deploy with two builds at once: `delayq serve` of the release before (it reads
-//! only data format 1) and of this one (format 2), on one Redis, sending and consuming the
+//! only data format 1) and of this one (the newest format), on one Redis, sending and consuming the
 //! same queue. The rule (`formats.rs` in the library): the new build writes what format 1
 //! allows while an older process is announced, and the upgrade is refused until none is;
 //! then an old process that starts is refused with a clear error, and nothing is written.
@@ -143,7 +143,10 @@ async fn two_builds_share_a_queue_through_a_rolling_upgrade() {
         1,
         "{processes}"
     );
-    assert!(formats.contains(&2), "{processes}");
+    assert!(
+        formats.contains(&u64::from(delayq::DATA_FORMAT)),
+        "{processes}"
+    );
     assert_eq!(format_of(&redis)["queues"][0]["format"], 1);
 
     // The upgrade waits while the old build runs, and says which process it waits for.
@@ -190,7 +193,7 @@ async fn two_builds_share_a_queue_through_a_rolling_upgrade() {
             shown["queues"][0]["format"].as_u64(),
             shown["queues"][0]["current"].as_bool()
         ),
-        (Some(2), Some(true)),
+        (Some(u64::from(delayq::DATA_FORMAT)), Some(true)),
         "{shown}"
     );
     for d in held["deliveries"].as_array().expect("deliveries") {
