@@ -55,7 +55,7 @@
 //! * Handles by concern, each built on the core: `send.rs` (send, batches), `by_id.rs`
 //!   (get, cancel, reschedule), `settle.rs` (ack, nack, fail, release, extend),
 //!   `consumer.rs` ([`Consumer`]: receive, waiting without polling) with `claim.rs` (one
-//!   claim) and `choice.rs` (which lane next), `dead_letters.rs` ([`DeadLetters`]),
+//!   claim) and `choice.rs` (which lane next), `dead_letters.rs` ([`DeadLetters`]), `groups.rs` ([`Groups`]),
 //!   `browse.rs` (list, search), `history.rs` (per-minute counts), `stats.rs`,
 //!   `control.rs` (pause, resume, settings), `schedules.rs` ([`Schedules`]),
 //!   `push_target.rs` (the server's push target), `upgrade.rs` (a queue's data format
@@ -90,6 +90,7 @@ mod error;
 mod error_history;
 mod extension;
 mod formats;
+mod groups;
 mod history;
 mod keys;
 mod message;
@@ -130,6 +131,9 @@ pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
 pub use extension::GROUPS_FORMAT;
 pub use formats::{DATA_FORMAT, FIRST_FORMAT};
+pub use groups::{
+    GroupInfo, GroupPage, GroupSettings, GroupSummary, Groups, MAX_GROUP_OFFSET, MAX_GROUP_WEIGHT,
+};
 pub use history::{Lateness, Minute, MAX_HISTORY_MINUTES};
 pub use message::{
     Amend, CancelOutcome, DeadLetter, DeadLettered, MessageInfo, NackOutcome, Next, RateLimit,

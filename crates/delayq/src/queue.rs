@@ -20,6 +20,7 @@ use crate::control;
 use crate::dead_letters::DeadLetters;
 use crate::delivery::Delivery;
 use crate::error::{Error, Result};
+use crate::groups::Groups;
 use crate::history::{self, Minute};
 use crate::message::{Amend, CancelOutcome, MessageInfo, NackOutcome, Next, RateLimit};
 use crate::message::{Sent, Stats};
@@ -326,6 +327,12 @@ impl Queue {
     /// The dead letters of this queue.
     pub fn dead_letters(&self) -> DeadLetters<'_> {
         DeadLetters::new(&self.core)
+    }
+
+    /// The groups of this queue ([`SendOptions::group`](crate::SendOptions::group)): list,
+    /// look at one, pause, resume, or give one its own limit or weight.
+    pub fn groups(&self) -> Groups<'_> {
+        Groups::new(&self.core)
     }
 
     /// The recurring schedules of this queue.

@@ -196,7 +196,7 @@ impl From<RateLimitArg> for delayq::RateLimit {
 }
 
 /// Tells a field given as `null` (`Some(None)`) from one left out (`None`).
-fn present_or_null<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+pub(super) fn present_or_null<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,

@@ -25,6 +25,7 @@ pub mod body;
 pub mod browse;
 mod consume;
 mod formats;
+mod groups;
 mod path;
 mod produce;
 mod push;
@@ -108,6 +109,8 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(push::put, push::get, push::delete))
         .routes(routes!(schedules::list))
         .routes(routes!(schedules::put, schedules::get, schedules::delete))
+        .routes(routes!(groups::list))
+        .routes(routes!(groups::get, groups::configure))
         .routes(routes!(formats::get))
         .routes(routes!(formats::upgrade))
         .routes(routes!(formats::processes))

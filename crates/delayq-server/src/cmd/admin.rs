@@ -151,6 +151,9 @@ pub enum AdminCommand {
     /// Data formats: show each queue's and the processes running, upgrade queues.
     #[command(subcommand)]
     Format(super::format::FormatCommand),
+    /// Groups: list a queue's, show one, pause, resume or set one's concurrency and weight.
+    #[command(subcommand)]
+    Groups(super::groups::GroupsCommand),
 }
 
 /// Dead-letter commands.
@@ -400,6 +403,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::Schedule(command) => super::schedule::run(command).await,
         AdminCommand::Push(command) => super::push::run(command).await,
         AdminCommand::Format(command) => super::format::run(command).await,
+        AdminCommand::Groups(command) => super::groups::run(command).await,
     }
 }
 

@@ -2,9 +2,10 @@
 //!
 //! Floors, top down (each imports only from below it):
 //! * this file: the command line, dispatched to `serve` or `admin`;
-//! * `admin.rs`: the admin commands, handing `schedule`, `push` and `format` to their
-//!   modules;
-//! * `schedule.rs`, `push.rs`, `format.rs`: recurring schedules, push targets, data formats;
+//! * `admin.rs`: the admin commands, handing `schedule`, `push`, `format` and `groups` to
+//!   their modules;
+//! * `schedule.rs`, `push.rs`, `format.rs`, `groups.rs`: recurring schedules, push targets,
+//!   data formats, groups;
 //! * `serve.rs`: the HTTP API; `common.rs`: what the admin commands share (flags,
 //!   connection, printing, text forms);
 //! * `redis_args.rs`: where Redis is, as every command is told.
@@ -12,6 +13,7 @@
 mod admin;
 mod common;
 mod format;
+mod groups;
 mod push;
 mod redis_args;
 mod schedule;

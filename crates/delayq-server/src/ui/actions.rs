@@ -26,6 +26,8 @@ pub struct ActionForm {
     at: Option<String>,
     /// Group concurrency: the new limit (empty: none).
     limit: Option<String>,
+    /// A group's weight.
+    weight: Option<String>,
 }
 
 /// The group concurrency a form asks for: a number, or empty for none.
@@ -124,6 +126,49 @@ pub async fn queue_action(
     match done {
         Ok(text) if form.action.ends_with("_all") => then(&format!("{base}?state=dead"), &text),
         Ok(text) => then(&base, &text),
+        Err(e) => failed(e),
+    }
+}
+
+/// `POST /ui/queues/{queue}/groups/{group}/act`: `pause`, `resume`, `settings` (its own
+/// concurrency, empty for the queue's, and its weight).
+pub async fn group_action(
+    State(app): State<AppState>,
+    Visitor(session): Visitor,
+    axum::extract::Path((name, group)): axum::extract::Path<(String, String)>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    let queue = match queue_to_act_on(&app, &session, &form, &name) {
+        Ok(q) => q,
+        Err(refused) => return *refused,
+    };
+    let groups = queue.groups();
+    let done = match form.action.as_str() {
+        "pause" => groups.pause(&group).await.map(|_| "Paused.".to_owned()),
+        "resume" => groups.resume(&group).await.map(|_| "Resumed.".to_owned()),
+        "settings" => {
+            let limit = match group_limit(form.limit.as_deref()) {
+                Ok(limit) => limit,
+                Err(e) => return failed(e),
+            };
+            let weight = match group_limit(form.weight.as_deref()) {
+                Ok(weight) => weight,
+                Err(e) => return failed(e.replace("concurrency", "weight")),
+            };
+            let settings = delayq::GroupSettings {
+                concurrency: Some(limit),
+                weight: Some(weight),
+                paused: None,
+            };
+            groups
+                .configure(&group, settings)
+                .await
+                .map(|_| "Settings changed.".to_owned())
+        }
+        other => return failed(format!("no such action: {other}")),
+    };
+    match done {
+        Ok(text) => then(&super::group_page::group_path(&name, &group), &text),
         Err(e) => failed(e),
     }
 }

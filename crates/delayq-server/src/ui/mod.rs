@@ -6,6 +6,7 @@
 //! * `queue_page.rs`: one queue's charts (`chart.rs`), its messages by state, search,
 //!   schedules and push target.
 //! * `message_page.rs`: one message, and what can be done to it.
+//! * `group_page.rs`: one group, its counts and settings.
 //! * `actions.rs`: every form's POST: admins only, each with the session's CSRF token.
 //! * `layout.rs`: the page shell, its CSS and its little JavaScript.
 //! * `visitor.rs`: who may see a page (a valid session); `text.rs`: how paths, times and
@@ -13,6 +14,7 @@
 
 mod actions;
 mod chart;
+mod group_page;
 mod layout;
 mod login;
 mod message_page;
@@ -41,6 +43,11 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/queues/{queue}/search", get(queue_page::search_step))
         .route("/ui/queues/{queue}/confirm", get(actions::confirm))
         .route("/ui/queues/{queue}/act", post(actions::queue_action))
+        .route("/ui/queues/{queue}/groups/{group}", get(group_page::page))
+        .route(
+            "/ui/queues/{queue}/groups/{group}/act",
+            post(actions::group_action),
+        )
         .route("/ui/queues/{queue}/messages/{id}", get(message_page::page))
         .route(
             "/ui/queues/{queue}/messages/{id}/act",

@@ -20,6 +20,8 @@ use crate::state::AppState;
 
 /// Messages per page of a state's list.
 const PAGE: usize = 25;
+/// Groups shown on a queue page, most messages first.
+const TOP_GROUPS: usize = 10;
 
 #[derive(Deserialize, Default)]
 pub struct QueueQuery {
@@ -68,13 +70,16 @@ async fn render(
     let day = query.range.as_deref() == Some("24h");
     let minutes = if day { 1440 } else { 60 };
     let schedule_view = queue.schedules();
-    let (stats, history, page, schedules, target) = tokio::join!(
+    let groups_view = queue.groups();
+    let (stats, history, page, schedules, target, top_groups) = tokio::join!(
         queue.stats(),
         queue.history(minutes),
         queue.list(which, cursor.as_ref(), PAGE),
         schedule_view.list(),
         crate::push::target::load(app.dq(), &queue),
+        groups_view.list(0, TOP_GROUPS),
     );
+    let top_groups = top_groups.map_err(|e| e.to_string())?;
     let stats = stats.map_err(|e| e.to_string())?;
     let older_format = stats.data_format < delayq::DATA_FORMAT;
     let history = history.map_err(|e| e.to_string())?;
@@ -131,6 +136,17 @@ async fn render(
                 }
                 button type="submit" { "Set" }
             }
+        }
+        @if !top_groups.groups.is_empty() {
+            h2 { "Top groups" }
+            div.scroll { table #top-groups {
+                thead { tr { th { "Group" } th { "Messages" } } }
+                tbody {
+                    @for g in &top_groups.groups {
+                        tr { td { a href=(super::group_page::group_path(name, &g.name)) { (g.name) } } td { (g.messages) } }
+                    }
+                }
+            } }
         }
         h2 { "Last " @if day { "24 hours" } @else { "hour" } }
         div.tabs {

@@ -408,6 +408,59 @@ fn send_takes_a_group_and_configure_a_group_concurrency() {
 }
 
 #[test]
+fn groups_are_listed_shown_paused_and_set() {
+    let redis = RedisServer::start();
+    for id in ["a1", "a2"] {
+        json(
+            &redis,
+            &["send", "saas", "x", "--id", id, "--group", "acme"],
+        );
+    }
+    json(
+        &redis,
+        &["send", "saas", "y", "--id", "b1", "--group", "globex"],
+    );
+    let list = json(&redis, &["groups", "list", "saas"]);
+    assert_eq!(list["total"], 2);
+    assert_eq!(
+        list["groups"][0],
+        serde_json::json!({ "name": "acme", "messages": 2 })
+    );
+    let paused = json(&redis, &["groups", "pause", "saas", "acme"]);
+    assert_eq!(
+        (paused["paused"].as_bool(), paused["ready"].as_u64()),
+        (Some(true), Some(2))
+    );
+    let set = json(
+        &redis,
+        &[
+            "groups",
+            "set",
+            "saas",
+            "acme",
+            "--concurrency",
+            "1",
+            "--weight",
+            "4",
+        ],
+    );
+    assert_eq!(
+        (set["own_concurrency"].as_u64(), set["weight"].as_u64()),
+        (Some(1), Some(4))
+    );
+    let back = json(
+        &redis,
+        &["groups", "set", "saas", "acme", "--queue-concurrency"],
+    );
+    assert!(back["own_concurrency"].is_null(), "{back}");
+    let resumed = json(&redis, &["groups", "resume", "saas", "acme"]);
+    assert_eq!(resumed["paused"], false);
+    let table = ok(&redis, &["groups", "show", "saas", "acme"]);
+    assert!(table.contains("ready       2"), "{table}");
+    assert!(fails(&redis, &["groups", "set", "saas", "acme"]).contains("nothing to change"));
+}
+
+#[test]
 fn schedules_are_put_listed_shown_and_deleted() {
     let redis = RedisServer::start();
     let put = json(

@@ -14,6 +14,7 @@ mod forged_receipts;
 mod formats;
 mod front_door;
 mod frozen_redis;
+mod group_admin;
 mod groups;
 mod metrics;
 mod openapi;

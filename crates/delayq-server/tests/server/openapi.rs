@@ -44,6 +44,9 @@ const ROUTES: &[&str] = &[
     "DELETE /v1/queues/{queue}/schedules/{name}",
     "GET /v1/queues/{queue}/format",
     "POST /v1/queues/{queue}/upgrade",
+    "GET /v1/queues/{queue}/groups",
+    "GET /v1/queues/{queue}/groups/{group}",
+    "PATCH /v1/queues/{queue}/groups/{group}",
     "GET /v1/processes",
 ];
 

@@ -290,7 +290,7 @@ fn form_body(pairs: &[(&str, &str)]) -> String {
 }
 
 /// A session cookie for `token`, through the login form over plain HTTP.
-async fn session_cookie(s: &TestServer, token: &str) -> String {
+pub async fn session_cookie(s: &TestServer, token: &str) -> String {
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -330,7 +330,7 @@ async fn page_csrf(http: &reqwest::Client, s: &TestServer, cookie: &str) -> Stri
 }
 
 /// POSTs `form` to `url` as a browser would, with `cookie` if any; the status.
-async fn post_form(
+pub async fn post_form(
     http: &reqwest::Client,
     url: &str,
     cookie: Option<&str>,

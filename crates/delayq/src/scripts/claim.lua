@@ -181,6 +181,9 @@ end
 -- while the group has a free slot. Returns whether the group may be served again now.
 local gready_taken = 0
 local function take_grouped(g, n)
+  if group_paused(g) then
+    return false
+  end
   local set = group_set(g)
   local members = redis.call('ZRANGE', set, 0, n)
   local limit, busy = group_limit(g), busy_of(g)
@@ -242,20 +245,37 @@ else
       if wanted <= 0 then
         break
       end
-      -- When every group in the rotation fits in this claim, each gets an even share.
-      local n = #turn < want and math.max(1, math.floor(want / #turn)) or 1
-      local again
+      -- When every group in the rotation fits in this claim, each gets an even share (times
+      -- its weight) and its turn ends; otherwise a group gives what is left of its turn,
+      -- its weight (1 unless set), over as many claims as that takes.
+      local share = #turn < want and math.max(1, math.floor(want / #turn)) or nil
+      local weight = g == UNGROUPED and 1 or group_weight(g)
+      local left = weight
+      if weight > 1 and not share then
+        left = tonumber(redis.call('HGET', gk.turn, g) or weight)
+      end
+      local n = math.min(share and share * weight or left, wanted)
+      local again, before_g = nil, #due
       if g == UNGROUPED then
         again = take_ungrouped(n) > 0 and ungrouped_due()
       else
         again = take_grouped(g, n)
       end
-      if again then
-        back[#back + 1] = tail
-        back[#back + 1] = g
-        tail = tail + 1
+      left = left - (#due - before_g)
+      if again and weight > 1 and not share and left > 0 then
+        -- Its turn goes on: it keeps its place at the head.
+        redis.call('HSET', gk.turn, g, left)
       else
-        dropped[#dropped + 1] = g
+        if weight > 1 then
+          redis.call('HDEL', gk.turn, g)
+        end
+        if again then
+          back[#back + 1] = tail
+          back[#back + 1] = g
+          tail = tail + 1
+        else
+          dropped[#dropped + 1] = g
+        end
       end
     end
     if #back > 0 then

@@ -20,9 +20,15 @@
 --   gkeep      HASH seq bytes -> '1': the messages in gdelayed that keep their group's slot.
 --   gsize      ZSET group -> its messages, pending and in flight: which groups exist, and
 --              the largest first.
+--   gretry     HASH group -> its slot keepers waiting in gdelayed (for a group's counts).
+--   gconf      HASH group -> its own settings, 'l=<limit>,w=<weight>,p=1' (any of them): a
+--              concurrency in place of the queue's, a weight (messages per turn), paused.
+--   gturn      HASH group -> what is left of the turn of a group of weight over 1 that is
+--              at the head of the rotation: it stays there until it has given its weight.
 -- Control fields: `grouped` ('1' once a grouped message was sent here: claims then use the
 -- rotation), `gready` (messages in the groups' sets), `gconc` (the queue's group concurrency:
--- at most that many messages of one group in flight; none: no limit).
+-- at most that many messages of one group in flight; none: no limit), `gconf` ('1' once a
+-- group has settings of its own: only then are they looked up).
 -- Every grouped message that is pending or in flight has an index entry, id -> sort key ..
 -- group, so that a lookup by id (generated or not) knows where it waits.
 -- On a partition with groups the messages without one take turns as one more group, named
@@ -32,6 +38,7 @@ local PART_PREFIX = k.pending:sub(1, #k.pending - #'pending')
 local gk = {
   delayed = PART_PREFIX .. 'gdelayed', rotation = PART_PREFIX .. 'groups',
   busy = PART_PREFIX .. 'gbusy', keep = PART_PREFIX .. 'gkeep', size = PART_PREFIX .. 'gsize',
+  retry = PART_PREFIX .. 'gretry', conf = PART_PREFIX .. 'gconf', turn = PART_PREFIX .. 'gturn',
 }
 local UNGROUPED = ''
 local KEEPER_RANK = '\0'
@@ -48,13 +55,52 @@ local function rank_of(seq)
   return string.char(10 - priority_of(seq))
 end
 
--- The queue's group concurrency, read once per call (false: no limit).
-local group_limit_cache = nil
-local function group_limit(_)
-  if group_limit_cache == nil then
-    group_limit_cache = tonumber(redis.call('HGET', k.control, 'gconc') or '') or false
+-- The queue's group concurrency (false: no limit) and whether any group has settings of its
+-- own, read once per call.
+local queue_group_conf = nil
+local function group_defaults()
+  if queue_group_conf == nil then
+    local c = redis.call('HMGET', k.control, 'gconc', 'gconf')
+    queue_group_conf = { limit = tonumber(c[1] or '') or false, own = c[2] ~= false }
   end
-  return group_limit_cache
+  return queue_group_conf
+end
+
+-- Group `g`'s own settings from its gconf value `text`: { l = limit, w = weight, p = 1 }.
+local function parse_group_conf(text)
+  local conf = {}
+  for name, value in (text or ''):gmatch('(%a)=(%d+)') do
+    conf[name] = tonumber(value)
+  end
+  return conf
+end
+
+-- Group `g`'s own settings, read once per call.
+local group_conf_cache = {}
+local function group_conf(g)
+  if not group_defaults().own then
+    return {}
+  end
+  local conf = group_conf_cache[g]
+  if conf == nil then
+    conf = parse_group_conf(redis.call('HGET', gk.conf, g))
+    group_conf_cache[g] = conf
+  end
+  return conf
+end
+
+-- At most how many messages of group `g` may be in flight (false: no limit).
+local function group_limit(g)
+  return group_conf(g).l or group_defaults().limit
+end
+
+local function group_paused(g)
+  return group_conf(g).p == 1
+end
+
+-- How many messages group `g` gives per turn.
+local function group_weight(g)
+  return group_conf(g).w or 1
 end
 
 local function busy_of(g)
@@ -78,7 +124,7 @@ local function rotate_in(g)
     return false
   end
   local head = redis.call('ZRANGE', group_set(g), 0, 0)[1]
-  if not head then
+  if not head or group_paused(g) then
     return false
   end
   local limit = group_limit(g)
@@ -121,8 +167,16 @@ local function put_grouped(m, due, now, keep)
   redis.call('ZADD', gk.delayed, 0, rec)
   if keep then
     redis.call('HSET', gk.keep, be6(m.seq), '1')
+    redis.call('HINCRBY', gk.retry, m.group, 1)
   end
   return wakes(due, old_head, now)
+end
+
+-- One of group `g`'s slot keepers left gdelayed.
+local function retry_done(g)
+  if redis.call('HINCRBY', gk.retry, g, -1) <= 0 then
+    redis.call('HDEL', gk.retry, g)
+  end
 end
 
 -- Moves the grouped messages due by `now` from gdelayed into their groups' sets (at most
@@ -138,6 +192,9 @@ local function promote(now)
     local ok, m = pcall(parse, rec)
     if ok and m.group then
       local keep = redis.call('HDEL', gk.keep, rec:sub(8, 13)) == 1
+      if keep then
+        retry_done(m.group)
+      end
       redis.call('ZADD', group_set(m.group), 0, (keep and KEEPER_RANK or rank_of(m.seq)) .. rec)
       ready = ready + 1
       if not seen[m.group] then
@@ -193,6 +250,7 @@ local function remove_grouped(m)
     redis.call('HINCRBY', k.control, 'gready', -1)
   elseif m.keep then
     redis.call('HDEL', gk.keep, be6(m.seq))
+    retry_done(m.group)
   end
 end
 

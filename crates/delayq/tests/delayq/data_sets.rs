@@ -5,7 +5,8 @@
 //! `data_sets/format1.tsv` was written by `write_the_current_format` (below, run by hand:
 //! `cargo test -p delayq --test delayq data_sets::write -- --ignored`) at `c99dcfc`, the
 //! last release before data sets carried a format version; `data_sets/format2.tsv` by the
-//! same writer once format 2 (the records' extension area) came. A format change adds its
+//! same writer once format 2 (the records' extension area) came; `data_sets/format3.tsv`
+//! once format 3 (groups) came, with a queue of groups (`data_set_groups.rs`). A format change adds its
 //! own file, written the same way, and its own test; the older files and their tests stay,
 //! and each older one is also checked after an upgrade.
 //!
@@ -26,6 +27,7 @@ use crate::common::*;
 
 const FORMAT1: &str = include_str!("data_sets/format1.tsv");
 const FORMAT2: &str = include_str!("data_sets/format2.tsv");
+const FORMAT3: &str = include_str!("data_sets/format3.tsv");
 
 /// Where the writer puts the file it writes (copied into `data_sets/` by hand).
 const WRITTEN_TO: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/data-set-current.tsv");
@@ -146,6 +148,8 @@ async fn write_the_current_format() {
         .await
         .expect("schedule");
 
+    crate::data_set_groups::write(&dq).await;
+
     let text = dump(&dq).await;
     std::fs::write(WRITTEN_TO, text).expect("write the data set");
     println!("data set written to {WRITTEN_TO}");
@@ -156,7 +160,7 @@ async fn write_the_current_format() {
 async fn format1_loads_whole_and_delivers_each_message_once() {
     let (_server, dq) = setup().await;
     load(&dq, FORMAT1).await;
-    whole_and_delivered_once(&dq, 1).await;
+    whole_and_delivered_once(&dq, 1, false).await;
 }
 
 #[tokio::test]
@@ -167,19 +171,28 @@ async fn format1_upgraded_loses_nothing_and_delivers_each_message_once() {
         let format = queue(&dq, name).upgrade_format().await.expect("upgrade");
         assert!(format.is_current(), "{name}: {format:?}");
     }
-    whole_and_delivered_once(&dq, delayq::DATA_FORMAT).await;
+    whole_and_delivered_once(&dq, delayq::DATA_FORMAT, false).await;
 }
 
 #[tokio::test]
 async fn format2_loads_whole_and_delivers_each_message_once() {
     let (_server, dq) = setup().await;
     load(&dq, FORMAT2).await;
-    whole_and_delivered_once(&dq, 2).await;
+    whole_and_delivered_once(&dq, 2, false).await;
+}
+
+#[tokio::test]
+async fn format3_loads_whole_and_delivers_each_message_once_in_its_groups_order() {
+    let (_server, dq) = setup().await;
+    load(&dq, FORMAT3).await;
+    whole_and_delivered_once(&dq, 3, true).await;
+    crate::data_set_groups::check_and_deliver_once(&dq).await;
 }
 
 /// Checks the loaded data set: every message, setting and schedule where the writer left
-/// it, each queue's data of `format`, and each message delivered once.
-async fn whole_and_delivered_once(dq: &DelayQ, format: u32) {
+/// it, each queue's data of `format`, and each message delivered once. `with_groups`: the
+/// data set has a queue of groups too (format 3 on), which `data_set_groups.rs` checks.
+async fn whole_and_delivered_once(dq: &DelayQ, format: u32, with_groups: bool) {
     let mut names: Vec<String> = dq
         .queues()
         .await
@@ -188,7 +201,14 @@ async fn whole_and_delivered_once(dq: &DelayQ, format: u32) {
         .map(|q| q.to_string())
         .collect();
     names.sort();
-    assert_eq!(names, ["orders", "parts", "paused"]);
+    // From format 3 on, a queue of groups too (data_set_groups.rs).
+    let expected = ["orders", "parts", "paused"];
+    let expected = if with_groups {
+        [&expected[..], &["tenants"]].concat()
+    } else {
+        expected.to_vec()
+    };
+    assert_eq!(names, expected);
 
     for name in &names {
         let found = queue(dq, name).data_format().await.expect("format");

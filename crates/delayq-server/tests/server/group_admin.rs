@@ -1,0 +1,197 @@
+//! A queue's groups over HTTP and on the dashboard: the list (most messages first), one
+//! group's counts and settings, its pause and its own concurrency; admins only (a group is a
+//! tenant's name), and a dashboard action needs an admin session and its CSRF token.
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use delayq_server::auth::Tokens;
+use delayq_server::limits::Limits;
+
+use crate::common::*;
+use crate::ui::{post_form, session_cookie};
+
+const ADMIN: &str = "admin-token-0123456789";
+const SEND: &str = "send-token-0123456789";
+
+async fn secured() -> TestServer {
+    let tokens = Tokens::parse(&format!("admin:{ADMIN}\nsend:{SEND}")).expect("tokens");
+    let mut s = TestServer::start_with(Limits::default(), tokens).await;
+    s.token = Some(ADMIN.into());
+    s
+}
+
+async fn send(s: &TestServer, group: &str, n: usize) {
+    for i in 0..n {
+        let (status, body) = s
+            .post(
+                "/v1/queues/saas/messages",
+                json!({ "payload": i, "group": group }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn groups_are_listed_shown_paused_and_given_their_own_limit() {
+    let mut s = secured().await;
+    send(&s, "acme", 3).await;
+    send(&s, "globex", 1).await;
+    let (status, list) = s.get("/v1/queues/saas/groups?limit=10").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(
+        list,
+        json!({ "total": 2, "groups": [
+            { "name": "acme", "messages": 3 }, { "name": "globex", "messages": 1 }
+        ] })
+    );
+
+    let (status, acme) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/saas/groups/acme",
+            Some(json!({ "paused": true, "concurrency": 2, "weight": 3 })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{acme}");
+    assert_eq!(
+        acme,
+        json!({ "name": "acme", "delayed": 0, "ready": 3, "in_flight": 0, "paused": true,
+                "concurrency": 2, "own_concurrency": 2, "weight": 3 })
+    );
+    // Paused: only globex is delivered.
+    let got = receive(&s, "saas", 10, "0s").await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["group"], "globex");
+    // Resumed: acme gives two, its own limit.
+    let (status, _) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/saas/groups/acme",
+            Some(json!({ "paused": false })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(receive(&s, "saas", 10, "0s").await.len(), 2);
+    let (_, acme) = s.get("/v1/queues/saas/groups/acme").await;
+    assert_eq!(
+        (acme["in_flight"].as_u64(), acme["ready"].as_u64()),
+        (Some(2), Some(1))
+    );
+
+    let bad = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/saas/groups/acme",
+            Some(json!({ "weight": 0 })),
+        )
+        .await;
+    assert_error(&bad, StatusCode::BAD_REQUEST, "invalid_option");
+    let bad = s.get("/v1/queues/saas/groups/not%20a%20group").await;
+    assert_error(&bad, StatusCode::BAD_REQUEST, "invalid_group");
+
+    // A send token sees no group, and changes none.
+    s.token = Some(SEND.into());
+    let refused = s.get("/v1/queues/saas/groups").await;
+    assert_eq!(refused.0, StatusCode::FORBIDDEN);
+    let refused = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/saas/groups/acme",
+            Some(json!({ "paused": true })),
+        )
+        .await;
+    assert_eq!(refused.0, StatusCode::FORBIDDEN);
+    s.token = Some(ADMIN.into());
+    let (_, acme) = s.get("/v1/queues/saas/groups/acme").await;
+    assert_eq!(acme["paused"], false);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_a_group_and_only_an_admin_session_pauses_it() {
+    let s = secured().await;
+    send(&s, "acme", 2).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let admin = session_cookie(&s, ADMIN).await;
+    let page = |cookie: String, path: String| {
+        let http = http.clone();
+        let url = format!("{}{path}", s.base);
+        async move {
+            http.get(url)
+                .header("cookie", cookie)
+                .send()
+                .await
+                .expect("page")
+                .text()
+                .await
+                .expect("html")
+        }
+    };
+    let queue_page = page(admin.clone(), "/ui/queues/saas".into()).await;
+    assert!(queue_page.contains("Top groups"), "{queue_page}");
+    assert!(queue_page.contains("/ui/queues/saas/groups/acme"));
+    let group_page = page(admin.clone(), "/ui/queues/saas/groups/acme".into()).await;
+    assert!(group_page.contains("Group acme"), "{group_page}");
+    let csrf = group_page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a CSRF token")
+        .to_owned();
+
+    let act = format!("{}/ui/queues/saas/groups/acme/act", s.base);
+    let sender = session_cookie(&s, SEND).await;
+    for (cookie, form) in [
+        (
+            Some(&sender),
+            vec![("action", "pause"), ("csrf", csrf.as_str())],
+        ),
+        (Some(&admin), vec![("action", "pause")]),
+    ] {
+        let resp = post_form(&http, &act, cookie.map(String::as_str), &form).await;
+        assert!(
+            matches!(
+                resp.status(),
+                StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED
+            ),
+            "{form:?}: {}",
+            resp.status()
+        );
+    }
+    let (_, acme) = s.get("/v1/queues/saas/groups/acme").await;
+    assert_eq!(acme["paused"], false, "a refused action acted");
+    let resp = post_form(
+        &http,
+        &act,
+        Some(&admin),
+        &[("action", "pause"), ("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    let (_, acme) = s.get("/v1/queues/saas/groups/acme").await;
+    assert_eq!(acme["paused"], true);
+    let resp = post_form(
+        &http,
+        &act,
+        Some(&admin),
+        &[
+            ("action", "settings"),
+            ("csrf", &csrf),
+            ("limit", "1"),
+            ("weight", "2"),
+        ],
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    let (_, acme) = s.get("/v1/queues/saas/groups/acme").await;
+    assert_eq!(
+        (acme["own_concurrency"].as_u64(), acme["weight"].as_u64()),
+        (Some(1), Some(2))
+    );
+    s.shutdown().await;
+}

@@ -1,0 +1,20 @@
+#!lua flags=no-writes
+-- group_info.lua: what one group holds, and its settings.
+-- Read-only (no-writes): served at maxmemory.
+-- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone
+-- ARGV[1]: the group
+-- Returns: { messages (pending and in flight), ready, slots taken (in flight and slot
+--   keepers), slot keepers waiting for their retry, slot keepers ready, its own settings
+--   ('l=..,w=..,p=1' or ''), the queue's group concurrency (0: none) }
+local g = ARGV[1] or ''
+local set = group_set(g)
+return {
+  tonumber(redis.call('ZSCORE', gk.size, g) or '0'),
+  redis.call('ZCARD', set),
+  busy_of(g),
+  tonumber(redis.call('HGET', gk.retry, g) or '0'),
+  redis.call('ZLEXCOUNT', set, '[' .. KEEPER_RANK, '(\1'),
+  redis.call('HGET', gk.conf, g) or '',
+  tonumber(redis.call('HGET', k.control, 'gconc') or '0'),
+}
