@@ -5,6 +5,7 @@
 //! * `delayq-bench run …` is the driver: fresh redis-server per workload, agents as separate
 //!   processes, end-of-run rules, metrics, one JSON per workload and a summary table.
 //! * `delayq-bench slowlog` measures how long each operation blocks Redis on a big queue.
+//! * `delayq-bench fairness` is W5: fairness across groups, and what groups cost W2a.
 //!
 //! This file only parses the command line and hands over.
 
@@ -13,6 +14,7 @@ mod ceiling;
 mod clock;
 mod driver;
 mod error;
+mod fairness;
 mod metrics;
 mod protocol;
 mod report;
@@ -39,6 +41,9 @@ enum Cmd {
     Run(driver::RunArgs),
     /// Measure with SLOWLOG how long each operation blocks Redis on a queue of a million.
     Slowlog(slowlog::SlowlogArgs),
+    /// W5: fairness across groups (a heavy tenant's backlog, 1,000 light tenants), and what
+    /// groups cost W2a.
+    Fairness(fairness::FairnessArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +52,7 @@ fn main() -> ExitCode {
         Cmd::Agent(args) => agent::main(args),
         Cmd::Run(args) => driver::main(args),
         Cmd::Slowlog(args) => slowlog::main(args),
+        Cmd::Fairness(args) => fairness::main(args),
     }
 }
 

@@ -39,18 +39,22 @@ const ACK_LOST: &str = "earlier ack lost in a failover (not yet on the replica p
 pub struct Report {
     pub passed: bool,
     pub table: String,
+    /// Messages sent with a group: a run without any proved nothing of groups.
+    pub grouped: u64,
 }
 
 /// One handler's hold on a delivery.
-struct Hold {
+pub struct Hold {
     pid: u32,
     token: String,
-    start: u64,
-    end: Option<u64>,
-    outcome: Option<Outcome>,
+    pub start: u64,
+    pub end: Option<u64>,
+    pub outcome: Option<Outcome>,
     early: bool,
     /// The message's sequence number, which names its partition.
-    seq: Option<u64>,
+    pub seq: Option<u64>,
+    /// When this delivery was due (ms).
+    pub due_ms: u64,
 }
 
 /// The window in which an ack made on `kill`'s master can have been lost with it: from
@@ -91,6 +95,8 @@ pub fn check(
 ) -> Result<Report, String> {
     let (events, torn) = read_all(dir).map_err(|e| format!("reading histories: {e}"))?;
     let mut sent: HashMap<String, u64> = HashMap::new();
+    // Per id sent with a group: its group.
+    let mut groups: HashMap<String, String> = HashMap::new();
     // Per acknowledged id: when its send was first tried, and when it was acknowledged.
     let mut send_times: HashMap<String, (u64, u64)> = HashMap::new();
     let mut holds: HashMap<String, Vec<Hold>> = HashMap::new();
@@ -109,8 +115,12 @@ pub fn check(
                 id,
                 at_us,
                 first_try_us,
+                group,
                 ..
             } => {
+                if let Some(group) = group {
+                    groups.insert(id.clone(), group);
+                }
                 send_times.insert(id.clone(), (first_try_us, at_us));
                 sent.insert(id, n);
             }
@@ -133,6 +143,7 @@ pub fn check(
                     outcome: None,
                     early,
                     seq,
+                    due_ms,
                 });
             }
             Event::End {
@@ -186,7 +197,7 @@ pub fn check(
     let mut unexplained = Vec::new();
     // Per failover (index into the cluster's kills): the acks it undid.
     let mut acks_lost: BTreeMap<usize, u64> = BTreeMap::new();
-    let mut processed: HashSet<&str> = HashSet::new();
+    let mut processed: HashSet<String> = HashSet::new();
     let mut unacknowledged_copies = 0;
     for (id, list) in holds.iter_mut() {
         for h in list.iter_mut() {
@@ -214,7 +225,7 @@ pub fn check(
             .filter(|h| h.outcome == Some(Outcome::Ok))
             .collect();
         if !done.is_empty() {
-            processed.insert(id.as_str());
+            processed.insert(id.clone());
             if !sent.contains_key(id) {
                 unacknowledged_copies += 1;
             }
@@ -269,11 +280,12 @@ pub fn check(
             *duplicates.entry(cause).or_default() += 1;
         }
     }
+    let grouped = crate::group_checks::check(&holds, &groups, &send_times);
     let never_processed: Vec<&String> = sent
         .keys()
         .filter(|id| !processed.contains(id.as_str()))
         .collect();
-    let stuck = left.pending + left.in_flight + left.dead;
+    let stuck = left.pending + left.groups + left.in_flight + left.dead;
     let orphans = left.index + left.held + left.dead_records + left.errors;
     let lease_lost_acks = settles
         .values()
@@ -360,7 +372,7 @@ pub fn check(
         );
     }
     row(
-        "stuck in Redis after the run (pending, in flight, dead)",
+        "stuck in Redis after the run (pending, groups with messages, in flight, dead)",
         stuck,
         true,
     );
@@ -371,6 +383,17 @@ pub fn check(
         true,
     );
     row("delivered before due", early, true);
+    row(
+        "a group (concurrency 1) held by two live holders at once",
+        grouped.two_at_once,
+        true,
+    );
+    row(
+        "a group's message started before one due ahead of it was done",
+        grouped.out_of_order,
+        true,
+    );
+    row("messages sent with a group", grouped.grouped, false);
     row("holders that vanished (no end, not killed)", vanished, true);
     row("processes that crashed or hung", crashed, true);
     if cluster.is_some() {
@@ -409,6 +432,10 @@ pub fn check(
             "unexplained duplicate",
             unexplained.iter().map(String::as_str).collect(),
         ),
+        (
+            "group",
+            grouped.examples.iter().map(String::as_str).collect(),
+        ),
     ];
     for (what, ids) in examples {
         if !ids.is_empty() {
@@ -427,7 +454,11 @@ pub fn check(
         failover_table(&mut t, c, &holds, &send_times, &lost_times, &acks_lost);
     }
     let _ = writeln!(t, "{}", if passed { "PASSED" } else { "FAILED" });
-    Ok(Report { passed, table: t })
+    Ok(Report {
+        passed,
+        table: t,
+        grouped: grouped.grouped,
+    })
 }
 
 /// Each failover as the clients saw it, in seconds after the kill.

@@ -186,6 +186,11 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
         println!("FAILED: {why}");
         return Ok(false);
     }
+    if report.grouped == 0 {
+        // Without grouped messages the group rows prove nothing.
+        println!("FAILED: no message was sent with a group");
+        return Ok(false);
+    }
     Ok(report.passed)
 }
 
@@ -617,13 +622,13 @@ impl Run {
         loop {
             self.watch()?;
             let left = self.leftovers();
-            if self.producers.is_empty() && left.pending + left.in_flight == 0 {
+            if self.producers.is_empty() && left.pending + left.groups + left.in_flight == 0 {
                 return Ok(());
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "not drained after {DRAIN_TIMEOUT:?}: {} producers running, {} pending, {} in flight",
-                    self.producers.len(), left.pending, left.in_flight
+                    "not drained after {DRAIN_TIMEOUT:?}: {} producers running, {} pending, {} groups with messages, {} in flight",
+                    self.producers.len(), left.pending, left.groups, left.in_flight
                 ));
             }
             std::thread::sleep(Duration::from_millis(200));

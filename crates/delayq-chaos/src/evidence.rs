@@ -10,7 +10,10 @@ pub const FREEZE: Duration = Duration::from_secs(3);
 /// What was left of the queue in Redis after the run (entries per key).
 #[derive(Debug, Default, Clone)]
 pub struct Leftovers {
+    /// Pending without a group.
     pub pending: u64,
+    /// Groups that still have messages (pending or in flight: `gsize`).
+    pub groups: u64,
     pub in_flight: u64,
     pub dead: u64,
     pub index: u64,
@@ -25,6 +28,7 @@ impl Leftovers {
     pub fn counted(count: impl Fn(&str, &str) -> u64) -> Leftovers {
         Leftovers {
             pending: count("ZCARD", "pending"),
+            groups: count("ZCARD", "gsize"),
             in_flight: count("ZCARD", "leases"),
             dead: count("ZCARD", "dead"),
             index: count("HLEN", "index"),

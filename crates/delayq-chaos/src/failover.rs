@@ -86,9 +86,15 @@ impl Cluster {
             let dq = delayq::DelayQ::connect_cluster(&nodes, delayq::Config::default())
                 .await
                 .map_err(|e| format!("cannot connect to the cluster: {e}"))?;
-            dq.create_queue(plan::QUEUE, PARTITIONS)
+            let queue = dq
+                .create_queue(plan::QUEUE, PARTITIONS)
                 .await
-                .map_err(|e| format!("cannot create the queue: {e}"))
+                .map_err(|e| format!("cannot create the queue: {e}"))?;
+            let limit = delayq::Setting::GroupConcurrency(Some(plan::GROUP_CONCURRENCY));
+            queue
+                .configure(&[limit])
+                .await
+                .map_err(|e| format!("cannot set the group concurrency: {e}"))
         })?;
         Ok(cluster)
     }

@@ -49,6 +49,9 @@ pub enum Event {
         /// recorded): `at_us - first_try_us` is how long the producer waited for the ack.
         #[serde(default)]
         first_try_us: u64,
+        /// Its group, if it was sent with one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
     },
     /// A handler started on a delivery.
     Start {

@@ -13,12 +13,14 @@
 //! `shutdown.rs` (how they hear that they should stop),
 //! `processes.rs` and `controller.rs` (starting and hurting them), `failover.rs` (the Redis
 //! Cluster of `run --cluster` and its failovers), `evidence.rs` (what they hand the
-//! checker beside the history), `checker.rs` (the verdict).
+//! checker beside the history), `checker.rs` (the verdict) with `group_checks.rs` (the
+//! groups' promises: one at a time, in order).
 
 mod checker;
 mod controller;
 mod evidence;
 mod failover;
+mod group_checks;
 mod history;
 mod holding;
 mod http;

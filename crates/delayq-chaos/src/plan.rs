@@ -20,6 +20,19 @@ pub fn backoff() -> Backoff {
     Backoff::exponential(Duration::from_millis(100), Duration::from_secs(2)).with_jitter(20)
 }
 
+/// Groups the run's grouped messages spread over.
+pub const GROUPS: u64 = 20;
+
+/// The queue's group concurrency: every group is delivered in order, one at a time.
+pub const GROUP_CONCURRENCY: u32 = 1;
+
+/// One message in four (all without a caller id: on a queue of several partitions a message
+/// cannot have both) is in one of [`GROUPS`] groups, once the queue's data format allows
+/// groups (a producer sends it without when the queue refuses: `producer.rs`).
+pub fn group(n: u64) -> Option<String> {
+    (n % 4 == 1).then(|| format!("g{}", (n / 4) % GROUPS))
+}
+
 /// Half the messages carry a caller id.
 pub fn caller_id(n: u64) -> Option<String> {
     n.is_multiple_of(2).then(|| format!("m{n}"))

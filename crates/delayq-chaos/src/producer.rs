@@ -63,6 +63,7 @@ struct Item {
     /// Absolute due time (ms) or a delay (ms).
     deliver_at_ms: Option<u64>,
     delay_ms: u64,
+    group: Option<String>,
 }
 
 /// What a send reported: the message id and whether it existed already.
@@ -97,13 +98,13 @@ pub async fn run(args: ProduceArgs) -> Result<(), String> {
         let group_end = (n - n % plan::GROUP + plan::GROUP).min(args.to);
         let due_to_send = Duration::from_secs_f64((n - args.from) as f64 / args.rate);
         tokio::time::sleep_until((started + due_to_send).into()).await;
-        let items: Vec<Item> = (n..group_end).map(|n| item(n, args.max_delay_ms)).collect();
+        let mut items: Vec<Item> = (n..group_end).map(|n| item(n, args.max_delay_ms)).collect();
         if plan::is_batch(n / plan::GROUP) {
-            let tries = retrying(&recorder, || sender.send(&items, true)).await?;
+            let tries = send_refused_groups_without(&recorder, &sender, &mut items, true).await?;
             record(&recorder, &items, &tries, &args.via, true);
         } else {
-            for one in items.chunks(1) {
-                let tries = retrying(&recorder, || sender.send(one, false)).await?;
+            for one in items.chunks_mut(1) {
+                let tries = send_refused_groups_without(&recorder, &sender, one, false).await?;
                 record(&recorder, one, &tries, &args.via, false);
             }
         }
@@ -143,6 +144,26 @@ pub async fn connect_to(
     }
 }
 
+/// Sends `items` until acknowledged ([`retrying`]); if the queue's data format does not
+/// allow groups yet (before the run's upgrade), sends them again without their groups, which
+/// then are not recorded either.
+async fn send_refused_groups_without(
+    recorder: &Recorder,
+    sender: &Sender,
+    items: &mut [Item],
+    batch: bool,
+) -> Result<Tries, String> {
+    match retrying(recorder, || sender.send(items, batch)).await {
+        Err(e) if e.contains("older_data_format") || e.contains("data in format") => {
+            for item in items.iter_mut() {
+                item.group = None;
+            }
+            retrying(recorder, || sender.send(items, batch)).await
+        }
+        other => other,
+    }
+}
+
 fn item(n: u64, max_delay_ms: u64) -> Item {
     let delay_ms = rand::rng().random_range(0..=max_delay_ms);
     let now = now_us();
@@ -158,6 +179,7 @@ fn item(n: u64, max_delay_ms: u64) -> Item {
         caller_id: plan::caller_id(n),
         deliver_at_ms,
         delay_ms,
+        group: plan::group(n),
     }
 }
 
@@ -173,6 +195,7 @@ fn record(recorder: &Recorder, items: &[Item], tries: &Tries, via: &str, batch: 
             caller_id: item.caller_id.is_some(),
             duplicate: *duplicate,
             first_try_us: tries.first_us,
+            group: item.group.clone(),
         });
     }
 }
@@ -293,6 +316,9 @@ fn options(item: &Item, replicas: u32) -> SendOptions {
     if let Some(id) = &item.caller_id {
         options = options.id(id.clone());
     }
+    if let Some(group) = &item.group {
+        options = options.group(group.clone());
+    }
     if replicas > 0 {
         options = options.replicas(replicas, REPLICA_TIMEOUT);
     }
@@ -311,6 +337,9 @@ fn body(item: &Item) -> Value {
     }
     if let Some(id) = &item.caller_id {
         body["id"] = json!(id);
+    }
+    if let Some(group) = &item.group {
+        body["group"] = json!(group);
     }
     body
 }

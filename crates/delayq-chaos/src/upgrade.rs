@@ -18,12 +18,19 @@ const UPGRADE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Records the queue with one partition and no format, as the release before did: its data
 /// is format 1 until it is upgraded. Before anything uses it.
+/// Its group concurrency is set too (a setting, not data): every group in order.
 pub fn as_the_release_before(redis: &RedisServer) -> Result<(), String> {
     let key = format!("dq:{{{}}}:partitions", plan::QUEUE);
     redis
         .command(&["SET", &key, "1"])
         .map(|_| ())
-        .map_err(|e| format!("SET {key}: {e}"))
+        .map_err(|e| format!("SET {key}: {e}"))?;
+    let control = format!("dq:{{{}}}:control", plan::QUEUE);
+    let limit = plan::GROUP_CONCURRENCY.to_string();
+    redis
+        .command(&["HSET", &control, "gconc", &limit])
+        .map(|_| ())
+        .map_err(|e| format!("HSET {control}: {e}"))
 }
 
 /// Runs `delayq format upgrade` on the queue until it succeeds (a refused or failed try is

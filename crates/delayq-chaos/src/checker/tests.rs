@@ -25,6 +25,23 @@ fn sent(n: u64) -> Event {
         caller_id: true,
         duplicate: false,
         first_try_us: 400,
+        group: None,
+    }
+}
+
+/// Message `n` sent in `group`, due at `due_ms`, its send acknowledged at `acked_us`.
+fn sent_in(n: u64, group: &str, acked_us: u64) -> Event {
+    Event::Sent {
+        n,
+        id: format!("m{n}"),
+        nb_us: 1_000,
+        at_us: acked_us,
+        via: "library".into(),
+        batch: false,
+        caller_id: false,
+        duplicate: false,
+        first_try_us: acked_us,
+        group: Some(group.into()),
     }
 }
 
@@ -114,6 +131,65 @@ fn a_clean_history_passes() {
         false,
     );
     assert!(r.passed, "{}", r.table);
+}
+
+#[test]
+fn a_group_held_by_two_at_once_fails() {
+    let r = verdict(
+        &[
+            sent_in(1, "g", 500),
+            sent_in(2, "g", 500),
+            start(7, 1, "a", 2_000),
+            start(8, 2, "b", 2_500),
+            end(8, 2, "b", 2_800),
+            end(7, 1, "a", 3_000),
+        ],
+        false,
+    );
+    assert!(!r.passed, "{}", r.table);
+    assert_row(
+        &r,
+        "a group (concurrency 1) held by two live holders at once",
+        1,
+    );
+    assert_eq!(r.grouped, 2);
+}
+
+#[test]
+fn a_group_served_out_of_order_fails_and_in_order_passes() {
+    // m1 and m2 are due at 1 ms (sequences 7 and 14): m1 is ahead. Sent long before.
+    let lease = crate::plan::LEASE.as_micros() as u64;
+    let late = 10 * lease;
+    let out_of_order = [
+        sent_in(1, "g", 500),
+        sent_in(2, "g", 500),
+        start(8, 2, "b", late),
+        end(8, 2, "b", late + 100),
+        start(7, 1, "a", late + 200),
+        end(7, 1, "a", late + 300),
+    ];
+    let r = verdict(&out_of_order, false);
+    assert!(!r.passed, "{}", r.table);
+    assert_row(
+        &r,
+        "a group's message started before one due ahead of it was done",
+        1,
+    );
+    let in_order = [
+        sent_in(1, "g", 500),
+        sent_in(2, "g", 500),
+        start(7, 1, "a", late),
+        end(7, 1, "a", late + 100),
+        start(8, 2, "b", late + 200),
+        end(8, 2, "b", late + 300),
+    ];
+    let r = verdict(&in_order, false);
+    assert!(r.passed, "{}", r.table);
+    assert_row(
+        &r,
+        "a group's message started before one due ahead of it was done",
+        0,
+    );
 }
 
 #[test]

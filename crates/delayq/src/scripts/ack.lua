@@ -103,7 +103,7 @@ if #done > 0 then
     local _, extension = kind_of(v:byte(22))
     if extension then
       local m = parse(v:sub(9))
-      if m.group and group_leaves(m, true) then
+      if m.group and groups().group_leaves(m, true) then
         woke = true
       end
     end

@@ -73,7 +73,7 @@ if state == 'delayed' or state == 'ready' then
   for _, p in ipairs(priorities(redis.call('HGET', k.control, 'levels'))) do
     sets[#sets + 1] = pending_key(p)
   end
-  sets[#sets + 1] = gk.delayed
+  sets[#sets + 1] = groups().gk.delayed
   for _, set in ipairs(sets) do
     for _, rec in ipairs(redis.call('ZRANGE', set, lower, upper, 'BYLEX', 'LIMIT', 0, limit)) do
       found[#found + 1] = { due = unbe7(rec, 1), seq = unbe6(rec, 8), rec = rec }

@@ -92,7 +92,7 @@ local prios = priorities(control[6])
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
 local function nothing(not_before)
   local next_us = earliest_due(prios)
-  local grouped_head = control[8] and head_due(gk.delayed)
+  local grouped_head = control[8] and head_due(groups().gk.delayed)
   if grouped_head and (next_us == nil or grouped_head < next_us) then
     next_us = grouped_head
   end
@@ -181,12 +181,13 @@ end
 -- while the group has a free slot. Returns whether the group may be served again now.
 local gready_taken = 0
 local function take_grouped(g, n)
-  if group_paused(g) then
+  local G = groups()
+  if G.group_paused(g) then
     return false
   end
-  local set = group_set(g)
+  local set = G.group_set(g)
   local members = redis.call('ZRANGE', set, 0, n)
-  local limit, busy = group_limit(g), busy_of(g)
+  local limit, busy = G.group_limit(g), G.busy_of(g)
   local taken, new = 0, 0
   for i = 1, math.min(n, #members) do
     if members[i]:byte(1) ~= 0 then
@@ -205,7 +206,7 @@ local function take_grouped(g, n)
     redis.call('ZREMRANGEBYRANK', set, 0, taken - 1)
     gready_taken = gready_taken + taken
     if new > 0 then
-      redis.call('HINCRBY', gk.busy, g, new)
+      redis.call('HINCRBY', G.gk.busy, g, new)
     end
   end
   local following = members[taken + 1]
@@ -221,11 +222,12 @@ end
 if not control[8] then
   take_ungrouped(take)
 else
+  local G = groups()
   -- Groups take turns (groups.lua): each served group gives one message (an even share of
   -- the claim when every group in the rotation fits in it) and goes to the tail.
-  promote(now)
-  if ungrouped_due() and not redis.call('ZSCORE', gk.rotation, UNGROUPED) then
-    redis.call('ZADD', gk.rotation, rotation_tail(), UNGROUPED)
+  G.promote(now)
+  if ungrouped_due() and not redis.call('ZSCORE', G.gk.rotation, G.UNGROUPED) then
+    redis.call('ZADD', G.gk.rotation, G.rotation_tail(), G.UNGROUPED)
   end
   -- Each round serves the next groups in turn; a round that serves none and drops no
   -- group from the rotation ends the claim.
@@ -234,11 +236,11 @@ else
     if want <= 0 then
       break
     end
-    local turn = redis.call('ZRANGE', gk.rotation, 0, want - 1)
+    local turn = redis.call('ZRANGE', G.gk.rotation, 0, want - 1)
     if #turn == 0 then
       break
     end
-    local before, dropped, tail = #due, {}, rotation_tail()
+    local before, dropped, tail = #due, {}, G.rotation_tail()
     local back = {}
     for _, g in ipairs(turn) do
       local wanted = take - #due
@@ -249,14 +251,14 @@ else
       -- its weight) and its turn ends; otherwise a group gives what is left of its turn,
       -- its weight (1 unless set), over as many claims as that takes.
       local share = #turn < want and math.max(1, math.floor(want / #turn)) or nil
-      local weight = g == UNGROUPED and 1 or group_weight(g)
+      local weight = g == G.UNGROUPED and 1 or G.group_weight(g)
       local left = weight
       if weight > 1 and not share then
-        left = tonumber(redis.call('HGET', gk.turn, g) or weight)
+        left = tonumber(redis.call('HGET', G.gk.turn, g) or weight)
       end
       local n = math.min(share and share * weight or left, wanted)
       local again, before_g = nil, #due
-      if g == UNGROUPED then
+      if g == G.UNGROUPED then
         again = take_ungrouped(n) > 0 and ungrouped_due()
       else
         again = take_grouped(g, n)
@@ -264,10 +266,10 @@ else
       left = left - (#due - before_g)
       if again and weight > 1 and not share and left > 0 then
         -- Its turn goes on: it keeps its place at the head.
-        redis.call('HSET', gk.turn, g, left)
+        redis.call('HSET', G.gk.turn, g, left)
       else
         if weight > 1 then
-          redis.call('HDEL', gk.turn, g)
+          redis.call('HDEL', G.gk.turn, g)
         end
         if again then
           back[#back + 1] = tail
@@ -279,10 +281,10 @@ else
       end
     end
     if #back > 0 then
-      redis.call('ZADD', gk.rotation, 'XX', unpack(back))
+      redis.call('ZADD', G.gk.rotation, 'XX', unpack(back))
     end
     if #dropped > 0 then
-      redis.call('ZREM', gk.rotation, unpack(dropped))
+      redis.call('ZREM', G.gk.rotation, unpack(dropped))
     end
     if #due == before and #dropped == 0 then
       break
@@ -342,7 +344,7 @@ end
 -- limit left it: then there are no tokens for it).
 local next_due = count == max and take == max and earliest_due(prios)
 if (next_due and next_due <= now)
-    or (count == max and take == max and control[8] and redis.call('EXISTS', gk.rotation) == 1) then
+    or (count == max and take == max and control[8] and redis.call('EXISTS', groups().gk.rotation) == 1) then
   wake()
 end
 return out

@@ -33,7 +33,7 @@ for _, pair in ipairs(found) do
   redis.call('ZREM', k.dead, id)
   redis.call('HDEL', k.dead_msgs, id)
   if m.group then
-    group_size(m.group, 1)
+    groups().group_size(m.group, 1)
   end
   put_pending(m, now, now)
   moved = moved + 1

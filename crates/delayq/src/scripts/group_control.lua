@@ -10,6 +10,7 @@
 --   w   messages the group gives per turn of the rotation (its weight), 1 to 1000
 --   p   '1': paused, claims skip the group while the rest flows; clearing it resumes it
 -- Returns: the group's settings as they now are ('' for none).
+local G = groups()
 check_groups(2, 'group_control', 1)
 local g = ARGV[1]
 if g == nil or g == '' or #g > 128 then
@@ -25,7 +26,7 @@ for i = 2, #ARGV, 2 do
     error('delayq: group setting ' .. name .. ' cannot be ' .. value)
   end
 end
-local conf = parse_group_conf(redis.call('HGET', gk.conf, g))
+local conf = G.parse_group_conf(redis.call('HGET', G.gk.conf, g))
 for i = 2, #ARGV, 2 do
   conf[ARGV[i]] = tonumber(ARGV[i + 1])
 end
@@ -37,17 +38,16 @@ for _, name in ipairs({ 'l', 'w', 'p' }) do
 end
 local text = table.concat(parts, ',')
 if text == '' then
-  redis.call('HDEL', gk.conf, g)
+  redis.call('HDEL', G.gk.conf, g)
 else
-  redis.call('HSET', gk.conf, g, text)
+  redis.call('HSET', G.gk.conf, g, text)
   redis.call('HSET', k.control, 'gconf', '1')
 end
 -- Settings are read afresh below (the cache of this call may hold the old ones).
-group_conf_cache[g] = nil
-queue_group_conf = nil
+G.forget_conf(g)
 if conf.p == 1 then
-  redis.call('ZREM', gk.rotation, g)
-elseif rotate_in(g) then
+  redis.call('ZREM', G.gk.rotation, g)
+elseif G.rotate_in(g) then
   wake()
 end
 return text

@@ -7,14 +7,15 @@
 -- Returns: { messages (pending and in flight), ready, slots taken (in flight and slot
 --   keepers), slot keepers waiting for their retry, slot keepers ready, its own settings
 --   ('l=..,w=..,p=1' or ''), the queue's group concurrency (0: none) }
+local G = groups()
 local g = ARGV[1] or ''
-local set = group_set(g)
+local set = G.group_set(g)
 return {
-  tonumber(redis.call('ZSCORE', gk.size, g) or '0'),
+  tonumber(redis.call('ZSCORE', G.gk.size, g) or '0'),
   redis.call('ZCARD', set),
-  busy_of(g),
-  tonumber(redis.call('HGET', gk.retry, g) or '0'),
-  redis.call('ZLEXCOUNT', set, '[' .. KEEPER_RANK, '(\1'),
-  redis.call('HGET', gk.conf, g) or '',
+  G.busy_of(g),
+  tonumber(redis.call('HGET', G.gk.retry, g) or '0'),
+  redis.call('ZLEXCOUNT', set, '[' .. G.KEEPER_RANK, '(\1'),
+  redis.call('HGET', G.gk.conf, g) or '',
   tonumber(redis.call('HGET', k.control, 'gconc') or '0'),
 }

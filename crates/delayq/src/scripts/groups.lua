@@ -34,234 +34,272 @@
 -- On a partition with groups the messages without one take turns as one more group, named
 -- '' (no group has an empty name).
 
-local PART_PREFIX = k.pending:sub(1, #k.pending - #'pending')
-local gk = {
-  delayed = PART_PREFIX .. 'gdelayed', rotation = PART_PREFIX .. 'groups',
-  busy = PART_PREFIX .. 'gbusy', keep = PART_PREFIX .. 'gkeep', size = PART_PREFIX .. 'gsize',
-  retry = PART_PREFIX .. 'gretry', conf = PART_PREFIX .. 'gconf', turn = PART_PREFIX .. 'gturn',
-}
-local UNGROUPED = ''
-local KEEPER_RANK = '\0'
--- How many due grouped messages one claim moves from gdelayed at most: a claim's work stays
--- bounded; the rest move at the next.
-local PROMOTE_MAX = 1000
-
-local function group_set(g)
-  return PART_PREFIX .. 'g:' .. g
-end
-
--- The rank byte of a ready message of sequence number `seq` that keeps no slot.
-local function rank_of(seq)
-  return string.char(10 - priority_of(seq))
-end
-
--- The queue's group concurrency (false: no limit) and whether any group has settings of its
--- own, read once per call.
-local queue_group_conf = nil
-local function group_defaults()
-  if queue_group_conf == nil then
-    local c = redis.call('HMGET', k.control, 'gconc', 'gconf')
-    queue_group_conf = { limit = tonumber(c[1] or '') or false, own = c[2] ~= false }
+-- Every script call runs its whole text anew, and making these helpers (closures over many
+-- upvalues) costs Redis microseconds per call; so they are made on the first use in a call
+-- (`groups()`), and a call on a partition without groups pays nothing for them.
+local groups_made = nil
+local function groups()
+  if groups_made then
+    return groups_made
   end
-  return queue_group_conf
-end
+  local PART_PREFIX = k.pending:sub(1, #k.pending - #'pending')
+  local gk = {
+    delayed = PART_PREFIX .. 'gdelayed', rotation = PART_PREFIX .. 'groups',
+    busy = PART_PREFIX .. 'gbusy', keep = PART_PREFIX .. 'gkeep', size = PART_PREFIX .. 'gsize',
+    retry = PART_PREFIX .. 'gretry', conf = PART_PREFIX .. 'gconf', turn = PART_PREFIX .. 'gturn',
+  }
+  local UNGROUPED = ''
+  local KEEPER_RANK = '\0'
+  -- How many due grouped messages one claim moves from gdelayed at most: a claim's work stays
+  -- bounded; the rest move at the next.
+  local PROMOTE_MAX = 1000
 
--- Group `g`'s own settings from its gconf value `text`: { l = limit, w = weight, p = 1 }.
-local function parse_group_conf(text)
-  local conf = {}
-  for name, value in (text or ''):gmatch('(%a)=(%d+)') do
-    conf[name] = tonumber(value)
+  local function group_set(g)
+    return PART_PREFIX .. 'g:' .. g
   end
-  return conf
-end
 
--- Group `g`'s own settings, read once per call.
-local group_conf_cache = {}
-local function group_conf(g)
-  if not group_defaults().own then
-    return {}
+  -- The rank byte of a ready message of sequence number `seq` that keeps no slot.
+  local function rank_of(seq)
+    return string.char(10 - priority_of(seq))
   end
-  local conf = group_conf_cache[g]
-  if conf == nil then
-    conf = parse_group_conf(redis.call('HGET', gk.conf, g))
-    group_conf_cache[g] = conf
-  end
-  return conf
-end
 
--- At most how many messages of group `g` may be in flight (false: no limit).
-local function group_limit(g)
-  return group_conf(g).l or group_defaults().limit
-end
-
-local function group_paused(g)
-  return group_conf(g).p == 1
-end
-
--- How many messages group `g` gives per turn.
-local function group_weight(g)
-  return group_conf(g).w or 1
-end
-
-local function busy_of(g)
-  return tonumber(redis.call('HGET', gk.busy, g) or '0')
-end
-
--- The turn after the rotation's last.
-local function rotation_tail()
-  local last = redis.call('ZRANGE', gk.rotation, -1, -1, 'WITHSCORES')[2]
-  if last then
-    return tonumber(last) + 1
+  -- The queue's group concurrency (false: no limit) and whether any group has settings of its
+  -- own, read once per call.
+  local queue_group_conf = nil
+  local function group_defaults()
+    if queue_group_conf == nil then
+      local c = redis.call('HMGET', k.control, 'gconc', 'gconf')
+      queue_group_conf = { limit = tonumber(c[1] or '') or false, own = c[2] ~= false }
+    end
+    return queue_group_conf
   end
-  return 0
-end
 
--- Puts group `g` at the tail of the rotation if it is not in it and a claim may serve it:
--- it has a ready message, and a free slot or a slot keeper at its head. True when it went
--- in (a waiting consumer has work).
-local function rotate_in(g)
-  if redis.call('ZSCORE', gk.rotation, g) then
-    return false
+  -- Group `g`'s own settings from its gconf value `text`: { l = limit, w = weight, p = 1 }.
+  local function parse_group_conf(text)
+    local conf = {}
+    for name, value in (text or ''):gmatch('(%a)=(%d+)') do
+      conf[name] = tonumber(value)
+    end
+    return conf
   end
-  local head = redis.call('ZRANGE', group_set(g), 0, 0)[1]
-  if not head or group_paused(g) then
-    return false
-  end
-  local limit = group_limit(g)
-  if head:byte(1) ~= 0 and limit and busy_of(g) >= limit then
-    return false
-  end
-  redis.call('ZADD', gk.rotation, rotation_tail(), g)
-  return true
-end
 
--- Counts `n` messages into (positive) or out of (negative) group `g`.
-local function group_size(g, n)
-  if tonumber(redis.call('ZINCRBY', gk.size, n, g)) <= 0 then
-    redis.call('ZREM', gk.size, g)
+  -- Group `g`'s own settings, read once per call.
+  local group_conf_cache = {}
+  local function group_conf(g)
+    if not group_defaults().own then
+      return {}
+    end
+    local conf = group_conf_cache[g]
+    if conf == nil then
+      conf = parse_group_conf(redis.call('HGET', gk.conf, g))
+      group_conf_cache[g] = conf
+    end
+    return conf
   end
-end
 
--- Frees `n` slots of group `g` (its messages acked, dead or cancelled). True when that let
--- the group back into the rotation.
-local function free_slots(g, n)
-  if redis.call('HINCRBY', gk.busy, g, -n) <= 0 then
-    redis.call('HDEL', gk.busy, g)
+  -- At most how many messages of group `g` may be in flight (false: no limit).
+  local function group_limit(g)
+    return group_conf(g).l or group_defaults().limit
   end
-  return rotate_in(g)
-end
 
--- Puts parsed grouped message `m` pending at `due` (µs), `now` being the server's time: into
--- its group's set when due, else into gdelayed. `keep`: it keeps its group's slot. True when
--- a waiting consumer must be woken.
-local function put_grouped(m, due, now, keep)
-  m.due = due
-  local rec = encode(m)
-  redis.call('HSET', k.index, m.id, sort_key(m) .. m.group)
-  if due <= now then
-    redis.call('ZADD', group_set(m.group), 0, (keep and KEEPER_RANK or rank_of(m.seq)) .. rec)
-    redis.call('HINCRBY', k.control, 'gready', 1)
-    return rotate_in(m.group)
+  local function group_paused(g)
+    return group_conf(g).p == 1
   end
-  local old_head = head_due(gk.delayed)
-  redis.call('ZADD', gk.delayed, 0, rec)
-  if keep then
-    redis.call('HSET', gk.keep, be6(m.seq), '1')
-    redis.call('HINCRBY', gk.retry, m.group, 1)
-  end
-  return wakes(due, old_head, now)
-end
 
--- One of group `g`'s slot keepers left gdelayed.
-local function retry_done(g)
-  if redis.call('HINCRBY', gk.retry, g, -1) <= 0 then
-    redis.call('HDEL', gk.retry, g)
+  -- How many messages group `g` gives per turn.
+  local function group_weight(g)
+    return group_conf(g).w or 1
   end
-end
 
--- Moves the grouped messages due by `now` from gdelayed into their groups' sets (at most
--- PROMOTE_MAX), and lets their groups into the rotation.
-local function promote(now)
-  local due = redis.call('ZRANGEBYLEX', gk.delayed, '-', due_bound(now), 'LIMIT', 0, PROMOTE_MAX)
-  if #due == 0 then
-    return
+  local function busy_of(g)
+    return tonumber(redis.call('HGET', gk.busy, g) or '0')
   end
-  redis.call('ZREMRANGEBYLEX', gk.delayed, '-', '[' .. due[#due])
-  local touched, seen, ready = {}, {}, 0
-  for _, rec in ipairs(due) do
-    local ok, m = pcall(parse, rec)
-    if ok and m.group then
-      local keep = redis.call('HDEL', gk.keep, rec:sub(8, 13)) == 1
-      if keep then
-        retry_done(m.group)
-      end
+
+  -- The turn after the rotation's last.
+  local function rotation_tail()
+    local last = redis.call('ZRANGE', gk.rotation, -1, -1, 'WITHSCORES')[2]
+    if last then
+      return tonumber(last) + 1
+    end
+    return 0
+  end
+
+  -- Puts group `g` at the tail of the rotation if it is not in it and a claim may serve it:
+  -- it has a ready message, and a free slot or a slot keeper at its head. True when it went
+  -- in (a waiting consumer has work).
+  local function rotate_in(g)
+    if redis.call('ZSCORE', gk.rotation, g) then
+      return false
+    end
+    local head = redis.call('ZRANGE', group_set(g), 0, 0)[1]
+    if not head or group_paused(g) then
+      return false
+    end
+    local limit = group_limit(g)
+    if head:byte(1) ~= 0 and limit and busy_of(g) >= limit then
+      return false
+    end
+    redis.call('ZADD', gk.rotation, rotation_tail(), g)
+    return true
+  end
+
+  -- Counts `n` messages into (positive) or out of (negative) group `g`.
+  local function group_size(g, n)
+    if tonumber(redis.call('ZINCRBY', gk.size, n, g)) <= 0 then
+      redis.call('ZREM', gk.size, g)
+    end
+  end
+
+  -- Frees `n` slots of group `g` (its messages acked, dead or cancelled). True when that let
+  -- the group back into the rotation.
+  local function free_slots(g, n)
+    if redis.call('HINCRBY', gk.busy, g, -n) <= 0 then
+      redis.call('HDEL', gk.busy, g)
+    end
+    return rotate_in(g)
+  end
+
+  -- Puts parsed grouped message `m` pending at `due` (µs), `now` being the server's time: into
+  -- its group's set when due, else into gdelayed. `keep`: it keeps its group's slot. True when
+  -- a waiting consumer must be woken.
+  local function put_grouped(m, due, now, keep)
+    m.due = due
+    local rec = encode(m)
+    redis.call('HSET', k.index, m.id, sort_key(m) .. m.group)
+    if due <= now then
       redis.call('ZADD', group_set(m.group), 0, (keep and KEEPER_RANK or rank_of(m.seq)) .. rec)
-      ready = ready + 1
-      if not seen[m.group] then
-        seen[m.group] = true
-        touched[#touched + 1] = m.group
-      end
-    else
-      -- Not a grouped record: with the ungrouped ones a claim takes it (and buries it there
-      -- if it cannot be read), so it is never stuck here.
-      redis.call('ZADD', k.pending, 0, rec)
+      redis.call('HINCRBY', k.control, 'gready', 1)
+      return rotate_in(m.group)
     end
+    local old_head = head_due(gk.delayed)
+    redis.call('ZADD', gk.delayed, 0, rec)
+    if keep then
+      redis.call('HSET', gk.keep, be6(m.seq), '1')
+      redis.call('HINCRBY', gk.retry, m.group, 1)
+    end
+    return wakes(due, old_head, now)
   end
-  redis.call('HINCRBY', k.control, 'gready', ready)
-  for _, g in ipairs(touched) do
-    rotate_in(g)
-  end
-end
 
--- The pending grouped message `id` of group `g` (sort key `key`), parsed, with `member`,
--- `set` and `keep` (whether it keeps its group's slot) set; or nil.
-local function find_grouped(id, key, g)
-  local seq = unbe6(key, 8)
-  local upper = key:sub(1, 7) .. be6(seq + 1)
-  local hit = redis.call('ZRANGEBYLEX', gk.delayed, '[' .. key, '(' .. upper, 'LIMIT', 0, 1)[1]
-  if hit then
-    local m = parse(hit)
-    if m.id == id then
-      m.member, m.set = hit, gk.delayed
-      m.keep = redis.call('HEXISTS', gk.keep, key:sub(8, 13)) == 1
-      return m
+  -- One of group `g`'s slot keepers left gdelayed.
+  local function retry_done(g)
+    if redis.call('HINCRBY', gk.retry, g, -1) <= 0 then
+      redis.call('HDEL', gk.retry, g)
     end
   end
-  for _, rank in ipairs({ KEEPER_RANK, rank_of(seq) }) do
-    local set = group_set(g)
-    hit = redis.call('ZRANGEBYLEX', set, '[' .. rank .. key, '(' .. rank .. upper, 'LIMIT', 0, 1)[1]
+
+  -- Moves the grouped messages due by `now` from gdelayed into their groups' sets (at most
+  -- PROMOTE_MAX), and lets their groups into the rotation.
+  local function promote(now)
+    local due = redis.call('ZRANGEBYLEX', gk.delayed, '-', due_bound(now), 'LIMIT', 0, PROMOTE_MAX)
+    if #due == 0 then
+      return
+    end
+    redis.call('ZREMRANGEBYLEX', gk.delayed, '-', '[' .. due[#due])
+    local touched, seen, ready = {}, {}, 0
+    for _, rec in ipairs(due) do
+      local ok, m = pcall(parse, rec)
+      if ok and m.group then
+        local keep = redis.call('HDEL', gk.keep, rec:sub(8, 13)) == 1
+        if keep then
+          retry_done(m.group)
+        end
+        redis.call('ZADD', group_set(m.group), 0, (keep and KEEPER_RANK or rank_of(m.seq)) .. rec)
+        ready = ready + 1
+        if not seen[m.group] then
+          seen[m.group] = true
+          touched[#touched + 1] = m.group
+        end
+      else
+        -- Not a grouped record: with the ungrouped ones a claim takes it (and buries it there
+        -- if it cannot be read), so it is never stuck here.
+        redis.call('ZADD', k.pending, 0, rec)
+      end
+    end
+    redis.call('HINCRBY', k.control, 'gready', ready)
+    for _, g in ipairs(touched) do
+      rotate_in(g)
+    end
+  end
+
+  -- The pending grouped message `id` of group `g` (sort key `key`), parsed, with `member`,
+  -- `set` and `keep` (whether it keeps its group's slot) set; or nil.
+  local function find_grouped(id, key, g)
+    local seq = unbe6(key, 8)
+    local upper = key:sub(1, 7) .. be6(seq + 1)
+    local hit = redis.call('ZRANGEBYLEX', gk.delayed, '[' .. key, '(' .. upper, 'LIMIT', 0, 1)[1]
     if hit then
-      local m = parse(hit:sub(2))
+      local m = parse(hit)
       if m.id == id then
-        m.member, m.set, m.keep, m.ready = hit, set, rank == KEEPER_RANK, true
+        m.member, m.set = hit, gk.delayed
+        m.keep = redis.call('HEXISTS', gk.keep, key:sub(8, 13)) == 1
         return m
       end
     end
+    for _, rank in ipairs({ KEEPER_RANK, rank_of(seq) }) do
+      local set = group_set(g)
+      hit = redis.call('ZRANGEBYLEX', set, '[' .. rank .. key, '(' .. rank .. upper, 'LIMIT', 0, 1)[1]
+      if hit then
+        local m = parse(hit:sub(2))
+        if m.id == id then
+          m.member, m.set, m.keep, m.ready = hit, set, rank == KEEPER_RANK, true
+          return m
+        end
+      end
+    end
+    return nil
   end
-  return nil
-end
 
--- Takes grouped message `m` (from find_grouped) out of where it waits, index entry and all;
--- its slot and its count in the group are the caller's.
-local function remove_grouped(m)
-  redis.call('ZREM', m.set, m.member)
-  redis.call('HDEL', k.index, m.id)
-  if m.ready then
-    redis.call('HINCRBY', k.control, 'gready', -1)
-  elseif m.keep then
-    redis.call('HDEL', gk.keep, be6(m.seq))
-    retry_done(m.group)
+  -- Takes grouped message `m` (from find_grouped) out of where it waits, index entry and all;
+  -- its slot and its count in the group are the caller's.
+  local function remove_grouped(m)
+    redis.call('ZREM', m.set, m.member)
+    redis.call('HDEL', k.index, m.id)
+    if m.ready then
+      redis.call('HINCRBY', k.control, 'gready', -1)
+    elseif m.keep then
+      redis.call('HDEL', gk.keep, be6(m.seq))
+      retry_done(m.group)
+    end
   end
-end
 
--- A grouped message is gone for good (acked, dead, cancelled): its index entry, its count,
--- and the slot it held (`held`: in flight, or a slot keeper). True when a consumer must be
--- woken.
-local function group_leaves(m, held)
-  redis.call('HDEL', k.index, m.id)
-  group_size(m.group, -1)
-  if held then
-    return free_slots(m.group, 1)
+  -- A grouped message is gone for good (acked, dead, cancelled): its index entry, its count,
+  -- and the slot it held (`held`: in flight, or a slot keeper). True when a consumer must be
+  -- woken.
+  local function group_leaves(m, held)
+    redis.call('HDEL', k.index, m.id)
+    group_size(m.group, -1)
+    if held then
+      return free_slots(m.group, 1)
+    end
+    return false
   end
-  return false
+
+  -- Forgets the settings this call has read of group `g` and of the queue (they changed).
+  local function forget_conf(g)
+    group_conf_cache[g] = nil
+    queue_group_conf = nil
+  end
+
+  groups_made = {
+    gk = gk,
+    UNGROUPED = UNGROUPED,
+    KEEPER_RANK = KEEPER_RANK,
+    group_set = group_set,
+    parse_group_conf = parse_group_conf,
+    group_limit = group_limit,
+    group_paused = group_paused,
+    group_weight = group_weight,
+    busy_of = busy_of,
+    rotation_tail = rotation_tail,
+    rotate_in = rotate_in,
+    group_size = group_size,
+    free_slots = free_slots,
+    put_grouped = put_grouped,
+    promote = promote,
+    find_grouped = find_grouped,
+    remove_grouped = remove_grouped,
+    group_leaves = group_leaves,
+    forget_conf = forget_conf,
+  }
+  return groups_made
 end

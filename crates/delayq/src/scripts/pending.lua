@@ -11,7 +11,7 @@ local function put_pending(m, due, now, keep)
     m.flags = m.flags + F_ID
   end
   if m.group then
-    if put_grouped(m, due, now, keep) then
+    if groups().put_grouped(m, due, now, keep) then
       wake()
     end
     return
@@ -57,7 +57,7 @@ local function find_pending(id)
     return nil, nil
   end
   if group then
-    return find_grouped(id, key, group), key
+    return groups().find_grouped(id, key, group), key
   end
   local seq = unbe6(key, 8)
   local upper = key:sub(1, 7) .. be6(seq + 1)
@@ -75,7 +75,7 @@ end
 
 local function remove_pending(m)
   if m.group then
-    remove_grouped(m)
+    groups().remove_grouped(m)
     return
   end
   redis.call('ZREM', pending_key(priority_of(m.seq)), m.member)
@@ -97,7 +97,7 @@ local function retry_or_bury(m, err, delay_ms, now, dead)
     if has(m.flags, F_ID) then
       redis.call('HDEL', k.index, m.id)
     end
-    if m.group and group_leaves(m, true) then
+    if m.group and groups().group_leaves(m, true) then
       wake()
     end
     return 'dead'

@@ -102,9 +102,9 @@ for i = 1, n do
     if id ~= '' then
       taken[id] = sort_key(m)
     end
-    group_size(m.group, 1)
+    groups().group_size(m.group, 1)
     add_history(now, 's', 1)
-    wake_now = put_grouped(m, m.due, now, false) or wake_now
+    wake_now = groups().put_grouped(m, m.due, now, false) or wake_now
   else
     local due, p = dues[i], prios[i]
     local set = pending_key(p)

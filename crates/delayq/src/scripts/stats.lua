@@ -24,13 +24,13 @@ if ready > 0 then
 end
 -- Grouped messages: those in the groups' sets are ready; gdelayed holds the rest, some of
 -- them due already (a claim moves those).
-local grouped_due = redis.call('ZLEXCOUNT', gk.delayed, '-', due_bound(now))
+local grouped_due = redis.call('ZLEXCOUNT', groups().gk.delayed, '-', due_bound(now))
 local grouped_ready = tonumber(control[7] or '0') + grouped_due
 ready = ready + grouped_ready
-pending = pending + grouped_ready + redis.call('ZCARD', gk.delayed) - grouped_due
+pending = pending + grouped_ready + redis.call('ZCARD', groups().gk.delayed) - grouped_due
 if grouped_due > 0 then
-  lag = math.max(lag, to_ms(now - head_due(gk.delayed)))
+  lag = math.max(lag, to_ms(now - head_due(groups().gk.delayed)))
 end
 return { pending - ready, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag,
   control[1] and 1 or 0, tonumber(control[2] or '0'), control[3] or '', control[5] and 1 or 0,
-  tonumber(control[6] or '1'), redis.call('ZCARD', gk.size), tonumber(control[8] or '0') }
+  tonumber(control[6] or '1'), redis.call('ZCARD', groups().gk.size), tonumber(control[8] or '0') }
