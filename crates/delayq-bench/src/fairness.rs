@@ -45,6 +45,9 @@ pub struct FairnessArgs {
     /// Alternating pairs of the cost run.
     #[arg(long, default_value_t = 3)]
     pairs: usize,
+    /// Only the cost runs (W2a with and without groups), not the fairness runs.
+    #[arg(long)]
+    cost_only: bool,
     /// Where the report goes (`fairness.json`).
     #[arg(long, default_value = "target/bench-results")]
     out: PathBuf,
@@ -87,7 +90,12 @@ impl Mode {
 async fn run(args: FairnessArgs) -> Result<()> {
     let heavy = ((1_000_000.0 * args.scale).round() as u64).max(1000);
     let mut runs = Vec::new();
-    for mode in [Mode::Groups, Mode::Ordered, Mode::Plain] {
+    let modes: &[Mode] = if args.cost_only {
+        &[]
+    } else {
+        &[Mode::Groups, Mode::Ordered, Mode::Plain]
+    };
+    for &mode in modes {
         let report = fairness_run(mode, heavy).await?;
         println!("{}", summary_line(&report));
         runs.push(report);
@@ -204,14 +212,23 @@ async fn fairness_run(mode: Mode, heavy: u64) -> Result<Value> {
     let light_total = LIGHT_GROUPS * LIGHT_EACH;
     let light_start = Instant::now();
     let light_from_us = now_us();
+    // Each send in a task of its own, so that a slow answer never holds up the next: the
+    // light tenants send at their rate however busy Redis is.
+    let mut sends = tokio::task::JoinSet::new();
     for i in 0..light_total {
         let at = light_start + Duration::from_micros(i as u64 * 1_000_000 / LIGHT_RATE);
         tokio::time::sleep_until(at.into()).await;
         let (g, k) = (i % LIGHT_GROUPS, i / LIGHT_GROUPS);
-        let text = format!("L {g} {k} {}", now_us());
-        q.send(&payload(&text), &group(&format!("light-{g:04}")))
-            .await?;
+        let (q, options) = (q.clone(), group(&format!("light-{g:04}")));
+        sends.spawn(async move {
+            let text = format!("L {g} {k} {}", now_us());
+            q.send(&payload(&text), &options).await.map(|_| ())
+        });
     }
+    while let Some(sent) = sends.join_next().await {
+        sent.map_err(|e| e.to_string())??;
+    }
+    let light_sent_us = now_us();
     // Until every light message is handled, and (but in `ordered`, where the heavy
     // tenant's own limit makes draining it a separate matter) the heavy backlog too.
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -232,7 +249,6 @@ async fn fairness_run(mode: Mode, heavy: u64) -> Result<Value> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let light_until_us = now_us();
     let _ = stop_tx.send(());
     let _ = running.await;
 
@@ -242,12 +258,13 @@ async fn fairness_run(mode: Mode, heavy: u64) -> Result<Value> {
     let pct =
         |p: f64| waits[((waits.len() as f64 * p) as usize).min(waits.len() - 1)] as f64 / 1000.0;
     let heavy_last = s.heavy.iter().copied().max().unwrap_or(0);
+    let light_last_us = s.light.iter().map(|l| l.3).max().unwrap_or(light_sent_us);
     let heavy_during = s
         .heavy
         .iter()
-        .filter(|t| **t >= light_from_us && **t <= light_until_us)
+        .filter(|t| **t >= light_from_us && **t <= light_last_us)
         .count() as f64;
-    let light_span_s = (light_until_us - light_from_us) as f64 / 1e6;
+    let light_span_s = (light_last_us - light_from_us).max(1) as f64 / 1e6;
     Ok(json!({
         "mode": mode.name(),
         "heavy_enqueue_s": enqueue_s,
@@ -255,6 +272,7 @@ async fn fairness_run(mode: Mode, heavy: u64) -> Result<Value> {
         "heavy_per_s_during_light": heavy_during / light_span_s,
         "heavy_handled": s.heavy.len(),
         "light_after_heavy_empty": s.light.iter().filter(|l| l.3 > heavy_last).count(),
+        "light_send_s": (light_sent_us - light_from_us) as f64 / 1e6,
         "out_of_order": s.out_of_order,
         "two_at_once": s.two_at_once,
     }))
@@ -328,6 +346,13 @@ async fn cost_run(n: u64, grouped: bool) -> Result<(f64, f64)> {
         seq += batch.len() as u64;
         q.send_batch(&batch).await?;
     }
+    let cpu_sent = server.cpu()?.process_s;
+    if std::env::var_os("DELAYQ_BENCH_COMMANDS").is_some() {
+        eprintln!(
+            "  sending: Redis {:.2} µs/msg",
+            (cpu_sent - cpu_before.process_s) * 1e6 / n as f64
+        );
+    }
     let handled = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counter = handled.clone();
     let worker = WorkerBuilder::new(q.clone())
@@ -355,5 +380,17 @@ async fn cost_run(n: u64, grouped: bool) -> Result<(f64, f64)> {
     let _ = stop_tx.send(());
     let _ = running.await;
     let cpu = server.cpu()?.process_s - cpu_before.process_s;
+    if std::env::var_os("DELAYQ_BENCH_COMMANDS").is_some() {
+        // Where Redis spent its time, per message: the commands (scripts count as one).
+        let mut stats = server.command_stats()?;
+        stats.sort_by_key(|(_, _, usec)| std::cmp::Reverse(*usec));
+        for (name, calls, usec) in stats.iter().take(6) {
+            eprintln!(
+                "  {name}: {:.3} calls/msg, {:.2} µs/msg",
+                *calls as f64 / n as f64,
+                *usec as f64 / n as f64
+            );
+        }
+    }
     Ok((n as f64 / elapsed, cpu * 1e6 / n as f64))
 }

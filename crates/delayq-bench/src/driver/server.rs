@@ -80,6 +80,28 @@ impl BenchServer {
         }
     }
 
+    /// `INFO commandstats`: per command, its calls and the µs Redis spent in them.
+    pub fn command_stats(&self) -> Result<Vec<(String, u64, u64)>> {
+        let info = match self.inner.command(&["INFO", "commandstats"])? {
+            Reply::Bulk(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            other => return Err(format!("INFO commandstats replied {other:?}").into()),
+        };
+        let field = |line: &str, name: &str| -> u64 {
+            line.split(',')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        Ok(info
+            .lines()
+            .filter_map(|l| l.strip_prefix("cmdstat_"))
+            .filter_map(|l| {
+                let (name, rest) = l.split_once(':')?;
+                Some((name.to_owned(), field(rest, "calls"), field(rest, "usec")))
+            })
+            .collect())
+    }
+
     /// `INFO cpu`.
     pub fn cpu(&self) -> Result<CpuTimes> {
         CpuTimes::read(&self.inner)

@@ -97,18 +97,22 @@ if #done > 0 then
     redis.call('HDEL', k.errors, unpack(ids))
   end
   -- A grouped message (its record has an extension area naming a group, groups.lua) frees
-  -- its group's slot, count and index entry.
-  local woke = false
+  -- its group's slot, count and index entry: only its group and id are read, not the whole
+  -- record, and each group is changed once per call.
+  local gone = {}
   for _, v in ipairs(generated) do
-    local _, extension = kind_of(v:byte(22))
+    local flags = v:byte(22)
+    local _, extension = kind_of(flags)
     if extension then
-      local m = parse(v:sub(9))
-      if m.group and groups().group_leaves(m, true) then
-        woke = true
+      local rec = v:sub(9)
+      local _, from, to = policy_end(rec, flags)
+      local group = group_field(rec, from, to)
+      if group then
+        gone[#gone + 1] = { (id_of(rec, flags)), group }
       end
     end
   end
-  if woke then
+  if #gone > 0 and groups().groups_leave(gone) then
     wake()
   end
 end

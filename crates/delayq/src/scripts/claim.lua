@@ -187,7 +187,8 @@ local function take_grouped(g, n)
   end
   local set = G.group_set(g)
   local members = redis.call('ZRANGE', set, 0, n)
-  local limit, busy = G.group_limit(g), G.busy_of(g)
+  local limit = G.group_limit(g)
+  local busy = limit and G.busy_of(g) or 0
   local taken, new = 0, 0
   for i = 1, math.min(n, #members) do
     if members[i]:byte(1) ~= 0 then

@@ -156,7 +156,12 @@ local function groups()
     if redis.call('HINCRBY', gk.busy, g, -n) <= 0 then
       redis.call('HDEL', gk.busy, g)
     end
-    return rotate_in(g)
+    -- Only a limit keeps a group with ready messages out of the rotation (an empty set
+    -- leaves it, and the next message put in lets it in again).
+    if group_limit(g) then
+      return rotate_in(g)
+    end
+    return false
   end
 
   -- Puts parsed grouped message `m` pending at `due` (µs), `now` being the server's time: into
@@ -274,6 +279,31 @@ local function groups()
     return false
   end
 
+  -- Many grouped messages gone for good at once, each with the slot it held (acked): `gone`
+  -- lists { id, group } pairs. Their index entries go in one call, and each group's count
+  -- and slots change once however many of its messages went. True when a consumer must be
+  -- woken.
+  local function groups_leave(gone)
+    local ids, counts, order = {}, {}, {}
+    for _, m in ipairs(gone) do
+      ids[#ids + 1] = m[1]
+      if not counts[m[2]] then
+        counts[m[2]] = 0
+        order[#order + 1] = m[2]
+      end
+      counts[m[2]] = counts[m[2]] + 1
+    end
+    if #ids > 0 then
+      redis.call('HDEL', k.index, unpack(ids))
+    end
+    local woke = false
+    for _, g in ipairs(order) do
+      group_size(g, -counts[g])
+      woke = free_slots(g, counts[g]) or woke
+    end
+    return woke
+  end
+
   -- Forgets the settings this call has read of group `g` and of the queue (they changed).
   local function forget_conf(g)
     group_conf_cache[g] = nil
@@ -285,6 +315,7 @@ local function groups()
     UNGROUPED = UNGROUPED,
     KEEPER_RANK = KEEPER_RANK,
     group_set = group_set,
+    rank_of = rank_of,
     parse_group_conf = parse_group_conf,
     group_limit = group_limit,
     group_paused = group_paused,
@@ -299,6 +330,7 @@ local function groups()
     find_grouped = find_grouped,
     remove_grouped = remove_grouped,
     group_leaves = group_leaves,
+    groups_leave = groups_leave,
     forget_conf = forget_conf,
   }
   return groups_made

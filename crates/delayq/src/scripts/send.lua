@@ -47,17 +47,20 @@ for i = 1, n do
   end
   prios[i] = tonumber(p)
 end
--- The grouped messages, parsed, by position; their partition must be of format 3 or later
--- (an older delayq would deliver them without their group's turn or limit). Checked before
--- the first write.
+-- The groups of the grouped messages, by position (only the group is read of a record); their
+-- partition must be of format 3 or later (an older delayq would deliver them without their
+-- group's turn or limit). Checked before the first write.
 local grouped, any_grouped = {}, false
 for i = 1, n do
   local body = ARGV[4 * i + 4]
-  local _, extension = kind_of(body:byte(1) or 0)
+  local flags = body:byte(1) or 0
+  local _, extension = kind_of(flags)
   if extension then
-    local m = parse(key_of(0, 0) .. body)
-    if m.group then
-      grouped[i], any_grouped = m, true
+    local rec = key_of(0, 0) .. body
+    local _, from, to = policy_end(rec, flags)
+    local group = group_field(rec, from, to)
+    if group then
+      grouped[i], any_grouped = group, true
     end
   end
 end
@@ -78,6 +81,9 @@ local out = { now, first }
 -- Per pending set: the members to add, and its head before them (false: empty).
 local members, heads, indexed, taken = {}, {}, {}, {}
 local wake_now = false
+-- Grouped messages: per group its ready members and count, in order of first appearance; and
+-- those not yet due.
+local group_sends, group_order, grouped_ready, grouped_later, earliest_later = {}, {}, 0, {}, nil
 for i = 1, n do
   local id, body = ARGV[4 * i + 1], ARGV[4 * i + 4]
   local existing = id ~= '' and (taken[id] or redis.call('HGET', k.index, id)
@@ -94,17 +100,32 @@ for i = 1, n do
     out[#out + 1] = i
     out[#out + 1] = existing_due
   elseif grouped[i] then
-    local m = grouped[i]
-    m.due, m.seq = dues[i], level_base(prios[i]) + first + i * stride
-    if not has(m.flags, F_ID) then
-      m.id = string.format('%d-%d', m.due, m.seq)
-    end
+    -- Into its group's set when due, else gdelayed (groups.lua); each set is written once
+    -- below, each group counted and let into the rotation once.
+    local g, due = grouped[i], dues[i]
+    local seq = level_base(prios[i]) + first + i * stride
+    local key = key_of(due, seq)
     if id ~= '' then
-      taken[id] = sort_key(m)
+      taken[id] = key
     end
-    groups().group_size(m.group, 1)
-    add_history(now, 's', 1)
-    wake_now = groups().put_grouped(m, m.due, now, false) or wake_now
+    indexed[#indexed + 1] = id ~= '' and id or string.format('%d-%d', due, seq)
+    indexed[#indexed + 1] = key .. g
+    local entry = group_sends[g]
+    if not entry then
+      entry = { n = 0 }
+      group_sends[g] = entry
+      group_order[#group_order + 1] = g
+    end
+    entry.n = entry.n + 1
+    if due <= now then
+      entry[#entry + 1] = '0'
+      entry[#entry + 1] = groups().rank_of(seq) .. key .. body
+      grouped_ready = grouped_ready + 1
+    else
+      grouped_later[#grouped_later + 1] = '0'
+      grouped_later[#grouped_later + 1] = key .. body
+      earliest_later = math.min(earliest_later or due, due)
+    end
   else
     local due, p = dues[i], prios[i]
     local set = pending_key(p)
@@ -132,11 +153,31 @@ end
 if #indexed > 0 then
   redis.call('HSET', k.index, unpack(indexed))
 end
+if any_grouped then
+  local G = groups()
+  local sent = 0
+  for _, g in ipairs(group_order) do
+    local entry = group_sends[g]
+    sent = sent + entry.n
+    G.group_size(g, entry.n)
+    if #entry > 0 then
+      redis.call('ZADD', G.group_set(g), unpack(entry))
+      wake_now = G.rotate_in(g) or wake_now
+    end
+  end
+  if grouped_ready > 0 then
+    redis.call('HINCRBY', k.control, 'gready', grouped_ready)
+  end
+  if #grouped_later > 0 then
+    local old_head = head_due(G.gk.delayed)
+    redis.call('ZADD', G.gk.delayed, unpack(grouped_later))
+    wake_now = wake_now or wakes(earliest_later, old_head, now)
+  end
+  add_history(now, 's', sent)
+  redis.call('HSET', k.control, 'grouped', '1')
+end
 if wake_now then
   wake()
-end
-if any_grouped then
-  redis.call('HSET', k.control, 'grouped', '1')
 end
 if tick then
   redis.call('HSET', k.control, guard, string.format('%d', tick))
