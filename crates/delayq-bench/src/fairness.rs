@@ -98,6 +98,10 @@ async fn run(args: FairnessArgs) -> Result<()> {
     for &mode in modes {
         let report = fairness_run(mode, heavy).await?;
         println!("{}", summary_line(&report));
+        // Ordered groups must never be served out of order or two at once.
+        if mode == Mode::Ordered && (report["out_of_order"] != 0 || report["two_at_once"] != 0) {
+            return Err(format!("ordered groups broken: {}", summary_line(&report)).into());
+        }
         runs.push(report);
     }
     let n = ((100_000.0 * args.scale).round() as u64).max(1000);
