@@ -9,7 +9,7 @@ use delayq_server::auth::Tokens;
 use delayq_server::limits::Limits;
 
 use crate::common::*;
-use crate::ui::{post_form, session_cookie};
+use crate::ui::{csrf_in, page_as, post_form, session_cookie};
 
 const ADMIN: &str = "admin-token-0123456789";
 const SEND: &str = "send-token-0123456789";
@@ -118,31 +118,12 @@ async fn the_dashboard_shows_a_group_and_only_an_admin_session_pauses_it() {
         .build()
         .expect("client");
     let admin = session_cookie(&s, ADMIN).await;
-    let page = |cookie: String, path: String| {
-        let http = http.clone();
-        let url = format!("{}{path}", s.base);
-        async move {
-            http.get(url)
-                .header("cookie", cookie)
-                .send()
-                .await
-                .expect("page")
-                .text()
-                .await
-                .expect("html")
-        }
-    };
-    let queue_page = page(admin.clone(), "/ui/queues/saas".into()).await;
+    let queue_page = page_as(&http, &s, &admin, "/ui/queues/saas").await;
     assert!(queue_page.contains("Top groups"), "{queue_page}");
     assert!(queue_page.contains("/ui/queues/saas/groups/acme"));
-    let group_page = page(admin.clone(), "/ui/queues/saas/groups/acme".into()).await;
+    let group_page = page_as(&http, &s, &admin, "/ui/queues/saas/groups/acme").await;
     assert!(group_page.contains("Group acme"), "{group_page}");
-    let csrf = group_page
-        .split("name=\"csrf\" value=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("a CSRF token")
-        .to_owned();
+    let csrf = csrf_in(&group_page);
 
     let act = format!("{}/ui/queues/saas/groups/acme/act", s.base);
     let sender = session_cookie(&s, SEND).await;

@@ -313,15 +313,23 @@ pub async fn session_cookie(s: &TestServer, token: &str) -> String {
 
 /// The CSRF token in the queue page that `cookie`'s session sees.
 async fn page_csrf(http: &reqwest::Client, s: &TestServer, cookie: &str) -> String {
-    let page = http
-        .get(format!("{}/ui/queues/orders", s.base))
+    csrf_in(&page_as(http, s, cookie, "/ui/queues/orders").await)
+}
+
+/// The dashboard page at `path`, as `cookie`'s session sees it.
+pub async fn page_as(http: &reqwest::Client, s: &TestServer, cookie: &str, path: &str) -> String {
+    http.get(format!("{}{path}", s.base))
         .header("cookie", cookie)
         .send()
         .await
         .expect("page")
         .text()
         .await
-        .expect("html");
+        .expect("html")
+}
+
+/// The CSRF token in a page's forms.
+pub fn csrf_in(page: &str) -> String {
     page.split("name=\"csrf\" value=\"")
         .nth(1)
         .and_then(|rest| rest.split('"').next())

@@ -259,3 +259,20 @@ pub fn spawn_recording_worker(builder: delayq::worker::WorkerBuilder) -> (Runnin
         .expect("build worker");
     (spawn_worker(worker), seen)
 }
+
+/// What one claim of up to `max` hands out now (waiting for nothing), under a 30 s lease.
+pub async fn claim(q: &Queue, max: usize) -> Vec<delayq::Delivery> {
+    let mut consumer = q.consumer().await.expect("consumer");
+    consumer
+        .receive(&receiving(max, Duration::from_secs(30), Duration::ZERO))
+        .await
+        .expect("receive")
+}
+
+/// The payloads of `deliveries`, as text.
+pub fn payloads(deliveries: &[delayq::Delivery]) -> Vec<String> {
+    deliveries
+        .iter()
+        .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
+        .collect()
+}

@@ -10,21 +10,6 @@ use crate::common::*;
 
 const LEASE: Duration = Duration::from_secs(30);
 
-async fn claim(q: &Queue, max: usize) -> Vec<delayq::Delivery> {
-    let mut consumer = q.consumer().await.expect("consumer");
-    consumer
-        .receive(&receiving(max, LEASE, Duration::ZERO))
-        .await
-        .expect("receive")
-}
-
-fn payloads(deliveries: &[delayq::Delivery]) -> Vec<String> {
-    deliveries
-        .iter()
-        .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
-        .collect()
-}
-
 async fn send_to(q: &Queue, group: &str, payloads: &[&str]) {
     for p in payloads {
         q.send(p.as_bytes(), &SendOptions::new().group(group))

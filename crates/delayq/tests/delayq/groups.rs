@@ -18,22 +18,6 @@ fn in_group(group: &str) -> SendOptions {
     SendOptions::new().group(group)
 }
 
-/// What one claim of up to `max` hands out now, as payloads.
-async fn claim(q: &Queue, max: usize) -> Vec<delayq::Delivery> {
-    let mut consumer = q.consumer().await.expect("consumer");
-    consumer
-        .receive(&receiving(max, LEASE, Duration::ZERO))
-        .await
-        .expect("receive")
-}
-
-fn payloads(deliveries: &[delayq::Delivery]) -> Vec<String> {
-    deliveries
-        .iter()
-        .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
-        .collect()
-}
-
 async fn set_group_concurrency(q: &Queue, n: Option<u32>) {
     q.configure(&[Setting::GroupConcurrency(n)])
         .await
