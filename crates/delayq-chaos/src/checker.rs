@@ -27,6 +27,7 @@ use std::path::Path;
 
 use crate::evidence::{ClusterRun, Leftovers, MasterKill, FREEZE};
 use crate::history::{read_all, Event, Fault, Outcome, REDIRECTED};
+use crate::hold::Hold;
 
 /// How far a replica may lag behind its master on loopback, at most, when nothing stalls
 /// it: microseconds in practice; an ack older than this before a kill is on the replica.
@@ -41,20 +42,6 @@ pub struct Report {
     pub table: String,
     /// Messages sent with a group: a run without any proved nothing of groups.
     pub grouped: u64,
-}
-
-/// One handler's hold on a delivery.
-pub struct Hold {
-    pid: u32,
-    token: String,
-    pub start: u64,
-    pub end: Option<u64>,
-    pub outcome: Option<Outcome>,
-    early: bool,
-    /// The message's sequence number, which names its partition.
-    pub seq: Option<u64>,
-    /// When this delivery was due (ms).
-    pub due_ms: u64,
 }
 
 /// The window in which an ack made on `kill`'s master can have been lost with it: from

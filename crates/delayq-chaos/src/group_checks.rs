@@ -6,8 +6,8 @@
 
 use std::collections::HashMap;
 
-use crate::checker::Hold;
 use crate::history::Outcome;
+use crate::hold::Hold;
 use crate::plan;
 
 const LEASE_US: u64 = plan::LEASE.as_micros() as u64;

@@ -14,7 +14,7 @@
 //! `processes.rs` and `controller.rs` (starting and hurting them), `failover.rs` (the Redis
 //! Cluster of `run --cluster` and its failovers), `evidence.rs` (what they hand the
 //! checker beside the history), `checker.rs` (the verdict) with `group_checks.rs` (the
-//! groups' promises: one at a time, in order).
+//! groups' promises: one at a time, in order), both over `hold.rs` (a handler's hold).
 
 mod checker;
 mod controller;
@@ -22,6 +22,7 @@ mod evidence;
 mod failover;
 mod group_checks;
 mod history;
+mod hold;
 mod holding;
 mod http;
 mod http_consumer;
