@@ -48,6 +48,10 @@ pub struct FairnessArgs {
     /// Only the cost runs (W2a with and without groups), not the fairness runs.
     #[arg(long)]
     cost_only: bool,
+    /// Instead: Redis memory per group, from 100,000 × scale pending messages each in a
+    /// group of its own, against as many without groups.
+    #[arg(long)]
+    memory: bool,
     /// Where the report goes (`fairness.json`).
     #[arg(long, default_value = "target/bench-results")]
     out: PathBuf,
@@ -88,6 +92,18 @@ impl Mode {
 }
 
 async fn run(args: FairnessArgs) -> Result<()> {
+    if args.memory {
+        let n = ((100_000.0 * args.scale).round() as u64).max(1000);
+        for (what, delay) in [("due in an hour", 3600), ("ready", 0)] {
+            let plain = memory_per_message(n, false, delay).await?;
+            let grouped = memory_per_message(n, true, delay).await?;
+            println!(
+                "{n} messages of 100 B {what}: {plain:.0} B each without groups, {grouped:.0} B each in a group of its own ({:.0} B more)",
+                grouped - plain
+            );
+        }
+        return Ok(());
+    }
     let heavy = ((1_000_000.0 * args.scale).round() as u64).max(1000);
     let mut runs = Vec::new();
     let modes: &[Mode] = if args.cost_only {
@@ -397,4 +413,32 @@ async fn cost_run(n: u64, grouped: bool) -> Result<(f64, f64)> {
         }
     }
     Ok((n as f64 / elapsed, cpu * 1e6 / n as f64))
+}
+
+/// `used_memory` per pending message (sent in batches, due after `delay_s`; no consumer):
+/// each in a group of its own when `grouped`.
+async fn memory_per_message(n: u64, grouped: bool, delay_s: u64) -> Result<f64> {
+    let server = BenchServer::start(&[])?;
+    let dq = connect(&server).await?;
+    let q = dq.queue("memory")?;
+    q.stats().await?;
+    let before = server.memory()?.used_memory;
+    let mut seq = 0;
+    while seq < n {
+        let batch: Vec<Message> = (seq..(seq + BATCH_SIZE as u64).min(n))
+            .map(|i| {
+                let options = SendOptions::new().delay(Duration::from_secs(delay_s));
+                let options = if grouped {
+                    options.group(format!("tenant-{i:06}"))
+                } else {
+                    options
+                };
+                Message::new(payload(&format!("H {i}")), options)
+            })
+            .collect();
+        seq += batch.len() as u64;
+        q.send_batch(&batch).await?;
+    }
+    let after = server.memory()?.used_memory;
+    Ok((after - before) as f64 / n as f64)
 }
