@@ -97,9 +97,25 @@ impl FormatGate {
         conn: &connection::Ordinary,
         control: &str,
     ) -> Result<u32> {
+        self.admit_at_least(announcer, conn, control, FIRST_FORMAT)
+            .await
+    }
+
+    /// [`admit`](Self::admit), but a format read before that is older than `needed` is read
+    /// again: formats only grow, so a reading can be stale only by being too old (the queue
+    /// was upgraded since). Returns the format, which may still be older than `needed`.
+    pub(crate) async fn admit_at_least(
+        &self,
+        announcer: &Announcer,
+        conn: &connection::Ordinary,
+        control: &str,
+        needed: u32,
+    ) -> Result<u32> {
         let epoch = announcer.epoch(conn).await?;
         let known = self.lock().get(control).copied();
-        if let Some(r) = known.filter(|r| r.epoch == epoch && r.at.elapsed() < LEASE) {
+        if let Some(r) =
+            known.filter(|r| r.epoch == epoch && r.at.elapsed() < LEASE && r.format >= needed)
+        {
             return Ok(r.format);
         }
         let at = Instant::now();

@@ -154,6 +154,16 @@ impl QueueCore {
         self.admit_control(keys.control()).await
     }
 
+    /// [`admit`](Self::admit), reading the format again when the one known is older than
+    /// `needed` ([`FormatGate::admit_at_least`]).
+    pub(crate) async fn admit_at_least(&self, keys: &Keys, needed: u32) -> Result<u32> {
+        let shared = &self.shared;
+        shared
+            .formats
+            .admit_at_least(&shared.announcer, &shared.conn, keys.control(), needed)
+            .await
+    }
+
     async fn admit_control(&self, control: &str) -> Result<u32> {
         let shared = &self.shared;
         shared

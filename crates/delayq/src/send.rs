@@ -312,18 +312,9 @@ fn partition_of(layout: &Layout, options: &SendOptions) -> Result<usize> {
 
 /// Refuses a message with a group on a partition whose data is older than
 /// [`GROUPS_FORMAT`]: an older delayq there would deliver it without its group's turn or
-/// limit. Formats only grow, so a format read as new enough is; one read as too old is read
-/// again, in case the queue was upgraded since this client last looked.
+/// limit.
 async fn check_groups_format(core: &QueueCore, keys: &Keys) -> Result<()> {
-    if core.admit(keys).await? >= GROUPS_FORMAT {
-        return Ok(());
-    }
-    let named: Option<String> = redis::cmd("HGET")
-        .arg(keys.control())
-        .arg("format")
-        .query_async(&mut core.connection())
-        .await?;
-    let found = named.and_then(|f| f.parse().ok()).unwrap_or(1);
+    let found = core.admit_at_least(keys, GROUPS_FORMAT).await?;
     if found >= GROUPS_FORMAT {
         return Ok(());
     }
