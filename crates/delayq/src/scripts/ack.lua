@@ -112,7 +112,7 @@ if #done > 0 then
       end
     end
   end
-  if #gone > 0 and groups().groups_leave(gone) then
+  if #gone > 0 and groups().groups_leave(gone, true) then
     wake()
   end
 end

@@ -14,7 +14,7 @@ end
 local now = now_us()
 local state = pending_state(m, now)
 remove_pending(m)
-if m.group and groups().group_leaves(m, m.keep) then
+if m.group and groups().groups_leave({ { m.id, m.group } }, m.keep) then
   wake()
 end
 redis.call('HDEL', k.errors, id)

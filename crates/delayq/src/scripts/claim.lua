@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 -- claim.lua: the heart of receive. Reclaims expired leases (each counted as a failed attempt),
 -- then moves up to `max` due messages from pending to in flight under fresh lease tokens,
--- highest priority first, unless the queue is paused, and no more than its rate limit
--- allows.
+-- highest priority first (on a partition with groups: the groups in turn, groups.lua),
+-- unless the queue is paused, and no more than its rate limit allows.
 -- Allowed at maxmemory: draining the queue must not need free memory.
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
@@ -243,15 +243,15 @@ else
     end
     local before, dropped, tail = #due, {}, G.rotation_tail()
     local back = {}
+    -- When every group in the rotation fits in this claim, each gets an even share (times
+    -- its weight) and its turn ends; otherwise a group gives what is left of its turn, its
+    -- weight (1 unless set), over as many claims as that takes.
+    local share = #turn < want and math.max(1, math.floor(want / #turn)) or nil
     for _, g in ipairs(turn) do
       local wanted = take - #due
       if wanted <= 0 then
         break
       end
-      -- When every group in the rotation fits in this claim, each gets an even share (times
-      -- its weight) and its turn ends; otherwise a group gives what is left of its turn,
-      -- its weight (1 unless set), over as many claims as that takes.
-      local share = #turn < want and math.max(1, math.floor(want / #turn)) or nil
       local weight = g == G.UNGROUPED and 1 or G.group_weight(g)
       local left = weight
       if weight > 1 and not share then

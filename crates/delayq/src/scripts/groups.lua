@@ -42,7 +42,6 @@ local function groups()
   if groups_made then
     return groups_made
   end
-  local PART_PREFIX = k.pending:sub(1, #k.pending - #'pending')
   local gk = {
     delayed = PART_PREFIX .. 'gdelayed', rotation = PART_PREFIX .. 'groups',
     busy = PART_PREFIX .. 'gbusy', keep = PART_PREFIX .. 'gkeep', size = PART_PREFIX .. 'gsize',
@@ -267,23 +266,11 @@ local function groups()
     end
   end
 
-  -- A grouped message is gone for good (acked, dead, cancelled): its index entry, its count,
-  -- and the slot it held (`held`: in flight, or a slot keeper). True when a consumer must be
-  -- woken.
-  local function group_leaves(m, held)
-    redis.call('HDEL', k.index, m.id)
-    group_size(m.group, -1)
-    if held then
-      return free_slots(m.group, 1)
-    end
-    return false
-  end
-
-  -- Many grouped messages gone for good at once, each with the slot it held (acked): `gone`
-  -- lists { id, group } pairs. Their index entries go in one call, and each group's count
-  -- and slots change once however many of its messages went. True when a consumer must be
-  -- woken.
-  local function groups_leave(gone)
+  -- Grouped messages gone for good (acked, dead, cancelled): `gone` lists { id, group }
+  -- pairs, and `held` says whether each held a slot of its group (in flight, or a slot
+  -- keeper). Their index entries go in one call, and each group's count and slots change
+  -- once however many of its messages went. True when a consumer must be woken.
+  local function groups_leave(gone, held)
     local ids, counts, order = {}, {}, {}
     for _, m in ipairs(gone) do
       ids[#ids + 1] = m[1]
@@ -299,7 +286,9 @@ local function groups()
     local woke = false
     for _, g in ipairs(order) do
       group_size(g, -counts[g])
-      woke = free_slots(g, counts[g]) or woke
+      if held then
+        woke = free_slots(g, counts[g]) or woke
+      end
     end
     return woke
   end
@@ -324,12 +313,10 @@ local function groups()
     rotation_tail = rotation_tail,
     rotate_in = rotate_in,
     group_size = group_size,
-    free_slots = free_slots,
     put_grouped = put_grouped,
     promote = promote,
     find_grouped = find_grouped,
     remove_grouped = remove_grouped,
-    group_leaves = group_leaves,
     groups_leave = groups_leave,
     forget_conf = forget_conf,
   }

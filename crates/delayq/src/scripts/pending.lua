@@ -97,7 +97,7 @@ local function retry_or_bury(m, err, delay_ms, now, dead)
     if has(m.flags, F_ID) then
       redis.call('HDEL', k.index, m.id)
     end
-    if m.group and groups().group_leaves(m, true) then
+    if m.group and groups().groups_leave({ { m.id, m.group } }, true) then
       wake()
     end
     return 'dead'

@@ -60,7 +60,10 @@ local LEVEL, DEFAULT_PRIORITY = 17592186044416, 5
 -- dead-lettered, and l<b> the deliveries whose lateness fell in bucket b (src/history.rs
 -- reads them).
 local HISTORY_TTL = 90000
-local HISTORY_PREFIX = k.pending:sub(1, #k.pending - #'pending') .. 'm:'
+-- What every key of the partition starts with (`dq:{tag}:`): keys not passed in KEYS (the
+-- history, the groups' keys) are named from it, so they share the partition's slot.
+local PART_PREFIX = k.pending:sub(1, #k.pending - #'pending')
+local HISTORY_PREFIX = PART_PREFIX .. 'm:'
 
 -- Adds `n` to field `field` of the minute of `now` (microseconds).
 local function add_history(now, field, n)
