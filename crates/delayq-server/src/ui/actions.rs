@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::layout;
 use super::session::Session;
-use super::text::{queue_path, segment};
+use super::text::{group_path, queue_path, segment};
 use super::visitor::Visitor;
 use crate::state::AppState;
 
@@ -30,14 +30,15 @@ pub struct ActionForm {
     weight: Option<String>,
 }
 
-/// The group concurrency a form asks for: a number, or empty for none.
-fn group_limit(text: Option<&str>) -> Result<Option<u32>, String> {
+/// A number a form asks for (`what` names it in the error): a whole number, or empty for
+/// none.
+fn optional_number(text: Option<&str>, what: &str) -> Result<Option<u32>, String> {
     match text.map(str::trim).filter(|t| !t.is_empty()) {
         None => Ok(None),
         Some(t) => t
             .parse()
             .map(Some)
-            .map_err(|_| format!("a group concurrency is a whole number, not {t:?}")),
+            .map_err(|_| format!("{what} is a whole number, not {t:?}")),
     }
 }
 
@@ -101,16 +102,18 @@ pub async fn queue_action(
             .upgrade_format()
             .await
             .map(|f| format!("Upgraded: data format {}.", f.format())),
-        "group_concurrency" => match group_limit(form.limit.as_deref()) {
-            Ok(limit) => queue
-                .configure(&[delayq::Setting::GroupConcurrency(limit)])
-                .await
-                .map(|()| match limit {
-                    Some(n) => format!("Group concurrency: {n}."),
-                    None => "Group concurrency: no limit.".to_owned(),
-                }),
-            Err(e) => return failed(e),
-        },
+        "group_concurrency" => {
+            match optional_number(form.limit.as_deref(), "a group concurrency") {
+                Ok(limit) => queue
+                    .configure(&[delayq::Setting::GroupConcurrency(limit)])
+                    .await
+                    .map(|()| match limit {
+                        Some(n) => format!("Group concurrency: {n}."),
+                        None => "Group concurrency: no limit.".to_owned(),
+                    }),
+                Err(e) => return failed(e),
+            }
+        }
         "requeue_all" => queue
             .dead_letters()
             .requeue_all()
@@ -147,13 +150,13 @@ pub async fn group_action(
         "pause" => groups.pause(&group).await.map(|_| "Paused.".to_owned()),
         "resume" => groups.resume(&group).await.map(|_| "Resumed.".to_owned()),
         "settings" => {
-            let limit = match group_limit(form.limit.as_deref()) {
+            let limit = match optional_number(form.limit.as_deref(), "a group concurrency") {
                 Ok(limit) => limit,
                 Err(e) => return failed(e),
             };
-            let weight = match group_limit(form.weight.as_deref()) {
+            let weight = match optional_number(form.weight.as_deref(), "a group weight") {
                 Ok(weight) => weight,
-                Err(e) => return failed(e.replace("concurrency", "weight")),
+                Err(e) => return failed(e),
             };
             let settings = delayq::GroupSettings {
                 concurrency: Some(limit),
@@ -168,7 +171,7 @@ pub async fn group_action(
         other => return failed(format!("no such action: {other}")),
     };
     match done {
-        Ok(text) => then(&super::group_page::group_path(&name, &group), &text),
+        Ok(text) => then(&group_path(&name, &group), &text),
         Err(e) => failed(e),
     }
 }

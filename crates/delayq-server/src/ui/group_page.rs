@@ -10,14 +10,9 @@ use serde::Deserialize;
 
 use super::layout;
 use super::session::Session;
-use super::text::{queue_path, segment};
+use super::text::{group_path, queue_path};
 use super::visitor::Visitor;
 use crate::state::AppState;
-
-/// The dashboard page of group `group` of queue `queue`.
-pub fn group_path(queue: &str, group: &str) -> String {
-    format!("{}/groups/{}", queue_path(queue), segment(group))
-}
 
 #[derive(Deserialize, Default)]
 pub struct GroupQuery {

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::chart::{self, Series};
 use super::layout;
 use super::session::Session;
-use super::text::{queue_path, segment, span, utc};
+use super::text::{group_path, queue_path, segment, span, utc};
 use super::visitor::Visitor;
 use crate::api::browse::{listed_body, preview, state_named, STATES};
 use crate::state::AppState;
@@ -143,7 +143,7 @@ async fn render(
                 thead { tr { th { "Group" } th { "Messages" } } }
                 tbody {
                     @for g in &top_groups.groups {
-                        tr { td { a href=(super::group_page::group_path(name, &g.name)) { (g.name) } } td { (g.messages) } }
+                        tr { td { a href=(group_path(name, &g.name)) { (g.name) } } td { (g.messages) } }
                     }
                 }
             } }

@@ -5,6 +5,11 @@ pub fn queue_path(name: &str) -> String {
     format!("/ui/queues/{}", segment(name))
 }
 
+/// The dashboard page of group `group` of queue `queue`.
+pub fn group_path(queue: &str, group: &str) -> String {
+    format!("{}/groups/{}", queue_path(queue), segment(group))
+}
+
 /// `text` for a URL path segment: everything but unreserved characters percent-encoded
 /// (message ids may hold `/`, `:` and `@`).
 pub fn segment(text: &str) -> String {
