@@ -165,8 +165,19 @@ async fn format1_loads_whole_and_delivers_each_message_once() {
 
 #[tokio::test]
 async fn format1_upgraded_loses_nothing_and_delivers_each_message_once() {
+    upgraded_loses_nothing(FORMAT1).await;
+}
+
+#[tokio::test]
+async fn format2_upgraded_loses_nothing_and_delivers_each_message_once() {
+    upgraded_loses_nothing(FORMAT2).await;
+}
+
+/// Loads data set `text` (of an older format), upgrades each queue to the newest format and
+/// checks that everything is there and each message is delivered once.
+async fn upgraded_loses_nothing(text: &str) {
     let (_server, dq) = setup().await;
-    load(&dq, FORMAT1).await;
+    load(&dq, text).await;
     for name in ["orders", "paused", "parts"] {
         let format = queue(&dq, name).upgrade_format().await.expect("upgrade");
         assert!(format.is_current(), "{name}: {format:?}");

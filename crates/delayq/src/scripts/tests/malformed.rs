@@ -229,6 +229,27 @@ async fn a_malformed_call_fails_before_its_first_write() {
             &s.push_target,
             vec![b("set"), b("")],
         ),
+        (
+            "group_control: no such setting",
+            &s.group_control,
+            vec![b("g"), b("speed"), b("1")],
+        ),
+        (
+            "group_control: a bad value after a good one",
+            &s.group_control,
+            vec![b("g"), b("p"), b("1"), b("l"), b("0")],
+        ),
+        (
+            "group_control: a weight over 1000",
+            &s.group_control,
+            vec![b("g"), b("w"), b("1001")],
+        ),
+        ("group_control: no group", &s.group_control, vec![b("")]),
+        (
+            "group_list: a page too long",
+            &s.group_list,
+            vec![b("0"), b("11001")],
+        ),
     ];
     for (what, script, args) in cases {
         let before = server.every_key_dumped(QUEUE_KEYS);
