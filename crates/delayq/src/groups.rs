@@ -1,17 +1,18 @@
 //! A queue's groups ([`SendOptions::group`](crate::SendOptions::group)): which there are,
 //! largest first; what one holds; and one group's own settings (pause, a concurrency in
-//! place of the queue's, a weight). A group lives in one partition, named by the hash of
+//! place of the queue's, a weight, a rate limit in place of the queue's). A group lives in one partition, named by the hash of
 //! its name (`send.rs`), so each of these is one script call there, or one per partition
 //! for the list.
 
 use crate::error::{Error, InvalidInput, Result};
+use crate::message::RateLimit;
 use crate::names::check_group;
 use crate::options::check_count;
 use crate::partitions::{join_all, Layout};
 use crate::queue_core::{invocation, QueueCore};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
-use crate::settings::MAX_GROUP_CONCURRENCY;
+use crate::settings::{check_rate_limit, parse_limit, MAX_GROUP_CONCURRENCY};
 
 /// Highest [`GroupSettings::weight`].
 pub const MAX_GROUP_WEIGHT: u32 = 1000;
@@ -58,6 +59,11 @@ pub struct GroupInfo {
     pub own_concurrency: Option<u32>,
     /// Messages it gives per turn of the rotation.
     pub weight: u32,
+    /// At most this many of its messages delivered a second: its own limit, else the
+    /// queue's ([`Setting::GroupRateLimit`](crate::Setting::GroupRateLimit)); None: no limit.
+    pub rate_limit: Option<RateLimit>,
+    /// Its own rate limit, if it has one (in place of the queue's).
+    pub own_rate_limit: Option<RateLimit>,
 }
 
 /// Changes to one group's settings; `None` leaves one as it is.
@@ -73,6 +79,10 @@ pub struct GroupSettings {
     /// `Some(true)`: pause the group (claims skip it; the rest of the queue flows);
     /// `Some(false)`: resume it.
     pub paused: Option<bool>,
+    /// `Some(Some(limit))`: at most `limit.per_second` of the group's messages delivered a
+    /// second, bursts of `limit.burst`, in place of the queue's group rate limit;
+    /// `Some(None)`: the queue's again.
+    pub rate_limit: Option<Option<RateLimit>>,
 }
 
 /// The groups of one queue.
@@ -150,6 +160,7 @@ impl<'a> Groups<'a> {
         let (keepers_waiting, keepers_ready) = (r.uint()?, r.uint()?);
         let own = Own::parse(&r.string()?);
         let queue_limit = Some(r.uint()? as u32).filter(|n| *n > 0);
+        let queue_rate = parse_limit(&r.string()?);
         let in_flight = slots.saturating_sub(keepers_waiting + keepers_ready);
         Ok(GroupInfo {
             name: name.to_owned(),
@@ -160,6 +171,8 @@ impl<'a> Groups<'a> {
             concurrency: own.concurrency.or(queue_limit),
             own_concurrency: own.concurrency,
             weight: own.weight.unwrap_or(1),
+            rate_limit: own.rate_limit.or(queue_rate),
+            own_rate_limit: own.rate_limit,
         })
     }
 
@@ -179,6 +192,18 @@ impl<'a> Groups<'a> {
         }
         if let Some(paused) = settings.paused {
             pairs.push(("p", if paused { "1" } else { "" }.to_owned()));
+        }
+        match settings.rate_limit {
+            Some(Some(limit)) => {
+                check_rate_limit(limit)?;
+                pairs.push(("r", limit.per_second.to_string()));
+                pairs.push(("b", limit.burst.to_string()));
+            }
+            Some(None) => {
+                pairs.push(("r", String::new()));
+                pairs.push(("b", String::new()));
+            }
+            None => {}
         }
         let layout = self.queue.known_layout().await?;
         let mut inv = invocation(
@@ -227,25 +252,33 @@ fn checked(what: &str, value: Option<u32>, max: u32) -> Result<String> {
     }
 }
 
-/// A group's own settings as `gconf` keeps them: 'l=<limit>,w=<weight>,p=1'.
+/// A group's own settings as `gconf` keeps them: 'l=<limit>,w=<weight>,p=1,r=<rate>,b=<burst>'.
 #[derive(Default)]
 struct Own {
     concurrency: Option<u32>,
     weight: Option<u32>,
     paused: bool,
+    rate_limit: Option<RateLimit>,
 }
 
 impl Own {
     fn parse(text: &str) -> Own {
         let mut own = Own::default();
+        let (mut rate, mut burst) = (None, None);
         for pair in text.split(',') {
             match pair.split_once('=') {
                 Some(("l", n)) => own.concurrency = n.parse().ok(),
                 Some(("w", n)) => own.weight = n.parse().ok(),
                 Some(("p", "1")) => own.paused = true,
+                Some(("r", n)) => rate = n.parse().ok(),
+                Some(("b", n)) => burst = n.parse().ok(),
                 _ => {}
             }
         }
+        own.rate_limit = rate.map(|per_second| RateLimit {
+            per_second,
+            burst: burst.unwrap_or(1),
+        });
         own
     }
 }

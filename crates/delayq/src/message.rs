@@ -99,6 +99,9 @@ pub struct Stats {
     /// At most this many messages of one group in flight at once
     /// ([`Setting::GroupConcurrency`](crate::Setting::GroupConcurrency)); None: no limit.
     pub group_concurrency: Option<u32>,
+    /// Each group's rate limit, unless it has its own
+    /// ([`Setting::GroupRateLimit`](crate::Setting::GroupRateLimit)); None: no limit.
+    pub group_rate_limit: Option<RateLimit>,
 }
 
 /// At most `per_second` deliveries per second from a queue, across all its consumers, with

@@ -42,6 +42,13 @@ pub enum Setting {
     /// the group's next). A lease that expires passes its slot to the message's retry, so
     /// a worker that dies holds up its group for no longer than its lease.
     GroupConcurrency(Option<u32>),
+    /// At most `per_second` deliveries a second of each group, with bursts of up to
+    /// `burst` (a token bucket per group, decided inside each claim by the server's clock,
+    /// as the queue's [`Setting::RateLimit`] is); `None` lifts it. A group out of tokens
+    /// waits outside the rotation for its next one while the other groups are served, and
+    /// a group's own limit ([`GroupSettings::rate_limit`](crate::GroupSettings)) takes its
+    /// place. Each group lives in one partition, so the limit is not shared out among them.
+    GroupRateLimit(Option<RateLimit>),
 }
 
 /// Highest [`Setting::GroupConcurrency`].
@@ -78,17 +85,20 @@ impl Setting {
                 }
                 Ok(vec![("gconc", n.to_string())])
             }
+            Setting::GroupRateLimit(None) => Ok(vec![("grate", String::new())]),
+            Setting::GroupRateLimit(Some(limit)) => {
+                check_rate_limit(limit)?;
+                Ok(vec![(
+                    "grate",
+                    format!("{}/{}", limit.per_second, limit.burst),
+                )])
+            }
             Setting::PushDelivery(on) => Ok(vec![("push", if on { "1" } else { "" }.to_owned())]),
             Setting::RateLimit(None) => Ok(["rate", "burst", "limit"]
                 .map(|name| (name, String::new()))
                 .to_vec()),
             Setting::RateLimit(Some(limit)) => {
-                if limit.per_second == 0 || limit.burst == 0 {
-                    return Err(InvalidInput::Option(
-                        "a rate limit needs at least 1 per second and a burst of at least 1".into(),
-                    )
-                    .into());
-                }
+                check_rate_limit(limit)?;
                 let share = f64::from(limit.per_second) / f64::from(partitions);
                 Ok(vec![
                     ("rate", format!("{share:.6}")),
@@ -101,6 +111,17 @@ impl Setting {
             }
         }
     }
+}
+
+/// Refuses a rate limit of no messages a second, or of no burst.
+pub(crate) fn check_rate_limit(limit: RateLimit) -> Result<()> {
+    if limit.per_second == 0 || limit.burst == 0 {
+        return Err(InvalidInput::Option(
+            "a rate limit needs at least 1 per second and a burst of at least 1".into(),
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// A rate limit as the control hash keeps it for stats: '<per second>/<burst>' ('' for none).

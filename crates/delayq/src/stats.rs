@@ -32,6 +32,7 @@ pub(crate) async fn stats(core: &QueueCore) -> Result<Stats> {
         total.push |= s.push;
         total.groups += s.groups;
         total.group_concurrency = total.group_concurrency.or(s.group_concurrency);
+        total.group_rate_limit = total.group_rate_limit.or(s.group_rate_limit);
         total.data_format = match total.data_format {
             0 => s.data_format,
             f => f.min(s.data_format),
@@ -56,5 +57,6 @@ async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
         data_format: r.uint()? as u32,
         groups: r.uint()?,
         group_concurrency: Some(r.uint()? as u32).filter(|n| *n > 0),
+        group_rate_limit: crate::settings::parse_limit(&r.string()?),
     })
 }

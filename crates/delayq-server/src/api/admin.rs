@@ -43,6 +43,8 @@ struct StatsOut {
     groups: u64,
     /// At most this many messages of one group in flight at once (null: no limit).
     group_concurrency: Option<u32>,
+    /// Each group's rate limit, unless it has its own (null: none).
+    group_rate_limit: Option<RateLimitArg>,
 }
 
 impl StatsOut {
@@ -58,13 +60,11 @@ impl StatsOut {
             partitions: queue.partitions().await?,
             paused: s.paused,
             idempotency_window_ms: s.idempotency_window.as_millis() as u64,
-            rate_limit: s.rate_limit.map(|l| RateLimitArg {
-                per_second: l.per_second,
-                burst: Some(l.burst),
-            }),
+            rate_limit: s.rate_limit.map(RateLimitArg::from),
             data_format: s.data_format,
             groups: s.groups,
             group_concurrency: s.group_concurrency,
+            group_rate_limit: s.group_rate_limit.map(RateLimitArg::from),
         })
     }
 }
@@ -173,6 +173,11 @@ pub struct QueueSettings {
     #[serde(default, deserialize_with = "present_or_null")]
     #[schema(value_type = Option<u32>, minimum = 1, maximum = 1000000)]
     group_concurrency: Option<Option<u32>>,
+    /// At most this many deliveries a second of each group (a token bucket per group), unless
+    /// a group has its own; `null` lifts it.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schema(value_type = Option<RateLimitArg>)]
+    group_rate_limit: Option<Option<RateLimitArg>>,
 }
 
 /// A rate limit: deliveries per second, and how many at once after a quiet spell.
@@ -184,6 +189,15 @@ pub struct RateLimitArg {
     /// Default 1: evenly paced.
     #[schema(minimum = 1)]
     burst: Option<u32>,
+}
+
+impl From<delayq::RateLimit> for RateLimitArg {
+    fn from(l: delayq::RateLimit) -> Self {
+        RateLimitArg {
+            per_second: l.per_second,
+            burst: Some(l.burst),
+        }
+    }
 }
 
 impl From<RateLimitArg> for delayq::RateLimit {
@@ -224,6 +238,9 @@ pub async fn configure(
     }
     if let Some(n) = settings.group_concurrency {
         changes.push(delayq::Setting::GroupConcurrency(n));
+    }
+    if let Some(limit) = settings.group_rate_limit {
+        changes.push(delayq::Setting::GroupRateLimit(limit.map(Into::into)));
     }
     // All or nothing: a refused setting leaves the others unchanged too.
     q.configure(&changes).await?;

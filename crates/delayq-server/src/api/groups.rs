@@ -1,6 +1,6 @@
 //! Group routes (admin): a queue's groups, most messages first; what one group holds; and one
-//! group's own settings: pause, a concurrency in place of the queue's, a weight (README,
-//! "Groups"). Group names are tenants' and customers' names, so only admins see them.
+//! group's own settings: pause, a concurrency and a rate limit in place of the queue's, a
+//! weight (README, "Groups"). Group names are tenants' and customers' names, so only admins see them.
 
 use axum::extract::State;
 use axum::response::IntoResponse;
@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::access::{AdminRole, Authorized};
-use super::admin::present_or_null;
+use super::admin::{present_or_null, RateLimitArg};
 use super::body::{parse, JsonBody};
 use super::path::Path;
 use super::query::Query;
@@ -32,6 +32,11 @@ struct GroupOut {
     own_concurrency: Option<u32>,
     /// Messages it gives per turn of the rotation.
     weight: u32,
+    /// At most this many of its messages delivered a second: its own limit, else the
+    /// queue's `group_rate_limit` (null: none).
+    rate_limit: Option<RateLimitArg>,
+    /// Its own rate limit, if it has one.
+    own_rate_limit: Option<RateLimitArg>,
 }
 
 impl From<GroupInfo> for GroupOut {
@@ -45,6 +50,8 @@ impl From<GroupInfo> for GroupOut {
             concurrency: g.concurrency,
             own_concurrency: g.own_concurrency,
             weight: g.weight,
+            rate_limit: g.rate_limit.map(RateLimitArg::from),
+            own_rate_limit: g.own_rate_limit.map(RateLimitArg::from),
         }
     }
 }
@@ -123,6 +130,11 @@ pub struct GroupSettingsIn {
     weight: Option<Option<u32>>,
     /// `true` pauses the group (the rest of the queue flows), `false` resumes it.
     paused: Option<bool>,
+    /// At most this many of the group's messages delivered a second, in place of the
+    /// queue's `group_rate_limit`; `null`: the queue's again.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schema(value_type = Option<RateLimitArg>)]
+    rate_limit: Option<Option<RateLimitArg>>,
 }
 
 /// `PATCH /v1/queues/{queue}/groups/{group}`: changes the group's own settings, all or none.
@@ -139,6 +151,9 @@ pub async fn configure(
         concurrency: settings.concurrency,
         weight: settings.weight,
         paused: settings.paused,
+        rate_limit: settings
+            .rate_limit
+            .map(|limit| limit.map(delayq::RateLimit::from)),
     };
     Ok(Json(GroupOut::from(
         q.groups().configure(&group, changes).await?,

@@ -138,6 +138,16 @@ pub enum AdminCommand {
         /// Lift the limit on a group's messages in flight.
         #[arg(long)]
         no_group_concurrency: bool,
+        /// At most this many deliveries a second of each group (unless it has its own).
+        #[arg(long, conflicts_with = "no_group_rate_limit")]
+        group_rate_limit: Option<u32>,
+        /// With --group-rate-limit: how many of a group at once after a quiet spell
+        /// (default 1).
+        #[arg(long, requires = "group_rate_limit")]
+        group_burst: Option<u32>,
+        /// Lift the rate limit of each group.
+        #[arg(long)]
+        no_group_rate_limit: bool,
     },
     /// Dead letters: list, requeue, purge.
     #[command(subcommand)]
@@ -357,16 +367,22 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             no_rate_limit,
             group_concurrency,
             no_group_concurrency,
+            group_rate_limit,
+            group_burst,
+            no_group_rate_limit,
         } => {
             if idempotency_window.is_none()
                 && rate_limit.is_none()
                 && !no_rate_limit
                 && group_concurrency.is_none()
                 && !no_group_concurrency
+                && group_rate_limit.is_none()
+                && !no_group_rate_limit
             {
                 bail!(
                     "nothing to change: give --idempotency-window, --rate-limit, \
-                     --no-rate-limit, --group-concurrency or --no-group-concurrency"
+                     --no-rate-limit, --group-concurrency, --no-group-concurrency, \
+                     --group-rate-limit or --no-group-rate-limit"
                 );
             }
             let q = common.connect().await?.queue(&queue)?;
@@ -385,6 +401,14 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             }
             if group_concurrency.is_some() || no_group_concurrency {
                 changes.push(Setting::GroupConcurrency(group_concurrency));
+            }
+            if group_rate_limit.is_some() || no_group_rate_limit {
+                changes.push(Setting::GroupRateLimit(group_rate_limit.map(
+                    |per_second| delayq::RateLimit {
+                        per_second,
+                        burst: group_burst.unwrap_or(1),
+                    },
+                )));
             }
             q.configure(&changes).await?;
             let s = q.stats().await?;
@@ -510,6 +534,8 @@ fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
         "rate_limit": s.rate_limit.map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
         "data_format": s.data_format, "groups": s.groups,
         "group_concurrency": s.group_concurrency,
+        "group_rate_limit": s.group_rate_limit
+            .map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
     })
 }
 

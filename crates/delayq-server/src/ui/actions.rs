@@ -28,6 +28,10 @@ pub struct ActionForm {
     limit: Option<String>,
     /// A group's weight.
     weight: Option<String>,
+    /// A rate limit: deliveries a second (empty: none).
+    rate: Option<String>,
+    /// A rate limit's burst (empty: 1).
+    burst: Option<String>,
 }
 
 /// A number a form asks for (`what` names it in the error): a whole number, or empty for
@@ -40,6 +44,16 @@ fn optional_number(text: Option<&str>, what: &str) -> Result<Option<u32>, String
             .map(Some)
             .map_err(|_| format!("{what} is a whole number, not {t:?}")),
     }
+}
+
+/// A rate limit a form asks for: `rate` a second, bursts of `burst` (empty: 1); an empty
+/// rate for none.
+fn optional_rate(form: &ActionForm) -> Result<Option<delayq::RateLimit>, String> {
+    let Some(per_second) = optional_number(form.rate.as_deref(), "a rate limit")? else {
+        return Ok(None);
+    };
+    let burst = optional_number(form.burst.as_deref(), "a burst")?.unwrap_or(1);
+    Ok(Some(delayq::RateLimit { per_second, burst }))
 }
 
 /// Why the action is refused (403), unless an admin sent it with this session's CSRF token.
@@ -83,7 +97,7 @@ fn failed(e: impl std::fmt::Display) -> Response {
 }
 
 /// `POST /ui/queues/{queue}/act`: `pause`, `resume`, `upgrade`, `group_concurrency`,
-/// `requeue_all`, `purge_all`.
+/// `group_rate_limit`, `requeue_all`, `purge_all`.
 pub async fn queue_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
@@ -114,6 +128,16 @@ pub async fn queue_action(
                 Err(e) => return failed(e),
             }
         }
+        "group_rate_limit" => match optional_rate(&form) {
+            Ok(limit) => queue
+                .configure(&[delayq::Setting::GroupRateLimit(limit)])
+                .await
+                .map(|()| match limit {
+                    Some(l) => format!("Group rate limit: {}/s, burst {}.", l.per_second, l.burst),
+                    None => "Group rate limit: none.".to_owned(),
+                }),
+            Err(e) => return failed(e),
+        },
         "requeue_all" => queue
             .dead_letters()
             .requeue_all()
@@ -134,7 +158,7 @@ pub async fn queue_action(
 }
 
 /// `POST /ui/queues/{queue}/groups/{group}/act`: `pause`, `resume`, `settings` (its own
-/// concurrency, empty for the queue's, and its weight).
+/// concurrency and rate limit, each empty for the queue's, and its weight).
 pub async fn group_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
@@ -158,10 +182,15 @@ pub async fn group_action(
                 Ok(weight) => weight,
                 Err(e) => return failed(e),
             };
+            let rate_limit = match optional_rate(&form) {
+                Ok(limit) => limit,
+                Err(e) => return failed(e),
+            };
             let settings = delayq::GroupSettings {
                 concurrency: Some(limit),
                 weight: Some(weight),
                 paused: None,
+                rate_limit: Some(rate_limit),
             };
             groups
                 .configure(&group, settings)

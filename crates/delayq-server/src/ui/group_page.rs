@@ -1,5 +1,5 @@
 //! One group of a queue: its messages delayed, ready and in flight, its settings, and (for
-//! admins) pause, resume, and its own concurrency and weight.
+//! admins) pause, resume, and its own concurrency, weight and rate limit.
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -62,6 +62,11 @@ fn render(session: &Session, queue: &str, g: &GroupInfo, done: Option<&str>) -> 
                 @if g.own_concurrency.is_some() { " (its own)" } @else { " (the queue's)" }
             }
             dt { "Weight" } dd #group-weight { (g.weight) " per turn" }
+            dt { "Rate limit" }
+            dd #group-rate-limit {
+                @match g.rate_limit { Some(l) => { (l.per_second) "/s, burst " (l.burst) }, None => { "none" } }
+                @if g.own_rate_limit.is_some() { " (its own)" } @else { " (the queue's)" }
+            }
         }
         @if session.can_act() {
             form.row method="post" action=(act) {
@@ -81,6 +86,13 @@ fn render(session: &Session, queue: &str, g: &GroupInfo, done: Option<&str>) -> 
                 }
                 label { "Weight "
                     input type="number" name="weight" min="1" max="1000" aria-label="Weight" value=(g.weight);
+                }
+                label { "Its own rate limit "
+                    input type="number" name="rate" min="1" placeholder="the queue's" aria-label="Its own rate limit"
+                        value=[g.own_rate_limit.map(|l| l.per_second)];
+                    " /s, burst "
+                    input type="number" name="burst" min="1" placeholder="1" aria-label="Its own burst"
+                        value=[g.own_rate_limit.map(|l| l.burst)];
                 }
                 button type="submit" { "Set" }
             }

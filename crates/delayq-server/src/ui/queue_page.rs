@@ -136,6 +136,18 @@ async fn render(
                 }
                 button type="submit" { "Set" }
             }
+            form.row #group-rate-limit method="post" action=(format!("{base}/act")) {
+                (layout::csrf(session))
+                input type="hidden" name="action" value="group_rate_limit";
+                label { "Deliveries of one group a second "
+                    input type="number" name="rate" min="1" placeholder="no limit" aria-label="Group rate limit"
+                        value=[stats.group_rate_limit.map(|l| l.per_second)];
+                    " burst "
+                    input type="number" name="burst" min="1" placeholder="1" aria-label="Group burst"
+                        value=[stats.group_rate_limit.map(|l| l.burst)];
+                }
+                button type="submit" { "Set" }
+            }
         }
         @if !top_groups.groups.is_empty() {
             h2 { "Top groups" }

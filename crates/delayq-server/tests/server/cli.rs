@@ -403,6 +403,23 @@ fn send_takes_a_group_and_configure_a_group_concurrency() {
     );
     let lifted = json(&redis, &["configure", "tenants", "--no-group-concurrency"]);
     assert!(lifted["group_concurrency"].is_null(), "{lifted}");
+    let paced = json(
+        &redis,
+        &[
+            "configure",
+            "tenants",
+            "--group-rate-limit",
+            "10",
+            "--group-burst",
+            "3",
+        ],
+    );
+    assert_eq!(
+        paced["group_rate_limit"],
+        serde_json::json!({ "per_second": 10, "burst": 3 })
+    );
+    let lifted = json(&redis, &["configure", "tenants", "--no-group-rate-limit"]);
+    assert!(lifted["group_rate_limit"].is_null(), "{lifted}");
     let refused = fails(&redis, &["send", "tenants", "x", "--group", "a b"]);
     assert!(refused.contains("group"), "{refused}");
 }
@@ -453,6 +470,21 @@ fn groups_are_listed_shown_paused_and_set() {
         &["groups", "set", "saas", "acme", "--queue-concurrency"],
     );
     assert!(back["own_concurrency"].is_null(), "{back}");
+    let paced = json(
+        &redis,
+        &["groups", "set", "saas", "acme", "--rate-limit", "2"],
+    );
+    assert_eq!(
+        paced["own_rate_limit"],
+        serde_json::json!({ "per_second": 2, "burst": 1 })
+    );
+    assert!(ok(&redis, &["groups", "show", "saas", "acme"])
+        .contains("rate limit  2/s, burst 1 (its own)"));
+    let back = json(
+        &redis,
+        &["groups", "set", "saas", "acme", "--queue-rate-limit"],
+    );
+    assert!(back["own_rate_limit"].is_null(), "{back}");
     let resumed = json(&redis, &["groups", "resume", "saas", "acme"]);
     assert_eq!(resumed["paused"], false);
     let table = ok(&redis, &["groups", "show", "saas", "acme"]);

@@ -58,7 +58,8 @@ async fn groups_are_listed_shown_paused_and_given_their_own_limit() {
     assert_eq!(
         acme,
         json!({ "name": "acme", "delayed": 0, "ready": 3, "in_flight": 0, "paused": true,
-                "concurrency": 2, "own_concurrency": 2, "weight": 3 })
+                "concurrency": 2, "own_concurrency": 2, "weight": 3,
+                "rate_limit": null, "own_rate_limit": null })
     );
     // Paused: only globex is delivered.
     let got = receive(&s, "saas", 10, "0s").await;
@@ -165,14 +166,119 @@ async fn the_dashboard_shows_a_group_and_only_an_admin_session_pauses_it() {
             ("csrf", &csrf),
             ("limit", "1"),
             ("weight", "2"),
+            ("rate", "5"),
+            ("burst", ""),
         ],
     )
     .await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
     let (_, acme) = s.get("/v1/queues/saas/groups/acme").await;
     assert_eq!(
-        (acme["own_concurrency"].as_u64(), acme["weight"].as_u64()),
-        (Some(1), Some(2))
+        (
+            acme["own_concurrency"].as_u64(),
+            acme["weight"].as_u64(),
+            &acme["own_rate_limit"]
+        ),
+        (Some(1), Some(2), &json!({ "per_second": 5, "burst": 1 }))
     );
+    let group_page = page_as(&http, &s, &admin, "/ui/queues/saas/groups/acme").await;
+    assert!(group_page.contains("5/s, burst 1"), "{group_page}");
+
+    // The queue page sets the rate limit of each group.
+    let queue_page = page_as(&http, &s, &admin, "/ui/queues/saas").await;
+    let resp = post_form(
+        &http,
+        &format!("{}/ui/queues/saas/act", s.base),
+        Some(&admin),
+        &[
+            ("action", "group_rate_limit"),
+            ("csrf", &csrf_in(&queue_page)),
+            ("rate", "20"),
+            ("burst", "4"),
+        ],
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    let (_, stats) = s.get("/v1/queues/saas").await;
+    assert_eq!(
+        stats["group_rate_limit"],
+        json!({ "per_second": 20, "burst": 4 })
+    );
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_groups_rate_limit_is_set_over_http_and_paces_only_that_group() {
+    let mut s = secured().await;
+    send(&s, "acme", 5).await;
+    send(&s, "globex", 5).await;
+    let (status, stats) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/saas",
+            Some(json!({ "group_rate_limit": { "per_second": 1, "burst": 2 } })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{stats}");
+    assert_eq!(
+        stats["group_rate_limit"],
+        json!({ "per_second": 1, "burst": 2 })
+    );
+    let (status, globex) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/saas/groups/globex",
+            Some(json!({ "rate_limit": { "per_second": 1000, "burst": 10 } })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{globex}");
+    assert_eq!(
+        (&globex["rate_limit"], &globex["own_rate_limit"]),
+        (
+            &json!({ "per_second": 1000, "burst": 10 }),
+            &json!({ "per_second": 1000, "burst": 10 })
+        )
+    );
+    let (_, acme) = s.get("/v1/queues/saas/groups/acme").await;
+    assert_eq!(
+        (&acme["rate_limit"], &acme["own_rate_limit"]),
+        (&json!({ "per_second": 1, "burst": 2 }), &json!(null))
+    );
+
+    // acme gives its burst of 2; globex, by its own limit, all 5.
+    let got = receive(&s, "saas", 100, "0s").await;
+    let of = |g: &str| got.iter().filter(|m| m["group"] == g).count();
+    assert_eq!((of("acme"), of("globex")), (2, 5));
+
+    for bad in [
+        json!({ "rate_limit": { "per_second": 0 } }),
+        json!({ "rate_limit": { "per_second": 1, "burst": 0 } }),
+        json!({ "rate_limit": "fast" }),
+    ] {
+        let refused = s
+            .call(Method::PATCH, "/v1/queues/saas/groups/acme", Some(bad))
+            .await;
+        assert_eq!(refused.0, StatusCode::BAD_REQUEST, "{}", refused.1);
+    }
+    // A send token changes no limit.
+    s.token = Some(SEND.into());
+    let refused = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/saas/groups/acme",
+            Some(json!({ "rate_limit": null })),
+        )
+        .await;
+    assert_eq!(refused.0, StatusCode::FORBIDDEN);
+    s.token = Some(ADMIN.into());
+    let (status, acme) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/saas/groups/globex",
+            Some(json!({ "rate_limit": null })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{acme}");
+    assert_eq!(acme["own_rate_limit"], json!(null));
     s.shutdown().await;
 }

@@ -92,9 +92,15 @@ local prios = priorities(control[6])
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
 local function nothing(not_before)
   local next_us = earliest_due(prios)
-  local grouped_head = control[8] and head_due(groups().gk.delayed)
-  if grouped_head and (next_us == nil or grouped_head < next_us) then
-    next_us = grouped_head
+  if control[8] then
+    local G = groups()
+    local rate_held = redis.call('ZRANGE', G.gk.wait, 0, 0, 'WITHSCORES')[2]
+    -- (pairs: either may be nil)
+    for _, at in pairs({ head_due(G.gk.delayed), tonumber(rate_held or '') }) do
+      if next_us == nil or at < next_us then
+        next_us = at
+      end
+    end
   end
   local lease = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
   if lease and (next_us == nil or tonumber(lease) * 1000 < next_us) then
@@ -185,6 +191,14 @@ local function take_grouped(g, n)
   if G.group_paused(g) then
     return false
   end
+  -- A group's rate limit counts every message it is given, slot keepers too; a group with
+  -- none left now waits out of the rotation for its next (gwait).
+  local allowed = G.rate_allows(g, now)
+  if allowed < 1 then
+    G.rate_hold(g, G.rate_spend(g, 0, now))
+    return false
+  end
+  n = math.min(n, allowed)
   local set = G.group_set(g)
   local members = redis.call('ZRANGE', set, 0, n)
   local limit = G.group_limit(g)
@@ -211,7 +225,15 @@ local function take_grouped(g, n)
     end
   end
   local following = members[taken + 1]
-  return following ~= nil and (following:byte(1) == 0 or not limit or busy + new < limit)
+  local again = following ~= nil and (following:byte(1) == 0 or not limit or busy + new < limit)
+  if taken > 0 and allowed ~= math.huge then
+    local next_at = G.rate_spend(g, taken, now)
+    if again and taken >= allowed then
+      G.rate_hold(g, next_at)
+      return false
+    end
+  end
+  return again
 end
 
 -- True when a message without a group is due.
@@ -227,6 +249,7 @@ else
   -- Groups take turns (groups.lua): each served group gives one message (an even share of
   -- the claim when every group in the rotation fits in it) and goes to the tail.
   G.promote(now)
+  G.rate_release(now)
   if ungrouped_due() and not redis.call('ZSCORE', G.gk.rotation, G.UNGROUPED) then
     redis.call('ZADD', G.gk.rotation, G.rotation_tail(), G.UNGROUPED)
   end

@@ -6,7 +6,8 @@
 -- ARGV[1]: the group
 -- Returns: { messages (pending and in flight), ready, slots taken (in flight and slot
 --   keepers), slot keepers waiting for their retry, slot keepers ready, its own settings
---   ('l=..,w=..,p=1' or ''), the queue's group concurrency (0: none) }
+--   ('l=..,w=..,p=1,r=..,b=..' or ''), the queue's group concurrency (0: none), the queue's
+--   rate limit of each group ('<per second>/<burst>' or '') }
 local G = groups()
 local g = ARGV[1] or ''
 local set = G.group_set(g)
@@ -18,4 +19,5 @@ return {
   redis.call('ZLEXCOUNT', set, '[' .. G.KEEPER_RANK, '(\1'),
   redis.call('HGET', G.gk.conf, g) or '',
   tonumber(redis.call('HGET', k.control, 'gconc') or '0'),
+  redis.call('HGET', k.control, 'grate') or '',
 }

@@ -21,14 +21,22 @@
 --   gsize      ZSET group -> its messages, pending and in flight: which groups exist, and
 --              the largest first.
 --   gretry     HASH group -> its slot keepers waiting in gdelayed (for a group's counts).
---   gconf      HASH group -> its own settings, 'l=<limit>,w=<weight>,p=1' (any of them): a
---              concurrency in place of the queue's, a weight (messages per turn), paused.
+--   gconf      HASH group -> its own settings, 'l=<limit>,w=<weight>,p=1,r=<rate>,b=<burst>'
+--              (any of them): a concurrency in place of the queue's, a weight (messages
+--              per turn), paused, a rate limit in place of the queue's group rate limit.
+--   gtat       ZSET group -> µs: a rate-limited group's theoretical arrival time (GCRA, the
+--              token bucket kept as one time): it may be given `burst` messages at once,
+--              one more each 1/rate s, and a message whenever tat <= now + (burst - 1)/rate.
+--              An entry in the past says nothing (a full bucket), so claims trim them.
+--   gwait      ZSET group -> µs: groups with ready work held out of the rotation until
+--              their rate limit gives them their next message then.
 --   gturn      HASH group -> what is left of the turn of a group of weight over 1 that is
 --              at the head of the rotation: it stays there until it has given its weight.
 -- Control fields: `grouped` ('1' once a grouped message was sent here: claims then use the
 -- rotation), `gready` (messages in the groups' sets), `gconc` (the queue's group concurrency:
 -- at most that many messages of one group in flight; none: no limit), `gconf` ('1' once a
--- group has settings of its own: only then are they looked up).
+-- group has settings of its own: only then are they looked up), `grate` (the rate limit of
+-- each group, '<per second>/<burst>', unless a group has its own).
 -- Every grouped message that is pending or in flight has an index entry, id -> sort key ..
 -- group, so that a lookup by id (generated or not) knows where it waits.
 -- On a partition with groups the messages without one take turns as one more group, named
@@ -46,6 +54,7 @@ local function groups()
     delayed = PART_PREFIX .. 'gdelayed', rotation = PART_PREFIX .. 'groups',
     busy = PART_PREFIX .. 'gbusy', keep = PART_PREFIX .. 'gkeep', size = PART_PREFIX .. 'gsize',
     retry = PART_PREFIX .. 'gretry', conf = PART_PREFIX .. 'gconf', turn = PART_PREFIX .. 'gturn',
+    tat = PART_PREFIX .. 'gtat', wait = PART_PREFIX .. 'gwait',
   }
   local UNGROUPED = ''
   local KEEPER_RANK = '\0'
@@ -62,13 +71,15 @@ local function groups()
     return string.char(10 - priority_of(seq))
   end
 
-  -- The queue's group concurrency (false: no limit) and whether any group has settings of its
-  -- own, read once per call.
+  -- The queue's group concurrency (false: no limit), whether any group has settings of its
+  -- own, and the queue's rate limit of each group (rate false: none), read once per call.
   local queue_group_conf = nil
   local function group_defaults()
     if queue_group_conf == nil then
-      local c = redis.call('HMGET', k.control, 'gconc', 'gconf')
-      queue_group_conf = { limit = tonumber(c[1] or '') or false, own = c[2] ~= false }
+      local c = redis.call('HMGET', k.control, 'gconc', 'gconf', 'grate')
+      local rate, burst = (c[3] or ''):match('^(%d+)/(%d+)$')
+      queue_group_conf = { limit = tonumber(c[1] or '') or false, own = c[2] ~= false,
+        rate = tonumber(rate or '') or false, burst = tonumber(burst or '') or 1 }
     end
     return queue_group_conf
   end
@@ -110,6 +121,44 @@ local function groups()
     return group_conf(g).w or 1
   end
 
+  -- Group `g`'s rate limit: messages per second and burst; or false.
+  local function group_rate(g)
+    local conf = group_conf(g)
+    if conf.r then
+      return conf.r, conf.b or 1
+    end
+    local d = group_defaults()
+    return d.rate, d.burst
+  end
+
+  -- How many messages group `g` may be given at `now` (µs) by its rate limit (math.huge:
+  -- none).
+  local function rate_allows(g, now)
+    local rate, burst = group_rate(g)
+    if not rate then
+      return math.huge
+    end
+    local interval = 1e6 / rate
+    local tat = math.max(tonumber(redis.call('ZSCORE', gk.tat, g) or '0'), now)
+    return math.floor((now - tat) / interval + burst + 1e-9)
+  end
+
+  -- Counts `n` messages given to rate-limited group `g` at `now`. Returns when (µs) it may be
+  -- given its next one.
+  local function rate_spend(g, n, now)
+    local rate, burst = group_rate(g)
+    local interval = 1e6 / rate
+    local tat = math.max(tonumber(redis.call('ZSCORE', gk.tat, g) or '0'), now) + n * interval
+    redis.call('ZADD', gk.tat, string.format('%d', math.ceil(tat)), g)
+    return math.ceil(tat - (burst - 1) * interval)
+  end
+
+  -- Holds group `g` out of the rotation until `at` (µs), when its rate limit gives it its
+  -- next message.
+  local function rate_hold(g, at)
+    redis.call('ZADD', gk.wait, string.format('%d', at), g)
+  end
+
   local function busy_of(g)
     return tonumber(redis.call('HGET', gk.busy, g) or '0')
   end
@@ -138,8 +187,25 @@ local function groups()
     if head:byte(1) ~= 0 and limit and busy_of(g) >= limit then
       return false
     end
+    if group_rate(g) and redis.call('ZSCORE', gk.wait, g) then
+      return false
+    end
     redis.call('ZADD', gk.rotation, rotation_tail(), g)
     return true
+  end
+
+  -- Lets the groups whose rate limit gives them a message by `now` back into the rotation,
+  -- and forgets the arrival times that no longer hold anything back.
+  local function rate_release(now)
+    local bound = string.format('%d', now)
+    local due = redis.call('ZRANGEBYSCORE', gk.wait, '-inf', bound, 'LIMIT', 0, PROMOTE_MAX)
+    if #due > 0 then
+      redis.call('ZREM', gk.wait, unpack(due))
+      for _, g in ipairs(due) do
+        rotate_in(g)
+      end
+    end
+    redis.call('ZREMRANGEBYSCORE', gk.tat, '-inf', bound)
   end
 
   -- Counts `n` messages into (positive) or out of (negative) group `g`.
@@ -310,6 +376,10 @@ local function groups()
     group_paused = group_paused,
     group_weight = group_weight,
     busy_of = busy_of,
+    rate_allows = rate_allows,
+    rate_spend = rate_spend,
+    rate_hold = rate_hold,
+    rate_release = rate_release,
     rotation_tail = rotation_tail,
     rotate_in = rotate_in,
     group_size = group_size,

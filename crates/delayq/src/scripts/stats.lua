@@ -7,10 +7,11 @@
 -- Returns: { delayed, ready, in_flight, dead, oldest ready lag ms (0 when none is ready),
 --   1 when paused else 0, idempotency window ms (0: none), rate limit '<per second>/<burst>'
 --   or '', 1 when delivered by push else 0, the data format (none named: 1), groups (with
---   messages pending or in flight), group concurrency (0: none) }
+--   messages pending or in flight), group concurrency (0: none), each group's rate limit
+--   '<per second>/<burst>' or '' }
 local now = now_us()
 local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit', 'levels', 'push',
-  'format', 'gready', 'gconc')
+  'format', 'gready', 'gconc', 'grate')
 local prios = priorities(control[4])
 local ready, pending = 0, 0
 for _, p in ipairs(prios) do
@@ -33,4 +34,5 @@ if grouped_due > 0 then
 end
 return { pending - ready, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag,
   control[1] and 1 or 0, tonumber(control[2] or '0'), control[3] or '', control[5] and 1 or 0,
-  tonumber(control[6] or '1'), redis.call('ZCARD', groups().gk.size), tonumber(control[8] or '0') }
+  tonumber(control[6] or '1'), redis.call('ZCARD', groups().gk.size), tonumber(control[8] or '0'),
+  control[9] or '' }

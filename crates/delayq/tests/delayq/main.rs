@@ -12,6 +12,7 @@ mod data_set_groups;
 mod data_sets;
 mod dead_letters;
 mod formats;
+mod group_rates;
 mod group_settings;
 mod groups;
 mod history;
