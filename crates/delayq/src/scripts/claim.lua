@@ -184,8 +184,16 @@ local function take_ungrouped(n)
 end
 
 -- Takes up to `n` ready messages of group `g` into `due`: slot keepers always, the others
--- while the group has a free slot. Returns whether the group may be served again now.
-local gready_taken = 0
+-- while the group has a free slot. Returns whether the group may be served again now. The
+-- slots taken are counted in `busy_add` (by group, in `busy_order`), written once at the end.
+local gready_taken, busy_add, busy_order = 0, {}, {}
+local function count_busy(g, n)
+  if not busy_add[g] then
+    busy_add[g] = 0
+    busy_order[#busy_order + 1] = g
+  end
+  busy_add[g] = busy_add[g] + n
+end
 local function take_grouped(g, n)
   local G = groups()
   if G.group_paused(g) then
@@ -200,10 +208,32 @@ local function take_grouped(g, n)
   end
   n = math.min(n, allowed)
   local set = G.group_set(g)
-  local members = redis.call('ZRANGE', set, 0, n)
   local limit = G.group_limit(g)
-  local busy = limit and G.busy_of(g) or 0
   local taken, new = 0, 0
+  if not limit and allowed == math.huge then
+    -- Nothing but its messages holds the group back: its lowest n, in one call. It stays in
+    -- the rotation while its set holds more (a group left there empty could miss the wake-up
+    -- of its next message: rotate_in would find it in).
+    local popped = redis.call('ZPOPMIN', set, n)
+    for i = 1, #popped, 2 do
+      local member = popped[i]
+      if member:byte(1) ~= 0 then
+        new = new + 1
+      end
+      local rec = member:sub(2)
+      due[#due + 1] = rec
+      local b = bucket_of(rec)
+      late[b] = (late[b] or 0) + 1
+    end
+    taken = #popped / 2
+    gready_taken = gready_taken + taken
+    if new > 0 then
+      count_busy(g, new)
+    end
+    return taken == n and redis.call('EXISTS', set) == 1
+  end
+  local members = redis.call('ZRANGE', set, 0, n)
+  local busy = limit and G.busy_of(g) + (busy_add[g] or 0) or 0
   for i = 1, math.min(n, #members) do
     if members[i]:byte(1) ~= 0 then
       if limit and busy + new >= limit then
@@ -221,7 +251,7 @@ local function take_grouped(g, n)
     redis.call('ZREMRANGEBYRANK', set, 0, taken - 1)
     gready_taken = gready_taken + taken
     if new > 0 then
-      redis.call('HINCRBY', G.gk.busy, g, new)
+      count_busy(g, new)
     end
   end
   local following = members[taken + 1]
@@ -317,6 +347,7 @@ else
   if gready_taken > 0 then
     redis.call('HINCRBY', k.control, 'gready', -gready_taken)
   end
+  G.add_counts(G.gk.busy, false, busy_order, busy_add)
 end
 local count = #due
 if count == 0 then

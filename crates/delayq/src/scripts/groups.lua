@@ -208,25 +208,62 @@ local function groups()
     redis.call('ZREMRANGEBYSCORE', gk.tat, '-inf', bound)
   end
 
-  -- Counts `n` messages into (positive) or out of (negative) group `g`.
-  local function group_size(g, n)
-    if tonumber(redis.call('ZINCRBY', gk.size, n, g)) <= 0 then
-      redis.call('ZREM', gk.size, g)
+  -- Whether only the presence of ready messages decides if group `g` may be served: no
+  -- pause, no concurrency limit and no rate limit hold it back.
+  local function ungated(g)
+    return not group_paused(g) and not group_limit(g) and not group_rate(g)
+  end
+
+  -- Puts the groups of `list`, each just given a ready message, at the tail of the rotation
+  -- if not in it: the ungated ones in one call. True when any went in.
+  local function rotate_in_all(list)
+    local woke, plain = false, {}
+    for _, g in ipairs(list) do
+      if ungated(g) then
+        plain[#plain + 1] = g
+      else
+        woke = rotate_in(g) or woke
+      end
+    end
+    if #plain > 0 then
+      local args, tail = {}, rotation_tail()
+      for i, g in ipairs(plain) do
+        args[2 * i - 1] = tail + i - 1
+        args[2 * i] = g
+      end
+      woke = redis.call('ZADD', gk.rotation, 'NX', unpack(args)) > 0 or woke
+    end
+    return woke
+  end
+
+  -- Adds `deltas[g]` to the count of each group g of `order` in `key`, a ZSET (`zset`) or a
+  -- HASH of counts: three calls however many groups. A count that falls to 0 goes.
+  local function add_counts(key, zset, order, deltas)
+    if #order == 0 then
+      return
+    end
+    local old = redis.call(zset and 'ZMSCORE' or 'HMGET', key, unpack(order))
+    local put, gone = {}, {}
+    for i, g in ipairs(order) do
+      local n = tonumber(old[i] or '0') + deltas[g]
+      if n > 0 then
+        put[#put + 1] = zset and n or g
+        put[#put + 1] = zset and g or n
+      else
+        gone[#gone + 1] = g
+      end
+    end
+    if #put > 0 then
+      redis.call(zset and 'ZADD' or 'HSET', key, unpack(put))
+    end
+    if #gone > 0 then
+      redis.call(zset and 'ZREM' or 'HDEL', key, unpack(gone))
     end
   end
 
-  -- Frees `n` slots of group `g` (its messages acked, dead or cancelled). True when that let
-  -- the group back into the rotation.
-  local function free_slots(g, n)
-    if redis.call('HINCRBY', gk.busy, g, -n) <= 0 then
-      redis.call('HDEL', gk.busy, g)
-    end
-    -- Only a limit keeps a group with ready messages out of the rotation (an empty set
-    -- leaves it, and the next message put in lets it in again).
-    if group_limit(g) then
-      return rotate_in(g)
-    end
-    return false
+  -- Counts `n` messages into (positive) or out of (negative) group `g`.
+  local function group_size(g, n)
+    add_counts(gk.size, true, { g }, { [g] = n })
   end
 
   -- Puts parsed grouped message `m` pending at `due` (µs), `now` being the server's time: into
@@ -286,9 +323,7 @@ local function groups()
       end
     end
     redis.call('HINCRBY', k.control, 'gready', ready)
-    for _, g in ipairs(touched) do
-      rotate_in(g)
-    end
+    rotate_in_all(touched)
   end
 
   -- The pending grouped message `id` of group `g` (sort key `key`), parsed, with `member`,
@@ -349,11 +384,19 @@ local function groups()
     if #ids > 0 then
       redis.call('HDEL', k.index, unpack(ids))
     end
-    local woke = false
+    local woke, deltas = false, {}
     for _, g in ipairs(order) do
-      group_size(g, -counts[g])
-      if held then
-        woke = free_slots(g, counts[g]) or woke
+      deltas[g] = -counts[g]
+    end
+    add_counts(gk.size, true, order, deltas)
+    if held then
+      -- Their slots are free; only a limit keeps a group with ready messages out of the
+      -- rotation (an empty set leaves it, and the next message put in lets it in again).
+      add_counts(gk.busy, false, order, deltas)
+      for _, g in ipairs(order) do
+        if group_limit(g) then
+          woke = rotate_in(g) or woke
+        end
       end
     end
     return woke
@@ -382,6 +425,8 @@ local function groups()
     rate_release = rate_release,
     rotation_tail = rotation_tail,
     rotate_in = rotate_in,
+    rotate_in_all = rotate_in_all,
+    add_counts = add_counts,
     group_size = group_size,
     put_grouped = put_grouped,
     promote = promote,

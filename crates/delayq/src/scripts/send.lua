@@ -155,16 +155,18 @@ if #indexed > 0 then
 end
 if any_grouped then
   local G = groups()
-  local sent = 0
+  local sent, sizes, now_ready = 0, {}, {}
   for _, g in ipairs(group_order) do
     local entry = group_sends[g]
     sent = sent + entry.n
-    G.group_size(g, entry.n)
+    sizes[g] = entry.n
     if #entry > 0 then
       redis.call('ZADD', G.group_set(g), unpack(entry))
-      wake_now = G.rotate_in(g) or wake_now
+      now_ready[#now_ready + 1] = g
     end
   end
+  G.add_counts(G.gk.size, true, group_order, sizes)
+  wake_now = G.rotate_in_all(now_ready) or wake_now
   if grouped_ready > 0 then
     redis.call('HINCRBY', k.control, 'gready', grouped_ready)
   end
