@@ -64,15 +64,26 @@ pub(crate) async fn from_partition(
     let reclaimed_retry = r.uint()?;
     let mut dead_lettered = Vec::new();
     let mut buried = r.array()?;
+    let m = core.metrics();
+    let mut reclaimed_dead = 0;
     while buried.remaining() > 0 {
         let (id, error) = (buried.string()?, buried.string()?);
-        dead_lettered.push(death(core, id, error));
+        // claim.lua's names of messages that expired (expiry.lua), as a dead letter or not.
+        match error.as_str() {
+            "expired, dropped" => m.expired.increment(1),
+            "expired" => {
+                m.expired.increment(1);
+                dead_lettered.push(death(core, id, error));
+            }
+            _ => {
+                reclaimed_dead += 1;
+                dead_lettered.push(death(core, id, error));
+            }
+        }
     }
-    let m = core.metrics();
-    let reclaimed_dead = dead_lettered.len() as u64;
     m.lease_expired.increment(reclaimed_retry + reclaimed_dead);
     m.retried.increment(reclaimed_retry);
-    m.dead_lettered.increment(reclaimed_dead);
+    m.dead_lettered.increment(dead_lettered.len() as u64);
     let mut deliveries = Vec::with_capacity(r.remaining());
     let mut undecodable = Vec::new();
     while r.remaining() > 0 {
@@ -101,6 +112,7 @@ pub(crate) async fn from_partition(
                     handler_timeout: rec.handler_timeout,
                     priority: rec.priority,
                     group: rec.group,
+                    expires_at_ms: rec.deadline_ms,
                 })
             }
             Err(e) => undecodable.push((lease_member(seq, token), e.to_string())),

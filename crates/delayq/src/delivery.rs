@@ -27,6 +27,9 @@ pub struct Delivery {
     pub priority: u8,
     /// Its group ([`SendOptions::group`](crate::SendOptions::group)), if it has one.
     pub group: Option<String>,
+    /// Its deadline ([`SendOptions::ttl`](crate::SendOptions::ttl)), ms since the Unix
+    /// epoch: a handler still running then may find its retry expired.
+    pub expires_at_ms: Option<u64>,
     /// Which delivery this is, counting from 1.
     pub attempt: u32,
     /// When the message was due, ms since the Unix epoch (server clock).
@@ -74,6 +77,7 @@ impl Delivery {
             handler_timeout: self.handler_timeout,
             priority: self.priority,
             group: self.group.clone(),
+            expires_at_ms: self.expires_at_ms,
             attempt: self.attempt,
             due_ms: self.due_ms,
             lease_deadline_ms: self.lease_deadline_ms,

@@ -7,9 +7,19 @@
 //! Tags so far:
 //! * 1, the message's group (data format 3, [`GROUPS_FORMAT`]): 1 to 128 bytes. Scripts read
 //!   it (`groups.lua`): it decides where a pending message waits and whose turn it takes.
+//! * 2, the message's deadline (data format 4, [`EXPIRY_FORMAT`]): unix ms, 8 bytes
+//!   big-endian, always the area's last field. The client writes zeros; `send.lua` writes
+//!   the time, by the server's clock (`expiry.lua` says what a deadline does).
 
 /// The tag of a message's group.
 pub(crate) const TAG_GROUP: u8 = 1;
+
+/// The tag of a message's deadline.
+pub(crate) const TAG_DEADLINE: u8 = 2;
+
+/// The data format that brought deadlines ([`SendOptions::ttl`](crate::SendOptions::ttl)):
+/// an older delayq would deliver a message after its deadline.
+pub const EXPIRY_FORMAT: u32 = 4;
 
 /// The data format that brought groups: a partition must be stamped with it (or later)
 /// before a message with a group is written there, since an older delayq would deliver it
@@ -20,6 +30,8 @@ pub const GROUPS_FORMAT: u32 = 3;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Fields {
     pub(crate) group: Option<String>,
+    /// Unix ms.
+    pub(crate) deadline_ms: Option<u64>,
 }
 
 /// The area (without its length prefix) holding `fields`, in tag order.
@@ -46,6 +58,8 @@ pub(crate) fn decode(area: &[u8]) -> Option<Fields> {
         at += len;
         if tag == TAG_GROUP {
             fields.group = Some(String::from_utf8(value.to_vec()).ok()?);
+        } else if tag == TAG_DEADLINE {
+            fields.deadline_ms = Some(u64::from_be_bytes(value.try_into().ok()?));
         }
     }
     Some(fields)

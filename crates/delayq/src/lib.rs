@@ -129,7 +129,7 @@ pub use dead_letters::DeadLetters;
 pub use delivery::Delivery;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
-pub use extension::GROUPS_FORMAT;
+pub use extension::{EXPIRY_FORMAT, GROUPS_FORMAT};
 pub use formats::{DATA_FORMAT, FIRST_FORMAT};
 pub use groups::{
     GroupInfo, GroupPage, GroupSettings, GroupSummary, Groups, MAX_GROUP_OFFSET, MAX_GROUP_WEIGHT,
@@ -143,7 +143,7 @@ pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
     Backoff, Config, Message, PayloadKind, ReceiveOptions, Schedule, SendOptions, StepDelays,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, MAX_BACKOFF_STEPS, MAX_BATCH, MAX_DELAY, MAX_PRIORITY,
-    MAX_REPLICA_WAIT,
+    MAX_REPLICA_WAIT, MAX_TTL,
 };
 pub use partitions::MAX_PARTITIONS;
 pub use queue::Queue;
@@ -154,6 +154,6 @@ pub use recurrence::{MissedTicks, Recurrence};
 pub use scheduler::Scheduler;
 pub use schedules::{tick_id, ScheduleInfo, Schedules, MAX_SCHEDULE_NAME_LEN};
 pub use send::MAX_BATCH_BYTES;
-pub use settings::{Setting, MAX_GROUP_CONCURRENCY, MAX_IDEMPOTENCY_WINDOW};
+pub use settings::{OnExpire, Setting, MAX_GROUP_CONCURRENCY, MAX_IDEMPOTENCY_WINDOW};
 pub use state::State;
 pub use upgrade::QueueFormat;

@@ -58,6 +58,9 @@ pub struct MessageInfo {
     pub priority: u8,
     /// Its group ([`SendOptions::group`](crate::SendOptions::group)), if it has one.
     pub group: Option<String>,
+    /// Its deadline ([`SendOptions::ttl`](crate::SendOptions::ttl)), ms since the Unix
+    /// epoch: it is never delivered at or after it.
+    pub expires_at_ms: Option<u64>,
     /// In flight: when the lease ends, ms since the Unix epoch.
     pub lease_deadline_ms: Option<u64>,
     /// Dead: when it died, ms since the Unix epoch.
@@ -102,6 +105,12 @@ pub struct Stats {
     /// Each group's rate limit, unless it has its own
     /// ([`Setting::GroupRateLimit`](crate::Setting::GroupRateLimit)); None: no limit.
     pub group_rate_limit: Option<RateLimit>,
+    /// How late a message without a deadline of its own may be delivered
+    /// ([`Setting::DefaultTtl`](crate::Setting::DefaultTtl)); None: no limit.
+    pub default_ttl: Option<std::time::Duration>,
+    /// Expired messages are dropped rather than dead-lettered
+    /// ([`Setting::OnExpire`](crate::Setting::OnExpire)).
+    pub drop_expired: bool,
 }
 
 /// At most `per_second` deliveries per second from a queue, across all its consumers, with
@@ -123,6 +132,11 @@ pub enum NackOutcome {
     Retry,
     /// That was the last attempt: the message is now a dead letter.
     Dead,
+    /// Its retry would have started at or after its deadline
+    /// ([`SendOptions::ttl`](crate::SendOptions::ttl)): it expired instead, a dead letter
+    /// with the error `expired`, or gone if the queue drops expired messages
+    /// ([`Setting::OnExpire`](crate::Setting::OnExpire)).
+    Expired,
 }
 
 /// What comes after a failed attempt.

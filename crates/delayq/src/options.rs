@@ -305,6 +305,55 @@ pub struct SendOptions {
     pub(crate) replicas: Option<Replicas>,
     pub(crate) priority: u8,
     pub(crate) group: Option<String>,
+    pub(crate) expiry: Option<Expiry>,
+}
+
+/// When a message that was not delivered in time expires ([`SendOptions::ttl`],
+/// [`SendOptions::expires_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// This long after its due time.
+    AfterDue(Duration),
+    /// At this time, unix ms.
+    At(u64),
+}
+
+/// Longest [`SendOptions::ttl`].
+pub const MAX_TTL: Duration = Duration::from_secs(366 * 24 * 3600);
+
+impl Expiry {
+    /// Checks it against the message's due time `due` (by this host's clock: the server's
+    /// decides in the end, and a deadline it finds already passed expires the message at
+    /// its first claim).
+    pub(crate) fn check(self, due: DueSpec) -> Result<(), InvalidInput> {
+        match self {
+            Expiry::AfterDue(ttl) => {
+                if ttl.is_zero() || ttl > MAX_TTL {
+                    return Err(InvalidInput::Option(format!(
+                        "a ttl is 1 ms to {} days, not {ttl:?}",
+                        MAX_TTL.as_secs() / 86_400
+                    )));
+                }
+            }
+            Expiry::At(at_ms) => {
+                let due_ms = due.due_us(now_ms() * 1000) / 1000;
+                if at_ms <= due_ms {
+                    return Err(InvalidInput::Option(format!(
+                        "expires-at {at_ms} ms is not after the message is due ({due_ms} ms)"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// As `send.lua` takes it after the due time and a '/': `<ms after due>` or `@<unix ms>`.
+    pub(crate) fn arg(self) -> String {
+        match self {
+            Expiry::AfterDue(ttl) => ttl.as_millis().to_string(),
+            Expiry::At(ms) => format!("@{ms}"),
+        }
+    }
 }
 
 /// Longest wait for replicas ([`SendOptions::replicas`]).
@@ -330,6 +379,7 @@ impl Default for SendOptions {
             replicas: None,
             priority: DEFAULT_PRIORITY,
             group: None,
+            expiry: None,
         }
     }
 }
@@ -417,6 +467,24 @@ impl SendOptions {
     /// [`Setting::GroupConcurrency`]: crate::Setting::GroupConcurrency
     pub fn group(mut self, group: impl Into<String>) -> Self {
         self.group = Some(group.into());
+        self
+    }
+
+    /// Never delivered more than `ttl` after it is due (1 ms to [`MAX_TTL`]): a claim that
+    /// finds it later expires it instead (a dead letter with the error `expired`, or
+    /// nothing if the queue drops expired messages: [`Setting::OnExpire`](crate::Setting)),
+    /// and a retry that would start at or after that time expires it too. Counted from the
+    /// due time, so a delayed message gets its whole window. Needs the queue's data in
+    /// format [`EXPIRY_FORMAT`](crate::EXPIRY_FORMAT) or later.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.expiry = Some(Expiry::AfterDue(ttl));
+        self
+    }
+
+    /// Never delivered at or after `at_ms` (unix ms, after its due time), as
+    /// [`SendOptions::ttl`] says.
+    pub fn expires_at(mut self, at_ms: u64) -> Self {
+        self.expiry = Some(Expiry::At(at_ms));
         self
     }
 

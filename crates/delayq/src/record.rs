@@ -126,11 +126,19 @@ pub(crate) fn encode_body(options: &SendOptions, payload: &[u8]) -> Vec<u8> {
         flags |= F_TIMEOUT;
         put_varint(&mut out, timeout.as_millis() as u64);
     }
+    let mut fields: Vec<(u8, &[u8])> = Vec::new();
     if let Some(group) = options.group.as_deref() {
+        fields.push((extension::TAG_GROUP, group.as_bytes()));
+    }
+    if options.expiry.is_some() {
+        // Last, and zeros: send.lua writes the deadline by the server's clock.
+        fields.push((extension::TAG_DEADLINE, &[0; 8]));
+    }
+    if !fields.is_empty() {
         // The area follows the policy; the kind bits announce it (their complement).
         let (kind, _) = kind_and_extension(flags);
         flags = (flags & !KIND_BITS) | (KIND_BITS ^ kind);
-        let area = extension::encode(&[(extension::TAG_GROUP, group.as_bytes())]);
+        let area = extension::encode(&fields);
         put_varint(&mut out, area.len() as u64);
         out.extend_from_slice(&area);
     }
@@ -176,6 +184,8 @@ pub(crate) struct Decoded {
     pub(crate) priority: u8,
     /// The message's group ([`SendOptions::group`]), from the extension area.
     pub(crate) group: Option<String>,
+    /// Its deadline, unix ms ([`SendOptions::ttl`]), from the extension area.
+    pub(crate) deadline_ms: Option<u64>,
     pub(crate) payload: Vec<u8>,
 }
 
@@ -234,6 +244,7 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
         kind: kind_of(flags),
         handler_timeout,
         group: fields.group,
+        deadline_ms: fields.deadline_ms,
         payload,
     })
 }

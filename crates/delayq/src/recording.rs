@@ -13,6 +13,7 @@
 //! | `delayq_messages_dead_lettered_total` | counter | queue |
 //! | `delayq_messages_lease_expired_total` | counter | queue (reclaimed by a claim) |
 //! | `delayq_messages_cancelled_total` | counter | queue |
+//! | `delayq_messages_expired_total` | counter | queue |
 //! | `delayq_delivery_lateness_seconds` | histogram | queue: claim time minus due time, server clock |
 //! | `delayq_handler_duration_seconds` | histogram | queue (worker handlers) |
 
@@ -42,6 +43,7 @@ pub(crate) struct QueueMetrics {
     pub(crate) dead_lettered: Counter,
     pub(crate) lease_expired: Counter,
     pub(crate) cancelled: Counter,
+    pub(crate) expired: Counter,
     pub(crate) lateness: Histogram,
     pub(crate) handler_duration: Histogram,
 }
@@ -58,6 +60,7 @@ impl QueueMetrics {
             dead_lettered: counter!("delayq_messages_dead_lettered_total", "queue" => q.clone()),
             lease_expired: counter!("delayq_messages_lease_expired_total", "queue" => q.clone()),
             cancelled: counter!("delayq_messages_cancelled_total", "queue" => q.clone()),
+            expired: counter!("delayq_messages_expired_total", "queue" => q.clone()),
             lateness: histogram!("delayq_delivery_lateness_seconds", "queue" => q.clone()),
             handler_duration: histogram!("delayq_handler_duration_seconds", "queue" => q),
         }

@@ -5,16 +5,17 @@
 //! with `flags=allow-oom` where it drains or frees (it must work when Redis is at
 //! `maxmemory`) or `flags=no-writes` where it only reads; scripts without a flag (send,
 //! reschedule, requeue) are refused at `maxmemory`. The shared helpers of `prelude.lua`,
-//! `groups.lua` and `pending.lua` are inserted right after that first line.
+//! `groups.lua`, `expiry.lua` and `pending.lua` are inserted right after that first line.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-/// The helpers every queue script shares, in three parts (each uses the ones before it).
-const PRELUDE: [&str; 3] = [
+/// The helpers every queue script shares, in four parts (each uses the ones before it).
+const PRELUDE: [&str; 4] = [
     include_str!("scripts/prelude.lua"),
     include_str!("scripts/groups.lua"),
+    include_str!("scripts/expiry.lua"),
     include_str!("scripts/pending.lua"),
 ];
 
@@ -78,8 +79,7 @@ fn with_prelude(source: &str) -> Script {
         shebang.starts_with("#!lua"),
         "every script starts with #!lua"
     );
-    let [base, groups, pending] = PRELUDE;
-    Script::new(&format!("{shebang}\n{base}\n{groups}\n{pending}\n{body}"))
+    Script::new(&format!("{shebang}\n{}\n{body}", PRELUDE.join("\n")))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::{ScriptInvocation, Value};
 
 use crate::error::{Error, InvalidInput, Result};
-use crate::extension::GROUPS_FORMAT;
+use crate::extension::{EXPIRY_FORMAT, GROUPS_FORMAT};
 use crate::keys::Keys;
 use crate::message::Sent;
 use crate::names::{check_caller_id, check_group};
@@ -33,9 +33,7 @@ pub(crate) async fn send(core: &QueueCore, payload: &[u8], options: &SendOptions
     let prepared = prepare(core, payload, options)?;
     let layout = core.layout().await?;
     let k = partition_of(&layout, options)?;
-    if options.group.is_some() {
-        check_groups_format(core, layout.part(k)).await?;
-    }
+    check_format(core, layout.part(k), [options]).await?;
     let value = match options.replicas {
         None => {
             let mut inv = invocation(layout.part(k), &SCRIPTS.send);
@@ -76,12 +74,8 @@ pub(crate) async fn send_batch(core: &QueueCore, messages: &[Message]) -> Result
         partition_of(&layout, &m.options).unwrap_or(0)
     });
     for (k, positions) in &groups {
-        if positions
-            .iter()
-            .any(|&i| messages[i].options.group.is_some())
-        {
-            check_groups_format(core, layout.part(*k)).await?;
-        }
+        let options = positions.iter().map(|&i| &messages[i].options);
+        check_format(core, layout.part(*k), options).await?;
     }
     let calls = groups
         .iter()
@@ -133,7 +127,10 @@ async fn send_group(
     }
     let generated = |i: usize| {
         let options = &messages[i].options;
-        options.id.is_none() && options.priority == DEFAULT_PRIORITY && options.group.is_none()
+        options.id.is_none()
+            && options.priority == DEFAULT_PRIORITY
+            && options.group.is_none()
+            && options.expiry.is_none()
     };
     if positions.iter().all(|&i| generated(i)) {
         let bodies = positions.iter().map(|&i| &prepared[i]);
@@ -310,18 +307,35 @@ fn partition_of(layout: &Layout, options: &SendOptions) -> Result<usize> {
     })
 }
 
-/// Refuses a message with a group on a partition whose data is older than
-/// [`GROUPS_FORMAT`]: an older delayq there would deliver it without its group's turn or
-/// limit.
-async fn check_groups_format(core: &QueueCore, keys: &Keys) -> Result<()> {
-    let found = core.admit_at_least(keys, GROUPS_FORMAT).await?;
-    if found >= GROUPS_FORMAT {
+/// Refuses messages that need a newer data format than partition `keys` has: with a group
+/// ([`GROUPS_FORMAT`]: an older delayq would deliver it without its group's turn or limit)
+/// or a deadline ([`EXPIRY_FORMAT`]: it would deliver it after its deadline).
+async fn check_format<'o>(
+    core: &QueueCore,
+    keys: &Keys,
+    messages: impl IntoIterator<Item = &'o SendOptions>,
+) -> Result<()> {
+    let mut needed = None;
+    for options in messages {
+        if options.expiry.is_some() {
+            needed = Some((EXPIRY_FORMAT, "messages with a deadline"));
+            break;
+        }
+        if options.group.is_some() {
+            needed = Some((GROUPS_FORMAT, "messages with a group"));
+        }
+    }
+    let Some((needed, feature)) = needed else {
+        return Ok(());
+    };
+    let found = core.admit_at_least(keys, needed).await?;
+    if found >= needed {
         return Ok(());
     }
     Err(Error::FormatTooOld {
-        feature: "messages with a group",
+        feature,
         found,
-        needed: GROUPS_FORMAT,
+        needed,
     })
 }
 
@@ -350,6 +364,9 @@ pub(crate) fn prepare(
     }
     options.backoff.validate()?;
     let due = options.schedule.to_spec()?;
+    if let Some(expiry) = options.expiry {
+        expiry.check(due)?;
+    }
     if let Some(timeout) = options.handler_timeout {
         crate::options::check_handler_timeout(timeout)?;
     }
@@ -440,7 +457,8 @@ impl ArgSink for redis::Cmd {
 }
 
 /// `send.lua`'s arguments for partition `k` (P and k: it numbers messages k modulo P), then
-/// each message's caller id (or ''), due time, priority and record body.
+/// each message's caller id (or ''), due time (and after a '/' its deadline), priority and
+/// record body.
 fn send_args<'m>(
     args: &mut impl ArgSink,
     layout: &Layout,
@@ -454,7 +472,10 @@ fn send_args<'m>(
     args.push("");
     for (options, (due, body)) in items {
         args.push(options.id.as_deref().unwrap_or(""));
-        args.push(due.arg());
+        match options.expiry {
+            Some(expiry) => args.push(format!("{}/{}", due.arg(), expiry.arg())),
+            None => args.push(due.arg()),
+        }
         args.push(options.priority);
         args.push(body.as_slice());
     }

@@ -49,6 +49,26 @@ pub enum Setting {
     /// a group's own limit ([`GroupSettings::rate_limit`](crate::GroupSettings)) takes its
     /// place. Each group lives in one partition, so the limit is not shared out among them.
     GroupRateLimit(Option<RateLimit>),
+    /// A message without a deadline of its own ([`SendOptions::ttl`](crate::SendOptions::ttl))
+    /// is never delivered more than this long after it is due (its due time, or its retry's):
+    /// a claim that finds one later expires it instead. 1 ms to
+    /// [`MAX_TTL`](crate::MAX_TTL); `None` lifts it. Costs nothing per message: the claim
+    /// compares the due time it reads anyway.
+    DefaultTtl(Option<Duration>),
+    /// What an expired message becomes: a dead letter with the error `expired` (the
+    /// default), or nothing ([`OnExpire::Drop`]).
+    OnExpire(OnExpire),
+}
+
+/// What becomes of a message that expired ([`Setting::OnExpire`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnExpire {
+    /// A dead letter, with the error `expired`: to inspect, requeue or purge.
+    #[default]
+    DeadLetter,
+    /// Gone, as if acked (counted in `delayq_messages_expired_total`).
+    Drop,
 }
 
 /// Highest [`Setting::GroupConcurrency`].
@@ -93,6 +113,27 @@ impl Setting {
                     format!("{}/{}", limit.per_second, limit.burst),
                 )])
             }
+            Setting::DefaultTtl(None) => Ok(vec![("ttl_ms", String::new())]),
+            Setting::DefaultTtl(Some(ttl)) => {
+                if ttl.is_zero() || ttl > crate::options::MAX_TTL {
+                    return Err(InvalidInput::Option(format!(
+                        "a default ttl is 1 ms to {} days, not {ttl:?}",
+                        crate::options::MAX_TTL.as_secs() / 86_400
+                    ))
+                    .into());
+                }
+                Ok(vec![(
+                    "ttl_ms",
+                    checked_ms(ttl, "default ttl")?.to_string(),
+                )])
+            }
+            Setting::OnExpire(action) => Ok(vec![(
+                "on_expire",
+                match action {
+                    OnExpire::DeadLetter => String::new(),
+                    OnExpire::Drop => "drop".to_owned(),
+                },
+            )]),
             Setting::PushDelivery(on) => Ok(vec![("push", if on { "1" } else { "" }.to_owned())]),
             Setting::RateLimit(None) => Ok(["rate", "burst", "limit"]
                 .map(|name| (name, String::new()))

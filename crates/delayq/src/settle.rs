@@ -58,12 +58,22 @@ pub(crate) async fn fail(
     let outcome = r.string()?;
     count_failures(core, [outcome.as_str()]);
     match outcome.as_str() {
-        "retry" => Ok(NackOutcome::Retry),
-        "dead" => Ok(NackOutcome::Dead),
         "lost" => Err(Error::LeaseLost {
             id: held.id().to_owned(),
         }),
-        other => Err(Error::Protocol(format!("nack returned {other:?}"))),
+        other => {
+            nack_outcome(other).ok_or_else(|| Error::Protocol(format!("nack returned {other:?}")))
+        }
+    }
+}
+
+/// What `nack.lua` says became of a delivery, unless its lease was lost.
+fn nack_outcome(outcome: &str) -> Option<NackOutcome> {
+    match outcome {
+        "retry" => Some(NackOutcome::Retry),
+        "dead" => Some(NackOutcome::Dead),
+        "expired" | "dropped" => Some(NackOutcome::Expired),
+        _ => None,
     }
 }
 
@@ -89,14 +99,7 @@ pub(crate) async fn fail_many(
     )
     .await?;
     count_failures(core, outcomes.iter().map(String::as_str));
-    Ok(outcomes
-        .iter()
-        .map(|o| match o.as_str() {
-            "retry" => Some(NackOutcome::Retry),
-            "dead" => Some(NackOutcome::Dead),
-            _ => None,
-        })
-        .collect())
+    Ok(outcomes.iter().map(|o| nack_outcome(o)).collect())
 }
 
 /// A new payload is held to the same limit as a sent one.
@@ -114,6 +117,11 @@ fn count_failures<'a>(core: &QueueCore, outcomes: impl IntoIterator<Item = &'a s
         match outcome {
             "retry" => m.retried.increment(1),
             "dead" => m.dead_lettered.increment(1),
+            "expired" => {
+                m.expired.increment(1);
+                m.dead_lettered.increment(1);
+            }
+            "dropped" => m.expired.increment(1),
             _ => continue,
         }
         m.nacked.increment(1);

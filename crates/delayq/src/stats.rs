@@ -33,6 +33,8 @@ pub(crate) async fn stats(core: &QueueCore) -> Result<Stats> {
         total.groups += s.groups;
         total.group_concurrency = total.group_concurrency.or(s.group_concurrency);
         total.group_rate_limit = total.group_rate_limit.or(s.group_rate_limit);
+        total.default_ttl = total.default_ttl.or(s.default_ttl);
+        total.drop_expired |= s.drop_expired;
         total.data_format = match total.data_format {
             0 => s.data_format,
             f => f.min(s.data_format),
@@ -58,5 +60,9 @@ async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
         groups: r.uint()?,
         group_concurrency: Some(r.uint()? as u32).filter(|n| *n > 0),
         group_rate_limit: crate::settings::parse_limit(&r.string()?),
+        default_ttl: Some(r.uint()?)
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis),
+        drop_expired: r.uint()? == 1,
     })
 }

@@ -348,6 +348,7 @@ struct NackBody {
 
 #[derive(Serialize, ToSchema)]
 struct NackOut {
+    /// "retry", "dead", or "expired" (its retry would start after its deadline).
     outcome: &'static str,
 }
 
@@ -388,6 +389,7 @@ pub async fn nack(
     let outcome = match q.fail_receipt(&receipt, error, next, &amend).await? {
         NackOutcome::Retry => "retry",
         NackOutcome::Dead => "dead",
+        NackOutcome::Expired => "expired",
         _ => "settled",
     };
     Ok(Json(NackOut { outcome }))

@@ -106,7 +106,7 @@ if #done > 0 then
     if extension then
       local rec = v:sub(9)
       local _, from, to = policy_end(rec, flags)
-      local group = group_field(rec, from, to)
+      local group = field_of(rec, from, to, TAG_GROUP)
       if group then
         gone[#gone + 1] = { (id_of(rec, flags)), group }
       end

@@ -29,6 +29,8 @@
 --   consumer waits for a wake-up, which resuming or changing the kind sends); 0 when something was claimed.
 -- Smallest valid record: sort key 13, flags 1, attempts 2, max attempts 2, backoff varint 1.
 local MIN_RECORD = 19
+-- How the reply names a message that expired (expiry.lua), by what became of it.
+local EXPIRED_AS = { expired = 'expired', dropped = 'expired, dropped' }
 local max, lease_ms = arg_number(1, 'max'), arg_number(2, 'lease ms')
 local rnd, base = arg_number(3, 'rnd'), arg_number(5, 'token base')
 local reclaim_max = arg_number(4, 'most expired leases')
@@ -74,10 +76,11 @@ for j, member in ipairs(expired) do
   redis.call('ZREM', k.leases, member)
   if ok then
     redis.call('HDEL', k.held, seq)
-    if retry_or_bury(m, 'lease expired', backoff_ms(m, nth_random(rnd, j)), now) == 'dead' then
-      buried_as(m.id, 'lease expired')
-    else
+    local outcome = retry_or_bury(m, 'lease expired', backoff_ms(m, nth_random(rnd, j)), now)
+    if outcome == 'retry' then
       retried = retried + 1
+    else
+      buried_as(m.id, EXPIRED_AS[outcome] or 'lease expired')
     end
   elseif v then
     local err = 'undecodable record of ' .. (#v - 8) .. ' bytes'
@@ -86,7 +89,7 @@ for j, member in ipairs(expired) do
 end
 
 local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at', 'levels',
-  'push', 'grouped')
+  'push', 'grouped', 'ttl_ms')
 local prios = priorities(control[6])
 
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
@@ -349,6 +352,27 @@ else
   end
   G.add_counts(G.gk.busy, false, busy_order, busy_add)
 end
+-- Messages whose deadline came are never delivered: they expire here (expiry.lua), in due
+-- order like the rest, and the claim goes on without them. Only records with an extension
+-- area can have a deadline of their own, unless the queue gives every message one.
+local ttl = tonumber(control[9] or '')
+local live = {}
+for _, rec in ipairs(due) do
+  local flags = #rec >= MIN_RECORD and rec:byte(14)
+  local deadline = flags and (ttl or select(2, kind_of(flags))) and expiry().deadline_of(rec, ttl)
+  local ok, m = false, nil
+  if deadline and deadline <= now_ms then
+    ok, m = pcall(parse, rec)
+  end
+  if ok then
+    local b = bucket_of(rec)
+    late[b] = (late[b] or 1) - 1
+    buried_as(m.id, EXPIRED_AS[expiry().expire(m, now)])
+  else
+    live[#live + 1] = rec
+  end
+end
+due = live
 local count = #due
 if count == 0 then
   return nothing(now)

@@ -18,6 +18,9 @@
 --   gconc      at most this many messages of one group in flight (groups.lua). A group
 --              held back by a lower limit is let in again at its next ack (its slots are
 --              counted, not scanned for), so a raised limit reaches it within a lease.
+--   ttl_ms     a message without a deadline of its own expires when claimed more than
+--              this long after it was due (expiry.lua)
+--   on_expire  'drop': an expired message is gone; none: a dead letter (expiry.lua)
 --   grate      each group's rate limit as '<per second>/<burst>' (groups.lua), unless a
 --              group has its own; a group held for it comes back within a second.
 -- Returns: how many settings this changed.
@@ -25,6 +28,7 @@ check_groups(2, 'control')
 local patterns = {
   paused = '^1$', window_ms = '^[1-9]%d*$', rate = '^%d+%.?%d*$', burst = '^[1-9]%d*$',
   limit = '^[1-9]%d*/[1-9]%d*$', push = '^1$', gconc = '^[1-9]%d*$',
+  ttl_ms = '^[1-9]%d*$', on_expire = '^drop$',
   grate = '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?/[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?$',
 }
 -- Every pair is checked before the first write.

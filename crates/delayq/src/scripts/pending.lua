@@ -1,5 +1,5 @@
 -- pending.lua: pending messages, grouped or not: put, found by id, taken out, retried or
--- buried. Not a script of its own: scripts.rs inserts it after groups.lua.
+-- buried. Not a script of its own: scripts.rs inserts it after expiry.lua.
 
 -- Puts a parsed message pending at `due` (µs). Its id must stay findable: an id that no
 -- longer decodes to the sort key becomes explicit and gets an index entry. A grouped message
@@ -86,10 +86,16 @@ end
 
 
 -- Ends a delivery that failed: dead letter after the last attempt (or at once when `dead`),
--- otherwise back to pending `delay_ms` after `now` (microseconds).
+-- otherwise back to pending `delay_ms` after `now` (microseconds), unless that is at or
+-- after the message's deadline: then it expires (expiry.lua). Returns 'retry', 'dead',
+-- 'expired' (dead-lettered as such) or 'dropped' (expired, and the queue drops those).
 local function retry_or_bury(m, err, delay_ms, now, dead)
-  add_error(m.id, m.attempts, now, err)
   add_history(now, 'f', 1)
+  if not dead and m.attempts < m.max and m.deadline and to_ms(now) + delay_ms >= m.deadline then
+    add_error(m.id, m.attempts, now, err)
+    return expiry().expire(m, now)
+  end
+  add_error(m.id, m.attempts, now, err)
   if dead or m.attempts >= m.max then
     add_history(now, 'x', 1)
     redis.call('ZADD', k.dead, to_ms(now), m.id)

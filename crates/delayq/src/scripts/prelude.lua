@@ -16,8 +16,9 @@
 --            length][value]; announced by the kind bits (2, 32, 64) set to the complement
 --            of the backoff kind's, so two or three of them. It stays with the policy
 --            (`m.policy`), so every move of a record carries fields of a later delayq
---            unchanged. Scripts read one field: tag 1, the message's group (`m.group`,
---            data format 3; groups.lua).
+--            unchanged. Scripts read two fields: tag 1, the message's group (`m.group`,
+--            data format 3; groups.lua), and tag 2, its deadline (`m.deadline`, unix ms as
+--            8 bytes big-endian, data format 4; expiry.lua).
 --   [idlen u8, id]  only when flag 1 is set; otherwise the id is "<due us>-<seq>" of K
 --   payload: the rest
 --
@@ -200,15 +201,15 @@ local function policy_end(rec, flags)
   return i
 end
 
-local TAG_GROUP = 1
+local TAG_GROUP, TAG_DEADLINE = 1, 2
 
--- The group named by the extension fields in rec[from, to), or nil.
-local function group_field(rec, from, to)
+-- The value of field `tag` of the extension fields in rec[from, to), or nil.
+local function field_of(rec, from, to, tag)
   local i = from
   while i < to do
-    local tag = rec:byte(i)
+    local t = rec:byte(i)
     local n, at = uvarint(rec, i + 1)
-    if tag == TAG_GROUP then
+    if t == tag then
       return rec:sub(at, at + n - 1)
     end
     i = at + n
@@ -253,7 +254,11 @@ local function parse(rec)
   local policy_to, fields_from, fields_to = policy_end(rec, m.flags)
   m.policy = rec:sub(19, policy_to - 1)
   if fields_from then
-    m.group = group_field(rec, fields_from, fields_to)
+    m.group = field_of(rec, fields_from, fields_to, TAG_GROUP)
+    local deadline = field_of(rec, fields_from, fields_to, TAG_DEADLINE)
+    if deadline and #deadline == 8 then
+      m.deadline = (struct.unpack('>I8', deadline))
+    end
   end
   local payload_at
   m.id, payload_at = id_of(rec, m.flags)

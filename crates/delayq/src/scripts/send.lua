@@ -12,7 +12,10 @@
 --   send it (src/scheduler.rs).
 -- ARGV[5..]: per message a group of four
 --   id        caller id, or '' for an id made from the sort key
---   due       '<ms>' delay from the server's now, or '@<ms>' absolute unix ms
+--   due       '<ms>' delay from the server's now, or '@<ms>' absolute unix ms; then, for a
+--             message with a deadline (expiry.lua), '/' and '<ms>' after its due time or
+--             '@<ms>' absolute unix ms: written into the record's last extension field,
+--             which the client leaves as 8 zero bytes (refused unless format 4 or later)
 --   priority  0 to 9 (prelude.lua: it goes into the sequence number's top bits)
 --   body      the record without its 13-byte sort key (flags .. payload; src/record.rs); a
 --             message with a group (groups.lua) carries it in the body's extension area, and
@@ -38,9 +41,24 @@ if tick and tick <= tonumber(redis.call('HGET', k.control, guard) or '-1') then
 end
 local n = (#ARGV - 4) / 4
 -- Due times and priorities first: a bad one fails the call before INCRBY, its first write.
-local dues, prios = {}, {}
+local dues, prios, deadlines = {}, {}, {}
 for i = 1, n do
-  dues[i] = due_from(ARGV[4 * i + 2], now)
+  local spec = ARGV[4 * i + 2]
+  local slash = spec:find('/', 1, true)
+  if slash then
+    local d = spec:sub(slash + 1)
+    spec = spec:sub(1, slash - 1)
+    local absolute = d:byte(1) == 64
+    deadlines[i] = tonumber(absolute and d:sub(2) or d)
+    if not deadlines[i] or not d:match('^@?%d+$') then
+      error('delayq: a deadline is <ms> or @<ms>, not ' .. d)
+    end
+    deadlines[i] = absolute and deadlines[i] or nil
+    dues[i] = due_from(spec, now)
+    deadlines[i] = deadlines[i] or to_ms(dues[i]) + tonumber(d)
+  else
+    dues[i] = due_from(spec, now)
+  end
   local p = ARGV[4 * i + 3]
   if not p:match('^%d$') then
     error('delayq: a priority is 0 to 9, not ' .. p)
@@ -50,7 +68,8 @@ end
 -- The groups of the grouped messages, by position (only the group is read of a record); their
 -- partition must be of format 3 or later (an older delayq would deliver them without their
 -- group's turn or limit). Checked before the first write.
-local grouped, any_grouped = {}, false
+-- A deadline is written into its record's last field (rec[to - 8, to)), checked to be one.
+local grouped, any_grouped, needed = {}, false, 1
 for i = 1, n do
   local body = ARGV[4 * i + 4]
   local flags = body:byte(1) or 0
@@ -58,16 +77,25 @@ for i = 1, n do
   if extension then
     local rec = key_of(0, 0) .. body
     local _, from, to = policy_end(rec, flags)
-    local group = group_field(rec, from, to)
+    local group = field_of(rec, from, to, TAG_GROUP)
     if group then
-      grouped[i], any_grouped = group, true
+      grouped[i], any_grouped, needed = group, true, math.max(needed, 3)
     end
+    if deadlines[i] then
+      if to - from < 10 or rec:byte(to - 10) ~= TAG_DEADLINE or rec:byte(to - 9) ~= 8 then
+        error('delayq: a deadline needs its record to end its fields with one')
+      end
+      ARGV[4 * i + 4] = body:sub(1, to - 22) .. struct.pack('>I8', deadlines[i]) .. body:sub(to - 13)
+      needed = 4
+    end
+  elseif deadlines[i] then
+    error('delayq: a deadline needs its record to end its fields with one')
   end
 end
-if any_grouped then
+if needed > 1 then
   local format = tonumber(redis.call('HGET', k.control, 'format') or '1')
-  if format < 3 then
-    error('delayq: groups need data format 3, and this partition is format ' .. format)
+  if format < needed then
+    error('delayq: groups need data format 3, deadlines format 4, and this partition is format ' .. format)
   end
 end
 if stride > 1 then

@@ -1,0 +1,72 @@
+-- expiry.lua: messages that must not be delivered late (data format 4). Not a script of its
+-- own: scripts.rs inserts it after groups.lua.
+--
+-- A message's deadline is field 2 of its record's extension area (`m.deadline`, unix ms,
+-- prelude.lua): a claim at or after it never delivers the message. The queue's `ttl_ms`
+-- (control field) gives the others a deadline of their own due time plus that much, so a
+-- queue can say "never more than this late". What an expired message becomes is the
+-- queue's `on_expire`: a dead letter with the error 'expired' (the default), or, with
+-- 'drop', nothing (gone as if acked). Either counts in the history field `e`.
+-- Nothing scans for expired messages: a claim meets them in due order, as it meets every
+-- due message, and a retry that would start after the deadline expires instead.
+
+-- Made on first use in a call, as groups() is: a call that meets no deadline pays nothing.
+local expiry_made = nil
+local function expiry()
+  if expiry_made then
+    return expiry_made
+  end
+  local drop = nil
+
+  -- The deadline (unix ms) of whole record `rec`, or nil: its own, else its due time plus
+  -- the queue's `ttl_ms` (`ttl`: a number, or nil).
+  local function deadline_of(rec, ttl)
+    local flags = rec:byte(14)
+    local _, extension = kind_of(flags)
+    if extension then
+      local _, from, to = policy_end(rec, flags)
+      local own = field_of(rec, from, to, TAG_DEADLINE)
+      if own and #own == 8 then
+        return (struct.unpack('>I8', own))
+      end
+    end
+    if ttl then
+      return to_ms(unbe7(rec, 1)) + ttl
+    end
+    return nil
+  end
+
+  -- Ends parsed message `m`, taken out of where it waited or was held, whose deadline came:
+  -- a dead letter (error 'expired'), or gone when the queue drops expired messages. Its
+  -- group (if any) frees the slot it held. Returns 'expired' or 'dropped'.
+  local function expire(m, now)
+    if drop == nil then
+      drop = redis.call('HGET', k.control, 'on_expire') == 'drop'
+    end
+    add_history(now, 'e', 1)
+    local explicit = has(m.flags, F_ID)
+    if explicit and not m.group then
+      redis.call('HDEL', k.index, m.id)
+    end
+    local outcome = 'expired'
+    if drop then
+      if explicit then
+        remember_gone({ m.id }, to_ms(now))
+      end
+      redis.call('HDEL', k.errors, m.id)
+      outcome = 'dropped'
+    else
+      add_error(m.id, m.attempts, now, 'expired')
+      add_history(now, 'x', 1)
+      redis.call('ZADD', k.dead, to_ms(now), m.id)
+      redis.call('HSET', k.dead_msgs, m.id, encode(m))
+    end
+    if m.group and groups().groups_leave({ { m.id, m.group } }, true) then
+      wake()
+    end
+    return outcome
+  end
+
+  expiry_made = { deadline_of = deadline_of, expire = expire }
+  return expiry_made
+end

@@ -1,0 +1,240 @@
+//! Expiry: a message with a deadline (`ttl`, `expires_at`, or the queue's default ttl) is
+//! never delivered at or after it. A claim that meets it expires it (a dead letter with the
+//! error `expired`, or nothing when the queue drops them), a retry that would start after it
+//! expires it, an expired grouped message frees its group's slot, and a queue whose data is
+//! older than format 4 refuses deadlines with nothing written.
+
+use std::time::Duration;
+
+use delayq::{
+    DelayQ, Error, NackOutcome, OnExpire, Queue, SendOptions, Setting, State, EXPIRY_FORMAT,
+};
+
+use crate::common::*;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Lets a deadline `ms` from now pass (the deadline is by Redis's clock, on this host).
+async fn past(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms + 20)).await;
+}
+
+async fn dead_error(q: &Queue, id: &str) -> Option<String> {
+    let info = q.get(id).await.expect("get").expect("the message is known");
+    assert_eq!(info.state, State::Dead);
+    info.last_error
+}
+
+#[tokio::test]
+async fn a_message_not_claimed_before_its_deadline_is_never_delivered() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "orders");
+    let late = q
+        .send(b"close", &SendOptions::new().ttl(Duration::from_millis(50)))
+        .await
+        .expect("send");
+    let on_time = q
+        .send(
+            b"remind",
+            &SendOptions::new().ttl(Duration::from_secs(3600)),
+        )
+        .await
+        .expect("send");
+    past(50).await;
+    let got = claim(&q, 10).await;
+    assert_eq!(payloads(&got), ["remind"]);
+    let deadline = got[0].expires_at_ms.expect("its deadline");
+    assert_eq!(deadline, on_time.due_ms.expect("due") + 3_600_000);
+    assert_eq!(dead_error(&q, &late.id).await.as_deref(), Some("expired"));
+    assert_eq!(counts(&q).await, [0, 0, 1, 1]);
+}
+
+#[tokio::test]
+async fn a_delayed_message_gets_its_whole_window_after_it_is_due() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "window");
+    let sent = q
+        .send(
+            b"x",
+            &SendOptions::new()
+                .delay(Duration::from_millis(100))
+                .ttl(Duration::from_secs(60)),
+        )
+        .await
+        .expect("send");
+    let info = q.get(&sent.id).await.expect("get").expect("known");
+    assert_eq!(
+        info.expires_at_ms,
+        Some(sent.due_ms.expect("due") + 60_000),
+        "the ttl counts from the due time"
+    );
+    let mut consumer = q.consumer().await.expect("consumer");
+    let d = receive_one(&mut consumer, LEASE).await;
+    assert_eq!(d.payload, b"x");
+}
+
+#[tokio::test]
+async fn a_retry_that_would_start_after_the_deadline_expires_instead() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "webhooks");
+    q.send(b"hook", &SendOptions::new().ttl(Duration::from_secs(2)))
+        .await
+        .expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let d = receive_one(&mut consumer, LEASE).await;
+    let outcome = q
+        .nack(&d, "503", Some(Duration::from_secs(5)))
+        .await
+        .expect("nack");
+    assert_eq!(outcome, NackOutcome::Expired);
+    let info = q.get(&d.id).await.expect("get").expect("known");
+    assert_eq!(info.state, State::Dead);
+    assert_eq!(info.last_error.as_deref(), Some("expired"));
+    assert_eq!(
+        info.errors
+            .iter()
+            .map(|e| e.error.as_str())
+            .collect::<Vec<_>>(),
+        ["503", "expired"],
+        "the failure is kept, then why it ended"
+    );
+    // A retry within the window is a retry.
+    q.send(b"hook2", &SendOptions::new().ttl(Duration::from_secs(60)))
+        .await
+        .expect("send");
+    let d = receive_one(&mut consumer, LEASE).await;
+    let outcome = q
+        .nack(&d, "503", Some(Duration::from_millis(10)))
+        .await
+        .expect("nack");
+    assert_eq!(outcome, NackOutcome::Retry);
+}
+
+#[tokio::test]
+async fn a_queue_that_drops_expired_messages_keeps_nothing_of_them() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "drops");
+    q.configure(&[Setting::OnExpire(OnExpire::Drop)])
+        .await
+        .expect("configure");
+    assert!(q.stats().await.expect("stats").drop_expired);
+    let sent = q
+        .send(
+            b"x",
+            &SendOptions::new()
+                .id("order-1")
+                .ttl(Duration::from_millis(30)),
+        )
+        .await
+        .expect("send");
+    past(30).await;
+    assert!(claim(&q, 10).await.is_empty());
+    assert_eq!(q.get(&sent.id).await.expect("get"), None);
+    assert_eq!(counts(&q).await, [0, 0, 0, 0]);
+}
+
+#[tokio::test]
+async fn the_queues_default_ttl_bounds_how_late_any_message_is_delivered() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "fresh");
+    q.configure(&[Setting::DefaultTtl(Some(Duration::from_millis(50)))])
+        .await
+        .expect("configure");
+    assert_eq!(
+        q.stats().await.expect("stats").default_ttl,
+        Some(Duration::from_millis(50))
+    );
+    // A batch without ids (sent without Lua) and a message with its own, longer deadline.
+    let batch: Vec<delayq::Message> = (0..3)
+        .map(|i| delayq::Message::new(format!("stale-{i}"), SendOptions::new()))
+        .collect();
+    q.send_batch(&batch).await.expect("send");
+    q.send(b"own", &SendOptions::new().ttl(Duration::from_secs(60)))
+        .await
+        .expect("send");
+    past(50).await;
+    assert_eq!(payloads(&claim(&q, 10).await), ["own"]);
+    assert_eq!(counts(&q).await, [0, 0, 1, 3]);
+    q.configure(&[Setting::DefaultTtl(None)])
+        .await
+        .expect("lift");
+    assert_eq!(q.stats().await.expect("stats").default_ttl, None);
+}
+
+#[tokio::test]
+async fn an_expired_grouped_message_frees_its_groups_slot() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ordered");
+    q.configure(&[Setting::GroupConcurrency(Some(1))])
+        .await
+        .expect("configure");
+    q.send(
+        b"first",
+        &SendOptions::new()
+            .group("order-7")
+            .ttl(Duration::from_millis(30)),
+    )
+    .await
+    .expect("send");
+    q.send(b"second", &SendOptions::new().group("order-7"))
+        .await
+        .expect("send");
+    past(30).await;
+    let mut consumer = q.consumer().await.expect("consumer");
+    let d = receive_one(&mut consumer, LEASE).await;
+    assert_eq!(d.payload, b"second");
+    let info = q.groups().get("order-7").await.expect("group");
+    assert_eq!((info.in_flight, info.ready), (1, 0));
+}
+
+#[tokio::test]
+async fn bad_deadlines_are_refused() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "bad");
+    for options in [
+        SendOptions::new().ttl(Duration::ZERO),
+        SendOptions::new().ttl(Duration::from_secs(400 * 24 * 3600)),
+        SendOptions::new().expires_at(now_ms().saturating_sub(1000)),
+        SendOptions::new()
+            .delay(Duration::from_secs(3600))
+            .expires_at(now_ms() + 60_000),
+    ] {
+        match q.send(b"x", &options).await {
+            Err(Error::Invalid(_)) => {}
+            other => panic!("{options:?}: expected InvalidInput, got {other:?}"),
+        }
+    }
+    assert!(is_empty(&q).await);
+}
+
+#[tokio::test]
+async fn a_deadline_needs_format_4_and_an_older_queue_is_refused_with_nothing_written() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "old");
+    q.send(b"plain", &SendOptions::new()).await.expect("send");
+    server.cli(&["HSET", "dq:{old}:control", "format", "3"]);
+    let before = server.every_key_dumped("dq:{old}*");
+    let dq = DelayQ::connect(&server.url()).await.expect("connect");
+    let q = queue(&dq, "old");
+    let expiring = SendOptions::new().ttl(Duration::from_secs(60));
+    match q.send(b"x", &expiring).await {
+        Err(Error::FormatTooOld { found, needed, .. }) => {
+            assert_eq!((found, needed), (3, EXPIRY_FORMAT));
+        }
+        other => panic!("expected FormatTooOld, got {other:?}"),
+    }
+    assert_eq!(
+        server.every_key_dumped("dq:{old}*"),
+        before,
+        "something was written"
+    );
+    server.cli(&[
+        "HSET",
+        "dq:{old}:control",
+        "format",
+        &EXPIRY_FORMAT.to_string(),
+    ]);
+    q.send(b"x", &expiring)
+        .await
+        .expect("send after the upgrade");
+}
