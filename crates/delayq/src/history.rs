@@ -31,6 +31,9 @@ pub struct Minute {
     pub failed: u64,
     /// Messages that became dead letters.
     pub dead_lettered: u64,
+    /// Messages that expired ([`SendOptions::ttl`](crate::SendOptions::ttl)): dead-lettered
+    /// (counted in `dead_lettered` too) or dropped.
+    pub expired: u64,
     /// How late the minute's deliveries were.
     pub lateness: Lateness,
     /// Push deliveries' answers by class: 1xx, 2xx, 3xx, 4xx, 5xx, and no answer (timeout,
@@ -112,6 +115,7 @@ impl Minute {
                 "a" => m.acked = n,
                 "f" => m.failed = n,
                 "x" => m.dead_lettered = n,
+                "e" => m.expired = n,
                 "pe" => m.push_responses[5] = n,
                 "p1" | "p2" | "p3" | "p4" | "p5" => {
                     let class = usize::from(field.as_bytes()[1] - b'1');

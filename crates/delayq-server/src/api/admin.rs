@@ -45,6 +45,11 @@ struct StatsOut {
     group_concurrency: Option<u32>,
     /// Each group's rate limit, unless it has its own (null: none).
     group_rate_limit: Option<RateLimitArg>,
+    /// A message without a deadline of its own is never delivered more than this long
+    /// after it is due (null: no limit).
+    default_ttl_ms: Option<u64>,
+    /// What an expired message becomes: "dead_letter" or "drop".
+    on_expire: &'static str,
 }
 
 impl StatsOut {
@@ -65,6 +70,12 @@ impl StatsOut {
             groups: s.groups,
             group_concurrency: s.group_concurrency,
             group_rate_limit: s.group_rate_limit.map(RateLimitArg::from),
+            default_ttl_ms: s.default_ttl.map(|d| d.as_millis() as u64),
+            on_expire: if s.drop_expired {
+                "drop"
+            } else {
+                "dead_letter"
+            },
         })
     }
 }
@@ -178,6 +189,15 @@ pub struct QueueSettings {
     #[serde(default, deserialize_with = "present_or_null")]
     #[schema(value_type = Option<RateLimitArg>)]
     group_rate_limit: Option<Option<RateLimitArg>>,
+    /// A message without a deadline of its own (`ttl`, `expires_at`) is never delivered more
+    /// than this long after it is due (`"5m"` or ms); `null` lifts it.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schema(value_type = Option<DurationArg>)]
+    default_ttl: Option<Option<DurationArg>>,
+    /// What an expired message becomes: `"dead_letter"` (the default: a dead letter with the
+    /// error `expired`) or `"drop"` (gone).
+    #[schema(value_type = Option<String>, pattern = "^(dead_letter|drop)$")]
+    on_expire: Option<String>,
 }
 
 /// A rate limit: deliveries per second, and how many at once after a quiet spell.
@@ -241,6 +261,23 @@ pub async fn configure(
     }
     if let Some(limit) = settings.group_rate_limit {
         changes.push(delayq::Setting::GroupRateLimit(limit.map(Into::into)));
+    }
+    if let Some(ttl) = settings.default_ttl {
+        let ttl = ttl.map(|t| t.get("default_ttl")).transpose()?;
+        changes.push(delayq::Setting::DefaultTtl(ttl));
+    }
+    if let Some(action) = settings.on_expire {
+        let action = match action.as_str() {
+            "dead_letter" => delayq::OnExpire::DeadLetter,
+            "drop" => delayq::OnExpire::Drop,
+            other => {
+                return Err(ApiError::bad_request(
+                    "invalid_option",
+                    format!("on_expire is \"dead_letter\" or \"drop\", not {other:?}"),
+                ))
+            }
+        };
+        changes.push(delayq::Setting::OnExpire(action));
     }
     // All or nothing: a refused setting leaves the others unchanged too.
     q.configure(&changes).await?;

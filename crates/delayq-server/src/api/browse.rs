@@ -55,6 +55,9 @@ pub struct SummaryOut {
     /// Its group, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     group: Option<String>,
+    /// When it can no longer be delivered, ms since the Unix epoch, if it has a deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at_ms: Option<u64>,
     last_error: Option<String>,
     lease_deadline_ms: Option<u64>,
     died_at_ms: Option<u64>,
@@ -77,6 +80,7 @@ impl From<MessageInfo> for SummaryOut {
             max_attempts: m.max_attempts,
             priority: m.priority,
             group: m.group,
+            expires_at_ms: m.expires_at_ms,
             last_error: m.last_error,
             lease_deadline_ms: m.lease_deadline_ms,
             died_at_ms: m.died_at_ms,

@@ -64,6 +64,9 @@ struct DeliveryOut {
     /// Its group, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     group: Option<String>,
+    /// When it can no longer be delivered, ms since the Unix epoch, if it has a deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at_ms: Option<u64>,
     due_ms: u64,
     lease_deadline_ms: u64,
     /// The sender's limit on the time spent on it, if it gave one.
@@ -81,6 +84,7 @@ impl From<Delivery> for DeliveryOut {
             attempt: d.attempt,
             priority: d.priority,
             group: d.group,
+            expires_at_ms: d.expires_at_ms,
             due_ms: d.due_ms,
             lease_deadline_ms: d.lease_deadline_ms,
             handler_timeout_ms: d.handler_timeout.map(|t| t.as_millis() as u64),

@@ -139,6 +139,9 @@ struct MessageOut {
     /// Its group, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     group: Option<String>,
+    /// When it can no longer be delivered, ms since the Unix epoch, if it has a deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at_ms: Option<u64>,
     last_error: Option<String>,
     /// The last few failed attempts, oldest first.
     errors: Vec<ErrorOut>,
@@ -160,6 +163,7 @@ impl From<MessageInfo> for MessageOut {
             max_attempts: m.max_attempts,
             priority: m.priority,
             group: m.group,
+            expires_at_ms: m.expires_at_ms,
             last_error: m.last_error,
             errors: errors_out(m.errors),
             payload: PayloadOut::new(m.payload, m.kind),

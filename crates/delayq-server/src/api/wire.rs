@@ -170,6 +170,12 @@ pub struct SendBody {
     /// in order). Needs the queue in data format 3.
     #[schema(pattern = "^[A-Za-z0-9._:@/-]{1,128}$")]
     pub group: Option<String>,
+    /// Never delivered more than this long after it is due: a later claim expires it (a
+    /// dead letter with the error `expired`, or dropped if the queue says so), and so does
+    /// a retry that would start later. Needs the queue in data format 4.
+    pub ttl: Option<DurationArg>,
+    /// Never delivered at or after this time (after its due time); as `ttl`, not both.
+    pub expires_at: Option<TimeArg>,
     /// How long a worker may spend on it (in place of the worker's own timeout); delivered
     /// as `handler_timeout_ms`.
     pub handler_timeout: Option<DurationArg>,
@@ -238,6 +244,8 @@ impl SendBody {
             backoff: self.backoff,
             priority: self.priority,
             group: self.group,
+            ttl: self.ttl,
+            expires_at: self.expires_at,
             handler_timeout: self.handler_timeout,
             replicas: self.replicas,
         }
@@ -285,6 +293,10 @@ pub struct SendQuery {
     pub priority: Option<u64>,
     /// Its group (a tenant, a customer, an order).
     pub group: Option<String>,
+    /// Never delivered more than this long after it is due (`15m`).
+    pub ttl: Option<String>,
+    /// Never delivered at or after this time (RFC 3339).
+    pub expires_at: Option<String>,
     /// How long a worker may spend on it (`30s`).
     pub handler_timeout: Option<String>,
 }
@@ -298,6 +310,8 @@ impl SendQuery {
             && self.max_attempts.is_none()
             && self.priority.is_none()
             && self.group.is_none()
+            && self.ttl.is_none()
+            && self.expires_at.is_none()
             && self.handler_timeout.is_none()
     }
 
@@ -311,6 +325,8 @@ impl SendQuery {
             backoff: None,
             priority: self.priority,
             group: self.group,
+            ttl: self.ttl.map(DurationArg::Text),
+            expires_at: self.expires_at.map(TimeArg::Text),
             handler_timeout: self.handler_timeout.map(DurationArg::Text),
             replicas: None,
         }
@@ -334,6 +350,10 @@ pub struct MessageOptions {
     pub priority: Option<u64>,
     /// Its group.
     pub group: Option<String>,
+    /// How long after its due time it may still be delivered.
+    pub ttl: Option<DurationArg>,
+    /// When it may no longer be delivered.
+    pub expires_at: Option<TimeArg>,
     /// How long a worker may spend on it.
     pub handler_timeout: Option<DurationArg>,
     /// Replicas to wait for.
@@ -371,6 +391,17 @@ impl MessageOptions {
         }
         if let Some(group) = self.group {
             options = options.group(group);
+        }
+        match (self.ttl, self.expires_at) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::bad_request(
+                    "invalid_option",
+                    "give ttl or expires_at, not both",
+                ))
+            }
+            (Some(ttl), None) => options = options.ttl(ttl.get("ttl")?),
+            (None, Some(at)) => options = options.expires_at(at.unix_ms("expires_at")?),
+            (None, None) => {}
         }
         if let Some(timeout) = self.handler_timeout {
             options = options.handler_timeout(timeout.get("handler_timeout")?);

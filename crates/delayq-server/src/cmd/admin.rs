@@ -5,7 +5,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use delayq::{CancelOutcome, PayloadKind, Schedule, SendOptions, Setting, Stats};
+use delayq::{CancelOutcome, PayloadKind, Schedule, SendOptions, Stats};
 use serde_json::{json, Value};
 
 use super::common::{parse_backoff, payload_text, print, time_text, Common};
@@ -46,6 +46,12 @@ pub enum AdminCommand {
         /// group concurrency bounds each one's messages in flight.
         #[arg(long)]
         group: Option<String>,
+        /// Never delivered more than this long after it is due (e.g. 15m): later, it expires.
+        #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "expires_at")]
+        ttl: Option<std::time::Duration>,
+        /// Never delivered at or after this time (RFC 3339).
+        #[arg(long, value_parser = delayq_server::rfc3339::system_time)]
+        expires_at: Option<std::time::SystemTime>,
         /// Longest a worker may spend on it (e.g. 90s), in place of the worker's own limit.
         #[arg(long, value_parser = humantime::parse_duration)]
         handler_timeout: Option<std::time::Duration>,
@@ -114,41 +120,7 @@ pub enum AdminCommand {
         queue: String,
     },
     /// Change a queue's settings.
-    Configure {
-        #[command(flatten)]
-        common: Common,
-        queue: String,
-        /// Keep a caller id reserved this long after its message is acked, cancelled or
-        /// purged, so a late retry of the send is still a duplicate (e.g. 1h; 0s: off).
-        #[arg(long, value_parser = humantime::parse_duration)]
-        idempotency_window: Option<Duration>,
-        /// At most this many deliveries a second, across every consumer.
-        #[arg(long, conflicts_with = "no_rate_limit")]
-        rate_limit: Option<u32>,
-        /// With --rate-limit: how many at once after a quiet spell (default 1).
-        #[arg(long, requires = "rate_limit")]
-        burst: Option<u32>,
-        /// Lift the queue's rate limit.
-        #[arg(long)]
-        no_rate_limit: bool,
-        /// At most this many messages of one group in flight at once (1: each group in
-        /// order).
-        #[arg(long, conflicts_with = "no_group_concurrency")]
-        group_concurrency: Option<u32>,
-        /// Lift the limit on a group's messages in flight.
-        #[arg(long)]
-        no_group_concurrency: bool,
-        /// At most this many deliveries a second of each group (unless it has its own).
-        #[arg(long, conflicts_with = "no_group_rate_limit")]
-        group_rate_limit: Option<u32>,
-        /// With --group-rate-limit: how many of a group at once after a quiet spell
-        /// (default 1).
-        #[arg(long, requires = "group_rate_limit")]
-        group_burst: Option<u32>,
-        /// Lift the rate limit of each group.
-        #[arg(long)]
-        no_group_rate_limit: bool,
-    },
+    Configure(super::configure::ConfigureArgs),
     /// Dead letters: list, requeue, purge.
     #[command(subcommand)]
     Dead(DeadCommand),
@@ -211,6 +183,8 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             jitter,
             priority,
             group,
+            ttl,
+            expires_at,
             handler_timeout,
             json_payload,
         } => {
@@ -234,6 +208,12 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             }
             if let Some(group) = group {
                 options = options.group(group);
+            }
+            if let Some(ttl) = ttl {
+                options = options.ttl(ttl);
+            }
+            if let Some(at) = expires_at {
+                options = options.expires_at(unix_ms(at));
             }
             if json_payload {
                 serde_json::from_str::<Value>(&payload).context("--json-payload: not JSON")?;
@@ -260,7 +240,8 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             let out = json!({
                 "id": m.id, "state": m.state.as_str(), "due_ms": m.due_ms,
                 "attempts": m.attempts, "max_attempts": m.max_attempts,
-                "priority": m.priority, "group": m.group, "last_error": m.last_error, "payload": payload,
+                "priority": m.priority, "group": m.group, "expires_at_ms": m.expires_at_ms,
+                "last_error": m.last_error, "payload": payload,
                 "errors": m.errors.iter().map(|e| json!({
                     "attempt": e.attempt, "at_ms": e.at_ms, "error": e.error,
                 })).collect::<Vec<_>>(),
@@ -358,71 +339,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 format!("{queue}: resumed")
             })
         }
-        AdminCommand::Configure {
-            common,
-            queue,
-            idempotency_window,
-            rate_limit,
-            burst,
-            no_rate_limit,
-            group_concurrency,
-            no_group_concurrency,
-            group_rate_limit,
-            group_burst,
-            no_group_rate_limit,
-        } => {
-            if idempotency_window.is_none()
-                && rate_limit.is_none()
-                && !no_rate_limit
-                && group_concurrency.is_none()
-                && !no_group_concurrency
-                && group_rate_limit.is_none()
-                && !no_group_rate_limit
-            {
-                bail!(
-                    "nothing to change: give --idempotency-window, --rate-limit, \
-                     --no-rate-limit, --group-concurrency, --no-group-concurrency, \
-                     --group-rate-limit or --no-group-rate-limit"
-                );
-            }
-            let q = common.connect().await?.queue(&queue)?;
-            let mut changes = Vec::new();
-            if let Some(window) = idempotency_window {
-                changes.push(Setting::IdempotencyWindow(window));
-            }
-            if let Some(per_second) = rate_limit {
-                let burst = burst.unwrap_or(1);
-                changes.push(Setting::RateLimit(Some(delayq::RateLimit {
-                    per_second,
-                    burst,
-                })));
-            } else if no_rate_limit {
-                changes.push(Setting::RateLimit(None));
-            }
-            if group_concurrency.is_some() || no_group_concurrency {
-                changes.push(Setting::GroupConcurrency(group_concurrency));
-            }
-            if group_rate_limit.is_some() || no_group_rate_limit {
-                changes.push(Setting::GroupRateLimit(group_rate_limit.map(
-                    |per_second| delayq::RateLimit {
-                        per_second,
-                        burst: group_burst.unwrap_or(1),
-                    },
-                )));
-            }
-            q.configure(&changes).await?;
-            let s = q.stats().await?;
-            let out = stats_json(&queue, &s, q.partitions().await?);
-            print(&common, &out, || {
-                let limit = s.rate_limit.map_or("none".into(), |l| {
-                    format!("{}/s, burst {}", l.per_second, l.burst)
-                });
-                format!(
-                    "{queue}: idempotency window {}, rate limit {limit}",
-                    humantime::format_duration(s.idempotency_window)
-                )
-            })
-        }
+        AdminCommand::Configure(args) => super::configure::run(args).await,
         AdminCommand::Dead(dead) => run_dead(dead).await,
         AdminCommand::Schedule(command) => super::schedule::run(command).await,
         AdminCommand::Push(command) => super::push::run(command).await,
@@ -516,17 +433,18 @@ fn schedule(
 ) -> anyhow::Result<Schedule> {
     Ok(match (delay, at) {
         (Some(d), _) => Schedule::After(d),
-        (None, Some(t)) => {
-            let ms = t
-                .duration_since(UNIX_EPOCH)
-                .context("--at is before 1970")?;
-            Schedule::At(ms.as_millis() as u64)
-        }
+        (None, Some(t)) => Schedule::At(unix_ms(t)),
         (None, None) => Schedule::Now,
     })
 }
 
-fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
+/// `t` as ms since the Unix epoch (0 for a time before it: a time in the past either way).
+fn unix_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+pub(super) fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
     json!({
         "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
         "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "partitions": partitions,
@@ -536,6 +454,8 @@ fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
         "group_concurrency": s.group_concurrency,
         "group_rate_limit": s.group_rate_limit
             .map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
+        "default_ttl_ms": s.default_ttl.map(|d| d.as_millis() as u64),
+        "on_expire": if s.drop_expired { "drop" } else { "dead_letter" },
     })
 }
 

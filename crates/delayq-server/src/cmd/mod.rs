@@ -12,6 +12,7 @@
 
 mod admin;
 mod common;
+mod configure;
 mod format;
 mod groups;
 mod push;

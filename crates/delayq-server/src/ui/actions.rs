@@ -32,6 +32,10 @@ pub struct ActionForm {
     rate: Option<String>,
     /// A rate limit's burst (empty: 1).
     burst: Option<String>,
+    /// Expiry: the default ttl (`10m`; empty: none).
+    ttl: Option<String>,
+    /// Expiry: `dead_letter` or `drop`.
+    on_expire: Option<String>,
 }
 
 /// A number a form asks for (`what` names it in the error): a whole number, or empty for
@@ -54,6 +58,27 @@ fn optional_rate(form: &ActionForm) -> Result<Option<delayq::RateLimit>, String>
     };
     let burst = optional_number(form.burst.as_deref(), "a burst")?.unwrap_or(1);
     Ok(Some(delayq::RateLimit { per_second, burst }))
+}
+
+/// The expiry form's settings: a default ttl (empty: none) and what an expired message
+/// becomes.
+fn expiry_settings(form: &ActionForm) -> Result<[delayq::Setting; 2], String> {
+    let ttl = match form.ttl.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        None => None,
+        Some(t) => Some(
+            humantime::parse_duration(t)
+                .map_err(|e| format!("a default ttl is a duration like 10m, not {t:?}: {e}"))?,
+        ),
+    };
+    let action = match form.on_expire.as_deref().unwrap_or("dead_letter") {
+        "dead_letter" => delayq::OnExpire::DeadLetter,
+        "drop" => delayq::OnExpire::Drop,
+        other => return Err(format!("on_expire is dead_letter or drop, not {other:?}")),
+    };
+    Ok([
+        delayq::Setting::DefaultTtl(ttl),
+        delayq::Setting::OnExpire(action),
+    ])
 }
 
 /// Why the action is refused (403), unless an admin sent it with this session's CSRF token.
@@ -97,7 +122,7 @@ fn failed(e: impl std::fmt::Display) -> Response {
 }
 
 /// `POST /ui/queues/{queue}/act`: `pause`, `resume`, `upgrade`, `group_concurrency`,
-/// `group_rate_limit`, `requeue_all`, `purge_all`.
+/// `group_rate_limit`, `expiry`, `requeue_all`, `purge_all`.
 pub async fn queue_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
@@ -128,6 +153,13 @@ pub async fn queue_action(
                 Err(e) => return failed(e),
             }
         }
+        "expiry" => match expiry_settings(&form) {
+            Ok(settings) => queue
+                .configure(&settings)
+                .await
+                .map(|()| "Expiry settings changed.".to_owned()),
+            Err(e) => return failed(e),
+        },
         "group_rate_limit" => match optional_rate(&form) {
             Ok(limit) => queue
                 .configure(&[delayq::Setting::GroupRateLimit(limit)])

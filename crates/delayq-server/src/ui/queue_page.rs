@@ -106,6 +106,10 @@ async fn render(
             }
             div.card { div.n { @if stats.ready > 0 { (span(stats.oldest_ready_lag_ms as f64)) } @else { "–" } } div.l { "oldest ready" } }
             div.card #paused-state { div.n { @if stats.paused { span.warn { "paused" } } @else { "running" } } div.l { "state" } }
+            div.card #expired {
+                div.n { (history.iter().map(|m| m.expired).sum::<u64>()) }
+                div.l { "expired, last " (history.len()) " min" }
+            }
             div.card #groups {
                 div.n { (stats.groups) }
                 div.l { "groups" @if let Some(n) = stats.group_concurrency { ", " (n) " in flight each" } }
@@ -133,6 +137,20 @@ async fn render(
                 label { "Messages of one group in flight at once "
                     input type="number" name="limit" min="1" placeholder="no limit" aria-label="Group concurrency"
                         value=[stats.group_concurrency];
+                }
+                button type="submit" { "Set" }
+            }
+            form.row #expiry method="post" action=(format!("{base}/act")) {
+                (layout::csrf(session))
+                input type="hidden" name="action" value="expiry";
+                label { "Never deliver later than "
+                    input type="text" name="ttl" placeholder="no limit" aria-label="Default ttl" size="8"
+                        value=[stats.default_ttl.map(|d| humantime::format_duration(d).to_string())];
+                    " after due; then "
+                    select name="on_expire" aria-label="On expire" {
+                        option value="dead_letter" selected[!stats.drop_expired] { "dead letter" }
+                        option value="drop" selected[stats.drop_expired] { "drop" }
+                    }
                 }
                 button type="submit" { "Set" }
             }

@@ -425,6 +425,53 @@ fn send_takes_a_group_and_configure_a_group_concurrency() {
 }
 
 #[test]
+fn send_takes_a_ttl_and_configure_sets_expiry() {
+    let redis = RedisServer::start();
+    json(
+        &redis,
+        &["send", "orders", "x", "--id", "o1", "--ttl", "15m"],
+    );
+    let got = json(&redis, &["get", "orders", "o1"]);
+    let (due, expires) = (got["due_ms"].as_u64(), got["expires_at_ms"].as_u64());
+    assert_eq!(expires, due.map(|d| d + 900_000), "{got}");
+    json(
+        &redis,
+        &[
+            "send",
+            "orders",
+            "y",
+            "--id",
+            "o2",
+            "--expires-at",
+            "2099-01-01T00:00:00Z",
+        ],
+    );
+    assert_eq!(
+        json(&redis, &["get", "orders", "o2"])["expires_at_ms"],
+        4_070_908_800_000u64
+    );
+    let set = json(
+        &redis,
+        &[
+            "configure",
+            "orders",
+            "--default-ttl",
+            "10m",
+            "--on-expire",
+            "drop",
+        ],
+    );
+    assert_eq!(
+        (&set["default_ttl_ms"], &set["on_expire"]),
+        (&serde_json::json!(600_000), &serde_json::json!("drop"))
+    );
+    let lifted = json(&redis, &["configure", "orders", "--no-default-ttl"]);
+    assert!(lifted["default_ttl_ms"].is_null(), "{lifted}");
+    let refused = fails(&redis, &["send", "orders", "x", "--ttl", "0s"]);
+    assert!(refused.contains("ttl"), "{refused}");
+}
+
+#[test]
 fn groups_are_listed_shown_paused_and_set() {
     let redis = RedisServer::start();
     for id in ["a1", "a2"] {

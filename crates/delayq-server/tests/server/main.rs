@@ -10,6 +10,7 @@ mod cli;
 mod consume;
 mod embedded;
 mod errors;
+mod expiry;
 mod forged_receipts;
 mod formats;
 mod front_door;

@@ -1,0 +1,142 @@
+//! `delayq configure QUEUE ...`: changes a queue's settings (the library's `Setting`s), all
+//! or none, and prints the stats with the settings as they now are.
+
+use std::time::Duration;
+
+use anyhow::bail;
+use delayq::Setting;
+
+use super::admin::stats_json;
+use super::common::{print, Common};
+
+/// The settings to change; those not given stay as they are.
+#[derive(clap::Args)]
+pub struct ConfigureArgs {
+    #[command(flatten)]
+    pub common: Common,
+    pub queue: String,
+    /// Keep a caller id reserved this long after its message is acked, cancelled or
+    /// purged, so a late retry of the send is still a duplicate (e.g. 1h; 0s: off).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub idempotency_window: Option<Duration>,
+    /// At most this many deliveries a second, across every consumer.
+    #[arg(long, conflicts_with = "no_rate_limit")]
+    pub rate_limit: Option<u32>,
+    /// With --rate-limit: how many at once after a quiet spell (default 1).
+    #[arg(long, requires = "rate_limit")]
+    pub burst: Option<u32>,
+    /// Lift the queue's rate limit.
+    #[arg(long)]
+    pub no_rate_limit: bool,
+    /// At most this many messages of one group in flight at once (1: each group in
+    /// order).
+    #[arg(long, conflicts_with = "no_group_concurrency")]
+    pub group_concurrency: Option<u32>,
+    /// Lift the limit on a group's messages in flight.
+    #[arg(long)]
+    pub no_group_concurrency: bool,
+    /// At most this many deliveries a second of each group (unless it has its own).
+    #[arg(long, conflicts_with = "no_group_rate_limit")]
+    pub group_rate_limit: Option<u32>,
+    /// With --group-rate-limit: how many of a group at once after a quiet spell
+    /// (default 1).
+    #[arg(long, requires = "group_rate_limit")]
+    pub group_burst: Option<u32>,
+    /// Lift the rate limit of each group.
+    #[arg(long)]
+    pub no_group_rate_limit: bool,
+    /// Never deliver a message without a deadline of its own more than this long after
+    /// it is due (e.g. 10m).
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "no_default_ttl")]
+    pub default_ttl: Option<Duration>,
+    /// Lift the default ttl.
+    #[arg(long)]
+    pub no_default_ttl: bool,
+    /// What an expired message becomes: dead-letter (the default) or drop.
+    #[arg(long, value_parser = ["dead-letter", "drop"])]
+    pub on_expire: Option<String>,
+}
+
+pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
+    let ConfigureArgs {
+        common,
+        queue,
+        idempotency_window,
+        rate_limit,
+        burst,
+        no_rate_limit,
+        group_concurrency,
+        no_group_concurrency,
+        group_rate_limit,
+        group_burst,
+        no_group_rate_limit,
+        default_ttl,
+        no_default_ttl,
+        on_expire,
+    } = args;
+    if idempotency_window.is_none()
+        && rate_limit.is_none()
+        && !no_rate_limit
+        && group_concurrency.is_none()
+        && !no_group_concurrency
+        && group_rate_limit.is_none()
+        && !no_group_rate_limit
+        && default_ttl.is_none()
+        && !no_default_ttl
+        && on_expire.is_none()
+    {
+        bail!(
+            "nothing to change: give --idempotency-window, --rate-limit, \
+             --no-rate-limit, --group-concurrency, --no-group-concurrency, \
+             --group-rate-limit, --no-group-rate-limit, --default-ttl, \
+             --no-default-ttl or --on-expire"
+        );
+    }
+    let q = common.connect().await?.queue(&queue)?;
+    let mut changes = Vec::new();
+    if let Some(window) = idempotency_window {
+        changes.push(Setting::IdempotencyWindow(window));
+    }
+    if let Some(per_second) = rate_limit {
+        let burst = burst.unwrap_or(1);
+        changes.push(Setting::RateLimit(Some(delayq::RateLimit {
+            per_second,
+            burst,
+        })));
+    } else if no_rate_limit {
+        changes.push(Setting::RateLimit(None));
+    }
+    if group_concurrency.is_some() || no_group_concurrency {
+        changes.push(Setting::GroupConcurrency(group_concurrency));
+    }
+    if group_rate_limit.is_some() || no_group_rate_limit {
+        changes.push(Setting::GroupRateLimit(group_rate_limit.map(
+            |per_second| delayq::RateLimit {
+                per_second,
+                burst: group_burst.unwrap_or(1),
+            },
+        )));
+    }
+    if default_ttl.is_some() || no_default_ttl {
+        changes.push(Setting::DefaultTtl(default_ttl));
+    }
+    if let Some(action) = on_expire {
+        changes.push(Setting::OnExpire(if action == "drop" {
+            delayq::OnExpire::Drop
+        } else {
+            delayq::OnExpire::DeadLetter
+        }));
+    }
+    q.configure(&changes).await?;
+    let s = q.stats().await?;
+    let out = stats_json(&queue, &s, q.partitions().await?);
+    print(&common, &out, || {
+        let limit = s.rate_limit.map_or("none".into(), |l| {
+            format!("{}/s, burst {}", l.per_second, l.burst)
+        });
+        format!(
+            "{queue}: idempotency window {}, rate limit {limit}",
+            humantime::format_duration(s.idempotency_window)
+        )
+    })
+}
