@@ -42,6 +42,8 @@ pub struct Report {
     pub table: String,
     /// Messages sent with a group: a run without any proved nothing of groups.
     pub grouped: u64,
+    /// Messages sent with a deadline: a run without any proved nothing of expiry.
+    pub with_deadline: u64,
 }
 
 /// The window in which an ack made on `kill`'s master can have been lost with it: from
@@ -84,6 +86,10 @@ pub fn check(
     let mut sent: HashMap<String, u64> = HashMap::new();
     // Per id sent with a group: its group.
     let mut groups: HashMap<String, String> = HashMap::new();
+    // Per id sent with a deadline: the deadline (ms); and each handler start's id and the
+    // lease end it was claimed with.
+    let mut deadlines: HashMap<String, u64> = HashMap::new();
+    let mut claims: Vec<(String, u64)> = Vec::new();
     // Per acknowledged id: when its send was first tried, and when it was acknowledged.
     let mut send_times: HashMap<String, (u64, u64)> = HashMap::new();
     let mut holds: HashMap<String, Vec<Hold>> = HashMap::new();
@@ -103,10 +109,14 @@ pub fn check(
                 at_us,
                 first_try_us,
                 group,
+                expires_ms,
                 ..
             } => {
                 if let Some(group) = group {
                     groups.insert(id.clone(), group);
+                }
+                if let Some(deadline) = expires_ms {
+                    deadlines.insert(id.clone(), deadline);
                 }
                 send_times.insert(id.clone(), (first_try_us, at_us));
                 sent.insert(id, n);
@@ -119,8 +129,12 @@ pub fn check(
                 nb_us,
                 at_us,
                 seq,
+                lease_deadline_ms,
                 ..
             } => {
+                if let Some(lease_deadline_ms) = lease_deadline_ms {
+                    claims.push((id.clone(), lease_deadline_ms));
+                }
                 let early = at_us < nb_us || at_us < due_ms * 1000;
                 holds.entry(id).or_default().push(Hold {
                     pid,
@@ -268,12 +282,19 @@ pub fn check(
         }
     }
     let grouped = crate::group_checks::check(&holds, &groups, &send_times);
+    let expiry = crate::expiry_checks::check(&deadlines, &claims, &left.dead_letters);
+    let expired: HashSet<&str> = expiry.expired.iter().map(String::as_str).collect();
     let never_processed: Vec<&String> = sent
         .keys()
-        .filter(|id| !processed.contains(id.as_str()))
+        .filter(|id| !processed.contains(id.as_str()) && !expired.contains(id.as_str()))
         .collect();
-    let stuck = left.pending + left.groups + left.in_flight + left.dead;
-    let orphans = left.index + left.held + left.dead_records + left.errors;
+    // An expired message is a dead letter, with its record and its error ('expired').
+    let n_expired = expired.len() as u64;
+    let stuck = left.pending + left.groups + left.in_flight + left.dead.saturating_sub(n_expired);
+    let orphans = left.index
+        + left.held
+        + left.dead_records.saturating_sub(n_expired)
+        + left.errors.saturating_sub(n_expired);
     let lease_lost_acks = settles
         .values()
         .flatten()
@@ -381,6 +402,22 @@ pub fn check(
         true,
     );
     row("messages sent with a group", grouped.grouped, false);
+    row(
+        "claimed at or after its deadline",
+        expiry.claimed_late,
+        true,
+    );
+    row(
+        "dead letters with a deadline that died before it",
+        expiry.expired_early,
+        true,
+    );
+    row("messages sent with a deadline", expiry.with_deadline, false);
+    row(
+        "expired (dead letters, at or after their deadline)",
+        n_expired,
+        false,
+    );
     row("holders that vanished (no end, not killed)", vanished, true);
     row("processes that crashed or hung", crashed, true);
     if cluster.is_some() {
@@ -423,6 +460,10 @@ pub fn check(
             "group",
             grouped.examples.iter().map(String::as_str).collect(),
         ),
+        (
+            "expiry",
+            expiry.examples.iter().map(String::as_str).collect(),
+        ),
     ];
     for (what, ids) in examples {
         if !ids.is_empty() {
@@ -445,6 +486,7 @@ pub fn check(
         passed,
         table: t,
         grouped: grouped.grouped,
+        with_deadline: expiry.with_deadline,
     })
 }
 

@@ -15,7 +15,7 @@ use rand::Rng;
 use redis_fixture::{Proxy, RedisServer, Reply, ServerConfig};
 
 use crate::checker;
-use crate::evidence::{ClusterRun, Leftovers, MasterKill, FREEZE};
+use crate::evidence::{dead_letters, ClusterRun, Leftovers, MasterKill, FREEZE};
 use crate::failover::Cluster;
 use crate::history::{now_us, Event, Fault, Recorder};
 use crate::plan;
@@ -189,6 +189,11 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
     if report.grouped == 0 {
         // Without grouped messages the group rows prove nothing.
         println!("FAILED: no message was sent with a group");
+        return Ok(false);
+    }
+    if report.with_deadline == 0 {
+        // Without deadlines the expiry rows prove nothing.
+        println!("FAILED: no message was sent with a deadline");
         return Ok(false);
     }
     Ok(report.passed)
@@ -648,7 +653,12 @@ impl Run {
                 _ => u64::MAX,
             }
         };
-        Leftovers::counted(count)
+        let mut left = Leftovers::counted(count);
+        let dead = format!("dq:{{{}}}:dead", plan::QUEUE);
+        if let Ok(reply) = redis.command(&["ZRANGE", &dead, "0", "-1", "WITHSCORES"]) {
+            left.dead_letters = dead_letters(reply);
+        }
+        left
     }
 
     /// SIGTERMs every process and waits for each (killing what does not stop in time).

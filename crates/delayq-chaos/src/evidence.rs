@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use redis_fixture::Reply;
+
 /// How long Redis stays frozen.
 pub const FREEZE: Duration = Duration::from_secs(3);
 
@@ -20,6 +22,8 @@ pub struct Leftovers {
     pub held: u64,
     pub dead_records: u64,
     pub errors: u64,
+    /// The dead letters, each with when it died (unix ms): those with a deadline expired.
+    pub dead_letters: Vec<(String, u64)>,
 }
 
 impl Leftovers {
@@ -35,8 +39,26 @@ impl Leftovers {
             held: count("HLEN", "held"),
             dead_records: count("HLEN", "dead:msgs"),
             errors: count("HLEN", "errors"),
+            dead_letters: Vec::new(),
         }
     }
+}
+
+/// The dead letters in a reply of `ZRANGE <dead> 0 -1 WITHSCORES`: id, died at (ms).
+pub fn dead_letters(reply: Reply) -> Vec<(String, u64)> {
+    let Reply::Array(Some(items)) = reply else {
+        return Vec::new();
+    };
+    items
+        .chunks(2)
+        .filter_map(|pair| match pair {
+            [Reply::Bulk(Some(id)), Reply::Bulk(Some(score))] => Some((
+                String::from_utf8_lossy(id).into_owned(),
+                String::from_utf8_lossy(score).parse().ok()?,
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// One master kill, with when each step happened (µs, this host's clock).

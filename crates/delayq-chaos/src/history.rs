@@ -52,6 +52,9 @@ pub enum Event {
         /// Its group, if it was sent with one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         group: Option<String>,
+        /// Its deadline (unix ms), if it was sent with one: never claimed at or after it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_ms: Option<u64>,
     },
     /// A handler started on a delivery.
     Start {
@@ -67,6 +70,10 @@ pub enum Event {
         /// sequence modulo the partition count.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         seq: Option<u64>,
+        /// When the delivery's lease ended as claimed (unix ms, Redis's clock): the claim was
+        /// this minus [`plan::LEASE`](crate::plan::LEASE).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lease_deadline_ms: Option<u64>,
     },
     /// That handler stopped.
     End {

@@ -24,6 +24,8 @@ pub struct Started<'a> {
     pub payload: Payload,
     /// The message's sequence number, if its receipt told it ([`seq_of_receipt`]).
     pub seq: Option<u64>,
+    /// When its lease ends as claimed (unix ms, Redis's clock).
+    pub lease_deadline_ms: u64,
 }
 
 /// The sequence number in a receipt's text: 12 hex digits of lease token, then 12 of
@@ -48,6 +50,7 @@ impl Holding {
             nb_us: started.payload.nb,
             at_us: now_us(),
             seq: started.seq,
+            lease_deadline_ms: Some(started.lease_deadline_ms),
         });
         Holding {
             recorder,

@@ -100,6 +100,7 @@ async fn handle(
             due_ms: delivery["due_ms"].as_u64().unwrap_or(0),
             payload,
             seq: crate::holding::seq_of_receipt(receipt),
+            lease_deadline_ms: delivery["lease_deadline_ms"].as_u64().unwrap_or(0),
         },
     );
     let attempt = delivery["attempt"].as_u64().unwrap_or(0) as u32;

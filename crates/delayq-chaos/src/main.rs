@@ -19,6 +19,7 @@
 mod checker;
 mod controller;
 mod evidence;
+mod expiry_checks;
 mod failover;
 mod group_checks;
 mod history;

@@ -33,6 +33,18 @@ pub fn group(n: u64) -> Option<String> {
     (n % 4 == 1).then(|| format!("g{}", (n / 4) % GROUPS))
 }
 
+/// How long after its due time a message with a deadline may still be claimed: short, so
+/// that a fault (a frozen or restarted Redis, a killed worker) makes some expire.
+pub const EXPIRY_WINDOW_MS: u64 = 1500;
+
+/// One message in six, of those sent with an absolute due time (so the producer knows its
+/// due time whatever its send's retries), is sent with a deadline: that due time plus
+/// [`EXPIRY_WINDOW_MS`], once the queue's data format allows deadlines (a producer sends it
+/// without when the queue refuses: `producer.rs`).
+pub fn expires(n: u64) -> bool {
+    n % 6 == 3
+}
+
 /// Half the messages carry a caller id.
 pub fn caller_id(n: u64) -> Option<String> {
     n.is_multiple_of(2).then(|| format!("m{n}"))

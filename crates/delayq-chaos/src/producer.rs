@@ -64,6 +64,8 @@ struct Item {
     deliver_at_ms: Option<u64>,
     delay_ms: u64,
     group: Option<String>,
+    /// Its deadline, unix ms ([`plan::expires`]).
+    expires_at_ms: Option<u64>,
 }
 
 /// What a send reported: the message id and whether it existed already.
@@ -145,7 +147,7 @@ pub async fn connect_to(
 }
 
 /// Sends `items` until acknowledged ([`retrying`]); if the queue's data format does not
-/// allow groups yet (before the run's upgrade), sends them again without their groups, which
+/// allow groups or deadlines yet (before the run's upgrade), sends them again without, which
 /// then are not recorded either.
 async fn send_refused_groups_without(
     recorder: &Recorder,
@@ -157,6 +159,7 @@ async fn send_refused_groups_without(
         Err(e) if e.contains("older_data_format") || e.contains("data in format") => {
             for item in items.iter_mut() {
                 item.group = None;
+                item.expires_at_ms = None;
             }
             retrying(recorder, || sender.send(items, batch)).await
         }
@@ -173,6 +176,9 @@ fn item(n: u64, max_delay_ms: u64) -> Item {
     } else {
         (None, now + delay_ms * 1000)
     };
+    let expires_at_ms = deliver_at_ms
+        .filter(|_| plan::expires(n))
+        .map(|at| at + plan::EXPIRY_WINDOW_MS);
     Item {
         n,
         payload: Payload { n, nb },
@@ -180,6 +186,7 @@ fn item(n: u64, max_delay_ms: u64) -> Item {
         deliver_at_ms,
         delay_ms,
         group: plan::group(n),
+        expires_at_ms,
     }
 }
 
@@ -196,6 +203,7 @@ fn record(recorder: &Recorder, items: &[Item], tries: &Tries, via: &str, batch: 
             duplicate: *duplicate,
             first_try_us: tries.first_us,
             group: item.group.clone(),
+            expires_ms: item.expires_at_ms,
         });
     }
 }
@@ -319,6 +327,9 @@ fn options(item: &Item, replicas: u32) -> SendOptions {
     if let Some(group) = &item.group {
         options = options.group(group.clone());
     }
+    if let Some(at) = item.expires_at_ms {
+        options = options.expires_at(at);
+    }
     if replicas > 0 {
         options = options.replicas(replicas, REPLICA_TIMEOUT);
     }
@@ -340,6 +351,9 @@ fn body(item: &Item) -> Value {
     }
     if let Some(group) = &item.group {
         body["group"] = json!(group);
+    }
+    if let Some(at) = item.expires_at_ms {
+        body["expires_at"] = json!(at);
     }
     body
 }

@@ -73,6 +73,7 @@ async fn handle(recorder: Arc<Recorder>, delivery: Delivery) -> Result<(), Strin
             due_ms: delivery.due_ms,
             payload,
             seq: crate::holding::seq_of_receipt(&delivery.receipt().to_string()),
+            lease_deadline_ms: delivery.lease_deadline_ms,
         },
     );
     if plan::fails(payload.n, delivery.attempt) {

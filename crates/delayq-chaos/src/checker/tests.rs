@@ -26,6 +26,7 @@ fn sent(n: u64) -> Event {
         duplicate: false,
         first_try_us: 400,
         group: None,
+        expires_ms: None,
     }
 }
 
@@ -42,6 +43,7 @@ fn sent_in(n: u64, group: &str, acked_us: u64) -> Event {
         duplicate: false,
         first_try_us: acked_us,
         group: Some(group.into()),
+        expires_ms: None,
     }
 }
 
@@ -56,6 +58,7 @@ fn start(pid: u32, n: u64, token: &str, at_us: u64) -> Event {
         nb_us: 1_000,
         at_us,
         seq: Some(6 * n + n % 6),
+        lease_deadline_ms: None,
     }
 }
 
@@ -92,19 +95,54 @@ fn verdict(events: &[Event], in_redis: bool) -> Report {
 }
 
 fn verdict_on(events: &[Event], in_redis: bool, cluster: Option<&ClusterRun>) -> Report {
+    verdict_left(events, in_redis, cluster, &Leftovers::default())
+}
+
+fn verdict_left(
+    events: &[Event],
+    in_redis: bool,
+    cluster: Option<&ClusterRun>,
+    left: &Leftovers,
+) -> Report {
     let dir = tempfile::tempdir().expect("temp dir");
     let recorder = Recorder::create(&dir.path().join("all.jsonl")).expect("history");
     for e in events {
         recorder.record(e);
     }
-    check(
-        dir.path(),
-        &Leftovers::default(),
-        &BTreeMap::new(),
-        cluster,
-        &|_| in_redis,
-    )
-    .expect("check")
+    check(dir.path(), left, &BTreeMap::new(), cluster, &|_| in_redis).expect("check")
+}
+
+/// Message `n` sent with deadline `deadline_ms`.
+fn sent_expiring(n: u64, deadline_ms: u64) -> Event {
+    let mut e = sent(n);
+    if let Event::Sent { expires_ms, .. } = &mut e {
+        *expires_ms = Some(deadline_ms);
+    }
+    e
+}
+
+/// A start of message `n` claimed with a lease ending at `lease_deadline_ms`.
+fn start_claimed(pid: u32, n: u64, token: &str, at_us: u64, lease_ms: u64) -> Event {
+    let mut e = start(pid, n, token, at_us);
+    if let Event::Start {
+        lease_deadline_ms, ..
+    } = &mut e
+    {
+        *lease_deadline_ms = Some(lease_ms);
+    }
+    e
+}
+
+/// Redis after the run: message `n` a dead letter that died at `died_ms`, with its record
+/// and its error.
+fn dead_in_redis(n: u64, died_ms: u64) -> Leftovers {
+    Leftovers {
+        dead: 1,
+        dead_records: 1,
+        errors: 1,
+        dead_letters: vec![(format!("m{n}"), died_ms)],
+        ..Leftovers::default()
+    }
 }
 
 /// A cluster run in which the master of partition `partition` (of 6) was killed at
@@ -437,4 +475,38 @@ fn a_send_retried_after_its_first_copy_was_delivered_makes_two_records() {
     events.remove(0);
     let r = verdict(&events, false);
     assert!(r.passed, "{}", r.table);
+}
+
+#[test]
+fn a_delivery_claimed_before_its_deadline_passes_and_one_claimed_at_it_fails() {
+    let lease = crate::plan::LEASE.as_millis() as u64;
+    let on_time = [
+        sent_expiring(1, 5_000),
+        start_claimed(7, 1, "t1", 2_000, 4_999 + lease),
+        end(7, 1, "t1", 2_100),
+        acked(7, 1, "t1"),
+    ];
+    let r = verdict(&on_time, false);
+    assert!(r.passed, "{}", r.table);
+    assert_row(&r, "messages sent with a deadline", 1);
+    let mut late = on_time.clone();
+    late[1] = start_claimed(7, 1, "t1", 2_000, 5_000 + lease);
+    let r = verdict(&late, false);
+    assert!(!r.passed, "{}", r.table);
+    assert_row(&r, "claimed at or after its deadline", 1);
+}
+
+#[test]
+fn an_expired_message_is_a_dead_letter_after_its_deadline_never_one_before() {
+    let events = [sent_expiring(1, 5_000)];
+    let r = verdict_left(&events, true, None, &dead_in_redis(1, 5_000));
+    assert!(r.passed, "{}", r.table);
+    assert_row(&r, "expired (dead letters, at or after their deadline)", 1);
+    assert_row(&r, "acknowledged sends never processed", 0);
+    let r = verdict_left(&events, true, None, &dead_in_redis(1, 4_999));
+    assert!(!r.passed, "{}", r.table);
+    assert_row(&r, "dead letters with a deadline that died before it", 1);
+    // Without a deadline, a dead letter is stuck.
+    let r = verdict_left(&[sent(1)], true, None, &dead_in_redis(1, 5_000));
+    assert!(!r.passed, "{}", r.table);
 }

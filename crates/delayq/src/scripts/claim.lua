@@ -89,7 +89,7 @@ for j, member in ipairs(expired) do
 end
 
 local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at', 'levels',
-  'push', 'grouped', 'ttl_ms')
+  'push', 'grouped', 'ttl_ms', 'deadlines')
 local prios = priorities(control[6])
 
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
@@ -353,26 +353,28 @@ else
   G.add_counts(G.gk.busy, false, busy_order, busy_add)
 end
 -- Messages whose deadline came are never delivered: they expire here (expiry.lua), in due
--- order like the rest, and the claim goes on without them. Only records with an extension
--- area can have a deadline of their own, unless the queue gives every message one.
+-- order like the rest, and the claim goes on without them. Only a partition that was sent
+-- a deadline (control field `deadlines`) or whose queue gives every message one looks.
 local ttl = tonumber(control[9] or '')
-local live = {}
-for _, rec in ipairs(due) do
-  local flags = #rec >= MIN_RECORD and rec:byte(14)
-  local deadline = flags and (ttl or select(2, kind_of(flags))) and expiry().deadline_of(rec, ttl)
-  local ok, m = false, nil
-  if deadline and deadline <= now_ms then
-    ok, m = pcall(parse, rec)
+if ttl or control[10] then
+  local live = {}
+  for _, rec in ipairs(due) do
+    local flags = #rec >= MIN_RECORD and rec:byte(14)
+    local deadline = flags and (ttl or select(2, kind_of(flags))) and expiry().deadline_of(rec, ttl)
+    local ok, m = false, nil
+    if deadline and deadline <= now_ms then
+      ok, m = pcall(parse, rec)
+    end
+    if ok then
+      local b = bucket_of(rec)
+      late[b] = (late[b] or 1) - 1
+      buried_as(m.id, EXPIRED_AS[expiry().expire(m, now)])
+    else
+      live[#live + 1] = rec
+    end
   end
-  if ok then
-    local b = bucket_of(rec)
-    late[b] = (late[b] or 1) - 1
-    buried_as(m.id, EXPIRED_AS[expiry().expire(m, now)])
-  else
-    live[#live + 1] = rec
-  end
+  due = live
 end
-due = live
 local count = #due
 if count == 0 then
   return nothing(now)

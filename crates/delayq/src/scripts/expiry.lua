@@ -7,6 +7,8 @@
 -- queue can say "never more than this late". What an expired message becomes is the
 -- queue's `on_expire`: a dead letter with the error 'expired' (the default), or, with
 -- 'drop', nothing (gone as if acked). Either counts in the history field `e`.
+-- A partition that was sent a deadline says so (control field `deadlines`, set by send.lua):
+-- only then, or with a `ttl_ms`, do claims look at each record's deadline.
 -- Nothing scans for expired messages: a claim meets them in due order, as it meets every
 -- due message, and a retry that would start after the deadline expires instead.
 

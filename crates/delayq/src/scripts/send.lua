@@ -97,6 +97,10 @@ if needed > 1 then
   if format < needed then
     error('delayq: groups need data format 3, deadlines format 4, and this partition is format ' .. format)
   end
+  if needed == 4 then
+    -- From now on claims here look for deadlines (claim.lua).
+    redis.call('HSET', k.control, 'deadlines', '1')
+  end
 end
 if stride > 1 then
   redis.call('SET', k.seq, offset, 'NX')

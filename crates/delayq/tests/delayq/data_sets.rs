@@ -200,6 +200,21 @@ async fn format3_loads_whole_and_delivers_each_message_once_in_its_groups_order(
     crate::data_set_groups::check_and_deliver_once(&dq).await;
 }
 
+#[tokio::test]
+async fn format3_upgraded_loses_nothing_and_delivers_each_message_once_in_its_groups_order() {
+    let (_server, dq) = setup().await;
+    load(&dq, FORMAT3).await;
+    for name in dq.queues().await.expect("queues") {
+        let format = queue(&dq, name.as_str())
+            .upgrade_format()
+            .await
+            .expect("upgrade");
+        assert!(format.is_current(), "{name}: {format:?}");
+    }
+    whole_and_delivered_once(&dq, delayq::DATA_FORMAT, true).await;
+    crate::data_set_groups::check_and_deliver_once(&dq).await;
+}
+
 /// Checks the loaded data set: every message, setting and schedule where the writer left
 /// it, each queue's data of `format`, and each message delivered once. `with_groups`: the
 /// data set has a queue of groups too (format 3 on), which `data_set_groups.rs` checks.
