@@ -88,6 +88,7 @@ mod dead_letters;
 mod delivery;
 mod error;
 mod error_history;
+mod expiry;
 mod extension;
 mod formats;
 mod groups;
@@ -129,6 +130,7 @@ pub use dead_letters::DeadLetters;
 pub use delivery::Delivery;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
+pub use expiry::MAX_TTL;
 pub use extension::{EXPIRY_FORMAT, GROUPS_FORMAT};
 pub use formats::{DATA_FORMAT, FIRST_FORMAT};
 pub use groups::{
@@ -143,7 +145,7 @@ pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
     Backoff, Config, Message, PayloadKind, ReceiveOptions, Schedule, SendOptions, StepDelays,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, MAX_BACKOFF_STEPS, MAX_BATCH, MAX_DELAY, MAX_PRIORITY,
-    MAX_REPLICA_WAIT, MAX_TTL,
+    MAX_REPLICA_WAIT,
 };
 pub use partitions::MAX_PARTITIONS;
 pub use queue::Queue;

@@ -4,6 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::InvalidInput;
+use crate::expiry::Expiry;
 
 /// Longest delay (and backoff step) delayq accepts: about ten years. Anything longer is almost
 /// certainly a unit mistake.
@@ -306,54 +307,6 @@ pub struct SendOptions {
     pub(crate) priority: u8,
     pub(crate) group: Option<String>,
     pub(crate) expiry: Option<Expiry>,
-}
-
-/// When a message that was not delivered in time expires ([`SendOptions::ttl`],
-/// [`SendOptions::expires_at`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Expiry {
-    /// This long after its due time.
-    AfterDue(Duration),
-    /// At this time, unix ms.
-    At(u64),
-}
-
-/// Longest [`SendOptions::ttl`].
-pub const MAX_TTL: Duration = Duration::from_secs(366 * 24 * 3600);
-
-impl Expiry {
-    /// Checks it against the message's due time `due` (by this host's clock: the server's
-    /// decides in the end, and a deadline it finds already passed expires the message at
-    /// its first claim).
-    pub(crate) fn check(self, due: DueSpec) -> Result<(), InvalidInput> {
-        match self {
-            Expiry::AfterDue(ttl) => {
-                if ttl.is_zero() || ttl > MAX_TTL {
-                    return Err(InvalidInput::Option(format!(
-                        "a ttl is 1 ms to {} days, not {ttl:?}",
-                        MAX_TTL.as_secs() / 86_400
-                    )));
-                }
-            }
-            Expiry::At(at_ms) => {
-                let due_ms = due.due_us(now_ms() * 1000) / 1000;
-                if at_ms <= due_ms {
-                    return Err(InvalidInput::Option(format!(
-                        "expires-at {at_ms} ms is not after the message is due ({due_ms} ms)"
-                    )));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// As `send.lua` takes it after the due time and a '/': `<ms after due>` or `@<unix ms>`.
-    pub(crate) fn arg(self) -> String {
-        match self {
-            Expiry::AfterDue(ttl) => ttl.as_millis().to_string(),
-            Expiry::At(ms) => format!("@{ms}"),
-        }
-    }
 }
 
 /// Longest wait for replicas ([`SendOptions::replicas`]).

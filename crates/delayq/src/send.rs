@@ -365,7 +365,7 @@ pub(crate) fn prepare(
     options.backoff.validate()?;
     let due = options.schedule.to_spec()?;
     if let Some(expiry) = options.expiry {
-        expiry.check(due)?;
+        expiry.check(due.due_us(crate::options::now_ms() * 1000) / 1000)?;
     }
     if let Some(timeout) = options.handler_timeout {
         crate::options::check_handler_timeout(timeout)?;

@@ -115,10 +115,10 @@ impl Setting {
             }
             Setting::DefaultTtl(None) => Ok(vec![("ttl_ms", String::new())]),
             Setting::DefaultTtl(Some(ttl)) => {
-                if ttl.is_zero() || ttl > crate::options::MAX_TTL {
+                if ttl.is_zero() || ttl > crate::expiry::MAX_TTL {
                     return Err(InvalidInput::Option(format!(
                         "a default ttl is 1 ms to {} days, not {ttl:?}",
-                        crate::options::MAX_TTL.as_secs() / 86_400
+                        crate::expiry::MAX_TTL.as_secs() / 86_400
                     ))
                     .into());
                 }

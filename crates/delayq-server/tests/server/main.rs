@@ -7,6 +7,7 @@ mod auth;
 mod browse;
 mod browser;
 mod cli;
+mod cli_settings;
 mod consume;
 mod embedded;
 mod errors;

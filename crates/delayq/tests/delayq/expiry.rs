@@ -195,6 +195,7 @@ async fn bad_deadlines_are_refused() {
         SendOptions::new().ttl(Duration::ZERO),
         SendOptions::new().ttl(Duration::from_secs(400 * 24 * 3600)),
         SendOptions::new().expires_at(now_ms().saturating_sub(1000)),
+        SendOptions::new().expires_at(u64::MAX),
         SendOptions::new()
             .delay(Duration::from_secs(3600))
             .expires_at(now_ms() + 60_000),
