@@ -111,6 +111,9 @@ pub struct Stats {
     /// Expired messages are dropped rather than dead-lettered
     /// ([`Setting::OnExpire`](crate::Setting::OnExpire)).
     pub drop_expired: bool,
+    /// Sends due further out than this are refused
+    /// ([`Setting::MaxDelay`](crate::Setting::MaxDelay)); None: no limit of the queue's own.
+    pub max_delay: Option<std::time::Duration>,
 }
 
 /// At most `per_second` deliveries per second from a queue, across all its consumers, with

@@ -38,11 +38,13 @@ pub(crate) async fn send(core: &QueueCore, payload: &[u8], options: &SendOptions
         None => {
             let mut inv = invocation(layout.part(k), &SCRIPTS.send);
             send_args(&mut *inv, &layout, k, [(options, &prepared)]);
-            core.invoke(&inv).await?
+            core.invoke(&inv).await.map_err(refused_by_send)?
         }
         Some(replicas) => {
             let cmd = replicated_send(&layout, k, [(options, &prepared)]);
-            send_and_wait(core, layout.part(k), cmd, replicas).await?
+            send_and_wait(core, layout.part(k), cmd, replicas)
+                .await
+                .map_err(refused_by_send)?
         }
     };
     let mut sent = parse_sent(value, &[(options, prepared.0)], layout.count())?;
@@ -118,7 +120,9 @@ async fn send_group(
             .iter()
             .map(|&i| (&messages[i].options, &prepared[i]));
         let cmd = replicated_send(layout, k, items);
-        let value = send_and_wait(core, layout.part(k), cmd, replicas).await?;
+        let value = send_and_wait(core, layout.part(k), cmd, replicas)
+            .await
+            .map_err(refused_by_send)?;
         let specs: Vec<_> = positions
             .iter()
             .map(|&i| (&messages[i].options, prepared[i].0))
@@ -145,7 +149,25 @@ async fn send_group(
         .iter()
         .map(|&i| (&messages[i].options, prepared[i].0))
         .collect();
-    parse_sent(core.invoke(&inv).await?, &specs, layout.count())
+    let value = core.invoke(&inv).await.map_err(refused_by_send)?;
+    parse_sent(value, &specs, layout.count())
+}
+
+/// `send.lua`'s refusal of a message due further out than the queue's max delay, as the
+/// bad input it is (nothing was written); any other error as it is.
+fn refused_by_send(e: Error) -> Error {
+    const OVER: &str = "delayq: over the max delay: ";
+    match &e {
+        Error::Redis(r) => match r.to_string().split_once(OVER) {
+            Some((_, why)) => InvalidInput::Schedule(format!(
+                "over the queue's max delay: {}",
+                why.split(" script:").next().unwrap_or(why).trim()
+            ))
+            .into(),
+            None => e,
+        },
+        _ => e,
+    }
 }
 
 pub(crate) fn count_sent(core: &QueueCore, sent: &[Sent]) {
@@ -175,8 +197,17 @@ async fn send_generated<'p>(
         // As send.lua does: sequence numbers of partition k are k modulo P.
         reserve.cmd("SET").arg(keys.seq()).arg(k).arg("NX");
     }
-    reserve.incr(keys.seq(), count * stride).cmd("TIME");
+    reserve
+        .incr(keys.seq(), count * stride)
+        .cmd("TIME")
+        .hget(keys.control(), "max_delay_ms");
     let mut replies = conn.transaction_at(keys.slot(), &reserve).await?;
+    // As send.lua does: a message due further out than the queue's max delay is refused, and
+    // nothing is written (the sequence numbers reserved are skipped, as a failed send's are).
+    let max_delay_ms = match replies.pop() {
+        Some(Value::BulkString(ms)) => std::str::from_utf8(&ms).ok().and_then(|t| t.parse().ok()),
+        _ => None,
+    };
     let time = replies.pop();
     let last_seq = replies.pop();
     let (Some(Value::Int(last_seq)), Some(Value::Array(time))) = (last_seq, time) else {
@@ -199,10 +230,24 @@ async fn send_generated<'p>(
     }
     let first_seq = last_seq as u64 - count * stride;
     let now_us = secs * 1_000_000 + micros;
+    let prepared: Vec<_> = prepared.collect();
+    if let Some(max_ms) = max_delay_ms {
+        let furthest = prepared
+            .iter()
+            .map(|(spec, _)| spec.due_us(now_us).saturating_sub(now_us) / 1000)
+            .max()
+            .unwrap_or(0);
+        if furthest > max_ms {
+            return Err(InvalidInput::Schedule(format!(
+                "over the queue's max delay: due {furthest} ms from now, at most {max_ms} ms"
+            ))
+            .into());
+        }
+    }
     let mut zadd = redis::cmd("ZADD");
     zadd.arg(keys.pending());
     let mut sent = Vec::with_capacity(count as usize);
-    for ((spec, body), i) in prepared.zip(1..) {
+    for ((spec, body), i) in prepared.into_iter().zip(1..) {
         let seq = first_seq + i * stride;
         let due_us = spec.due_us(now_us);
         zadd.arg("0").arg(record::with_sort_key(due_us, seq, body));

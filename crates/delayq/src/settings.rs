@@ -58,6 +58,11 @@ pub enum Setting {
     /// What an expired message becomes: a dead letter with the error `expired` (the
     /// default), or nothing ([`OnExpire::Drop`]).
     OnExpire(OnExpire),
+    /// Sends due further out than this (from the Redis server's now) are refused with
+    /// [`InvalidInput::Schedule`](crate::InvalidInput::Schedule), nothing written: a guard
+    /// against a producer's unit mix-up (seconds for milliseconds) parking messages for
+    /// years. 1 ms to [`MAX_DELAY`](crate::MAX_DELAY); `None` lifts it.
+    MaxDelay(Option<Duration>),
 }
 
 /// What becomes of a message that expired ([`Setting::OnExpire`]).
@@ -125,6 +130,20 @@ impl Setting {
                 Ok(vec![(
                     "ttl_ms",
                     checked_ms(ttl, "default ttl")?.to_string(),
+                )])
+            }
+            Setting::MaxDelay(None) => Ok(vec![("max_delay_ms", String::new())]),
+            Setting::MaxDelay(Some(d)) => {
+                if d.is_zero() || d > crate::MAX_DELAY {
+                    return Err(InvalidInput::Option(format!(
+                        "a queue's max delay is 1 ms to {} days, not {d:?}",
+                        crate::MAX_DELAY.as_secs() / 86_400
+                    ))
+                    .into());
+                }
+                Ok(vec![(
+                    "max_delay_ms",
+                    checked_ms(d, "max delay")?.to_string(),
                 )])
             }
             Setting::OnExpire(action) => Ok(vec![(

@@ -35,6 +35,7 @@ pub(crate) async fn stats(core: &QueueCore) -> Result<Stats> {
         total.group_rate_limit = total.group_rate_limit.or(s.group_rate_limit);
         total.default_ttl = total.default_ttl.or(s.default_ttl);
         total.drop_expired |= s.drop_expired;
+        total.max_delay = total.max_delay.or(s.max_delay);
         total.data_format = match total.data_format {
             0 => s.data_format,
             f => f.min(s.data_format),
@@ -64,5 +65,8 @@ async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
             .filter(|ms| *ms > 0)
             .map(Duration::from_millis),
         drop_expired: r.uint()? == 1,
+        max_delay: Some(r.uint()?)
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis),
     })
 }

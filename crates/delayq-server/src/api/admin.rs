@@ -50,6 +50,8 @@ struct StatsOut {
     default_ttl_ms: Option<u64>,
     /// What an expired message becomes: "dead_letter" or "drop".
     on_expire: &'static str,
+    /// Sends due further out than this are refused (null: no limit of the queue's own).
+    max_delay_ms: Option<u64>,
 }
 
 impl StatsOut {
@@ -76,6 +78,7 @@ impl StatsOut {
             } else {
                 "dead_letter"
             },
+            max_delay_ms: s.max_delay.map(|d| d.as_millis() as u64),
         })
     }
 }
@@ -198,6 +201,11 @@ pub struct QueueSettings {
     /// error `expired`) or `"drop"` (gone).
     #[schema(value_type = Option<String>, pattern = "^(dead_letter|drop)$")]
     on_expire: Option<String>,
+    /// Sends due further out than this from now are refused with 400 `invalid_schedule`
+    /// (`"30d"` or ms); `null` lifts it.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schema(value_type = Option<DurationArg>)]
+    max_delay: Option<Option<DurationArg>>,
 }
 
 /// A rate limit: deliveries per second, and how many at once after a quiet spell.
@@ -265,6 +273,10 @@ pub async fn configure(
     if let Some(ttl) = settings.default_ttl {
         let ttl = ttl.map(|t| t.get("default_ttl")).transpose()?;
         changes.push(delayq::Setting::DefaultTtl(ttl));
+    }
+    if let Some(max) = settings.max_delay {
+        let max = max.map(|d| d.get("max_delay")).transpose()?;
+        changes.push(delayq::Setting::MaxDelay(max));
     }
     if let Some(action) = settings.on_expire {
         let action = match action.as_str() {

@@ -456,6 +456,7 @@ pub(super) fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
             .map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
         "default_ttl_ms": s.default_ttl.map(|d| d.as_millis() as u64),
         "on_expire": if s.drop_expired { "drop" } else { "dead_letter" },
+        "max_delay_ms": s.max_delay.map(|d| d.as_millis() as u64),
     })
 }
 

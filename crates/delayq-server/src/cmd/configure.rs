@@ -55,6 +55,12 @@ pub struct ConfigureArgs {
     /// What an expired message becomes: dead-letter (the default) or drop.
     #[arg(long, value_parser = ["dead-letter", "drop"])]
     pub on_expire: Option<String>,
+    /// Refuse sends due further out than this (e.g. 30d).
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "no_max_delay")]
+    pub max_delay: Option<Duration>,
+    /// Lift the queue's max delay.
+    #[arg(long)]
+    pub no_max_delay: bool,
 }
 
 pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
@@ -73,6 +79,8 @@ pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
         default_ttl,
         no_default_ttl,
         on_expire,
+        max_delay,
+        no_max_delay,
     } = args;
     if idempotency_window.is_none()
         && rate_limit.is_none()
@@ -84,12 +92,14 @@ pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
         && default_ttl.is_none()
         && !no_default_ttl
         && on_expire.is_none()
+        && max_delay.is_none()
+        && !no_max_delay
     {
         bail!(
             "nothing to change: give --idempotency-window, --rate-limit, \
              --no-rate-limit, --group-concurrency, --no-group-concurrency, \
              --group-rate-limit, --no-group-rate-limit, --default-ttl, \
-             --no-default-ttl or --on-expire"
+             --no-default-ttl, --on-expire, --max-delay or --no-max-delay"
         );
     }
     let q = common.connect().await?.queue(&queue)?;
@@ -119,6 +129,9 @@ pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
     }
     if default_ttl.is_some() || no_default_ttl {
         changes.push(Setting::DefaultTtl(default_ttl));
+    }
+    if max_delay.is_some() || no_max_delay {
+        changes.push(Setting::MaxDelay(max_delay));
     }
     if let Some(action) = on_expire {
         changes.push(Setting::OnExpire(if action == "drop" {

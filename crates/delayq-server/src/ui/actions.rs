@@ -36,6 +36,8 @@ pub struct ActionForm {
     ttl: Option<String>,
     /// Expiry: `dead_letter` or `drop`.
     on_expire: Option<String>,
+    /// The queue's max delay (`30d`; empty: none).
+    max_delay: Option<String>,
 }
 
 /// A number a form asks for (`what` names it in the error): a whole number, or empty for
@@ -60,16 +62,24 @@ fn optional_rate(form: &ActionForm) -> Result<Option<delayq::RateLimit>, String>
     Ok(Some(delayq::RateLimit { per_second, burst }))
 }
 
-/// The expiry form's settings: a default ttl (empty: none) and what an expired message
-/// becomes.
-fn expiry_settings(form: &ActionForm) -> Result<[delayq::Setting; 2], String> {
-    let ttl = match form.ttl.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-        None => None,
-        Some(t) => Some(
-            humantime::parse_duration(t)
-                .map_err(|e| format!("a default ttl is a duration like 10m, not {t:?}: {e}"))?,
-        ),
-    };
+/// A duration a form asks for (`what` names it in the error), or empty for none.
+fn optional_duration(
+    text: Option<&str>,
+    what: &str,
+) -> Result<Option<std::time::Duration>, String> {
+    match text.map(str::trim).filter(|t| !t.is_empty()) {
+        None => Ok(None),
+        Some(t) => humantime::parse_duration(t)
+            .map(Some)
+            .map_err(|e| format!("{what} is a duration like 10m, not {t:?}: {e}")),
+    }
+}
+
+/// The expiry form's settings: a default ttl (empty: none), what an expired message
+/// becomes, and the longest delay a send may ask for (empty: none).
+fn expiry_settings(form: &ActionForm) -> Result<[delayq::Setting; 3], String> {
+    let ttl = optional_duration(form.ttl.as_deref(), "a default ttl")?;
+    let max_delay = optional_duration(form.max_delay.as_deref(), "a max delay")?;
     let action = match form.on_expire.as_deref().unwrap_or("dead_letter") {
         "dead_letter" => delayq::OnExpire::DeadLetter,
         "drop" => delayq::OnExpire::Drop,
@@ -78,6 +88,7 @@ fn expiry_settings(form: &ActionForm) -> Result<[delayq::Setting; 2], String> {
     Ok([
         delayq::Setting::DefaultTtl(ttl),
         delayq::Setting::OnExpire(action),
+        delayq::Setting::MaxDelay(max_delay),
     ])
 }
 

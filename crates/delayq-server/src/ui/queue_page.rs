@@ -152,6 +152,10 @@ async fn render(
                         option value="drop" selected[stats.drop_expired] { "drop" }
                     }
                 }
+                label { "Refuse sends due in more than "
+                    input type="text" name="max_delay" placeholder="no limit" aria-label="Max delay" size="8"
+                        value=[stats.max_delay.map(|d| humantime::format_duration(d).to_string())];
+                }
                 button type="submit" { "Set" }
             }
             form.row #group-rate-limit method="post" action=(format!("{base}/act")) {

@@ -86,6 +86,12 @@ fn send_takes_a_ttl_and_configure_sets_expiry() {
     );
     let lifted = json(&redis, &["configure", "orders", "--no-default-ttl"]);
     assert!(lifted["default_ttl_ms"].is_null(), "{lifted}");
+    let bounded = json(&redis, &["configure", "orders", "--max-delay", "1d"]);
+    assert_eq!(bounded["max_delay_ms"], 86_400_000);
+    let refused = fails(&redis, &["send", "orders", "x", "--delay", "2d"]);
+    assert!(refused.contains("max delay"), "{refused}");
+    let lifted = json(&redis, &["configure", "orders", "--no-max-delay"]);
+    assert!(lifted["max_delay_ms"].is_null(), "{lifted}");
     let refused = fails(&redis, &["send", "orders", "x", "--ttl", "0s"]);
     assert!(refused.contains("ttl"), "{refused}");
 }

@@ -205,14 +205,60 @@ async fn the_dashboard_sets_expiry_and_shows_a_messages_deadline() {
             ("csrf", &csrf_in(&page)),
             ("ttl", "10m"),
             ("on_expire", "drop"),
+            ("max_delay", "30d"),
         ],
     )
     .await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
     let (_, stats) = s.get("/v1/queues/ui").await;
     assert_eq!(
-        (&stats["default_ttl_ms"], &stats["on_expire"]),
-        (&json!(600_000), &json!("drop"))
+        (
+            &stats["default_ttl_ms"],
+            &stats["on_expire"],
+            &stats["max_delay_ms"]
+        ),
+        (&json!(600_000), &json!("drop"), &json!(2_592_000_000u64))
     );
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_queues_max_delay_refuses_sends_further_out_with_400() {
+    let s = TestServer::start().await;
+    let (status, stats) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/bounded",
+            Some(json!({ "max_delay": "1h" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{stats}");
+    assert_eq!(stats["max_delay_ms"], 3_600_000);
+    for body in [
+        json!({ "payload": 1, "delay": "2h" }),
+        json!({ "payload": 1, "delay": "2h", "id": "c1" }),
+    ] {
+        let refused = s.post("/v1/queues/bounded/messages", body).await;
+        assert_error(&refused, StatusCode::BAD_REQUEST, "invalid_schedule");
+    }
+    let refused = s
+        .post(
+            "/v1/queues/bounded/batch",
+            json!({ "messages": [{ "payload": 1 }, { "payload": 2, "delay": "3h" }] }),
+        )
+        .await;
+    assert_error(&refused, StatusCode::BAD_REQUEST, "invalid_schedule");
+    let (_, stats) = s.get("/v1/queues/bounded").await;
+    assert_eq!((&stats["ready"], &stats["delayed"]), (&json!(0), &json!(0)));
+    send(&s, "bounded", json!({ "payload": 1, "delay": "30m" })).await;
+    let (status, stats) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/bounded",
+            Some(json!({ "max_delay": null })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{stats}");
+    assert_eq!(stats["max_delay_ms"], json!(null));
     s.shutdown().await;
 }

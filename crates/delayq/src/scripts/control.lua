@@ -21,6 +21,7 @@
 --   ttl_ms     a message without a deadline of its own expires when claimed more than
 --              this long after it was due (expiry.lua)
 --   on_expire  'drop': an expired message is gone; none: a dead letter (expiry.lua)
+--   max_delay_ms  sends due further out than this from now are refused (send.lua)
 --   grate      each group's rate limit as '<per second>/<burst>' (groups.lua), unless a
 --              group has its own; a group held for it comes back within a second.
 -- Returns: how many settings this changed.
@@ -28,7 +29,7 @@ check_groups(2, 'control')
 local patterns = {
   paused = '^1$', window_ms = '^[1-9]%d*$', rate = '^%d+%.?%d*$', burst = '^[1-9]%d*$',
   limit = '^[1-9]%d*/[1-9]%d*$', push = '^1$', gconc = '^[1-9]%d*$',
-  ttl_ms = '^[1-9]%d*$', on_expire = '^drop$',
+  ttl_ms = '^[1-9]%d*$', on_expire = '^drop$', max_delay_ms = '^[1-9]%d*$',
   grate = '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?/[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?$',
 }
 -- Every pair is checked before the first write.

@@ -65,6 +65,17 @@ for i = 1, n do
   end
   prios[i] = tonumber(p)
 end
+-- The queue's longest delay: a send due further out is refused, nothing written (the client
+-- knows the error by its prefix).
+local max_delay = tonumber(redis.call('HGET', k.control, 'max_delay_ms') or '')
+if max_delay then
+  for i = 1, n do
+    if dues[i] - now > max_delay * 1000 then
+      error('delayq: over the max delay: due ' .. to_ms(dues[i] - now) .. ' ms from now, at most '
+        .. max_delay .. ' ms')
+    end
+  end
+end
 -- The groups of the grouped messages, by position (only the group is read of a record); their
 -- partition must be of format 3 or later (an older delayq would deliver them without their
 -- group's turn or limit). Checked before the first write.

@@ -19,6 +19,7 @@ mod groups;
 mod history;
 mod idempotency;
 mod leases;
+mod max_delay;
 mod memory;
 mod multi_queue;
 mod ops;
