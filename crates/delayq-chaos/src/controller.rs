@@ -15,7 +15,7 @@ use rand::Rng;
 use redis_fixture::{Proxy, RedisServer, Reply, ServerConfig};
 
 use crate::checker;
-use crate::evidence::{dead_letters, ClusterRun, Leftovers, MasterKill, FREEZE};
+use crate::evidence::{ClusterRun, DeadOne, Leftovers, MasterKill, FREEZE};
 use crate::failover::Cluster;
 use crate::history::{now_us, Event, Fault, Recorder};
 use crate::plan;
@@ -164,7 +164,7 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
         }),
         Backend::Cluster(_) => drained,
     };
-    let leftovers = run.leftovers();
+    let mut leftovers = run.leftovers();
     run.stop_all();
     let (lookup, cluster) = match &run.backend {
         Backend::Single { redis, .. } => (Lookup::new(&[redis.url()], false)?, None),
@@ -177,6 +177,7 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
             }),
         ),
     };
+    leftovers.dead_letters = lookup.dead_letters()?;
     let report = checker::check(&dir, &leftovers, &run.counts, cluster.as_ref(), &|id| {
         lookup.exists(id)
     })?;
@@ -231,6 +232,27 @@ impl Lookup {
     /// on a failed lookup).
     fn exists(&self, id: &str) -> bool {
         !matches!(self.runtime.block_on(self.queue.get(id)), Ok(None))
+    }
+
+    /// Every dead letter, with its payload and last error.
+    fn dead_letters(&self) -> Result<Vec<DeadOne>, String> {
+        let mut all = Vec::new();
+        loop {
+            let page = self
+                .runtime
+                .block_on(self.queue.dead_letters().list(all.len() as u64, 1000))
+                .map_err(|e| format!("reading the dead letters: {e}"))?;
+            let full = page.len() == 1000;
+            all.extend(page.into_iter().map(|d| DeadOne {
+                payload: crate::history::Payload::parse(&d.payload),
+                id: d.id,
+                died_ms: d.died_at_ms,
+                last_error: d.last_error,
+            }));
+            if !full {
+                return Ok(all);
+            }
+        }
     }
 }
 
@@ -653,12 +675,7 @@ impl Run {
                 _ => u64::MAX,
             }
         };
-        let mut left = Leftovers::counted(count);
-        let dead = format!("dq:{{{}}}:dead", plan::QUEUE);
-        if let Ok(reply) = redis.command(&["ZRANGE", &dead, "0", "-1", "WITHSCORES"]) {
-            left.dead_letters = dead_letters(reply);
-        }
-        left
+        Leftovers::counted(count)
     }
 
     /// SIGTERMs every process and waits for each (killing what does not stop in time).

@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use redis_fixture::Reply;
-
 /// How long Redis stays frozen.
 pub const FREEZE: Duration = Duration::from_secs(3);
 
@@ -22,8 +20,19 @@ pub struct Leftovers {
     pub held: u64,
     pub dead_records: u64,
     pub errors: u64,
-    /// The dead letters, each with when it died (unix ms): those with a deadline expired.
-    pub dead_letters: Vec<(String, u64)>,
+    /// The dead letters (read through the library after the run).
+    pub dead_letters: Vec<DeadOne>,
+}
+
+/// A dead letter left after the run.
+#[derive(Debug, Clone)]
+pub struct DeadOne {
+    pub id: String,
+    /// When it died (unix ms, Redis's clock).
+    pub died_ms: u64,
+    /// Its payload's message number and not-before time (µs), if it is a payload of the run.
+    pub payload: Option<crate::history::Payload>,
+    pub last_error: Option<String>,
 }
 
 impl Leftovers {
@@ -42,23 +51,6 @@ impl Leftovers {
             dead_letters: Vec::new(),
         }
     }
-}
-
-/// The dead letters in a reply of `ZRANGE <dead> 0 -1 WITHSCORES`: id, died at (ms).
-pub fn dead_letters(reply: Reply) -> Vec<(String, u64)> {
-    let Reply::Array(Some(items)) = reply else {
-        return Vec::new();
-    };
-    items
-        .chunks(2)
-        .filter_map(|pair| match pair {
-            [Reply::Bulk(Some(id)), Reply::Bulk(Some(score))] => Some((
-                String::from_utf8_lossy(id).into_owned(),
-                String::from_utf8_lossy(score).parse().ok()?,
-            )),
-            _ => None,
-        })
-        .collect()
 }
 
 /// One master kill, with when each step happened (µs, this host's clock).

@@ -37,11 +37,13 @@ struct Placed<'a> {
 
 /// Checks every group. `holds` have their ends filled in (a killed holder's at its kill);
 /// `groups` maps message ids to their groups; `acked` gives each id's send acknowledgement
-/// time (µs).
+/// time (µs); `expired` when each message that expired died (µs): it left its group then,
+/// as a message that is done does.
 pub fn check(
     holds: &HashMap<String, Vec<Hold>>,
     groups: &HashMap<String, String>,
     acked: &HashMap<String, (u64, u64)>,
+    expired: &HashMap<String, u64>,
 ) -> GroupVerdict {
     let mut by_group: HashMap<&str, Vec<&str>> = HashMap::new();
     for (id, group) in groups {
@@ -94,6 +96,7 @@ pub fn check(
                         .iter()
                         .filter(|h| h.outcome == Some(Outcome::Ok))
                         .filter_map(|h| h.end)
+                        .chain(expired.get(*id).copied())
                         .min(),
                 })
             })

@@ -15,9 +15,12 @@ pub const MAX_ATTEMPTS: u16 = 100;
 /// Lease of every delivery. Short, so that a frozen Redis outlives it.
 pub const LEASE: Duration = Duration::from_secs(2);
 
+/// The longest retry delay of [`backoff`].
+pub const BACKOFF_CAP: Duration = Duration::from_secs(2);
+
 /// Retry policy of every message: quick, so that retries happen within the run.
 pub fn backoff() -> Backoff {
-    Backoff::exponential(Duration::from_millis(100), Duration::from_secs(2)).with_jitter(20)
+    Backoff::exponential(Duration::from_millis(100), BACKOFF_CAP).with_jitter(20)
 }
 
 /// Groups the run's grouped messages spread over.

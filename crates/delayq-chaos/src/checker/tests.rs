@@ -133,14 +133,19 @@ fn start_claimed(pid: u32, n: u64, token: &str, at_us: u64, lease_ms: u64) -> Ev
     e
 }
 
-/// Redis after the run: message `n` a dead letter that died at `died_ms`, with its record
-/// and its error.
-fn dead_in_redis(n: u64, died_ms: u64) -> Leftovers {
+/// Redis after the run: message `n` a dead letter that died at `died_ms` with `error`, with
+/// its record and its error.
+fn dead_in_redis(n: u64, died_ms: u64, error: &str) -> Leftovers {
     Leftovers {
         dead: 1,
         dead_records: 1,
         errors: 1,
-        dead_letters: vec![(format!("m{n}"), died_ms)],
+        dead_letters: vec![crate::evidence::DeadOne {
+            id: format!("m{n}"),
+            died_ms,
+            payload: None,
+            last_error: Some(error.into()),
+        }],
         ..Leftovers::default()
     }
 }
@@ -497,16 +502,27 @@ fn a_delivery_claimed_before_its_deadline_passes_and_one_claimed_at_it_fails() {
 }
 
 #[test]
-fn an_expired_message_is_a_dead_letter_after_its_deadline_never_one_before() {
+fn an_expired_message_is_a_dead_letter_no_earlier_than_its_deadline_less_a_backoff() {
+    let backoff = crate::plan::BACKOFF_CAP.as_millis() as u64;
     let events = [sent_expiring(1, 5_000)];
-    let r = verdict_left(&events, true, None, &dead_in_redis(1, 5_000));
-    assert!(r.passed, "{}", r.table);
-    assert_row(&r, "expired (dead letters, at or after their deadline)", 1);
-    assert_row(&r, "acknowledged sends never processed", 0);
-    let r = verdict_left(&events, true, None, &dead_in_redis(1, 4_999));
+    // At its deadline, or a backoff before it (a retry that would start after it).
+    for died in [5_000, 5_000 - backoff] {
+        let r = verdict_left(&events, true, None, &dead_in_redis(1, died, "expired"));
+        assert!(r.passed, "{}", r.table);
+        assert_row(&r, "expired (dead letters)", 1);
+        assert_row(&r, "acknowledged sends never processed", 0);
+    }
+    let early = dead_in_redis(1, 5_000 - backoff - 1, "expired");
+    let r = verdict_left(&events, true, None, &early);
     assert!(!r.passed, "{}", r.table);
-    assert_row(&r, "dead letters with a deadline that died before it", 1);
-    // Without a deadline, a dead letter is stuck.
-    let r = verdict_left(&[sent(1)], true, None, &dead_in_redis(1, 5_000));
+    assert_row(
+        &r,
+        "expired dead letters that died more than a backoff before their deadline",
+        1,
+    );
+    // Without a deadline, or dead for another reason, a dead letter is stuck.
+    let r = verdict_left(&[sent(1)], true, None, &dead_in_redis(1, 5_000, "expired"));
+    assert!(!r.passed, "{}", r.table);
+    let r = verdict_left(&events, true, None, &dead_in_redis(1, 5_000, "boom"));
     assert!(!r.passed, "{}", r.table);
 }

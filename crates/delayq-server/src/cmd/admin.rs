@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use delayq::{CancelOutcome, PayloadKind, Schedule, SendOptions, Stats};
 use serde_json::{json, Value};
 
-use super::common::{parse_backoff, payload_text, print, time_text, Common};
+use super::common::{parse_backoff, payload_text, print, stats_json, time_text, Common};
 
 /// The admin commands.
 #[derive(clap::Subcommand)]
@@ -442,22 +442,6 @@ fn schedule(
 fn unix_ms(t: std::time::SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-pub(super) fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
-    json!({
-        "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
-        "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "partitions": partitions,
-        "paused": s.paused, "idempotency_window_ms": s.idempotency_window.as_millis() as u64,
-        "rate_limit": s.rate_limit.map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
-        "data_format": s.data_format, "groups": s.groups,
-        "group_concurrency": s.group_concurrency,
-        "group_rate_limit": s.group_rate_limit
-            .map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
-        "default_ttl_ms": s.default_ttl.map(|d| d.as_millis() as u64),
-        "on_expire": if s.drop_expired { "drop" } else { "dead_letter" },
-        "max_delay_ms": s.max_delay.map(|d| d.as_millis() as u64),
-    })
 }
 
 fn stats_table(rows: &[(String, Stats, u16)]) -> String {

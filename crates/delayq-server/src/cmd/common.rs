@@ -4,8 +4,8 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use delayq::{Backoff, DelayQ, PayloadKind};
-use serde_json::Value;
+use delayq::{Backoff, DelayQ, PayloadKind, Stats};
+use serde_json::{json, Value};
 
 use super::redis_args::RedisArgs;
 
@@ -101,4 +101,21 @@ pub(super) fn parse_backoff(spec: &str) -> Result<Backoff, String> {
             "{spec:?}: give fixed:30s, exponential:1s..10m, linear:30s..10m or list:30s,2m,10m"
         )),
     }
+}
+
+/// A queue's stats and settings as `--json` prints them.
+pub(super) fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
+    json!({
+        "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
+        "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "partitions": partitions,
+        "paused": s.paused, "idempotency_window_ms": s.idempotency_window.as_millis() as u64,
+        "rate_limit": s.rate_limit.map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
+        "data_format": s.data_format, "groups": s.groups,
+        "group_concurrency": s.group_concurrency,
+        "group_rate_limit": s.group_rate_limit
+            .map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
+        "default_ttl_ms": s.default_ttl.map(|d| d.as_millis() as u64),
+        "on_expire": if s.drop_expired { "drop" } else { "dead_letter" },
+        "max_delay_ms": s.max_delay.map(|d| d.as_millis() as u64),
+    })
 }

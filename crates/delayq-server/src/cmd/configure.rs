@@ -6,8 +6,7 @@ use std::time::Duration;
 use anyhow::bail;
 use delayq::Setting;
 
-use super::admin::stats_json;
-use super::common::{print, Common};
+use super::common::{print, stats_json, Common};
 
 /// The settings to change; those not given stay as they are.
 #[derive(clap::Args)]
