@@ -101,7 +101,7 @@ impl Scheduler {
             }
             let horizon = server_now(offset_ms) + lead_ms;
             let mut wake_at = None;
-            for entry in entries.values_mut() {
+            for entry in entries.values_mut().filter(|e| !e.def.paused) {
                 entry.fire(horizon, grace_ms).await;
                 let from = entry.done_ms.unwrap_or(0).max(entry.def.created_ms);
                 if let Some(next) = entry.def.recurrence.next_after(from) {

@@ -68,8 +68,11 @@ pub struct ScheduleInfo {
     pub created_ms: u64,
     /// The last tick sent as a message, if any.
     pub last_tick_ms: Option<u64>,
-    /// The next few ticks after now (or after the last tick sent, if later).
+    /// The next few ticks after now (or after the last tick sent, if later); while it is
+    /// paused, those it would fire once resumed.
     pub next_ticks_ms: Vec<u64>,
+    /// Paused ([`Schedules::pause`]): no scheduler fires it until it is resumed.
+    pub paused: bool,
 }
 
 /// A definition read back from Redis: what a scheduler needs to fire it.
@@ -82,6 +85,8 @@ pub(crate) struct Definition {
     pub(crate) priority: u8,
     /// The record body of its messages, without an id.
     pub(crate) body: Vec<u8>,
+    /// Paused: schedulers fire none of its ticks.
+    pub(crate) paused: bool,
 }
 
 /// The caller id of tick `tick_ms` of schedule `name`.
@@ -161,6 +166,15 @@ impl<'a> Schedules<'a> {
         fields.push(("created_ms", created_ms.to_string().into()));
         fields.push(("priority", options.priority.to_string().into()));
         fields.push(("body", body));
+        // A paused schedule stays paused when it is put again.
+        let paused: Option<String> = redis::cmd("HGET")
+            .arg(&key)
+            .arg("paused")
+            .query_async(&mut conn)
+            .await?;
+        if paused.as_deref() == Some("1") {
+            fields.push(("paused", b"1".to_vec()));
+        }
         // The definition holds a record body, which is this partition's data format's.
         let layout = self.queue.layout().await?;
         self.queue.admit(layout.part(0)).await?;
@@ -274,6 +288,33 @@ impl<'a> Schedules<'a> {
             }
         }
         Ok(deleted)
+    }
+
+    /// Pauses schedule `name`: schedulers fire none of its ticks until it is resumed (each
+    /// sees the change within its refresh interval; a tick already sent ahead is a message
+    /// like any other). False when there is no such schedule.
+    pub async fn pause(&self, name: &str) -> Result<bool> {
+        self.set_paused(name, true).await
+    }
+
+    /// Resumes schedule `name`. The ticks it skipped while paused count as missed: its
+    /// [`MissedTicks`] policy says which of them fire now. False when there is no such
+    /// schedule.
+    pub async fn resume(&self, name: &str) -> Result<bool> {
+        self.set_paused(name, false).await
+    }
+
+    async fn set_paused(&self, name: &str, paused: bool) -> Result<bool> {
+        check_name(name)?;
+        let key = Keys::schedule(self.queue.name(), name);
+        let mut conn = self.queue.connection();
+        let found: i64 = SCRIPTS
+            .schedule_pause
+            .key(&key)
+            .arg(if paused { "1" } else { "" })
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(found == 1)
     }
 
     /// Every definition of the queue, by name; one that cannot be read is logged and left
@@ -435,6 +476,7 @@ fn parse_definition(name: &str, fields: Vec<(String, Vec<u8>)>) -> Result<Defini
         created_ms,
         priority,
         body,
+        paused: map.get("paused").is_some_and(|v| v == b"1"),
     })
 }
 
@@ -453,5 +495,6 @@ fn info(def: Definition, last_tick_ms: Option<u64>, now_ms: u64) -> Result<Sched
         handler_timeout: rec.handler_timeout,
         created_ms: def.created_ms,
         last_tick_ms,
+        paused: def.paused,
     })
 }

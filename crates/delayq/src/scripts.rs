@@ -45,6 +45,7 @@ pub(crate) struct Scripts {
     pub(crate) partitions: Script,
     pub(crate) announce: Script,
     pub(crate) stamp_format: Script,
+    pub(crate) schedule_pause: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
@@ -71,6 +72,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     partitions: Script::new(include_str!("scripts/partitions.lua")),
     announce: Script::new(include_str!("scripts/announce.lua")),
     stamp_format: Script::new(include_str!("scripts/stamp_format.lua")),
+    schedule_pause: Script::new(include_str!("scripts/schedule_pause.lua")),
 });
 
 fn with_prelude(source: &str) -> Script {

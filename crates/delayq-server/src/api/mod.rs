@@ -13,7 +13,7 @@
 //! | `POST /v1/queues/{queue}/pause`, `POST .../resume` | admin |
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
 //! | `PUT /v1/queues/{queue}/push` (set the push target), `GET`, `DELETE` | admin |
-//! | `GET /v1/queues/{queue}/schedules`; `PUT`, `GET`, `DELETE .../schedules/{name}` | admin |
+//! | `GET /v1/queues/{queue}/schedules`; `PUT`, `GET`, `PATCH`, `DELETE .../schedules/{name}` | admin |
 //! | `GET /v1/queues/{queue}/format`, `POST .../upgrade`; `GET /v1/processes` | admin |
 //! | `GET /metrics` (Prometheus text) | admin |
 //! | `GET /openapi.json` (this table, as OpenAPI 3.1), `GET /readyz` (Redis answers) | any |
@@ -108,7 +108,12 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::resume))
         .routes(routes!(push::put, push::get, push::delete))
         .routes(routes!(schedules::list))
-        .routes(routes!(schedules::put, schedules::get, schedules::delete))
+        .routes(routes!(
+            schedules::put,
+            schedules::get,
+            schedules::set_state,
+            schedules::delete
+        ))
         .routes(routes!(groups::list))
         .routes(routes!(groups::get, groups::configure))
         .routes(routes!(formats::get))

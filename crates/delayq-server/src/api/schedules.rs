@@ -1,4 +1,5 @@
-//! Recurring schedule routes: create or replace, read, list (with next run times), delete.
+//! Recurring schedule routes: create or replace, read, list (with next run times), pause and
+//! resume, delete.
 //! Every server runs a scheduler (`delayq serve`), so a schedule created here starts firing
 //! without anything else to run.
 
@@ -11,7 +12,7 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use super::access::{AdminRole, Authorized};
-use super::body::{parse, JsonPayload};
+use super::body::{parse, JsonBody, JsonPayload};
 use super::path::Path;
 use super::wire::{present, required_payload, BackoffArg, DurationArg, MessageOptions, PayloadOut};
 use crate::error::{ApiError, ApiResult, ErrorBody};
@@ -73,8 +74,10 @@ struct ScheduleOut {
     created_ms: u64,
     /// The last tick sent as a message.
     last_tick_ms: Option<u64>,
-    /// The next five ticks (Unix ms).
+    /// The next five ticks (Unix ms); while paused, those it would fire once resumed.
     next_ticks_ms: Vec<u64>,
+    /// Paused: no tick fires until it is resumed.
+    paused: bool,
 }
 
 impl From<ScheduleInfo> for ScheduleOut {
@@ -95,6 +98,7 @@ impl From<ScheduleInfo> for ScheduleOut {
             created_ms: s.created_ms,
             last_tick_ms: s.last_tick_ms,
             next_ticks_ms: s.next_ticks_ms,
+            paused: s.paused,
             name: s.name,
         }
     }
@@ -207,4 +211,37 @@ pub async fn delete(
         )));
     }
     Ok(Json(Deleted { deleted: true }))
+}
+
+/// A schedule's state to change.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleStateIn {
+    /// `true` pauses it (no tick fires); `false` resumes it, and its `missed` policy says
+    /// which of the ticks it skipped fire now.
+    paused: bool,
+}
+
+/// `PATCH /v1/queues/{queue}/schedules/{name}`: pauses or resumes the schedule.
+#[utoipa::path(patch, path = "/v1/queues/{queue}/schedules/{name}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), ("name" = String, Path, description = "Schedule name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = ScheduleStateIn,
+    responses((status = 200, body = ScheduleOut), (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn set_state(
+    State(state): State<AppState>,
+    _: Authorized<AdminRole>,
+    Path((queue, name)): Path<(String, String)>,
+    JsonBody(body): JsonBody,
+) -> ApiResult<impl IntoResponse> {
+    let change: ScheduleStateIn = parse(&body)?;
+    let q = state.queue(&queue)?;
+    let schedules = q.schedules();
+    let found = match change.paused {
+        true => schedules.pause(&name).await?,
+        false => schedules.resume(&name).await?,
+    };
+    let info = match found {
+        true => schedules.get(&name).await?,
+        false => None,
+    }
+    .ok_or_else(|| ApiError::not_found(format!("no schedule {name} in {queue}")))?;
+    Ok(Json(ScheduleOut::from(info)))
 }

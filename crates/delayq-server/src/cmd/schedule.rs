@@ -66,6 +66,20 @@ pub enum ScheduleCommand {
         queue: String,
         name: String,
     },
+    /// Pause a schedule: no tick fires until it is resumed.
+    Pause {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        name: String,
+    },
+    /// Resume a paused schedule; its missed policy says which skipped ticks fire now.
+    Resume {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        name: String,
+    },
 }
 
 pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
@@ -143,6 +157,30 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
                 format!("deleted {name}")
             })
         }
+        ScheduleCommand::Pause {
+            common,
+            queue,
+            name,
+        } => set_paused(&common, &queue, &name, true).await,
+        ScheduleCommand::Resume {
+            common,
+            queue,
+            name,
+        } => set_paused(&common, &queue, &name, false).await,
+    }
+}
+
+/// Pauses or resumes schedule `name` of `queue`, and shows it.
+async fn set_paused(common: &Common, queue: &str, name: &str, paused: bool) -> anyhow::Result<()> {
+    let q = common.connect().await?.queue(queue)?;
+    let schedules = q.schedules();
+    let found = match paused {
+        true => schedules.pause(name).await?,
+        false => schedules.resume(name).await?,
+    };
+    match found.then_some(schedules.get(name).await?).flatten() {
+        Some(info) => show(common, &[info], false),
+        None => bail!("no schedule {name} in {queue}"),
     }
 }
 
@@ -169,6 +207,7 @@ fn show(common: &Common, schedules: &[ScheduleInfo], list: bool) -> anyhow::Resu
                 "created_ms": s.created_ms,
                 "last_tick_ms": s.last_tick_ms,
                 "next_ticks_ms": s.next_ticks_ms,
+                "paused": s.paused,
             })
         })
         .collect();
@@ -181,8 +220,9 @@ fn show(common: &Common, schedules: &[ScheduleInfo], list: bool) -> anyhow::Resu
         for s in schedules {
             let next: Vec<String> = s.next_ticks_ms.iter().map(|t| time_text(*t)).collect();
             t.push_str(&format!(
-                "{}  {}  missed: {}  last: {}\n  next: {}\n",
+                "{}{}  {}  missed: {}  last: {}\n  next: {}\n",
                 s.name,
+                if s.paused { " (paused)" } else { "" },
                 when(s),
                 s.missed,
                 s.last_tick_ms.map_or("-".into(), time_text),

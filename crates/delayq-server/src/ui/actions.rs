@@ -38,6 +38,8 @@ pub struct ActionForm {
     on_expire: Option<String>,
     /// The queue's max delay (`30d`; empty: none).
     max_delay: Option<String>,
+    /// The recurring schedule to pause or resume.
+    schedule: Option<String>,
 }
 
 /// A number a form asks for (`what` names it in the error): a whole number, or empty for
@@ -133,7 +135,8 @@ fn failed(e: impl std::fmt::Display) -> Response {
 }
 
 /// `POST /ui/queues/{queue}/act`: `pause`, `resume`, `upgrade`, `group_concurrency`,
-/// `group_rate_limit`, `expiry`, `requeue_all`, `purge_all`.
+/// `group_rate_limit`, `expiry`, `schedule_pause`, `schedule_resume`, `requeue_all`,
+/// `purge_all`.
 pub async fn queue_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
@@ -171,6 +174,18 @@ pub async fn queue_action(
                 .map(|()| "Expiry settings changed.".to_owned()),
             Err(e) => return failed(e),
         },
+        "schedule_pause" | "schedule_resume" => {
+            let name = form.schedule.as_deref().unwrap_or_default();
+            let schedules = queue.schedules();
+            let done = match form.action.as_str() {
+                "schedule_pause" => schedules.pause(name).await,
+                _ => schedules.resume(name).await,
+            };
+            match done {
+                Ok(false) => return failed(format!("no schedule {name:?}")),
+                other => other.map(|_| format!("Schedule {name}: done.")),
+            }
+        }
         "group_rate_limit" => match optional_rate(&form) {
             Ok(limit) => queue
                 .configure(&[delayq::Setting::GroupRateLimit(limit)])

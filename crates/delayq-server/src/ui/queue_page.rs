@@ -221,15 +221,29 @@ async fn render(
         @if !schedules.is_empty() {
             h2 { "Recurring schedules" }
             div.scroll { table {
-                thead { tr { th { "Name" } th { "When" } th { "Missed ticks" } th { "Last sent" } th { "Next" } } }
+                thead { tr { th { "Name" } th { "When" } th { "Missed ticks" } th { "Last sent" } th { "Next" } th { "State" } } }
                 tbody {
                     @for s in &schedules {
-                        tr {
+                        tr data-schedule=(s.name) {
                             td { (s.name) }
                             td { (format!("{:?}", s.recurrence)) }
                             td { (s.missed.to_string()) }
                             td { (s.last_tick_ms.map(utc).unwrap_or_else(|| "–".into())) }
                             td { @for t in s.next_ticks_ms.iter().take(3) { (utc(*t)) br; } }
+                            td {
+                                @if s.paused { span.warn { "paused" } } @else { "running" }
+                                @if session.can_act() {
+                                    form.row method="post" action=(format!("{base}/act")) {
+                                        (layout::csrf(session))
+                                        input type="hidden" name="schedule" value=(s.name);
+                                        @if s.paused {
+                                            button type="submit" name="action" value="schedule_resume" { "Resume" }
+                                        } @else {
+                                            button type="submit" name="action" value="schedule_pause" { "Pause" }
+                                        }
+                                    }
+                                }
+                            }
                         }
                     }
                 }

@@ -438,6 +438,12 @@ fn schedules_are_put_listed_shown_and_deleted() {
         json(&redis, &["schedule", "get", "jobs", "often"])["every_ms"],
         600_000
     );
+    let paused = json(&redis, &["schedule", "pause", "jobs", "often"]);
+    assert_eq!(paused["paused"], true, "{paused}");
+    assert!(ok(&redis, &["schedule", "list", "jobs"]).contains("often (paused)"));
+    let resumed = json(&redis, &["schedule", "resume", "jobs", "often"]);
+    assert_eq!(resumed["paused"], false, "{resumed}");
+    assert!(fails(&redis, &["schedule", "pause", "jobs", "nope"]).contains("no schedule"));
     json(&redis, &["schedule", "delete", "jobs", "often"]);
     assert!(fails(&redis, &["schedule", "get", "jobs", "often"]).contains("no schedule often"));
     assert!(fails(

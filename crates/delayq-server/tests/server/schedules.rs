@@ -181,3 +181,86 @@ async fn bad_schedules_are_refused_with_a_clear_error() {
         "a refused schedule was stored"
     );
 }
+
+#[tokio::test]
+async fn a_schedule_is_paused_and_resumed_over_http_and_on_the_dashboard() {
+    let s = TestServer::start().await;
+    let (status, _) = s
+        .call(
+            Method::PUT,
+            "/v1/queues/reports/schedules/hourly",
+            Some(json!({ "every": "1h", "payload": 1 })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, paused) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/reports/schedules/hourly",
+            Some(json!({ "paused": true })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{paused}");
+    assert_eq!(paused["paused"], true);
+    let (_, listed) = s.get("/v1/queues/reports/schedules").await;
+    assert_eq!(listed["schedules"][0]["paused"], true, "{listed}");
+
+    let missing = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/reports/schedules/nope",
+            Some(json!({ "paused": true })),
+        )
+        .await;
+    assert_eq!(missing.0, StatusCode::NOT_FOUND, "{}", missing.1);
+    let (_, all) = s.get("/v1/queues/reports/schedules").await;
+    assert_eq!(
+        all["schedules"].as_array().map(Vec::len),
+        Some(1),
+        "nothing made"
+    );
+    for bad in [
+        json!({}),
+        json!({ "paused": "yes" }),
+        json!({ "paused": true, "x": 1 }),
+    ] {
+        let refused = s
+            .call(
+                Method::PATCH,
+                "/v1/queues/reports/schedules/hourly",
+                Some(bad),
+            )
+            .await;
+        assert_eq!(refused.0, StatusCode::BAD_REQUEST, "{}", refused.1);
+    }
+
+    // The dashboard's button resumes it.
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let page = http
+        .get(format!("{}/ui/queues/reports", s.base))
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("text");
+    assert!(page.contains("schedule_resume"), "{page}");
+    let resp = crate::ui::post_form(
+        &http,
+        &format!("{}/ui/queues/reports/act", s.base),
+        None,
+        &[
+            ("action", "schedule_resume"),
+            ("schedule", "hourly"),
+            ("csrf", &crate::ui::csrf_in(&page)),
+        ],
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    let (_, resumed) = s.get("/v1/queues/reports/schedules/hourly").await;
+    assert_eq!(resumed["paused"], false);
+    s.shutdown().await;
+}

@@ -453,3 +453,80 @@ async fn a_deleted_schedule_never_fires_again_from_a_scheduler_that_has_not_relo
     let _ = stop.send(());
     task.await.expect("scheduler task");
 }
+
+#[tokio::test]
+async fn a_paused_schedule_fires_nothing_until_resumed_then_its_missed_policy_applies() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "paused");
+    let every = Recurrence::interval(Duration::from_secs(1), 0).expect("interval");
+    let schedules = q.schedules();
+    for (name, policy) in [("held", MissedTicks::Once), ("live", MissedTicks::Skip)] {
+        schedules
+            .put(name, every.clone(), policy, name, &SendOptions::new())
+            .await
+            .expect("put");
+    }
+    assert!(schedules.pause("held").await.expect("pause"));
+    assert!(
+        !schedules.pause("none").await.expect("pause"),
+        "no such schedule"
+    );
+    // Put again, it stays paused.
+    schedules
+        .put(
+            "held",
+            every.clone(),
+            MissedTicks::Once,
+            "held",
+            &SendOptions::new(),
+        )
+        .await
+        .expect("put again");
+    assert!(
+        schedules
+            .get("held")
+            .await
+            .expect("get")
+            .expect("exists")
+            .paused
+    );
+
+    let (stop, task) = start_scheduler(
+        Scheduler::new(&dq)
+            .queues(std::slice::from_ref(&q))
+            .refresh(Duration::from_millis(50))
+            .lead(Duration::from_millis(100))
+            .grace(Duration::from_millis(100)),
+    );
+    let seen = collect_ticks(&q, Duration::from_secs(10), |s| {
+        s.get("live").is_some_and(|t| t.len() >= 3)
+    })
+    .await;
+    assert!(!seen.contains_key("held"), "fired while paused: {seen:?}");
+
+    half_past_a_second().await;
+    let resumed = now_ms();
+    assert!(schedules.resume("held").await.expect("resume"));
+    assert!(
+        !schedules
+            .get("held")
+            .await
+            .expect("get")
+            .expect("exists")
+            .paused
+    );
+    let seen = collect_ticks(&q, Duration::from_secs(10), |s| {
+        s.get("held")
+            .is_some_and(|t| t.keys().any(|tick| *tick > resumed))
+    })
+    .await;
+    let _ = stop.send(());
+    task.await.expect("scheduler");
+    // Of the ticks it skipped, its policy (once) fires the latest only.
+    let caught_up: Vec<u64> = seen["held"]
+        .keys()
+        .copied()
+        .filter(|t| *t <= resumed)
+        .collect();
+    assert_eq!(caught_up, [resumed / 1000 * 1000], "{seen:?}");
+}
