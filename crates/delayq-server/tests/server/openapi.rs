@@ -47,6 +47,7 @@ const ROUTES: &[&str] = &[
     "GET /v1/queues/{queue}/groups",
     "GET /v1/queues/{queue}/groups/{group}",
     "PATCH /v1/queues/{queue}/groups/{group}",
+    "PATCH /v1/queues/{queue}/schedules/{name}",
     "GET /v1/processes",
 ];
 
