@@ -23,20 +23,24 @@ pub const MAX_TTL: Duration = Duration::from_secs(366 * 24 * 3600);
 /// The latest deadline a message may name: the end of the year 9999 (unix ms).
 const LAST_DEADLINE_MS: u64 = 253_402_300_799_999;
 
+/// Refuses a ttl (`what` names it) of nothing or over [`MAX_TTL`].
+pub(crate) fn check_ttl(ttl: Duration, what: &str) -> Result<(), InvalidInput> {
+    if ttl.is_zero() || ttl > MAX_TTL {
+        return Err(InvalidInput::Option(format!(
+            "{what} is 1 ms to {} days, not {ttl:?}",
+            MAX_TTL.as_secs() / 86_400
+        )));
+    }
+    Ok(())
+}
+
 impl Expiry {
     /// Checks it against the message's due time, `due_ms` as this host's clock reckons it
     /// (the server's decides in the end: a deadline it finds already passed expires the
     /// message at its first claim).
     pub(crate) fn check(self, due_ms: u64) -> Result<(), InvalidInput> {
         match self {
-            Expiry::AfterDue(ttl) => {
-                if ttl.is_zero() || ttl > MAX_TTL {
-                    return Err(InvalidInput::Option(format!(
-                        "a ttl is 1 ms to {} days, not {ttl:?}",
-                        MAX_TTL.as_secs() / 86_400
-                    )));
-                }
-            }
+            Expiry::AfterDue(ttl) => check_ttl(ttl, "a ttl")?,
             Expiry::At(at_ms) => {
                 if at_ms > LAST_DEADLINE_MS {
                     return Err(InvalidInput::Option(format!(

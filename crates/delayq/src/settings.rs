@@ -120,13 +120,7 @@ impl Setting {
             }
             Setting::DefaultTtl(None) => Ok(vec![("ttl_ms", String::new())]),
             Setting::DefaultTtl(Some(ttl)) => {
-                if ttl.is_zero() || ttl > crate::expiry::MAX_TTL {
-                    return Err(InvalidInput::Option(format!(
-                        "a default ttl is 1 ms to {} days, not {ttl:?}",
-                        crate::expiry::MAX_TTL.as_secs() / 86_400
-                    ))
-                    .into());
-                }
+                crate::expiry::check_ttl(ttl, "a default ttl")?;
                 Ok(vec![(
                     "ttl_ms",
                     checked_ms(ttl, "default ttl")?.to_string(),

@@ -359,8 +359,7 @@ local ttl = tonumber(control[9] or '')
 if ttl or control[10] then
   local live = {}
   for _, rec in ipairs(due) do
-    local flags = #rec >= MIN_RECORD and rec:byte(14)
-    local deadline = flags and (ttl or select(2, kind_of(flags))) and expiry().deadline_of(rec, ttl)
+    local deadline = #rec >= MIN_RECORD and expiry().deadline_of(rec, ttl)
     local ok, m = false, nil
     if deadline and deadline <= now_ms then
       ok, m = pcall(parse, rec)

@@ -45,19 +45,14 @@ local dues, prios, deadlines = {}, {}, {}
 for i = 1, n do
   local spec = ARGV[4 * i + 2]
   local slash = spec:find('/', 1, true)
-  if slash then
-    local d = spec:sub(slash + 1)
-    spec = spec:sub(1, slash - 1)
-    local absolute = d:byte(1) == 64
-    deadlines[i] = tonumber(absolute and d:sub(2) or d)
-    if not deadlines[i] or not d:match('^@?%d+$') then
+  local d = slash and spec:sub(slash + 1)
+  dues[i] = due_from(slash and spec:sub(1, slash - 1) or spec, now)
+  if d then
+    local at, after = d:match('^@(%d+)$'), d:match('^(%d+)$')
+    if not at and not after then
       error('delayq: a deadline is <ms> or @<ms>, not ' .. d)
     end
-    deadlines[i] = absolute and deadlines[i] or nil
-    dues[i] = due_from(spec, now)
-    deadlines[i] = deadlines[i] or to_ms(dues[i]) + tonumber(d)
-  else
-    dues[i] = due_from(spec, now)
+    deadlines[i] = at and tonumber(at) or to_ms(dues[i]) + tonumber(after)
   end
   local p = ARGV[4 * i + 3]
   if not p:match('^%d$') then
