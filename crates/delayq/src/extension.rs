@@ -8,14 +8,23 @@
 //! * 1, the message's group (data format 3, [`GROUPS_FORMAT`]): 1 to 128 bytes. Scripts read
 //!   it (`groups.lua`): it decides where a pending message waits and whose turn it takes.
 //! * 2, the message's deadline (data format 4, [`EXPIRY_FORMAT`]): unix ms, 8 bytes
-//!   big-endian, always the area's last field. The client writes zeros; `send.lua` writes
-//!   the time, by the server's clock (`expiry.lua` says what a deadline does).
+//!   big-endian. The client writes zeros; `send.lua` writes the time, by the server's
+//!   clock (`expiry.lua` says what a deadline does).
+//! * 3, a debounced message's latest due time ([`OnDuplicate::Debounce`]): unix ms, 8 bytes
+//!   big-endian, written as the deadline is. Only a later debounce of the same id reads
+//!   it, so it needs no format of its own: an older delayq skips it and delivers the
+//!   message as it stands.
+//!
+//! [`OnDuplicate::Debounce`]: crate::OnDuplicate::Debounce
 
 /// The tag of a message's group.
 pub(crate) const TAG_GROUP: u8 = 1;
 
 /// The tag of a message's deadline.
 pub(crate) const TAG_DEADLINE: u8 = 2;
+
+/// The tag of a debounced message's latest due time.
+pub(crate) const TAG_DEBOUNCE: u8 = 3;
 
 /// The data format that brought deadlines ([`SendOptions::ttl`](crate::SendOptions::ttl)):
 /// an older delayq would deliver a message after its deadline.

@@ -118,6 +118,7 @@ mod state;
 mod stats;
 mod target;
 mod upgrade;
+mod upsert;
 mod wakeup;
 pub mod worker;
 
@@ -159,3 +160,4 @@ pub use send::MAX_BATCH_BYTES;
 pub use settings::{OnExpire, Setting, MAX_GROUP_CONCURRENCY, MAX_IDEMPOTENCY_WINDOW};
 pub use state::State;
 pub use upgrade::QueueFormat;
+pub use upsert::{IfInFlight, OnDuplicate};

@@ -14,6 +14,10 @@ pub struct Sent {
     pub due_ms: Option<u64>,
     /// True when a message with this caller id already existed; nothing was written.
     pub duplicate: bool,
+    /// An upsert ([`SendOptions::on_duplicate`](crate::SendOptions::on_duplicate)) that
+    /// wrote its message in place of one with this caller id: the state that one was in
+    /// (`Delayed` or `Ready`: it is gone; `InFlight`: it runs on, superseded).
+    pub replaced: Option<State>,
 }
 
 /// The result of `cancel`.
@@ -140,6 +144,10 @@ pub enum NackOutcome {
     /// with the error `expired`, or gone if the queue drops expired messages
     /// ([`Setting::OnExpire`](crate::Setting::OnExpire)).
     Expired,
+    /// A newer message took its caller id while it was in flight
+    /// ([`IfInFlight::SendAnother`](crate::IfInFlight::SendAnother)): it ended here,
+    /// neither retried nor a dead letter.
+    Superseded,
 }
 
 /// What comes after a failed attempt.

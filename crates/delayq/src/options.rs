@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::InvalidInput;
 use crate::expiry::Expiry;
+use crate::upsert::{IfInFlight, OnDuplicate};
 
 /// Longest delay (and backoff step) delayq accepts: about ten years. Anything longer is almost
 /// certainly a unit mistake.
@@ -307,6 +308,8 @@ pub struct SendOptions {
     pub(crate) priority: u8,
     pub(crate) group: Option<String>,
     pub(crate) expiry: Option<Expiry>,
+    pub(crate) on_duplicate: OnDuplicate,
+    pub(crate) if_in_flight: IfInFlight,
 }
 
 /// Longest wait for replicas ([`SendOptions::replicas`]).
@@ -333,6 +336,8 @@ impl Default for SendOptions {
             priority: DEFAULT_PRIORITY,
             group: None,
             expiry: None,
+            on_duplicate: OnDuplicate::Keep,
+            if_in_flight: IfInFlight::SendAnother,
         }
     }
 }
@@ -438,6 +443,21 @@ impl SendOptions {
     /// [`SendOptions::ttl`] says.
     pub fn expires_at(mut self, at_ms: u64) -> Self {
         self.expiry = Some(Expiry::At(at_ms));
+        self
+    }
+
+    /// What the send does when a message with its caller id exists: keep it (the default;
+    /// the send is a duplicate), replace it, or debounce it ([`OnDuplicate`]). Replacing
+    /// and debouncing need a caller id ([`id`](Self::id)).
+    pub fn on_duplicate(mut self, on_duplicate: OnDuplicate) -> Self {
+        self.on_duplicate = on_duplicate;
+        self
+    }
+
+    /// What a replace or a debounce does when the id's message is in flight: send a second
+    /// message (the default) or refuse ([`IfInFlight`]).
+    pub fn if_in_flight(mut self, if_in_flight: IfInFlight) -> Self {
+        self.if_in_flight = if_in_flight;
         self
     }
 

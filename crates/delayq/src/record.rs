@@ -34,6 +34,7 @@ use crate::extension::{self, put_varint, read_varint};
 use std::time::Duration;
 
 use crate::options::{Backoff, PayloadKind, SendOptions, DEFAULT_PRIORITY, MAX_PRIORITY};
+use crate::upsert::OnDuplicate;
 
 /// Sequence numbers count below this; the bits above hold the message's priority, which so
 /// travels with the message through every state without a byte of its own (`prelude.lua`).
@@ -131,8 +132,12 @@ pub(crate) fn encode_body(options: &SendOptions, payload: &[u8]) -> Vec<u8> {
         fields.push((extension::TAG_GROUP, group.as_bytes()));
     }
     if options.expiry.is_some() {
-        // Last, and zeros: send.lua writes the deadline by the server's clock.
+        // Zeros: send.lua writes the deadline by the server's clock.
         fields.push((extension::TAG_DEADLINE, &[0; 8]));
+    }
+    if matches!(options.on_duplicate, OnDuplicate::Debounce { .. }) {
+        // Zeros: send.lua writes the latest due time by the server's clock.
+        fields.push((extension::TAG_DEBOUNCE, &[0; 8]));
     }
     if !fields.is_empty() {
         // The area follows the policy; the kind bits announce it (their complement).

@@ -407,6 +407,7 @@ impl<'a> Schedules<'a> {
                     id,
                     due_ms: Some(tick_ms),
                     duplicate: false,
+                    replaced: None,
                 }],
             );
         }

@@ -23,6 +23,7 @@ use crate::queue_core::{invocation, QueueCore};
 use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
+use crate::state::State;
 
 /// Most payload bytes in one batch send: one script call that large would hold up Redis (and
 /// every other client) while it copies the batch.
@@ -255,6 +256,7 @@ async fn send_generated<'p>(
             id: record::generated_id(due_us, seq),
             due_ms: Some(due_us / 1000),
             duplicate: false,
+            replaced: None,
         });
     }
     let mut add = redis::pipe();
@@ -412,6 +414,7 @@ pub(crate) fn prepare(
     if let Some(expiry) = options.expiry {
         expiry.check(due.due_us(crate::options::now_ms() * 1000) / 1000)?;
     }
+    options.on_duplicate.check(options.id.is_some())?;
     if let Some(timeout) = options.handler_timeout {
         crate::options::check_handler_timeout(timeout)?;
     }
@@ -431,23 +434,31 @@ pub(crate) fn prepare(
 
 /// Builds the send results from the script's reply: it reports the server time and the first
 /// sequence number, from which due times and generated ids follow (numbers `stride`, the
-/// partition count, apart), and the duplicates.
+/// partition count, apart), and the caller ids that existed: duplicates, and upserts that
+/// took an existing message's place.
 fn parse_sent(value: Value, sent: &[(&SendOptions, DueSpec)], stride: usize) -> Result<Vec<Sent>> {
     let mut r = Reply::new(value)?;
     let now_us = r.uint()?;
     let first_seq = r.uint()?;
-    let mut duplicates = HashMap::new();
+    let mut existed = HashMap::new();
     while r.remaining() > 0 {
         let position = r.uint()?;
-        duplicates.insert(position, r.int()?);
+        existed.insert(position, (r.int()?, r.uint()?));
     }
     let mut out = Vec::with_capacity(sent.len());
     for (i, (options, spec)) in (1u64..).zip(sent) {
-        let result = match (duplicates.get(&i), &options.id) {
-            (Some(due), Some(id)) => Sent {
+        let result = match (existed.get(&i), &options.id) {
+            (Some(&(due, what)), Some(id)) => Sent {
                 id: id.clone(),
-                due_ms: u64::try_from(*due).ok(),
-                duplicate: true,
+                due_ms: u64::try_from(due).ok(),
+                duplicate: what == 0,
+                replaced: match what {
+                    0 | 4 => None,
+                    1 => Some(State::Delayed),
+                    2 => Some(State::Ready),
+                    3 => Some(State::InFlight),
+                    _ => return Err(Error::Protocol(format!("send reported {what} for an id"))),
+                },
             },
             (Some(_), None) => {
                 return Err(Error::Protocol(
@@ -463,6 +474,7 @@ fn parse_sent(value: Value, sent: &[(&SendOptions, DueSpec)], stride: usize) -> 
                     }),
                     due_ms: Some(due_us / 1000),
                     duplicate: false,
+                    replaced: None,
                 }
             }
         };
@@ -502,8 +514,8 @@ impl ArgSink for redis::Cmd {
 }
 
 /// `send.lua`'s arguments for partition `k` (P and k: it numbers messages k modulo P), then
-/// each message's caller id (or ''), due time (and after a '/' its deadline), priority and
-/// record body.
+/// each message's caller id (or ''), due time (and after a '/' its deadline, after a ';'
+/// its upsert), priority and record body.
 fn send_args<'m>(
     args: &mut impl ArgSink,
     layout: &Layout,
@@ -517,10 +529,14 @@ fn send_args<'m>(
     args.push("");
     for (options, (due, body)) in items {
         args.push(options.id.as_deref().unwrap_or(""));
-        match options.expiry {
-            Some(expiry) => args.push(format!("{}/{}", due.arg(), expiry.arg())),
-            None => args.push(due.arg()),
+        let mut spec = due.arg();
+        if let Some(expiry) = options.expiry {
+            spec = format!("{spec}/{}", expiry.arg());
         }
+        if let Some(upsert) = options.on_duplicate.arg(options.if_in_flight) {
+            spec = format!("{spec};{upsert}");
+        }
+        args.push(spec);
         args.push(options.priority);
         args.push(body.as_slice());
     }

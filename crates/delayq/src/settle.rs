@@ -73,6 +73,7 @@ fn nack_outcome(outcome: &str) -> Option<NackOutcome> {
         "retry" => Some(NackOutcome::Retry),
         "dead" => Some(NackOutcome::Dead),
         "expired" | "dropped" => Some(NackOutcome::Expired),
+        "superseded" => Some(NackOutcome::Superseded),
         _ => None,
     }
 }
@@ -122,6 +123,7 @@ fn count_failures<'a>(core: &QueueCore, outcomes: impl IntoIterator<Item = &'a s
                 m.dead_lettered.increment(1);
             }
             "dropped" => m.expired.increment(1),
+            "superseded" => {}
             _ => continue,
         }
         m.nacked.increment(1);
@@ -129,7 +131,7 @@ fn count_failures<'a>(core: &QueueCore, outcomes: impl IntoIterator<Item = &'a s
 }
 
 /// Hands deliveries back unprocessed, without counting the attempt: `true` per delivery
-/// released.
+/// released (or ended, superseded by a newer message of its caller id).
 pub(crate) async fn release(core: &QueueCore, held: &[impl Held]) -> Result<Vec<bool>> {
     check_count("a batch", held.len())?;
     let outcomes = per_partition(
@@ -150,7 +152,10 @@ pub(crate) async fn release(core: &QueueCore, held: &[impl Held]) -> Result<Vec<
         strings,
     )
     .await?;
-    Ok(outcomes.iter().map(|o| o == "released").collect())
+    Ok(outcomes
+        .iter()
+        .map(|o| o == "released" || o == "superseded")
+        .collect())
 }
 
 /// Extends many leases in one round trip and updates each delivery's deadline; `None`

@@ -61,16 +61,25 @@ for n, j in ipairs(live) do
     end
   end
 end
+-- A caller id indexed to another message was superseded (send.lua's upsert wrote a newer
+-- message under it): its ack counts if the held record bears that id, and leaves the id's
+-- index entry, errors and idempotency to the newer message.
+local superseded = {}
 if #callers > 0 then
   local keys = redis.call('HMGET', k.index, unpack(caller_ids))
   for n, j in ipairs(callers) do
-    local key = keys[n]
-    if key and key:sub(8, 13) == caller_seqs[n] then
+    local key, id, v = keys[n], caller_ids[n], caller_values[n]
+    local own = key and key:sub(8, 13) == caller_seqs[n]
+    if own or id_of(v:sub(9), v:byte(22)) == id then
       done[#done + 1] = members[j]
       seqs[#seqs + 1] = caller_seqs[n]
-      explicit[#explicit + 1] = caller_ids[n]
-      generated[#generated + 1] = caller_values[n]
+      generated[#generated + 1] = v
       out[j] = 1
+      if own then
+        explicit[#explicit + 1] = id
+      else
+        superseded[id] = true
+      end
     end
   end
 end
@@ -99,7 +108,7 @@ if #done > 0 then
   -- A grouped message (its record has an extension area naming a group, groups.lua) frees
   -- its group's slot, count and index entry: only its group and id are read, not the whole
   -- record, and each group is changed once per call.
-  local gone = {}
+  local gone, gone_superseded = {}, {}
   for _, v in ipairs(generated) do
     local flags = v:byte(22)
     local _, extension = kind_of(flags)
@@ -108,11 +117,15 @@ if #done > 0 then
       local _, from, to = policy_end(rec, flags)
       local group = field_of(rec, from, to, TAG_GROUP)
       if group then
-        gone[#gone + 1] = { (id_of(rec, flags)), group }
+        local id = id_of(rec, flags)
+        local list = superseded[id] and gone_superseded or gone
+        list[#list + 1] = { id, group }
       end
     end
   end
-  if #gone > 0 and groups().groups_leave(gone, true) then
+  local woke = #gone > 0 and groups().groups_leave(gone, true)
+  woke = #gone_superseded > 0 and groups().groups_leave(gone_superseded, true, true) or woke
+  if woke then
     wake()
   end
 end

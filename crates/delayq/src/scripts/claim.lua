@@ -79,7 +79,7 @@ for j, member in ipairs(expired) do
     local outcome = retry_or_bury(m, 'lease expired', backoff_ms(m, nth_random(rnd, j)), now)
     if outcome == 'retry' then
       retried = retried + 1
-    else
+    elseif outcome ~= 'superseded' then
       buried_as(m.id, EXPIRED_AS[outcome] or 'lease expired')
     end
   elseif v then

@@ -369,9 +369,10 @@ local function groups()
 
   -- Grouped messages gone for good (acked, dead, cancelled): `gone` lists { id, group }
   -- pairs, and `held` says whether each held a slot of its group (in flight, or a slot
-  -- keeper). Their index entries go in one call, and each group's count and slots change
-  -- once however many of its messages went. True when a consumer must be woken.
-  local function groups_leave(gone, held)
+  -- keeper). Their index entries go in one call (unless `superseded`: their ids belong to
+  -- newer messages, send.lua's upsert), and each group's count and slots change once
+  -- however many of its messages went. True when a consumer must be woken.
+  local function groups_leave(gone, held, superseded)
     local ids, counts, order = {}, {}, {}
     for _, m in ipairs(gone) do
       ids[#ids + 1] = m[1]
@@ -381,7 +382,7 @@ local function groups()
       end
       counts[m[2]] = counts[m[2]] + 1
     end
-    if #ids > 0 then
+    if #ids > 0 and not superseded then
       redis.call('HDEL', k.index, unpack(ids))
     end
     local woke, deltas = false, {}

@@ -14,7 +14,9 @@
 --   payload    '' to keep the payload, or '=' .. the payload of the next attempts (mode f, d)
 --   attempts   '' or a signed number added to the message's attempts allowed, kept between
 --              the attempts made and 65535 (mode f, d)
--- Returns per delivery: 'retry', 'dead', 'released' or 'lost' (lease lost; nothing changed).
+-- Returns per delivery: 'retry', 'dead', 'expired', 'dropped', 'released', 'superseded' (a
+--   newer message took its caller id: pending.lua's drop_superseded) or 'lost' (lease lost;
+--   nothing changed).
 check_groups(7, 'nack')
 for i = 1, #ARGV, 7 do
   local mode, retry_ms = ARGV[i + 1], ARGV[i + 3]
@@ -49,6 +51,8 @@ for i = 1, #ARGV, 7 do
     if not ok then
       bury_raw(seq, v, 'undecodable record of ' .. (#v - 8) .. ' bytes', now)
       out[#out + 1] = 'dead'
+    elseif mode == 'r' and superseded(m) then
+      out[#out + 1] = drop_superseded(m)
     elseif mode == 'r' then
       m.attempts = math.max(m.attempts - 1, 0)
       -- A grouped message keeps its group's slot: it is still the next of its group.

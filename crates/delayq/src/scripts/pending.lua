@@ -85,11 +85,36 @@ local function remove_pending(m)
 end
 
 
+-- Whether in-flight message `m` was superseded: an upsert (send.lua) wrote a newer message
+-- under its caller id, which the index now names (or named, and it is gone).
+local function superseded(m)
+  if not has(m.flags, F_ID) then
+    return false
+  end
+  local key = redis.call('HGET', k.index, m.id)
+  return not key or key:sub(8, 13) ~= be6(m.seq)
+end
+
+-- Ends superseded message `m`, whose delivery failed or was released: the newer message
+-- carries what it was for, so it is neither retried nor a dead letter; its group's slot is
+-- freed, and the index and errors are left to the newer message.
+local function drop_superseded(m)
+  if m.group and groups().groups_leave({ { m.id, m.group } }, true, true) then
+    wake()
+  end
+  return 'superseded'
+end
+
 -- Ends a delivery that failed: dead letter after the last attempt (or at once when `dead`),
 -- otherwise back to pending `delay_ms` after `now` (microseconds), unless that is at or
 -- after the message's deadline: then it expires (expiry.lua). Returns 'retry', 'dead',
--- 'expired' (dead-lettered as such) or 'dropped' (expired, and the queue drops those).
+-- 'expired' (dead-lettered as such), 'dropped' (expired, and the queue drops those) or
+-- 'superseded' (drop_superseded).
 local function retry_or_bury(m, err, delay_ms, now, dead)
+  if superseded(m) then
+    add_history(now, 'f', 1)
+    return drop_superseded(m)
+  end
   add_history(now, 'f', 1)
   if not dead and m.attempts < m.max and m.deadline and to_ms(now) + delay_ms >= m.deadline then
     add_error(m.id, m.attempts, now, err)

@@ -201,7 +201,9 @@ local function policy_end(rec, flags)
   return i
 end
 
-local TAG_GROUP, TAG_DEADLINE = 1, 2
+-- Extension fields (src/extension.rs): a message's group, its deadline, and the latest due
+-- time a debounced message may be pushed to (send.lua).
+local TAG_GROUP, TAG_DEADLINE, TAG_DEBOUNCE = 1, 2, 3
 
 -- The value of field `tag` of the extension fields in rec[from, to), or nil.
 local function field_of(rec, from, to, tag)
@@ -258,6 +260,10 @@ local function parse(rec)
     local deadline = field_of(rec, fields_from, fields_to, TAG_DEADLINE)
     if deadline and #deadline == 8 then
       m.deadline = (struct.unpack('>I8', deadline))
+    end
+    local debounce_until = field_of(rec, fields_from, fields_to, TAG_DEBOUNCE)
+    if debounce_until and #debounce_until == 8 then
+      m.debounce_until = (struct.unpack('>I8', debounce_until))
     end
   end
   local payload_at

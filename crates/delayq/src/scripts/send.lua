@@ -14,15 +14,20 @@
 --   id        caller id, or '' for an id made from the sort key
 --   due       '<ms>' delay from the server's now, or '@<ms>' absolute unix ms; then, for a
 --             message with a deadline (expiry.lua), '/' and '<ms>' after its due time or
---             '@<ms>' absolute unix ms: written into the record's last extension field,
---             which the client leaves as 8 zero bytes (refused unless format 4 or later)
+--             '@<ms>' absolute unix ms, written into the record's deadline field (refused
+--             unless format 4 or later); then, for an upsert of a caller id, ';' and 'r'
+--             (replace) or 'd<ms>' (debounce, with its max wait), and '!' to refuse rather
+--             than send a second message while the id's message is in flight (see upsert)
 --   priority  0 to 9 (prelude.lua: it goes into the sequence number's top bits)
 --   body      the record without its 13-byte sort key (flags .. payload; src/record.rs); a
 --             message with a group (groups.lua) carries it in the body's extension area, and
 --             is refused unless the partition's data is format 3 or later
 -- Returns: { now µs, sequence before the first message, then per caller id that already
---   existed (nothing written for it): its position (1-based), its due ms, or -1 if in flight,
---   dead or gone within the idempotency window }.
+--   existed a triple: its position (1-based), a due ms, and what happened: 0 a duplicate
+--   (nothing written; the due ms is the existing message's, or -1 if in flight, dead or gone
+--   within the idempotency window), or an upsert that wrote a new message in place of one
+--   1 delayed, 2 ready, 3 in flight, or 4 an upsert that found none to replace (the due ms
+--   is the new message's: a debounce may bring it forward) }.
 --   Message i gets sequence first + i * P (plus its priority's bits); the client derives due
 --   times and generated ids from these, exactly as computed here.
 local stride, offset = arg_number(1, 'partitions'), arg_number(2, 'partition')
@@ -37,13 +42,22 @@ end
 local now = now_us()
 local now_ms = to_ms(now)
 if tick and tick <= tonumber(redis.call('HGET', k.control, guard) or '-1') then
-  return { now, 0, 1, -1 }
+  return { now, 0, 1, -1, 0 }
 end
 local n = (#ARGV - 4) / 4
 -- Due times and priorities first: a bad one fails the call before INCRBY, its first write.
-local dues, prios, deadlines = {}, {}, {}
+local dues, prios, deadlines, modes = {}, {}, {}, {}
 for i = 1, n do
   local spec = ARGV[4 * i + 2]
+  local semi = spec:find(';', 1, true)
+  if semi then
+    local kind, wait, refuse = spec:sub(semi + 1):match('^([rd])(%d*)(!?)$')
+    if not kind or (kind == 'd') ~= (wait ~= '') or ARGV[4 * i + 1] == '' then
+      error('delayq: an upsert of a caller id is r or d<ms>, then an optional !, not ' .. spec:sub(semi + 1))
+    end
+    modes[i] = { max_wait = tonumber(wait), refuse = refuse == '!' }
+    spec = spec:sub(1, semi - 1)
+  end
   local slash = spec:find('/', 1, true)
   local d = slash and spec:sub(slash + 1)
   dues[i] = due_from(slash and spec:sub(1, slash - 1) or spec, now)
@@ -52,7 +66,8 @@ for i = 1, n do
     if not at and not after then
       error('delayq: a deadline is <ms> or @<ms>, not ' .. d)
     end
-    deadlines[i] = at and tonumber(at) or to_ms(dues[i]) + tonumber(after)
+    -- Made a time once the due time is final (a debounce may bring it forward).
+    deadlines[i] = { at = tonumber(at), after = tonumber(after) }
   end
   local p = ARGV[4 * i + 3]
   if not p:match('^%d$') then
@@ -74,34 +89,44 @@ end
 -- The groups of the grouped messages, by position (only the group is read of a record); their
 -- partition must be of format 3 or later (an older delayq would deliver them without their
 -- group's turn or limit). Checked before the first write.
--- A deadline is written into its record's last field (rec[to - 8, to)), checked to be one.
+-- A deadline or a debounce's cap is written into its field, checked here to be there.
+local function check_field8(rec, from, to, tag, what)
+  local value = from and field_of(rec, from, to, tag)
+  if not value or #value ~= 8 then
+    error('delayq: ' .. what .. ' needs its record to hold an 8-byte field for it')
+  end
+end
 local grouped, any_grouped, needed = {}, false, 1
 for i = 1, n do
   local body = ARGV[4 * i + 4]
   local flags = body:byte(1) or 0
   local _, extension = kind_of(flags)
+  local debounce = modes[i] and modes[i].max_wait
+  local rec, from, to = nil, nil, nil
+  if extension or deadlines[i] or debounce then
+    rec = key_of(0, 0) .. body
+  end
   if extension then
-    local rec = key_of(0, 0) .. body
-    local _, from, to = policy_end(rec, flags)
+    _, from, to = policy_end(rec, flags)
     local group = field_of(rec, from, to, TAG_GROUP)
     if group then
       grouped[i], any_grouped, needed = group, true, math.max(needed, 3)
     end
-    if deadlines[i] then
-      if to - from < 10 or rec:byte(to - 10) ~= TAG_DEADLINE or rec:byte(to - 9) ~= 8 then
-        error('delayq: a deadline needs its record to end its fields with one')
-      end
-      ARGV[4 * i + 4] = body:sub(1, to - 22) .. struct.pack('>I8', deadlines[i]) .. body:sub(to - 13)
-      needed = 4
-    end
-  elseif deadlines[i] then
-    error('delayq: a deadline needs its record to end its fields with one')
+  end
+  if deadlines[i] then
+    check_field8(rec, from, to, TAG_DEADLINE, 'a deadline')
+    needed = 4
+  end
+  if debounce then
+    check_field8(rec, from, to, TAG_DEBOUNCE, 'a debounce')
+    needed = math.max(needed, 2)
   end
 end
 if needed > 1 then
   local format = tonumber(redis.call('HGET', k.control, 'format') or '1')
   if format < needed then
-    error('delayq: groups need data format 3, deadlines format 4, and this partition is format ' .. format)
+    error('delayq: debounces need data format 2, groups 3, deadlines 4, and this partition is format '
+      .. format)
   end
   if needed == 4 then
     -- From now on claims here look for deadlines (claim.lua).
@@ -122,6 +147,51 @@ local wake_now = false
 -- Grouped messages: per group its ready members and count, in order of first appearance; and
 -- those not yet due.
 local group_sends, group_order, grouped_ready, grouped_later, earliest_later = {}, {}, 0, {}, nil
+-- `body` with the 8-byte value of its extension field `tag` (checked above) set to `value`.
+local function with_field8(body, tag, value)
+  local rec = key_of(0, 0) .. body
+  local _, from, to = policy_end(rec, rec:byte(14))
+  local at = from
+  while at < to do
+    local len, value_at = uvarint(rec, at + 1)
+    if rec:byte(at) == tag then
+      -- rec[value_at, value_at + 8) is body[value_at - 13, value_at - 5).
+      return body:sub(1, value_at - 14) .. struct.pack('>I8', value) .. body:sub(value_at - 5)
+    end
+    at = value_at + len
+  end
+  error('delayq: no field ' .. tag .. ' to write')
+end
+-- An upsert (`mode`, of a caller id: 'replace' or 'debounce') meets `existing`, what its id
+-- names: a sort key, or true (dead, or gone within the idempotency window). Returns true
+-- when it is a duplicate after all (nothing written), else what the new message takes the
+-- place of (1 delayed, 2 ready, 3 in flight; nil for a message gone for good) and, for a
+-- debounce, the latest due time (unix ms) the message it replaces had been given.
+--   A pending message is taken out, its group slot too (its errors go with it: the new
+--   message starts over). One in flight is never changed: the new message is written
+--   beside it and owns the id from now on, so the one in flight is superseded (its ack
+--   still counts; a failure of it ends it, pending.lua's drop_superseded) - or, with
+--   `refuse`, the send is a duplicate. A dead letter keeps its id until it is requeued or
+--   purged: a duplicate.
+local function upsert(id, existing, mode)
+  if existing == true then
+    return redis.call('HEXISTS', k.dead_msgs, id) == 1
+  end
+  if held_value(existing) then
+    return mode.refuse, 3
+  end
+  local m = find_pending(id)
+  if not m then
+    return true
+  end
+  local was = pending_state(m, now) == 'ready' and 2 or 1
+  remove_pending(m)
+  if m.group and groups().groups_leave({ { m.id, m.group } }, m.keep) then
+    wake_now = true
+  end
+  redis.call('HDEL', k.errors, id)
+  return false, was, m.debounce_until
+end
 for i = 1, n do
   local id, body = ARGV[4 * i + 1], ARGV[4 * i + 4]
   local existing = id ~= '' and (taken[id] or redis.call('HGET', k.index, id)
@@ -130,6 +200,22 @@ for i = 1, n do
     -- A grouped message's index entry carries its group after the sort key.
     existing = existing:sub(1, 13)
   end
+  -- In one call an id's second message is its first's duplicate, whatever the mode.
+  local mode, replaced, until_ms = modes[i], nil, nil
+  if existing and mode and not taken[id] then
+    existing, replaced, until_ms = upsert(id, existing, mode)
+  end
+  if not existing and mode and mode.max_wait then
+    -- A debounce: due as sent, but no later than max wait after the first send of the
+    -- messages it replaced in turn.
+    until_ms = until_ms or now_ms + mode.max_wait
+    dues[i] = math.min(dues[i], until_ms * 1000)
+    body = with_field8(body, TAG_DEBOUNCE, until_ms)
+  end
+  if deadlines[i] and not existing then
+    local d = deadlines[i]
+    body = with_field8(body, TAG_DEADLINE, d.at or to_ms(dues[i]) + d.after)
+  end
   if existing then
     local existing_due = -1
     if type(existing) == 'string' and not held_value(existing) then
@@ -137,6 +223,15 @@ for i = 1, n do
     end
     out[#out + 1] = i
     out[#out + 1] = existing_due
+    out[#out + 1] = 0
+    replaced = nil
+  elseif mode then
+    out[#out + 1] = i
+    out[#out + 1] = to_ms(dues[i])
+    out[#out + 1] = replaced or 4
+  end
+  if existing then
+    -- Written above.
   elseif grouped[i] then
     -- Into its group's set when due, else gdelayed (groups.lua); each set is written once
     -- below, each group counted and let into the rotation once.

@@ -30,6 +30,7 @@ mod push_mode;
 mod rate_limit;
 mod registry;
 mod schedules;
+mod upserts;
 
 // Runtime behaviour under load and faults.
 mod concurrency;
