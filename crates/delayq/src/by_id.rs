@@ -71,7 +71,7 @@ pub(crate) async fn get(core: &QueueCore, id: &str) -> Result<Option<MessageInfo
 
 /// A message as `get.lua` and `browse.lua` return it, from its due time on: due ms,
 /// attempts, max attempts, error history, payload, lease deadline or died-at ms, flags byte,
-/// priority, group, deadline (0: none).
+/// priority, group, deadline (0: none), a debounce's latest due time (0: none).
 pub(crate) fn read_message(r: &mut Reply, id: String, state: State) -> Result<MessageInfo> {
     let due_ms = r.uint()?;
     let attempts = r.uint()? as u32;
@@ -85,10 +85,12 @@ pub(crate) fn read_message(r: &mut Reply, id: String, state: State) -> Result<Me
         .opt_bytes()?
         .map(|g| String::from_utf8_lossy(&g).into_owned());
     let expires_at_ms = Some(r.uint()?).filter(|ms| *ms > 0);
+    let debounce_until_ms = Some(r.uint()?).filter(|ms| *ms > 0);
     Ok(MessageInfo {
         priority,
         group,
         expires_at_ms,
+        debounce_until_ms,
         id,
         state,
         due_ms,

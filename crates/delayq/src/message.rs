@@ -65,6 +65,9 @@ pub struct MessageInfo {
     /// Its deadline ([`SendOptions::ttl`](crate::SendOptions::ttl)), ms since the Unix
     /// epoch: it is never delivered at or after it.
     pub expires_at_ms: Option<u64>,
+    /// Debounced ([`OnDuplicate::Debounce`](crate::OnDuplicate::Debounce)): the latest its
+    /// due time may be pushed to, ms since the Unix epoch.
+    pub debounce_until_ms: Option<u64>,
     /// In flight: when the lease ends, ms since the Unix epoch.
     pub lease_deadline_ms: Option<u64>,
     /// Dead: when it died, ms since the Unix epoch.

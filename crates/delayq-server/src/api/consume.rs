@@ -352,7 +352,9 @@ struct NackBody {
 
 #[derive(Serialize, ToSchema)]
 struct NackOut {
-    /// "retry", "dead", or "expired" (its retry would start after its deadline).
+    /// "retry", "dead", "expired" (its retry would start after its deadline), or
+    /// "superseded" (a newer message took its caller id while it was in flight: it ends
+    /// here, neither retried nor a dead letter).
     outcome: &'static str,
 }
 
@@ -394,6 +396,7 @@ pub async fn nack(
         NackOutcome::Retry => "retry",
         NackOutcome::Dead => "dead",
         NackOutcome::Expired => "expired",
+        NackOutcome::Superseded => "superseded",
         _ => "settled",
     };
     Ok(Json(NackOut { outcome }))

@@ -31,6 +31,7 @@ mod produce;
 mod push;
 mod query;
 mod schedules;
+pub mod upsert_args;
 pub mod wire;
 
 use std::sync::Arc;

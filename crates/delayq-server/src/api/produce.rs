@@ -27,6 +27,11 @@ pub struct SentOut {
     id: String,
     due_ms: Option<u64>,
     duplicate: bool,
+    /// An upsert (`on_duplicate` replace or debounce) that wrote its message in place of
+    /// one with its id: the state that one was in ("delayed" or "ready": it is gone;
+    /// "in_flight": it runs on, superseded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replaced: Option<&'static str>,
 }
 
 impl From<Sent> for SentOut {
@@ -35,6 +40,7 @@ impl From<Sent> for SentOut {
             id: s.id,
             due_ms: s.due_ms,
             duplicate: s.duplicate,
+            replaced: s.replaced.map(|state| state.as_str()),
         }
     }
 }
@@ -73,7 +79,7 @@ pub async fn send(
         message
     } else {
         let options = query
-            .options()
+            .options()?
             .send_options(state.limits())?
             .kind(PayloadKind::Bytes);
         (crate::api::wire::sealed(body.to_vec(), None)?, options)
@@ -142,6 +148,10 @@ struct MessageOut {
     /// When it can no longer be delivered, ms since the Unix epoch, if it has a deadline.
     #[serde(skip_serializing_if = "Option::is_none")]
     expires_at_ms: Option<u64>,
+    /// Debounced (`on_duplicate` debounce): the latest its due time may be pushed to, ms
+    /// since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    debounce_until_ms: Option<u64>,
     last_error: Option<String>,
     /// The last few failed attempts, oldest first.
     errors: Vec<ErrorOut>,
@@ -164,6 +174,7 @@ impl From<MessageInfo> for MessageOut {
             priority: m.priority,
             group: m.group,
             expires_at_ms: m.expires_at_ms,
+            debounce_until_ms: m.debounce_until_ms,
             last_error: m.last_error,
             errors: errors_out(m.errors),
             payload: PayloadOut::new(m.payload, m.kind),

@@ -14,6 +14,8 @@ use utoipa::{IntoParams, ToSchema};
 use crate::error::{ApiError, ApiResult};
 use crate::limits::Limits;
 
+use super::upsert_args::{IfInFlightArg, OnDuplicateArg, UpsertArgs};
+
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 /// A duration: a number of milliseconds, or text such as `"15m"`, `"1h 30m"`, `"250ms"`.
@@ -176,6 +178,14 @@ pub struct SendBody {
     pub ttl: Option<DurationArg>,
     /// Never delivered at or after this time (after its due time); as `ttl`, not both.
     pub expires_at: Option<TimeArg>,
+    /// With an `id`, when a message with that id exists: `keep` it (default; a duplicate),
+    /// `replace` it, or `debounce` it (with `max_wait`).
+    pub on_duplicate: Option<OnDuplicateArg>,
+    /// A debounce is never due later than this after the first send it replaced in turn.
+    pub max_wait: Option<DurationArg>,
+    /// A replace or debounce of a message in flight: `send` a second message (default; the
+    /// one in flight is superseded) or `refuse` (a duplicate).
+    pub if_in_flight: Option<IfInFlightArg>,
     /// How long a worker may spend on it (in place of the worker's own timeout); delivered
     /// as `handler_timeout_ms`.
     pub handler_timeout: Option<DurationArg>,
@@ -246,6 +256,11 @@ impl SendBody {
             group: self.group,
             ttl: self.ttl,
             expires_at: self.expires_at,
+            upsert: UpsertArgs {
+                on_duplicate: self.on_duplicate,
+                max_wait: self.max_wait.map(|w| w.get("max_wait")).transpose()?,
+                if_in_flight: self.if_in_flight,
+            },
             handler_timeout: self.handler_timeout,
             replicas: self.replicas,
         }
@@ -297,6 +312,12 @@ pub struct SendQuery {
     pub ttl: Option<String>,
     /// Never delivered at or after this time (RFC 3339).
     pub expires_at: Option<String>,
+    /// With an `id`: `keep` (default), `replace` or `debounce` a message with that id.
+    pub on_duplicate: Option<OnDuplicateArg>,
+    /// A debounce's max wait (`30s`).
+    pub max_wait: Option<String>,
+    /// A replace or debounce of a message in flight: `send` (default) or `refuse`.
+    pub if_in_flight: Option<IfInFlightArg>,
     /// How long a worker may spend on it (`30s`).
     pub handler_timeout: Option<String>,
 }
@@ -312,12 +333,15 @@ impl SendQuery {
             && self.group.is_none()
             && self.ttl.is_none()
             && self.expires_at.is_none()
+            && self.on_duplicate.is_none()
+            && self.max_wait.is_none()
+            && self.if_in_flight.is_none()
             && self.handler_timeout.is_none()
     }
 
     /// As the options of a JSON send.
-    pub fn options(self) -> MessageOptions {
-        MessageOptions {
+    pub fn options(self) -> ApiResult<MessageOptions> {
+        Ok(MessageOptions {
             delay: self.delay.map(DurationArg::Text),
             deliver_at: self.deliver_at.map(TimeArg::Text),
             id: self.id,
@@ -327,9 +351,17 @@ impl SendQuery {
             group: self.group,
             ttl: self.ttl.map(DurationArg::Text),
             expires_at: self.expires_at.map(TimeArg::Text),
+            upsert: UpsertArgs {
+                on_duplicate: self.on_duplicate,
+                max_wait: self
+                    .max_wait
+                    .map(|w| DurationArg::Text(w).get("max_wait"))
+                    .transpose()?,
+                if_in_flight: self.if_in_flight,
+            },
             handler_timeout: self.handler_timeout.map(DurationArg::Text),
             replicas: None,
-        }
+        })
     }
 }
 
@@ -354,6 +386,8 @@ pub struct MessageOptions {
     pub ttl: Option<DurationArg>,
     /// When it may no longer be delivered.
     pub expires_at: Option<TimeArg>,
+    /// What it does to a message of its id that exists.
+    pub upsert: UpsertArgs,
     /// How long a worker may spend on it.
     pub handler_timeout: Option<DurationArg>,
     /// Replicas to wait for.
@@ -403,6 +437,7 @@ impl MessageOptions {
             (None, Some(at)) => options = options.expires_at(at.unix_ms("expires_at")?),
             (None, None) => {}
         }
+        options = self.upsert.apply(options)?;
         if let Some(timeout) = self.handler_timeout {
             options = options.handler_timeout(timeout.get("handler_timeout")?);
         }

@@ -6,6 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use delayq::{CancelOutcome, PayloadKind, Schedule, SendOptions, Stats};
+use delayq_server::api::upsert_args::{IfInFlightArg, OnDuplicateArg, UpsertArgs};
 use serde_json::{json, Value};
 
 use super::common::{parse_backoff, payload_text, print, stats_json, time_text, Common};
@@ -55,6 +56,18 @@ pub enum AdminCommand {
         /// Longest a worker may spend on it (e.g. 90s), in place of the worker's own limit.
         #[arg(long, value_parser = humantime::parse_duration)]
         handler_timeout: Option<std::time::Duration>,
+        /// With --id, when a message with that id exists: keep it (a duplicate), replace
+        /// it, or debounce it (with --max-wait).
+        #[arg(long, value_enum, requires = "id")]
+        on_duplicate: Option<OnDuplicateArg>,
+        /// A debounce is never due later than this after the first send it replaced in
+        /// turn (e.g. 30s).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        max_wait: Option<std::time::Duration>,
+        /// A replace or debounce of a message in flight: send a second message (the one in
+        /// flight is superseded) or refuse.
+        #[arg(long, value_enum)]
+        if_in_flight: Option<IfInFlightArg>,
         /// The payload is JSON: consumers get it back as JSON.
         #[arg(long)]
         json_payload: bool,
@@ -186,6 +199,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             ttl,
             expires_at,
             handler_timeout,
+            on_duplicate,
+            max_wait,
+            if_in_flight,
             json_payload,
         } => {
             let q = common.connect().await?.queue(&queue)?;
@@ -215,20 +231,30 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             if let Some(at) = expires_at {
                 options = options.expires_at(unix_ms(at));
             }
+            let upsert = UpsertArgs {
+                on_duplicate,
+                max_wait,
+                if_in_flight,
+            };
+            options = upsert
+                .apply(options)
+                .map_err(|e| anyhow::anyhow!("{}", e.message()))?;
             if json_payload {
                 serde_json::from_str::<Value>(&payload).context("--json-payload: not JSON")?;
                 options = options.kind(PayloadKind::Json);
             }
             let sent = q.send(payload.as_bytes(), &options).await?;
-            let out = json!({ "id": sent.id, "due_ms": sent.due_ms, "duplicate": sent.duplicate });
+            let replaced = sent.replaced.map(|state| state.as_str());
+            let out = json!({ "id": sent.id, "due_ms": sent.due_ms, "duplicate": sent.duplicate,
+                "replaced": replaced });
             print(&common, &out, || {
                 let due = sent.due_ms.map_or("-".into(), time_text);
-                let dup = if sent.duplicate {
-                    " (duplicate: already there)"
-                } else {
-                    ""
+                let note = match (sent.duplicate, replaced) {
+                    (true, _) => " (duplicate: already there)".to_owned(),
+                    (false, Some(state)) => format!(" (replaced one {})", state.replace('_', " ")),
+                    (false, None) => String::new(),
                 };
-                format!("{}  due {due}{dup}", sent.id)
+                format!("{}  due {due}{note}", sent.id)
             })
         }
         AdminCommand::Get { common, queue, id } => {
@@ -241,6 +267,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 "id": m.id, "state": m.state.as_str(), "due_ms": m.due_ms,
                 "attempts": m.attempts, "max_attempts": m.max_attempts,
                 "priority": m.priority, "group": m.group, "expires_at_ms": m.expires_at_ms,
+                "debounce_until_ms": m.debounce_until_ms,
                 "last_error": m.last_error, "payload": payload,
                 "errors": m.errors.iter().map(|e| json!({
                     "attempt": e.attempt, "at_ms": e.at_ms, "error": e.error,

@@ -70,6 +70,7 @@ fn render(session: &Session, queue: &str, m: &MessageInfo, done: Option<&str>) -
             dt { "Priority" } dd { (m.priority) }
             @if let Some(g) = &m.group { dt { "Group" } dd { (g) } }
             @if let Some(at) = m.expires_at_ms { dt { "Expires" } dd #expires { (utc(at)) } }
+            @if let Some(at) = m.debounce_until_ms { dt { "Debounced until" } dd #debounce-until { (utc(at)) } }
             @if let Some(lease) = m.lease_deadline_ms { dt { "Lease until" } dd { (utc(lease)) } }
             @if let Some(died) = m.died_at_ms { dt { "Died" } dd { (utc(died)) } }
             @if let Some(d) = destination {

@@ -35,3 +35,4 @@ mod schedules;
 mod serve;
 mod slow_clients;
 mod ui;
+mod upserts;

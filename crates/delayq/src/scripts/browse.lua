@@ -18,7 +18,7 @@
 -- Returns: { looked at, next, then per message returned: id, due ms, attempts, max attempts,
 --   error history or false, payload (its first ARGV[5] bytes), lease deadline ms (in
 --   flight) or died-at ms (dead) or 0, flags byte, priority, group or false, deadline ms
---   (expiry.lua) or 0, sort key
+--   (expiry.lua) or 0, a debounce's latest due ms (send.lua) or 0, sort key
 --   (delayed, ready) or '', the whole payload's length }
 --   Ready messages of a group (in its group's set, groups.lua) are listed by group, not here;
 --   grouped messages not yet due are.
@@ -48,8 +48,9 @@ local function add(m, extra, key)
   out[n + 9] = priority_of(m.seq)
   out[n + 10] = m.group or false
   out[n + 11] = m.deadline or 0
-  out[n + 12] = key or ''
-  out[n + 13] = #m.payload
+  out[n + 12] = m.debounce_until or 0
+  out[n + 13] = key or ''
+  out[n + 14] = #m.payload
 end
 
 if state == 'delayed' or state == 'ready' then

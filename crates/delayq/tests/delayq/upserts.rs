@@ -79,6 +79,8 @@ async fn a_debounce_pushes_the_due_time_out_but_never_past_its_max_wait() {
         .await
         .expect("send");
     assert_eq!(last.due_ms, Some(first_due + 400));
+    let info = q.get("index-7").await.expect("get").expect("known");
+    assert_eq!(info.debounce_until_ms, Some(first_due + 400));
     assert_eq!(counts(&q).await, [1, 0, 0, 0]);
     let mut consumer = q.consumer().await.expect("consumer");
     let d = receive_one(&mut consumer, LEASE).await;
