@@ -12,6 +12,7 @@
 mod agent;
 mod ceiling;
 mod clock;
+mod debounce;
 mod driver;
 mod error;
 mod fairness;
@@ -44,6 +45,8 @@ enum Cmd {
     /// W5: fairness across groups (a heavy tenant's backlog, 1,000 light tenants), and what
     /// groups cost W2a.
     Fairness(fairness::FairnessArgs),
+    /// Upserts at volume: 100,000 ids sent 10 times each with debounce, replace and keep.
+    Debounce(debounce::DebounceArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => driver::main(args),
         Cmd::Slowlog(args) => slowlog::main(args),
         Cmd::Fairness(args) => fairness::main(args),
+        Cmd::Debounce(args) => debounce::main(args),
     }
 }
 
