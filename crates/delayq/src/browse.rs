@@ -289,12 +289,18 @@ fn read_step(mut r: Reply, state: State) -> Result<Step> {
     let mut found = Vec::new();
     while r.remaining() > 0 {
         let id = r.string()?;
-        let mut info = read_message(&mut r, id, state)?;
+        let mut info = if state == State::Completed {
+            crate::retention::read_final(id, &r.bytes()?)?
+        } else {
+            read_message(&mut r, id, state)?
+        };
         let key = r.bytes()?;
         info.payload_len = r.uint()? as usize;
-        let order = match <[u8; 13]>::try_from(key.as_slice()) {
-            Ok(k) => Order::Key(k),
-            Err(_) => {
+        let order = match (<[u8; 13]>::try_from(key.as_slice()), &info.completion) {
+            (Ok(k), _) => Order::Key(k),
+            // The latest ended first.
+            (Err(_), Some(done)) => Order::Score(u64::MAX - done.finished_at_ms, info.id.clone()),
+            (Err(_), None) => {
                 let score = info.lease_deadline_ms.or(info.died_at_ms).unwrap_or(0);
                 Order::Score(score, info.id.clone())
             }

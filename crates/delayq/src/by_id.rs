@@ -66,6 +66,9 @@ pub(crate) async fn get(core: &QueueCore, id: &str) -> Result<Option<MessageInfo
     let Some(state) = parse_state(&r.string()?)? else {
         return Ok(None);
     };
+    if state == State::Completed {
+        return crate::retention::read_final(id.to_owned(), &r.bytes()?).map(Some);
+    }
     read_message(&mut r, id.to_owned(), state).map(Some)
 }
 
@@ -103,5 +106,6 @@ pub(crate) fn read_message(r: &mut Reply, id: String, state: State) -> Result<Me
         kind,
         lease_deadline_ms: (state == State::InFlight).then_some(extra),
         died_at_ms: (state == State::Dead).then_some(extra),
+        completion: None,
     })
 }

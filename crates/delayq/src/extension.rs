@@ -15,6 +15,12 @@
 //!   it, so it needs no format of its own: an older delayq skips it and delivers the
 //!   message as it stands.
 //!
+//! * 4 and 5, when the message was sent and first delivered (unix ms, 8 bytes each; 0 not
+//!   yet), on a queue that retains final records
+//!   ([`Setting::RetainCompleted`](crate::Setting::RetainCompleted)): `send.lua` (or the
+//!   batch path, `send.rs`) writes the first, the message's first claim the second, and
+//!   `retention.lua` keeps both in its final record. An older delayq skips them.
+//!
 //! [`OnDuplicate::Debounce`]: crate::OnDuplicate::Debounce
 
 /// The tag of a message's group.
@@ -25,6 +31,10 @@ pub(crate) const TAG_DEADLINE: u8 = 2;
 
 /// The tag of a debounced message's latest due time.
 pub(crate) const TAG_DEBOUNCE: u8 = 3;
+
+/// The tags of when a message was sent and first delivered (a queue that retains).
+pub(crate) const TAG_SENT: u8 = 4;
+pub(crate) const TAG_FIRST: u8 = 5;
 
 /// The data format that brought deadlines ([`SendOptions::ttl`](crate::SendOptions::ttl)):
 /// an older delayq would deliver a message after its deadline.

@@ -72,6 +72,9 @@ pub struct MessageInfo {
     pub lease_deadline_ms: Option<u64>,
     /// Dead: when it died, ms since the Unix epoch.
     pub died_at_ms: Option<u64>,
+    /// Completed ([`State::Completed`]): how and when it ended. Such a message keeps no
+    /// payload, priority or group.
+    pub completion: Option<crate::retention::Completion>,
 }
 
 /// Counts of a queue, taken atomically (per partition, on a queue of several).
@@ -121,6 +124,11 @@ pub struct Stats {
     /// Sends due further out than this are refused
     /// ([`Setting::MaxDelay`](crate::Setting::MaxDelay)); None: no limit of the queue's own.
     pub max_delay: Option<std::time::Duration>,
+    /// Final records of ended messages kept ([`State::Completed`]).
+    pub completed: u64,
+    /// How long and how many final records it keeps
+    /// ([`Setting::RetainCompleted`](crate::Setting::RetainCompleted)); None: none.
+    pub retain_completed: Option<crate::retention::Retention>,
 }
 
 /// At most `per_second` deliveries per second from a queue, across all its consumers, with

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::{ScriptInvocation, Value};
 
 use crate::error::{Error, InvalidInput, Result};
-use crate::extension::{EXPIRY_FORMAT, GROUPS_FORMAT};
+use crate::extension::{EXPIRY_FORMAT, GROUPS_FORMAT, TAG_FIRST, TAG_SENT};
 use crate::keys::Keys;
 use crate::message::Sent;
 use crate::names::{check_caller_id, check_group};
@@ -201,14 +201,20 @@ async fn send_generated<'p>(
     reserve
         .incr(keys.seq(), count * stride)
         .cmd("TIME")
-        .hget(keys.control(), "max_delay_ms");
+        .cmd("HMGET")
+        .arg(keys.control())
+        .arg("max_delay_ms")
+        .arg("retain_ms");
     let mut replies = conn.transaction_at(keys.slot(), &reserve).await?;
     // As send.lua does: a message due further out than the queue's max delay is refused, and
-    // nothing is written (the sequence numbers reserved are skipped, as a failed send's are).
-    let max_delay_ms = match replies.pop() {
-        Some(Value::BulkString(ms)) => std::str::from_utf8(&ms).ok().and_then(|t| t.parse().ok()),
-        _ => None,
+    // nothing is written (the sequence numbers reserved are skipped, as a failed send's are);
+    // on a queue that retains, each message notes when it was sent.
+    let settings: Vec<Option<String>> = match replies.pop() {
+        Some(v) => redis::from_redis_value(v).unwrap_or_default(),
+        None => Vec::new(),
     };
+    let max_delay_ms: Option<u64> = settings.first().and_then(|ms| ms.as_deref()?.parse().ok());
+    let retains = settings.get(1).is_some_and(Option::is_some);
     let time = replies.pop();
     let last_seq = replies.pop();
     let (Some(Value::Int(last_seq)), Some(Value::Array(time))) = (last_seq, time) else {
@@ -251,7 +257,15 @@ async fn send_generated<'p>(
     for ((spec, body), i) in prepared.into_iter().zip(1..) {
         let seq = first_seq + i * stride;
         let due_us = spec.due_us(now_us);
-        zadd.arg("0").arg(record::with_sort_key(due_us, seq, body));
+        if retains {
+            // As retention.lua's new_fields: sent now, first delivered not yet.
+            let sent = (now_us / 1000).to_be_bytes();
+            let fields = [(TAG_SENT, &sent[..]), (TAG_FIRST, &[0u8; 8][..])];
+            let body = record::with_extension(body, &fields);
+            zadd.arg("0").arg(record::with_sort_key(due_us, seq, &body));
+        } else {
+            zadd.arg("0").arg(record::with_sort_key(due_us, seq, body));
+        }
         sent.push(Sent {
             id: record::generated_id(due_us, seq),
             due_ms: Some(due_us / 1000),

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::error::{InvalidInput, Result};
 use crate::message::RateLimit;
 use crate::options::checked_ms;
+use crate::retention::Retention;
 
 /// Longest idempotency window ([`Setting::IdempotencyWindow`]).
 pub const MAX_IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(366 * 24 * 3600);
@@ -63,6 +64,14 @@ pub enum Setting {
     /// against a producer's unit mix-up (seconds for milliseconds) parking messages for
     /// years. 1 ms to [`MAX_DELAY`](crate::MAX_DELAY); `None` lifts it.
     MaxDelay(Option<Duration>),
+    /// Keep the final record of each message that ends (acked, cancelled, expired, dead):
+    /// its outcome, attempts, when it was sent, first delivered and finished, and its
+    /// errors, so that [`Queue::get`](crate::Queue::get) still answers for it
+    /// ([`State::Completed`](crate::State::Completed)) for [`Retention::keep_for`], up to
+    /// [`Retention::max`] records per partition (the oldest go first). `None` stops it and
+    /// drops the records kept. Only messages sent while it is on know when they were sent
+    /// and first delivered.
+    RetainCompleted(Option<Retention>),
 }
 
 /// What becomes of a message that expired ([`Setting::OnExpire`]).
@@ -140,6 +149,11 @@ impl Setting {
                     checked_ms(d, "max delay")?.to_string(),
                 )])
             }
+            Setting::RetainCompleted(None) => Ok(vec![
+                ("retain_ms", String::new()),
+                ("retain_max", String::new()),
+            ]),
+            Setting::RetainCompleted(Some(retention)) => retention.fields(),
             Setting::OnExpire(action) => Ok(vec![(
                 "on_expire",
                 match action {

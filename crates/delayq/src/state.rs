@@ -1,4 +1,4 @@
-//! Where a message is in its life: delayed, ready, in flight or dead.
+//! Where a message is in its life: delayed, ready, in flight, dead, or completed.
 
 use std::fmt;
 use std::str::FromStr;
@@ -15,16 +15,21 @@ pub enum State {
     InFlight,
     /// Out of attempts; kept in the dead letters until requeued or purged.
     Dead,
+    /// Ended (acked, cancelled, expired, or dead and purged) and gone, but the queue
+    /// retains its final record ([`Setting::RetainCompleted`](crate::Setting::RetainCompleted)).
+    Completed,
 }
 
 impl State {
-    /// The name used in replies and logs: `delayed`, `ready`, `in_flight`, `dead`.
+    /// The name used in replies and logs: `delayed`, `ready`, `in_flight`, `dead`,
+    /// `completed`.
     pub fn as_str(self) -> &'static str {
         match self {
             State::Delayed => "delayed",
             State::Ready => "ready",
             State::InFlight => "in_flight",
             State::Dead => "dead",
+            State::Completed => "completed",
         }
     }
 }
@@ -45,6 +50,7 @@ impl FromStr for State {
             "ready" => Ok(State::Ready),
             "in_flight" => Ok(State::InFlight),
             "dead" => Ok(State::Dead),
+            "completed" => Ok(State::Completed),
             other => Err(format!("unknown state {other:?}")),
         }
     }

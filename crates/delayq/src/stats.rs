@@ -36,6 +36,8 @@ pub(crate) async fn stats(core: &QueueCore) -> Result<Stats> {
         total.default_ttl = total.default_ttl.or(s.default_ttl);
         total.drop_expired |= s.drop_expired;
         total.max_delay = total.max_delay.or(s.max_delay);
+        total.completed += s.completed;
+        total.retain_completed = total.retain_completed.or(s.retain_completed);
         total.data_format = match total.data_format {
             0 => s.data_format,
             f => f.min(s.data_format),
@@ -68,5 +70,10 @@ async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
         max_delay: Some(r.uint()?)
             .filter(|ms| *ms > 0)
             .map(Duration::from_millis),
+        completed: r.uint()?,
+        retain_completed: {
+            let (ms, max) = (r.string()?, r.string()?);
+            crate::retention::Retention::from_fields(Some(&ms), Some(&max))
+        },
     })
 }

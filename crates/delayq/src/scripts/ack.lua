@@ -85,6 +85,18 @@ if #callers > 0 then
 end
 if #done > 0 then
   add_history(now, 'a', #done)
+  -- A queue that retains keeps each one's final record (retention.lua), errors and all.
+  local R = retention()
+  if R then
+    local ended = {}
+    for i, v in ipairs(generated) do
+      local ok, m = pcall(parse_held, seqs[i], v)
+      if ok then
+        ended[#ended + 1] = { m, 'a', redis.call('HGET', k.errors, m.id) }
+      end
+    end
+    R.keep(ended, now)
+  end
   redis.call('ZREM', k.leases, unpack(done))
   redis.call('HDEL', k.held, unpack(seqs))
   if #explicit > 0 then

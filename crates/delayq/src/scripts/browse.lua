@@ -19,7 +19,8 @@
 --   error history or false, payload (its first ARGV[5] bytes), lease deadline ms (in
 --   flight) or died-at ms (dead) or 0, flags byte, priority, group or false, deadline ms
 --   (expiry.lua) or 0, a debounce's latest due ms (send.lua) or 0, sort key
---   (delayed, ready) or '', the whole payload's length }
+--   (delayed, ready) or '', the whole payload's length }; for 'completed' (final records of
+--   ended messages, retention.lua, the latest first) per message: id, final record, '', 0
 --   Ready messages of a group (in its group's set, groups.lua) are listed by group, not here;
 --   grouped messages not yet due are.
 --   next is where the following step starts (as ARGV[2]), or false when this step reached
@@ -122,7 +123,25 @@ elseif state == 'in_flight' or state == 'dead' then
   if #entries / 2 >= limit then
     out[2] = tostring(skip + limit)
   end
+elseif state == 'completed' then
+  -- Final records (retention.lua), the latest first; per message: id, final record, '', 0.
+  local skip = tonumber(from == '' and '0' or from)
+  if skip == nil or skip < 0 or skip % 1 ~= 0 then
+    error('delayq: a browse position of completed is a count')
+  end
+  local ids = redis.call('ZREVRANGE', PART_PREFIX .. 'done_at', skip, skip + limit - 1)
+  for _, id in ipairs(ids) do
+    out[1] = out[1] + 1
+    local final = redis.call('HGET', PART_PREFIX .. 'done', id)
+    if final and (needle == '' or string.find(id, needle, 1, true)) then
+      local n = #out
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, final, '', 0
+    end
+  end
+  if #ids >= limit then
+    out[2] = tostring(skip + limit)
+  end
 else
-  error('delayq: a state is delayed, ready, in_flight or dead, not ' .. state)
+  error('delayq: a state is delayed, ready, in_flight, dead or completed, not ' .. state)
 end
 return out

@@ -17,6 +17,9 @@ remove_pending(m)
 if m.group and groups().groups_leave({ { m.id, m.group } }, m.keep) then
   wake()
 end
+if retention() then
+  retention().keep({ { m, 'c', redis.call('HGET', k.errors, id) } }, now)
+end
 redis.call('HDEL', k.errors, id)
 if has(m.flags, F_ID) then
   remember_gone({ id }, to_ms(now))

@@ -89,7 +89,7 @@ for j, member in ipairs(expired) do
 end
 
 local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at', 'levels',
-  'push', 'grouped', 'ttl_ms', 'deadlines')
+  'push', 'grouped', 'ttl_ms', 'deadlines', 'retain_ms')
 local prios = priorities(control[6])
 
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
@@ -387,8 +387,13 @@ end
 local deadline_arg = string.format('%d', deadline)
 local out = { 0, deadline, base, now, retried, buried }
 local held, leases, seqs = {}, {}, { be6(base) }
+-- A queue that retains notes when each message was first delivered (retention.lua).
+local retained = control[11] and retention()
 for j = 1, count do
   local rec = due[j]
+  if retained and #rec >= MIN_RECORD then
+    rec = retained.first_claim(rec, now_ms)
+  end
   if #rec < MIN_RECORD then
     -- Too short to even name: kept as a dead letter, and this claim goes on without it.
     local pad = (rec .. string.rep('\0', 13)):sub(1, 13)

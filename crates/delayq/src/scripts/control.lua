@@ -24,12 +24,16 @@
 --   max_delay_ms  sends due further out than this from now are refused (send.lua)
 --   grate      each group's rate limit as '<per second>/<burst>' (groups.lua), unless a
 --              group has its own; a group held for it comes back within a second.
+--   retain_ms  how long (ms), and retain_max how many, final records of ended messages
+--   retain_max the partition keeps (retention.lua); clearing retain_ms drops those kept
+--              (UNLINK: freed in the background).
 -- Returns: how many settings this changed.
 check_groups(2, 'control')
 local patterns = {
   paused = '^1$', window_ms = '^[1-9]%d*$', rate = '^%d+%.?%d*$', burst = '^[1-9]%d*$',
   limit = '^[1-9]%d*/[1-9]%d*$', push = '^1$', gconc = '^[1-9]%d*$',
   ttl_ms = '^[1-9]%d*$', on_expire = '^drop$', max_delay_ms = '^[1-9]%d*$',
+  retain_ms = '^[1-9]%d*$', retain_max = '^[1-9]%d*$',
   grate = '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?/[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?$',
 }
 -- Every pair is checked before the first write.
@@ -54,6 +58,9 @@ for i = 1, #ARGV, 2 do
     changed = changed + redis.call('HDEL', k.control, name)
     if name == 'paused' or name == 'rate' or name == 'push' or name == 'gconc' then
       wake()
+    end
+    if name == 'retain_ms' then
+      redis.call('UNLINK', PART_PREFIX .. 'done', PART_PREFIX .. 'done_at')
     end
   elseif redis.call('HGET', k.control, name) ~= value then
     redis.call('HSET', k.control, name, value)

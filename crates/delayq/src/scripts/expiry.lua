@@ -1,5 +1,5 @@
 -- expiry.lua: messages that must not be delivered late (data format 4). Not a script of its
--- own: scripts.rs inserts it after groups.lua.
+-- own: scripts.rs inserts it after retention.lua.
 --
 -- A message's deadline is field 2 of its record's extension area (`m.deadline`, unix ms,
 -- prelude.lua): a claim at or after it never delivers the message. The queue's `ttl_ms`
@@ -51,14 +51,21 @@ local function expiry()
       redis.call('HDEL', k.index, m.id)
     end
     local outcome = 'expired'
+    local R = retention()
     if drop then
       if explicit then
         remember_gone({ m.id }, to_ms(now))
+      end
+      if R then
+        R.keep({ { m, 'e', redis.call('HGET', k.errors, m.id) } }, now)
       end
       redis.call('HDEL', k.errors, m.id)
       outcome = 'dropped'
     else
       add_error(m.id, m.attempts, now, 'expired')
+      if R then
+        R.keep({ { m, 'e', redis.call('HGET', k.errors, m.id) } }, now)
+      end
       add_history(now, 'x', 1)
       redis.call('ZADD', k.dead, to_ms(now), m.id)
       redis.call('HSET', k.dead_msgs, m.id, encode(m))

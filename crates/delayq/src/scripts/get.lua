@@ -4,7 +4,8 @@
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
 -- ARGV[1]: message id
--- Returns: { state } when missing, else { state, due ms, attempts, max attempts, last error or
+-- Returns: { state } when missing; { 'completed', final record (retention.lua) } when gone
+--   and retained; else { state, due ms, attempts, max attempts, last error or
 --   false, payload, lease deadline ms (in flight) or died-at ms (dead) or 0, flags byte,
 --   priority, group or false, deadline ms (expiry.lua) or 0, a debounce's latest due ms
 --   (send.lua) or 0 }.
@@ -23,6 +24,11 @@ else
     m = parse(redis.call('HGET', k.dead_msgs, id))
     extra = tonumber(redis.call('ZSCORE', k.dead, id)) or 0
   else
+    -- Gone: its final record, if the queue retains one (retention.lua).
+    local final = retention() and retention().final_record(id)
+    if final then
+      return { 'completed', final }
+    end
     return { state }
   end
 end

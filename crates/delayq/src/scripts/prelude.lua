@@ -201,9 +201,17 @@ local function policy_end(rec, flags)
   return i
 end
 
--- Extension fields (src/extension.rs): a message's group, its deadline, and the latest due
--- time a debounced message may be pushed to (send.lua).
-local TAG_GROUP, TAG_DEADLINE, TAG_DEBOUNCE = 1, 2, 3
+-- Extension fields (src/extension.rs): a message's group, its deadline, the latest due
+-- time a debounced message may be pushed to (send.lua), and when it was sent and first
+-- delivered (kept for its final record, retention.lua).
+local TAG_GROUP, TAG_DEADLINE, TAG_DEBOUNCE, TAG_SENT, TAG_FIRST = 1, 2, 3, 4, 5
+-- The fields read into a parsed message, by tag: the name, and whether its value is an
+-- 8-byte time.
+local FIELD_NAMES = {
+  [TAG_GROUP] = { 'group', false }, [TAG_DEADLINE] = { 'deadline', true },
+  [TAG_DEBOUNCE] = { 'debounce_until', true }, [TAG_SENT] = { 'sent_at', true },
+  [TAG_FIRST] = { 'first_at', true },
+}
 
 -- The value of field `tag` of the extension fields in rec[from, to), or nil.
 local function field_of(rec, from, to, tag)
@@ -255,16 +263,18 @@ local function parse(rec)
   end
   local policy_to, fields_from, fields_to = policy_end(rec, m.flags)
   m.policy = rec:sub(19, policy_to - 1)
-  if fields_from then
-    m.group = field_of(rec, fields_from, fields_to, TAG_GROUP)
-    local deadline = field_of(rec, fields_from, fields_to, TAG_DEADLINE)
-    if deadline and #deadline == 8 then
-      m.deadline = (struct.unpack('>I8', deadline))
+  -- The extension fields this delayq knows, in one pass (a time of 0 is one not yet set).
+  local at = fields_from
+  while at and at < fields_to do
+    local n, value_at = uvarint(rec, at + 1)
+    local known = FIELD_NAMES[rec:byte(at)]
+    if known and not known[2] then
+      m[known[1]] = rec:sub(value_at, value_at + n - 1)
+    elseif known and n == 8 then
+      local t = struct.unpack('>I8', rec, value_at)
+      m[known[1]] = t > 0 and t or nil
     end
-    local debounce_until = field_of(rec, fields_from, fields_to, TAG_DEBOUNCE)
-    if debounce_until and #debounce_until == 8 then
-      m.debounce_until = (struct.unpack('>I8', debounce_until))
-    end
+    at = value_at + n
   end
   local payload_at
   m.id, payload_at = id_of(rec, m.flags)

@@ -77,7 +77,10 @@ for i = 1, n do
 end
 -- The queue's longest delay: a send due further out is refused, nothing written (the client
 -- knows the error by its prefix).
-local max_delay = tonumber(redis.call('HGET', k.control, 'max_delay_ms') or '')
+local settings = redis.call('HMGET', k.control, 'max_delay_ms', 'retain_ms')
+local max_delay = tonumber(settings[1] or '')
+-- A queue that retains: each message notes when it was sent (retention.lua).
+local retained = settings[2] and retention()
 if max_delay then
   for i = 1, n do
     if dues[i] - now > max_delay * 1000 then
@@ -149,18 +152,7 @@ local wake_now = false
 local group_sends, group_order, grouped_ready, grouped_later, earliest_later = {}, {}, 0, {}, nil
 -- `body` with the 8-byte value of its extension field `tag` (checked above) set to `value`.
 local function with_field8(body, tag, value)
-  local rec = key_of(0, 0) .. body
-  local _, from, to = policy_end(rec, rec:byte(14))
-  local at = from
-  while at < to do
-    local len, value_at = uvarint(rec, at + 1)
-    if rec:byte(at) == tag then
-      -- rec[value_at, value_at + 8) is body[value_at - 13, value_at - 5).
-      return body:sub(1, value_at - 14) .. struct.pack('>I8', value) .. body:sub(value_at - 5)
-    end
-    at = value_at + len
-  end
-  error('delayq: no field ' .. tag .. ' to write')
+  return set_field8(key_of(0, 0) .. body, tag, value):sub(14)
 end
 -- An upsert (`mode`, of a caller id: 'replace' or 'debounce') meets `existing`, what its id
 -- names: a sort key, or true (dead, or gone within the idempotency window). Returns true
@@ -215,6 +207,9 @@ for i = 1, n do
   if deadlines[i] and not existing then
     local d = deadlines[i]
     body = with_field8(body, TAG_DEADLINE, d.at or to_ms(dues[i]) + d.after)
+  end
+  if retained and not existing then
+    body = with_fields(key_of(0, 0) .. body, retained.new_fields(now_ms)):sub(14)
   end
   if existing then
     local existing_due = -1

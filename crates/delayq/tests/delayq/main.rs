@@ -29,6 +29,7 @@ mod priority;
 mod push_mode;
 mod rate_limit;
 mod registry;
+mod retention;
 mod schedules;
 mod upserts;
 
