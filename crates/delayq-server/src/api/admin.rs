@@ -52,6 +52,29 @@ struct StatsOut {
     on_expire: &'static str,
     /// Sends due further out than this are refused (null: no limit of the queue's own).
     max_delay_ms: Option<u64>,
+    /// Final records of ended messages kept (`GET .../messages/{id}` answers them as
+    /// "completed").
+    completed: u64,
+    /// How long and how many final records the queue keeps (null: none).
+    retain_completed: Option<RetentionOut>,
+}
+
+/// How long, and how many per partition, final records a queue keeps.
+#[derive(Serialize, ToSchema)]
+struct RetentionOut {
+    keep_for_ms: u64,
+    max: u32,
+}
+
+/// Keep the final record of each message that ends (acked, cancelled, expired, dead).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionArg {
+    /// How long each is kept (`"7d"` or ms; 1 s to 366 days).
+    keep_for: DurationArg,
+    /// At most this many per partition, the oldest dropped first (1 to 10,000,000).
+    #[schema(minimum = 1, maximum = 10000000)]
+    max: u32,
 }
 
 impl StatsOut {
@@ -79,6 +102,11 @@ impl StatsOut {
                 "dead_letter"
             },
             max_delay_ms: s.max_delay.map(|d| d.as_millis() as u64),
+            completed: s.completed,
+            retain_completed: s.retain_completed.map(|r| RetentionOut {
+                keep_for_ms: r.keep_for.as_millis() as u64,
+                max: r.max,
+            }),
         })
     }
 }
@@ -206,6 +234,11 @@ pub struct QueueSettings {
     #[serde(default, deserialize_with = "present_or_null")]
     #[schema(value_type = Option<DurationArg>)]
     max_delay: Option<Option<DurationArg>>,
+    /// Keep the final record of each message that ends, for `GET .../messages/{id}` and the
+    /// list of completed messages; `null` stops it and drops the records kept.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schema(value_type = Option<RetentionArg>)]
+    retain_completed: Option<Option<RetentionArg>>,
 }
 
 /// A rate limit: deliveries per second, and how many at once after a quiet spell.
@@ -277,6 +310,16 @@ pub async fn configure(
     if let Some(max) = settings.max_delay {
         let max = max.map(|d| d.get("max_delay")).transpose()?;
         changes.push(delayq::Setting::MaxDelay(max));
+    }
+    if let Some(retain) = settings.retain_completed {
+        let retention = match retain {
+            Some(r) => Some(delayq::Retention {
+                keep_for: r.keep_for.get("retain_completed.keep_for")?,
+                max: r.max,
+            }),
+            None => None,
+        };
+        changes.push(delayq::Setting::RetainCompleted(retention));
     }
     if let Some(action) = settings.on_expire {
         let action = match action.as_str() {

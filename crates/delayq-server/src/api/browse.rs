@@ -32,7 +32,7 @@ const DEFAULT_SEARCH_STEP: usize = 500;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// `delayed`, `ready`, `in_flight` or `dead`.
+    /// `delayed`, `ready`, `in_flight`, `dead` or `completed`.
     state: String,
     /// Where to go on from: a previous answer's `next`.
     cursor: Option<String>,
@@ -61,6 +61,12 @@ pub struct SummaryOut {
     last_error: Option<String>,
     lease_deadline_ms: Option<u64>,
     died_at_ms: Option<u64>,
+    /// Completed: how it ended ("acked", "cancelled", "expired", "dead").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'static str>,
+    /// Completed: when it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finished_at_ms: Option<u64>,
     /// `json` or `bytes`.
     payload_kind: &'static str,
     /// The payload's size in bytes.
@@ -84,6 +90,8 @@ impl From<MessageInfo> for SummaryOut {
             last_error: m.last_error,
             lease_deadline_ms: m.lease_deadline_ms,
             died_at_ms: m.died_at_ms,
+            outcome: m.completion.as_ref().map(|c| c.outcome.as_str()),
+            finished_at_ms: m.completion.as_ref().map(|c| c.finished_at_ms),
             payload_kind: if m.kind == PayloadKind::Json {
                 "json"
             } else {
@@ -131,11 +139,12 @@ struct ListOut {
 }
 
 /// Every state a message can be listed in.
-pub const STATES: [delayq::State; 4] = [
+pub const STATES: [delayq::State; 5] = [
     delayq::State::Delayed,
     delayq::State::Ready,
     delayq::State::InFlight,
     delayq::State::Dead,
+    delayq::State::Completed,
 ];
 
 /// The state named `text`, as [`delayq::State::as_str`] names it.
@@ -143,7 +152,9 @@ pub fn state_named(text: &str) -> Result<delayq::State, String> {
     STATES
         .into_iter()
         .find(|s| s.as_str() == text)
-        .ok_or_else(|| format!("state is delayed, ready, in_flight or dead, not {text:?}"))
+        .ok_or_else(|| {
+            format!("state is delayed, ready, in_flight, dead or completed, not {text:?}")
+        })
 }
 
 /// The state named in a query.
@@ -152,7 +163,8 @@ pub fn parse_state(text: &str) -> ApiResult<delayq::State> {
 }
 
 /// `GET /v1/queues/{queue}/messages?state=delayed&limit=50&cursor=...`: a page of one state,
-/// in its order (delayed and ready by due time, in flight by lease deadline, dead by death).
+/// in its order (delayed and ready by due time, in flight by lease deadline, dead by death,
+/// completed the latest ended first).
 /// With `contains=text` it is one step of a search: the messages among the next `limit` of
 /// each partition that contain the text; go on with `next` until it is `null`.
 #[utoipa::path(get, path = "/v1/queues/{queue}/messages", tag = "browse", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"), ListQuery), responses((status = 200, body = ListOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]

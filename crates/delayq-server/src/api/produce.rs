@@ -161,6 +161,19 @@ struct MessageOut {
     lease_deadline_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     died_at_ms: Option<u64>,
+    /// Completed (the queue retains final records): how it ended, "acked", "cancelled",
+    /// "expired" or "dead".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'static str>,
+    /// Completed: when it was sent, if known (sent while the queue retained).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sent_at_ms: Option<u64>,
+    /// Completed: when it was first delivered, if it was (and it is known).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_delivered_at_ms: Option<u64>,
+    /// Completed: when it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finished_at_ms: Option<u64>,
 }
 
 impl From<MessageInfo> for MessageOut {
@@ -180,6 +193,10 @@ impl From<MessageInfo> for MessageOut {
             payload: PayloadOut::new(m.payload, m.kind),
             lease_deadline_ms: m.lease_deadline_ms,
             died_at_ms: m.died_at_ms,
+            outcome: m.completion.as_ref().map(|c| c.outcome.as_str()),
+            sent_at_ms: m.completion.as_ref().and_then(|c| c.sent_at_ms),
+            first_delivered_at_ms: m.completion.as_ref().and_then(|c| c.first_delivered_at_ms),
+            finished_at_ms: m.completion.as_ref().map(|c| c.finished_at_ms),
         }
     }
 }

@@ -268,6 +268,10 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 "attempts": m.attempts, "max_attempts": m.max_attempts,
                 "priority": m.priority, "group": m.group, "expires_at_ms": m.expires_at_ms,
                 "debounce_until_ms": m.debounce_until_ms,
+                "outcome": m.completion.as_ref().map(|c| c.outcome.as_str()),
+                "sent_at_ms": m.completion.as_ref().and_then(|c| c.sent_at_ms),
+                "first_delivered_at_ms": m.completion.as_ref().and_then(|c| c.first_delivered_at_ms),
+                "finished_at_ms": m.completion.as_ref().map(|c| c.finished_at_ms),
                 "last_error": m.last_error, "payload": payload,
                 "errors": m.errors.iter().map(|e| json!({
                     "attempt": e.attempt, "at_ms": e.at_ms, "error": e.error,
@@ -283,6 +287,16 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                     m.max_attempts,
                     m.priority
                 );
+                if let Some(done) = &m.completion {
+                    let known = |ms: Option<u64>| ms.map_or("unknown".into(), time_text);
+                    t.push_str(&format!(
+                        "outcome     {}\nsent        {}\nfirst run   {}\nended       {}\n",
+                        done.outcome.as_str(),
+                        known(done.sent_at_ms),
+                        known(done.first_delivered_at_ms),
+                        time_text(done.finished_at_ms)
+                    ));
+                }
                 for e in &m.errors {
                     t.push_str(&format!(
                         "error       attempt {} at {}: {}\n",

@@ -117,5 +117,8 @@ pub(super) fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
         "default_ttl_ms": s.default_ttl.map(|d| d.as_millis() as u64),
         "on_expire": if s.drop_expired { "drop" } else { "dead_letter" },
         "max_delay_ms": s.max_delay.map(|d| d.as_millis() as u64),
+        "completed": s.completed,
+        "retain_completed": s.retain_completed
+            .map(|r| json!({ "keep_for_ms": r.keep_for.as_millis() as u64, "max": r.max })),
     })
 }

@@ -60,6 +60,17 @@ pub struct ConfigureArgs {
     /// Lift the queue's max delay.
     #[arg(long)]
     pub no_max_delay: bool,
+    /// Keep the final record of each message that ends (acked, cancelled, expired, dead)
+    /// this long (e.g. 7d), for `delayq get`.
+    #[arg(long, value_parser = humantime::parse_duration, requires = "retain_max",
+        conflicts_with = "no_retain_completed")]
+    pub retain_completed: Option<Duration>,
+    /// At most this many final records per partition (with --retain-completed).
+    #[arg(long, requires = "retain_completed")]
+    pub retain_max: Option<u32>,
+    /// Stop keeping final records, and drop those kept.
+    #[arg(long)]
+    pub no_retain_completed: bool,
 }
 
 pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
@@ -80,6 +91,9 @@ pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
         on_expire,
         max_delay,
         no_max_delay,
+        retain_completed,
+        retain_max,
+        no_retain_completed,
     } = args;
     if idempotency_window.is_none()
         && rate_limit.is_none()
@@ -93,12 +107,15 @@ pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
         && on_expire.is_none()
         && max_delay.is_none()
         && !no_max_delay
+        && retain_completed.is_none()
+        && !no_retain_completed
     {
         bail!(
             "nothing to change: give --idempotency-window, --rate-limit, \
              --no-rate-limit, --group-concurrency, --no-group-concurrency, \
              --group-rate-limit, --no-group-rate-limit, --default-ttl, \
-             --no-default-ttl, --on-expire, --max-delay or --no-max-delay"
+             --no-default-ttl, --on-expire, --max-delay, --no-max-delay, \
+             --retain-completed or --no-retain-completed"
         );
     }
     let q = common.connect().await?.queue(&queue)?;
@@ -131,6 +148,14 @@ pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
     }
     if max_delay.is_some() || no_max_delay {
         changes.push(Setting::MaxDelay(max_delay));
+    }
+    if let (Some(keep_for), Some(max)) = (retain_completed, retain_max) {
+        changes.push(Setting::RetainCompleted(Some(delayq::Retention {
+            keep_for,
+            max,
+        })));
+    } else if no_retain_completed {
+        changes.push(Setting::RetainCompleted(None));
     }
     if let Some(action) = on_expire {
         changes.push(Setting::OnExpire(if action == "drop" {

@@ -40,6 +40,9 @@ pub struct ActionForm {
     max_delay: Option<String>,
     /// The recurring schedule to pause or resume.
     schedule: Option<String>,
+    /// Retention: how long final records are kept (`7d`; empty: none), with `limit` the
+    /// most kept per partition.
+    keep_for: Option<String>,
 }
 
 /// A number a form asks for (`what` names it in the error): a whole number, or empty for
@@ -92,6 +95,16 @@ fn expiry_settings(form: &ActionForm) -> Result<[delayq::Setting; 3], String> {
         delayq::Setting::OnExpire(action),
         delayq::Setting::MaxDelay(max_delay),
     ])
+}
+
+/// The retention a form asks for: none when `keep_for` is empty, else with `limit` records
+/// at most (default 10,000).
+fn retention_setting(form: &ActionForm) -> Result<delayq::Setting, String> {
+    let keep_for = optional_duration(form.keep_for.as_deref(), "a retention")?;
+    let max = optional_number(form.limit.as_deref(), "a number of records")?.unwrap_or(10_000);
+    Ok(delayq::Setting::RetainCompleted(
+        keep_for.map(|keep_for| delayq::Retention { keep_for, max }),
+    ))
 }
 
 /// Why the action is refused (403), unless an admin sent it with this session's CSRF token.
@@ -172,6 +185,13 @@ pub async fn queue_action(
                 .configure(&settings)
                 .await
                 .map(|()| "Expiry settings changed.".to_owned()),
+            Err(e) => return failed(e),
+        },
+        "retention" => match retention_setting(&form) {
+            Ok(setting) => queue
+                .configure(&[setting])
+                .await
+                .map(|()| "Retention changed.".to_owned()),
             Err(e) => return failed(e),
         },
         "schedule_pause" | "schedule_resume" => {

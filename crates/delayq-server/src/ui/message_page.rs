@@ -67,18 +67,26 @@ fn render(session: &Session, queue: &str, m: &MessageInfo, done: Option<&str>) -
             dt { "State" } dd #state { (m.state.as_str()) }
             dt { "Due" } dd { (utc(m.due_ms)) }
             dt { "Attempts" } dd { (m.attempts) " of " (m.max_attempts) }
-            dt { "Priority" } dd { (m.priority) }
+            @if m.completion.is_none() { dt { "Priority" } dd { (m.priority) } }
             @if let Some(g) = &m.group { dt { "Group" } dd { (g) } }
             @if let Some(at) = m.expires_at_ms { dt { "Expires" } dd #expires { (utc(at)) } }
             @if let Some(at) = m.debounce_until_ms { dt { "Debounced until" } dd #debounce-until { (utc(at)) } }
             @if let Some(lease) = m.lease_deadline_ms { dt { "Lease until" } dd { (utc(lease)) } }
             @if let Some(died) = m.died_at_ms { dt { "Died" } dd { (utc(died)) } }
+            @if let Some(done) = &m.completion {
+                dt { "Outcome" } dd #outcome { (done.outcome.as_str()) }
+                dt { "Sent" } dd { (done.sent_at_ms.map_or("unknown".into(), utc)) }
+                dt { "First delivered" } dd { (done.first_delivered_at_ms.map_or("–".into(), utc)) }
+                dt { "Ended" } dd #finished { (utc(done.finished_at_ms)) }
+            }
             @if let Some(d) = destination {
                 @if let Some(url) = &d.url { dt { "Pushed to" } dd { (url) } }
             }
-            dt { "Payload" } dd { (body.len()) " bytes, " (kind_name(m.kind, body)) }
+            @if m.completion.is_none() {
+                dt { "Payload" } dd { (body.len()) " bytes, " (kind_name(m.kind, body)) }
+            }
         }
-        pre #payload { (show_payload(m.kind, body)) }
+        @if m.completion.is_none() { pre #payload { (show_payload(m.kind, body)) } }
         @if !m.errors.is_empty() {
             h2 { "Errors" }
             div.scroll { table #errors {
@@ -124,6 +132,9 @@ fn render(session: &Session, queue: &str, m: &MessageInfo, done: Option<&str>) -
                             button.danger #purge type="submit" name="action" value="purge" { "Purge" }
                         }
                     }
+                }
+                MessageState::Completed => {
+                    p.muted { "It ended; this is its final record, kept by the queue's retention." }
                 }
                 _ => {
                     p.muted { "Held by a consumer until its lease ends: nothing to do here." }

@@ -91,6 +91,7 @@ async fn render(
         MessageState::Delayed => stats.delayed,
         MessageState::Ready => stats.ready,
         MessageState::InFlight => stats.in_flight,
+        MessageState::Completed => stats.completed,
         _ => stats.dead,
     };
     let states = STATES;
@@ -155,6 +156,19 @@ async fn render(
                 label { "Refuse sends due in more than "
                     input type="text" name="max_delay" placeholder="no limit" aria-label="Max delay" size="8"
                         value=[stats.max_delay.map(|d| humantime::format_duration(d).to_string())];
+                }
+                button type="submit" { "Set" }
+            }
+            form.row #retention method="post" action=(format!("{base}/act")) {
+                (layout::csrf(session))
+                input type="hidden" name="action" value="retention";
+                label { "Keep final records of ended messages for "
+                    input type="text" name="keep_for" placeholder="none" aria-label="Retention" size="8"
+                        value=[stats.retain_completed.map(|r| humantime::format_duration(r.keep_for).to_string())];
+                }
+                label { " at most "
+                    input type="number" name="limit" min="1" placeholder="10000" aria-label="Records kept"
+                        value=[stats.retain_completed.map(|r| r.max)];
                 }
                 button type="submit" { "Set" }
             }
@@ -282,12 +296,17 @@ fn label(s: MessageState) -> &'static str {
         MessageState::Delayed => "Delayed",
         MessageState::Ready => "Ready",
         MessageState::InFlight => "In flight",
+        MessageState::Completed => "Completed",
         _ => "Dead",
     }
 }
 
-/// The time a list shows for a message: when it is due, its lease ends, or it died.
+/// The time a list shows for a message: when it is due, its lease ends, it died, or it
+/// ended (and how).
 fn when(m: &MessageInfo) -> String {
+    if let Some(done) = &m.completion {
+        return format!("{} {}", done.outcome.as_str(), utc(done.finished_at_ms));
+    }
     match (m.lease_deadline_ms, m.died_at_ms) {
         (Some(lease), _) => format!("lease until {}", utc(lease)),
         (_, Some(died)) => format!("died {}", utc(died)),
@@ -300,7 +319,7 @@ fn message_table(base: &str, which: MessageState, messages: &[MessageInfo]) -> M
         div.scroll { table #messages data-state=(which.as_str()) {
             thead { tr {
                 th { "Id" }
-                th { @match which { MessageState::InFlight => "Lease", MessageState::Dead => "Died", _ => "Due" } }
+                th { @match which { MessageState::InFlight => "Lease", MessageState::Dead => "Died", MessageState::Completed => "Ended", _ => "Due" } }
                 th.num { "Attempts" }
                 th { "Last error" }
                 th { "Payload" }

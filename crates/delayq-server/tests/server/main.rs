@@ -30,6 +30,7 @@ mod push_signature;
 mod push_targets;
 mod push_urls;
 mod receiver;
+mod retention;
 mod rolling_upgrade;
 mod schedules;
 mod serve;
