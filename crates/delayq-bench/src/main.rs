@@ -19,6 +19,7 @@ mod fairness;
 mod metrics;
 mod protocol;
 mod report;
+mod retention;
 mod slowlog;
 mod workload;
 
@@ -47,6 +48,8 @@ enum Cmd {
     Fairness(fairness::FairnessArgs),
     /// Upserts at volume: 100,000 ids sent 10 times each with debounce, replace and keep.
     Debounce(debounce::DebounceArgs),
+    /// What completed retention costs: memory per final record, rate and Redis CPU.
+    Retention(retention::RetentionArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Cmd::Slowlog(args) => slowlog::main(args),
         Cmd::Fairness(args) => fairness::main(args),
         Cmd::Debounce(args) => debounce::main(args),
+        Cmd::Retention(args) => retention::main(args),
     }
 }
 

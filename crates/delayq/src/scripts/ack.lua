@@ -88,11 +88,11 @@ if #done > 0 then
   -- A queue that retains keeps each one's final record (retention.lua), errors and all.
   local R = retention()
   if R then
-    local ended = {}
+    local ended, any_errors = {}, redis.call('HLEN', k.errors) > 0
     for i, v in ipairs(generated) do
       local ok, m = pcall(parse_held, seqs[i], v)
       if ok then
-        ended[#ended + 1] = { m, 'a', redis.call('HGET', k.errors, m.id) }
+        ended[#ended + 1] = { m, 'a', any_errors and redis.call('HGET', k.errors, m.id) or nil }
       end
     end
     R.keep(ended, now)
