@@ -32,27 +32,7 @@ pub struct DebounceArgs {
     out: PathBuf,
 }
 
-pub fn main(args: DebounceArgs) -> std::process::ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("delayq-bench debounce: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("delayq-bench debounce: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run(args: DebounceArgs) -> Result<()> {
+pub async fn run(args: DebounceArgs) -> Result<()> {
     if args.ids == 0 || args.updates == 0 {
         return Err("--ids and --updates are at least 1".into());
     }

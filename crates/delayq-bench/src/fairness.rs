@@ -57,23 +57,6 @@ pub struct FairnessArgs {
     out: PathBuf,
 }
 
-pub fn main(args: FairnessArgs) -> std::process::ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start a runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("fairness: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     Groups,
@@ -91,7 +74,7 @@ impl Mode {
     }
 }
 
-async fn run(args: FairnessArgs) -> Result<()> {
+pub async fn run(args: FairnessArgs) -> Result<()> {
     if args.memory {
         let n = ((100_000.0 * args.scale).round() as u64).max(1000);
         for (what, delay) in [("due in an hour", 3600), ("ready", 0)] {

@@ -57,10 +57,35 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Cmd::Agent(args) => agent::main(args),
         Cmd::Run(args) => driver::main(args),
-        Cmd::Slowlog(args) => slowlog::main(args),
-        Cmd::Fairness(args) => fairness::main(args),
-        Cmd::Debounce(args) => debounce::main(args),
-        Cmd::Retention(args) => retention::main(args),
+        Cmd::Slowlog(args) => block_on("slowlog", slowlog::run(args)),
+        Cmd::Fairness(args) => block_on("fairness", fairness::run(args)),
+        Cmd::Debounce(args) => block_on("debounce", debounce::run(args)),
+        Cmd::Retention(args) => block_on("retention", retention::run(args)),
+    }
+}
+
+/// Runs `work` (the command `what`) to its end on a multi-threaded runtime; its error, if
+/// any, goes to stderr and fails the process.
+fn block_on<E: std::fmt::Display>(
+    what: &str,
+    work: impl std::future::Future<Output = Result<(), E>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("delayq-bench {what}: cannot start a runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("delayq-bench {what}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

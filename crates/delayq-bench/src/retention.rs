@@ -23,27 +23,7 @@ pub struct RetentionArgs {
     caller_ids: bool,
 }
 
-pub fn main(args: RetentionArgs) -> std::process::ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("delayq-bench retention: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("delayq-bench retention: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run(args: RetentionArgs) -> Result<()> {
+pub async fn run(args: RetentionArgs) -> Result<()> {
     if args.messages == 0 {
         return Err("--messages is at least 1".into());
     }

@@ -7,7 +7,6 @@
 //! total, because operations that touch many messages (requeue all, purge all) are split into
 //! calls of at most 1,000 messages each.
 
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use delayq::worker::WorkerBuilder;
@@ -23,26 +22,6 @@ pub struct SlowlogArgs {
 }
 
 /// Runs the measurement and prints its table.
-pub fn main(args: SlowlogArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("delayq-bench slowlog: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("delayq-bench slowlog: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
 /// What SLOWLOG saw of one operation.
 struct Measured {
     operation: String,
@@ -52,7 +31,7 @@ struct Measured {
     total_us: i64,
 }
 
-async fn run(args: SlowlogArgs) -> Result<(), String> {
+pub async fn run(args: SlowlogArgs) -> Result<(), String> {
     let n = args.messages;
     let server = RedisServer::start();
     server.cli(&["CONFIG", "SET", "slowlog-max-len", "100000"]);

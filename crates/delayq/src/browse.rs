@@ -290,7 +290,7 @@ fn read_step(mut r: Reply, state: State) -> Result<Step> {
     while r.remaining() > 0 {
         let id = r.string()?;
         let mut info = if state == State::Completed {
-            crate::retention::read_final(id, &r.bytes()?)?
+            crate::by_id::read_final(id, &r.bytes()?)?
         } else {
             read_message(&mut r, id, state)?
         };

@@ -67,9 +67,35 @@ pub(crate) async fn get(core: &QueueCore, id: &str) -> Result<Option<MessageInfo
         return Ok(None);
     };
     if state == State::Completed {
-        return crate::retention::read_final(id.to_owned(), &r.bytes()?).map(Some);
+        return read_final(id.to_owned(), &r.bytes()?).map(Some);
     }
     read_message(&mut r, id.to_owned(), state).map(Some)
+}
+
+/// A final record (`retention.lua`) as what `get` and `list` tell of message `id`: it keeps
+/// no payload, priority or group.
+pub(crate) fn read_final(id: String, record: &[u8]) -> Result<MessageInfo> {
+    let fin = crate::retention::decode(record)?;
+    let (last_error, errors) = error_history::read(fin.errors);
+    Ok(MessageInfo {
+        id,
+        state: State::Completed,
+        due_ms: fin.due_ms,
+        attempts: fin.attempts,
+        max_attempts: fin.max_attempts,
+        last_error,
+        errors,
+        payload: Vec::new(),
+        payload_len: 0,
+        kind: crate::options::PayloadKind::Bytes,
+        priority: crate::options::DEFAULT_PRIORITY,
+        group: None,
+        expires_at_ms: None,
+        debounce_until_ms: None,
+        lease_deadline_ms: None,
+        died_at_ms: None,
+        completion: Some(fin.completion),
+    })
 }
 
 /// A message as `get.lua` and `browse.lua` return it, from its due time on: due ms,

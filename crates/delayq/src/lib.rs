@@ -73,7 +73,9 @@
 //! * What goes in and comes out: `options.rs`, `settings.rs`, `message.rs`, `delivery.rs`,
 //!   `receipt.rs`, `state.rs`, `names.rs`, `recurrence/`, `error.rs`, `error_history.rs` (a message's
 //!   last failures), `record.rs` (the stored message layout) with `extension.rs` (the fields added since), `reply.rs` (reading script
-//!   replies), `recording.rs` (the metrics delayq records).
+//!   replies), `recording.rs` (the metrics delayq records), `expiry.rs` (deadlines),
+//!   `upsert.rs` (replace and debounce), `retention.rs` (final records of ended
+//!   messages), `schedule_firing.rs` (a schedule's jitter and overlap).
 
 mod announcements;
 mod browse;
@@ -108,6 +110,7 @@ mod recording;
 mod recurrence;
 mod reply;
 mod retention;
+mod schedule_firing;
 mod scheduler;
 mod schedules;
 mod scripts;
@@ -156,6 +159,7 @@ pub use receipt::Receipt;
 pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS};
 pub use recurrence::{MissedTicks, Recurrence};
 pub use retention::{Completion, Outcome, Retention, MAX_RETAINED, MAX_RETENTION};
+pub use schedule_firing::{tick_jitter, Firing, Overlap, MAX_JITTER};
 pub use scheduler::Scheduler;
 pub use schedules::{tick_id, ScheduleInfo, Schedules, MAX_SCHEDULE_NAME_LEN};
 pub use send::MAX_BATCH_BYTES;

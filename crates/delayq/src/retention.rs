@@ -2,15 +2,12 @@
 //! queue that retains keeps the final record of each message that ended (acked, cancelled,
 //! expired, dead) for a while, so that [`Queue::get`](crate::Queue::get) answers "did it
 //! run, and when?" after the message is gone. `scripts/retention.lua` keeps the records;
-//! this module says what a setting may be and reads a record back.
+//! this module says what a setting may be and takes a record apart (`by_id.rs` answers
+//! with it).
 
 use std::time::Duration;
 
 use crate::error::{Error, InvalidInput, Result};
-use crate::error_history;
-use crate::message::MessageInfo;
-use crate::options::PayloadKind;
-use crate::state::State;
 
 /// How long, and how many, final records a queue keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +84,7 @@ impl Outcome {
     }
 }
 
-/// The final record of a message that ended ([`State::Completed`]).
+/// The final record of a message that ended ([`State::Completed`](crate::State::Completed)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Completion {
@@ -105,8 +102,20 @@ pub struct Completion {
 /// times.
 const HEAD: usize = 1 + 2 + 2 + 4 * 8;
 
-/// A final record as `retention.lua` keeps it, as what `get` tells of message `id`.
-pub(crate) fn read_final(id: String, record: &[u8]) -> Result<MessageInfo> {
+/// A final record as `retention.lua` keeps it, taken apart.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct FinalRecord {
+    pub(crate) completion: Completion,
+    pub(crate) attempts: u32,
+    pub(crate) max_attempts: u32,
+    /// The due time of its last delivery (or of the message, if it never was).
+    pub(crate) due_ms: u64,
+    /// Its error history as the `errors` hash kept it (`error_history.rs`); None: none.
+    pub(crate) errors: Option<Vec<u8>>,
+}
+
+/// Takes a final record apart.
+pub(crate) fn decode(record: &[u8]) -> Result<FinalRecord> {
     let bad = || Error::Protocol(format!("a final record of {} bytes", record.len()));
     let head = record.get(..HEAD).ok_or_else(bad)?;
     let outcome = match head[0] {
@@ -124,30 +133,17 @@ pub(crate) fn read_final(id: String, record: &[u8]) -> Result<MessageInfo> {
     };
     let known = |ms: u64| Some(ms).filter(|ms| *ms > 0);
     let history = &record[HEAD..];
-    let (last_error, errors) = error_history::read((!history.is_empty()).then(|| history.to_vec()));
-    Ok(MessageInfo {
-        id,
-        state: State::Completed,
-        due_ms: time_at(21),
-        attempts: u16_at(1),
-        max_attempts: u16_at(3),
-        last_error,
-        errors,
-        payload: Vec::new(),
-        payload_len: 0,
-        kind: PayloadKind::Bytes,
-        priority: crate::options::DEFAULT_PRIORITY,
-        group: None,
-        expires_at_ms: None,
-        debounce_until_ms: None,
-        lease_deadline_ms: None,
-        died_at_ms: None,
-        completion: Some(Completion {
+    Ok(FinalRecord {
+        completion: Completion {
             outcome,
             sent_at_ms: known(time_at(5)),
             first_delivered_at_ms: known(time_at(13)),
             finished_at_ms: time_at(29),
-        }),
+        },
+        attempts: u16_at(1),
+        max_attempts: u16_at(3),
+        due_ms: time_at(21),
+        errors: (!history.is_empty()).then(|| history.to_vec()),
     })
 }
 
@@ -161,13 +157,10 @@ mod tests {
         for t in [1_000u64, 0, 3_000, 4_000] {
             rec.extend_from_slice(&t.to_be_bytes());
         }
-        let info = read_final("m1".into(), &rec).expect("well formed");
-        assert_eq!(
-            (info.state, info.attempts, info.max_attempts),
-            (State::Completed, 2, 5)
-        );
-        assert_eq!(info.due_ms, 3_000);
-        let done = info.completion.expect("completed");
+        let fin = decode(&rec).expect("well formed");
+        assert_eq!((fin.attempts, fin.max_attempts, fin.due_ms), (2, 5, 3_000));
+        assert_eq!(fin.errors, None);
+        let done = fin.completion;
         assert_eq!(done.outcome, Outcome::Acked);
         assert_eq!(
             (
@@ -177,7 +170,7 @@ mod tests {
             ),
             (Some(1_000), None, 4_000)
         );
-        assert!(read_final("m1".into(), &rec[..10]).is_err());
+        assert!(decode(&rec[..10]).is_err());
     }
 
     #[test]

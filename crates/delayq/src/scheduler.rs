@@ -26,6 +26,7 @@ use crate::names::QueueName;
 use crate::options::now_ms as local_ms;
 use crate::queue::Queue;
 use crate::recurrence::ticks_to_fire;
+use crate::schedule_firing::Overlap;
 use crate::schedules::{server_ms, Definition};
 
 /// Runs recurring schedules: see the module documentation.
@@ -177,6 +178,22 @@ impl Entry {
         );
         let schedules = self.queue.schedules();
         for tick in ticks {
+            if def.firing.overlap == Overlap::Skip {
+                match schedules.last_tick_running(&def.name).await {
+                    Ok(true) => {
+                        tracing::debug!(queue = %self.queue.name(), schedule = %def.name, tick,
+                            "scheduler: the last tick's message is still pending or in flight: tick skipped");
+                        self.done_ms = Some(tick);
+                        continue;
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(queue = %self.queue.name(), schedule = %def.name, tick,
+                            "scheduler: cannot tell whether the last tick still runs: {e}");
+                        return;
+                    }
+                }
+            }
             if let Err(e) = schedules.send_tick(def, tick).await {
                 tracing::warn!(
                     queue = %self.queue.name(), schedule = %def.name, tick,

@@ -31,7 +31,9 @@ use crate::queue_core::{invocation, QueueCore};
 use crate::record;
 use crate::recurrence::{MissedTicks, Recurrence};
 use crate::reply::Reply;
+use crate::schedule_firing::{tick_jitter, Firing};
 use crate::scripts::SCRIPTS;
+use crate::state::State;
 
 /// Longest schedule name.
 pub const MAX_SCHEDULE_NAME_LEN: usize = crate::names::MAX_QUEUE_NAME_LEN;
@@ -73,6 +75,9 @@ pub struct ScheduleInfo {
     pub next_ticks_ms: Vec<u64>,
     /// Paused ([`Schedules::pause`]): no scheduler fires it until it is resumed.
     pub paused: bool,
+    /// Its jitter and overlap ([`Schedules::put_with`]); `next_ticks_ms` are the ticks,
+    /// before jitter.
+    pub firing: Firing,
 }
 
 /// A definition read back from Redis: what a scheduler needs to fire it.
@@ -87,6 +92,8 @@ pub(crate) struct Definition {
     pub(crate) body: Vec<u8>,
     /// Paused: schedulers fire none of its ticks.
     pub(crate) paused: bool,
+    /// Its jitter and overlap.
+    pub(crate) firing: Firing,
 }
 
 /// The caller id of tick `tick_ms` of schedule `name`.
@@ -120,7 +127,30 @@ impl<'a> Schedules<'a> {
         payload: impl AsRef<[u8]>,
         options: &SendOptions,
     ) -> Result<()> {
+        self.put_with(
+            name,
+            recurrence,
+            missed,
+            Firing::default(),
+            payload,
+            options,
+        )
+        .await
+    }
+
+    /// As [`put`](Self::put), and how its ticks fire: with a jitter, and whether a tick
+    /// fires while the last one's message is still pending or in flight ([`Firing`]).
+    pub async fn put_with(
+        &self,
+        name: &str,
+        recurrence: Recurrence,
+        missed: MissedTicks,
+        firing: Firing,
+        payload: impl AsRef<[u8]>,
+        options: &SendOptions,
+    ) -> Result<()> {
         check_name(name)?;
+        firing.check()?;
         if options.id.is_some() || options.replicas.is_some() {
             return Err(InvalidInput::Option(
                 "a schedule's messages take their ids from their ticks, and cannot wait for \
@@ -166,6 +196,7 @@ impl<'a> Schedules<'a> {
         fields.push(("created_ms", created_ms.to_string().into()));
         fields.push(("priority", options.priority.to_string().into()));
         fields.push(("body", body));
+        fields.extend(firing.fields());
         // A paused schedule stays paused when it is put again.
         let paused: Option<String> = redis::cmd("HGET")
             .arg(&key)
@@ -376,10 +407,29 @@ impl<'a> Schedules<'a> {
         Ok(last)
     }
 
-    /// Sends tick `tick_ms` of `def` as its message, due at the tick, unless that tick (or a
-    /// later one) was sent already. True when this call sent it.
+    /// Whether the message of the last tick sent of schedule `name` is still pending or in
+    /// flight (an overlap to skip, [`Overlap::Skip`]).
+    pub(crate) async fn last_tick_running(&self, name: &str) -> Result<bool> {
+        let Some(last) = self.last_tick(name).await? else {
+            return Ok(false);
+        };
+        let info = crate::by_id::get(self.queue, &tick_id(name, last)).await?;
+        Ok(
+            info.is_some_and(|m| {
+                matches!(m.state, State::Delayed | State::Ready | State::InFlight)
+            }),
+        )
+    }
+
+    /// Sends tick `tick_ms` of `def` as its message, due at the tick (plus its jitter),
+    /// unless that tick (or a later one) was sent already. True when this call sent it.
     pub(crate) async fn send_tick(&self, def: &Definition, tick_ms: u64) -> Result<bool> {
         let id = tick_id(&def.name, tick_ms);
+        let due_ms = tick_ms
+            + def
+                .firing
+                .jitter
+                .map_or(0, |j| tick_jitter(&def.name, tick_ms, j).as_millis() as u64);
         let body = record::body_with_id(&def.body, &id).ok_or_else(|| {
             crate::error::Error::Protocol(format!(
                 "schedule {}: its message body is malformed",
@@ -394,7 +444,7 @@ impl<'a> Schedules<'a> {
             .arg(tick_field(&def.name))
             .arg(tick_ms)
             .arg(&id)
-            .arg(format!("@{tick_ms}"))
+            .arg(format!("@{due_ms}"))
             .arg(def.priority)
             .arg(body);
         let mut r = Reply::new(self.queue.invoke(&inv).await?)?;
@@ -405,7 +455,7 @@ impl<'a> Schedules<'a> {
                 self.queue,
                 &[Sent {
                     id,
-                    due_ms: Some(tick_ms),
+                    due_ms: Some(due_ms),
                     duplicate: false,
                     replaced: None,
                 }],
@@ -478,6 +528,11 @@ fn parse_definition(name: &str, fields: Vec<(String, Vec<u8>)>) -> Result<Defini
         priority,
         body,
         paused: map.get("paused").is_some_and(|v| v == b"1"),
+        firing: Firing::from_fields(
+            map.get("jitter_ms").map(Vec::as_slice),
+            map.get("overlap").map(Vec::as_slice),
+        )
+        .map_err(|e| bad(&e))?,
     })
 }
 
@@ -497,5 +552,6 @@ fn info(def: Definition, last_tick_ms: Option<u64>, now_ms: u64) -> Result<Sched
         created_ms: def.created_ms,
         last_tick_ms,
         paused: def.paused,
+        firing: def.firing,
     })
 }

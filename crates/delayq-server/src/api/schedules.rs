@@ -6,7 +6,7 @@
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::Json;
-use delayq::{MissedTicks, Recurrence, ScheduleInfo};
+use delayq::{Firing, MissedTicks, Overlap, Recurrence, ScheduleInfo};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
@@ -51,6 +51,13 @@ pub struct ScheduleBody {
     backoff: Option<BackoffArg>,
     /// How long a worker may spend on each message.
     handler_timeout: Option<DurationArg>,
+    /// Each tick's message is due up to this long after its tick (1 ms to 24 h), by an
+    /// offset every scheduler reckons the same (a hash of the name and the tick).
+    jitter: Option<DurationArg>,
+    /// `allow` (default): every tick fires; `skip`: a tick fires only once the last tick's
+    /// message is no longer pending or in flight.
+    #[schema(pattern = "^(allow|skip)$")]
+    overlap: Option<String>,
 }
 
 /// A schedule, with its next run times.
@@ -78,6 +85,11 @@ struct ScheduleOut {
     next_ticks_ms: Vec<u64>,
     /// Paused: no tick fires until it is resumed.
     paused: bool,
+    /// The jitter, if any: each message due up to this long after its tick.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jitter_ms: Option<u64>,
+    /// `allow` or `skip`.
+    overlap: &'static str,
 }
 
 impl From<ScheduleInfo> for ScheduleOut {
@@ -99,6 +111,8 @@ impl From<ScheduleInfo> for ScheduleOut {
             last_tick_ms: s.last_tick_ms,
             next_ticks_ms: s.next_ticks_ms,
             paused: s.paused,
+            jitter_ms: s.firing.jitter.map(|j| j.as_millis() as u64),
+            overlap: s.firing.overlap.as_str(),
             name: s.name,
         }
     }
@@ -157,6 +171,13 @@ pub async fn put(
         None => MissedTicks::Skip,
         Some(text) => text.parse()?,
     };
+    let firing = Firing {
+        jitter: body.jitter.map(|j| j.get("jitter")).transpose()?,
+        overlap: match body.overlap.as_deref() {
+            None => Overlap::Allow,
+            Some(text) => text.parse()?,
+        },
+    };
     let (payload, kind) = required_payload(body.payload, body.payload_base64)?;
     let options = MessageOptions {
         max_attempts: body.max_attempts,
@@ -169,7 +190,7 @@ pub async fn put(
     .kind(kind);
     let schedules = q.schedules();
     schedules
-        .put(&name, recurrence, missed, payload, &options)
+        .put_with(&name, recurrence, missed, firing, payload, &options)
         .await?;
     let info = schedules
         .get(&name)

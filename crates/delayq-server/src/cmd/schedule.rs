@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::bail;
-use delayq::{MissedTicks, PayloadKind, Recurrence, ScheduleInfo, SendOptions};
+use delayq::{Firing, MissedTicks, PayloadKind, Recurrence, ScheduleInfo, SendOptions};
 use serde_json::{json, Value};
 
 use super::common::{parse_backoff, payload_text, print, time_text, Common};
@@ -42,6 +42,14 @@ pub enum ScheduleCommand {
         /// Each message's retry policy, as for `send`.
         #[arg(long)]
         backoff: Option<String>,
+        /// Each tick's message is due up to this long after its tick (e.g. 30s), the same
+        /// offset for every scheduler.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        jitter: Option<Duration>,
+        /// allow (every tick fires) or skip (a tick fires only once the last tick's message
+        /// is no longer pending or in flight).
+        #[arg(long, default_value = "allow")]
+        overlap: String,
         /// The payload is JSON.
         #[arg(long)]
         json_payload: bool,
@@ -96,6 +104,8 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
             priority,
             max_attempts,
             backoff,
+            jitter,
+            overlap,
             json_payload,
         } => {
             let recurrence = match (cron, every) {
@@ -104,6 +114,10 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
                 (None, None) => bail!("give --cron or --every"),
             };
             let missed: MissedTicks = missed.parse()?;
+            let firing = Firing {
+                jitter,
+                overlap: overlap.parse()?,
+            };
             let mut options = SendOptions::new();
             if let Some(p) = priority {
                 options = options.priority(p);
@@ -122,7 +136,14 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
             }
             let q = common.connect().await?.queue(&queue)?;
             q.schedules()
-                .put(&name, recurrence, missed, payload.as_bytes(), &options)
+                .put_with(
+                    &name,
+                    recurrence,
+                    missed,
+                    firing,
+                    payload.as_bytes(),
+                    &options,
+                )
                 .await?;
             let Some(info) = q.schedules().get(&name).await? else {
                 bail!("schedule {name} was deleted meanwhile");
@@ -208,6 +229,8 @@ fn show(common: &Common, schedules: &[ScheduleInfo], list: bool) -> anyhow::Resu
                 "last_tick_ms": s.last_tick_ms,
                 "next_ticks_ms": s.next_ticks_ms,
                 "paused": s.paused,
+                "jitter_ms": s.firing.jitter.map(|j| j.as_millis() as u64),
+                "overlap": s.firing.overlap.as_str(),
             })
         })
         .collect();

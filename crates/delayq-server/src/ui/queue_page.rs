@@ -235,13 +235,17 @@ async fn render(
         @if !schedules.is_empty() {
             h2 { "Recurring schedules" }
             div.scroll { table {
-                thead { tr { th { "Name" } th { "When" } th { "Missed ticks" } th { "Last sent" } th { "Next" } th { "State" } } }
+                thead { tr { th { "Name" } th { "When" } th { "Missed ticks, firing" } th { "Last sent" } th { "Next" } th { "State" } } }
                 tbody {
                     @for s in &schedules {
                         tr data-schedule=(s.name) {
                             td { (s.name) }
                             td { (format!("{:?}", s.recurrence)) }
-                            td { (s.missed.to_string()) }
+                            td {
+                                (s.missed.to_string())
+                                @if let Some(j) = s.firing.jitter { br; "jitter " (humantime::format_duration(j)) }
+                                @if s.firing.overlap == delayq::Overlap::Skip { br; span.overlap { "no overlap" } }
+                            }
                             td { (s.last_tick_ms.map(utc).unwrap_or_else(|| "–".into())) }
                             td { @for t in s.next_ticks_ms.iter().take(3) { (utc(*t)) br; } }
                             td {

@@ -187,10 +187,7 @@ async fn the_dashboard_sets_expiry_and_shows_a_messages_deadline() {
     let mut s = TestServer::start_with(Limits::default(), tokens).await;
     s.token = Some(ADMIN.into());
     send(&s, "ui", json!({ "payload": 1, "id": "m1", "ttl": "1h" })).await;
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
+    let http = crate::ui::form_client();
     let admin = session_cookie(&s, ADMIN).await;
     let message = page_as(&http, &s, &admin, "/ui/queues/ui/messages/m1").await;
     assert!(message.contains("id=\"expires\""), "{message}");

@@ -114,10 +114,7 @@ async fn groups_are_listed_shown_paused_and_given_their_own_limit() {
 async fn the_dashboard_shows_a_group_and_only_an_admin_session_pauses_it() {
     let s = secured().await;
     send(&s, "acme", 2).await;
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
+    let http = crate::ui::form_client();
     let admin = session_cookie(&s, ADMIN).await;
     let queue_page = page_as(&http, &s, &admin, "/ui/queues/saas").await;
     assert!(queue_page.contains("Top groups"), "{queue_page}");

@@ -32,6 +32,7 @@ mod push_urls;
 mod receiver;
 mod retention;
 mod rolling_upgrade;
+mod schedule_firing;
 mod schedules;
 mod serve;
 mod slow_clients;

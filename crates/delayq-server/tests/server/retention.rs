@@ -98,10 +98,7 @@ async fn the_dashboard_sets_retention_and_lists_completed_messages() {
     let tokens = Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens");
     let mut s = TestServer::start_with(Limits::default(), tokens).await;
     s.token = Some(ADMIN.into());
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
+    let http = crate::ui::form_client();
     let admin = session_cookie(&s, ADMIN).await;
     let page = page_as(&http, &s, &admin, "/ui/queues/ui").await;
     let resp = post_form(

@@ -235,10 +235,7 @@ async fn a_schedule_is_paused_and_resumed_over_http_and_on_the_dashboard() {
     }
 
     // The dashboard's button resumes it.
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
+    let http = crate::ui::form_client();
     let page = http
         .get(format!("{}/ui/queues/reports", s.base))
         .send()

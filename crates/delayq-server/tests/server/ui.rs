@@ -290,11 +290,17 @@ fn form_body(pairs: &[(&str, &str)]) -> String {
 }
 
 /// A session cookie for `token`, through the login form over plain HTTP.
-pub async fn session_cookie(s: &TestServer, token: &str) -> String {
-    let http = reqwest::Client::builder()
+/// A client for the dashboard's forms: it does not follow redirects, so a test sees the
+/// 303 that answers a form.
+pub fn form_client() -> reqwest::Client {
+    reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .expect("client");
+        .expect("client")
+}
+
+pub async fn session_cookie(s: &TestServer, token: &str) -> String {
+    let http = form_client();
     let login = format!("{}/ui/login", s.base);
     let resp = post_form(&http, &login, None, &[("token", token)]).await;
     assert_eq!(resp.status(), StatusCode::SEE_OTHER);
@@ -358,10 +364,7 @@ pub async fn post_form(
 async fn actions_need_an_admin_session_and_its_csrf_token() {
     let s = secured().await;
     fill(&s).await;
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
+    let http = form_client();
     // No session: pages send to the login form; a wrong token gets no cookie.
     let page = http
         .get(format!("{}/ui", s.base))

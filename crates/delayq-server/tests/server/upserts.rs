@@ -192,10 +192,7 @@ async fn the_dashboard_shows_how_long_a_message_may_be_debounced() {
         "on_duplicate": "debounce", "max_wait": "30s" });
     let (status, _) = s.post("/v1/queues/ui/messages", body).await;
     assert_eq!(status, StatusCode::CREATED);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
+    let http = crate::ui::form_client();
     let admin = session_cookie(&s, ADMIN).await;
     let message = page_as(&http, &s, &admin, "/ui/queues/ui/messages/m1").await;
     assert!(message.contains("id=\"debounce-until\""), "{message}");

@@ -85,17 +85,25 @@ if #callers > 0 then
 end
 if #done > 0 then
   add_history(now, 'a', #done)
-  -- A queue that retains keeps each one's final record (retention.lua), errors and all.
-  local R = retention()
-  if R then
-    local ended, any_errors = {}, redis.call('HLEN', k.errors) > 0
-    for i, v in ipairs(generated) do
+  -- A message sent while its queue retained (its record says when it was sent: only a
+  -- record with an extension area can) leaves its final record (retention.lua), errors and
+  -- all, if the queue still retains. A queue that never retained pays a flags test per ack.
+  local ended = {}
+  for i, v in ipairs(generated) do
+    local _, extension = kind_of(v:byte(22))
+    if extension then
       local ok, m = pcall(parse_held, seqs[i], v)
-      if ok then
-        ended[#ended + 1] = { m, 'a', any_errors and redis.call('HGET', k.errors, m.id) or nil }
+      if ok and m.sent_at then
+        ended[#ended + 1] = m
       end
     end
-    R.keep(ended, now)
+  end
+  if #ended > 0 and retention() then
+    local any_errors = redis.call('HLEN', k.errors) > 0
+    for i, m in ipairs(ended) do
+      ended[i] = { m, 'a', any_errors and redis.call('HGET', k.errors, m.id) or nil }
+    end
+    retention().keep(ended, now)
   end
   redis.call('ZREM', k.leases, unpack(done))
   redis.call('HDEL', k.held, unpack(seqs))

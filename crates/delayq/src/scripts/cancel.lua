@@ -17,7 +17,7 @@ remove_pending(m)
 if m.group and groups().groups_leave({ { m.id, m.group } }, m.keep) then
   wake()
 end
-if retention() then
+if m.sent_at and retention() then
   retention().keep({ { m, 'c', redis.call('HGET', k.errors, id) } }, now)
 end
 redis.call('HDEL', k.errors, id)

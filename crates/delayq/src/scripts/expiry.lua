@@ -51,7 +51,7 @@ local function expiry()
       redis.call('HDEL', k.index, m.id)
     end
     local outcome = 'expired'
-    local R = retention()
+    local R = m.sent_at and retention()
     if drop then
       if explicit then
         remember_gone({ m.id }, to_ms(now))

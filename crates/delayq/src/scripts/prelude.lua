@@ -205,13 +205,6 @@ end
 -- time a debounced message may be pushed to (send.lua), and when it was sent and first
 -- delivered (kept for its final record, retention.lua).
 local TAG_GROUP, TAG_DEADLINE, TAG_DEBOUNCE, TAG_SENT, TAG_FIRST = 1, 2, 3, 4, 5
--- The fields read into a parsed message, by tag: the name, and whether its value is an
--- 8-byte time.
-local FIELD_NAMES = {
-  [TAG_GROUP] = { 'group', false }, [TAG_DEADLINE] = { 'deadline', true },
-  [TAG_DEBOUNCE] = { 'debounce_until', true }, [TAG_SENT] = { 'sent_at', true },
-  [TAG_FIRST] = { 'first_at', true },
-}
 
 -- The value of field `tag` of the extension fields in rec[from, to), or nil.
 local function field_of(rec, from, to, tag)
@@ -263,16 +256,26 @@ local function parse(rec)
   end
   local policy_to, fields_from, fields_to = policy_end(rec, m.flags)
   m.policy = rec:sub(19, policy_to - 1)
-  -- The extension fields this delayq knows, in one pass (a time of 0 is one not yet set).
+  -- The extension fields this delayq knows, in one pass: the group, and times (unix ms; 0
+  -- is one not yet set).
   local at = fields_from
   while at and at < fields_to do
     local n, value_at = uvarint(rec, at + 1)
-    local known = FIELD_NAMES[rec:byte(at)]
-    if known and not known[2] then
-      m[known[1]] = rec:sub(value_at, value_at + n - 1)
-    elseif known and n == 8 then
+    local tag = rec:byte(at)
+    if tag == TAG_GROUP then
+      m.group = rec:sub(value_at, value_at + n - 1)
+    elseif n == 8 and tag <= TAG_FIRST then
       local t = struct.unpack('>I8', rec, value_at)
-      m[known[1]] = t > 0 and t or nil
+      t = t > 0 and t or nil
+      if tag == TAG_DEADLINE then
+        m.deadline = t
+      elseif tag == TAG_DEBOUNCE then
+        m.debounce_until = t
+      elseif tag == TAG_SENT then
+        m.sent_at = t
+      elseif tag == TAG_FIRST then
+        m.first_at = t
+      end
     end
     at = value_at + n
   end

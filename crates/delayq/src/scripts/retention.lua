@@ -11,54 +11,67 @@
 --   done_at  ZSET id by finished ms: trimmed by age and count as records are added, at
 --            most TRIM_MAX a call, so a call's work stays bounded
 -- While a queue retains, send.lua gives each message two more extension fields, when it was
--- sent (TAG_SENT) and first delivered (TAG_FIRST, written by its first claim); a message
--- sent before has neither, and its final record says 0 (unknown).
+-- sent (TAG_SENT) and first delivered (TAG_FIRST, written by its first claim). They also
+-- mark it as one to keep: a message ends with a final record if it was sent while its queue
+-- retained and its queue still retains, so the ends of other messages (a queue that never
+-- retained: every ack) never read the queue's settings for it.
 
--- `rec` (a whole record) with the 8-byte value of its extension field `tag` set to `value`;
--- nil when it has no such field.
-local function set_field8(rec, tag, value)
-  local flags = rec:byte(14)
-  local _, extension = kind_of(flags)
-  if not extension then
+-- Helpers that write extension fields into a record, made on first use in a call (as
+-- groups() is): a call that writes none pays nothing for them.
+local record_fields_made = nil
+local function record_fields()
+  if record_fields_made then
+    return record_fields_made
+  end
+  -- `rec` (a whole record) with the 8-byte value of its extension field `tag` set to `value`;
+  -- nil when it has no such field.
+  local function set_field8(rec, tag, value)
+    local flags = rec:byte(14)
+    local _, extension = kind_of(flags)
+    if not extension then
+      return nil
+    end
+    local _, from, to = policy_end(rec, flags)
+    local at = from
+    while at < to do
+      local len, value_at = uvarint(rec, at + 1)
+      if rec:byte(at) == tag and len == 8 then
+        return rec:sub(1, value_at - 1) .. struct.pack('>I8', value) .. rec:sub(value_at + 8)
+      end
+      at = value_at + len
+    end
     return nil
   end
-  local _, from, to = policy_end(rec, flags)
-  local at = from
-  while at < to do
-    local len, value_at = uvarint(rec, at + 1)
-    if rec:byte(at) == tag and len == 8 then
-      return rec:sub(1, value_at - 1) .. struct.pack('>I8', value) .. rec:sub(value_at + 8)
+
+  local function put_uvarint(n)
+    local out = {}
+    while n >= 128 do
+      out[#out + 1] = string.char(n % 128 + 128)
+      n = math.floor(n / 128)
     end
-    at = value_at + len
+    out[#out + 1] = string.char(n)
+    return table.concat(out)
   end
-  return nil
-end
 
-local function put_uvarint(n)
-  local out = {}
-  while n >= 128 do
-    out[#out + 1] = string.char(n % 128 + 128)
-    n = math.floor(n / 128)
+  -- `rec` (a whole record) with `fields` (encoded: tag, length, value each) added to the end
+  -- of its extension area, which it gains if it had none.
+  local function with_fields(rec, fields)
+    local flags = rec:byte(14)
+    local kind, extension = kind_of(flags)
+    local policy_to, from, to = policy_end(rec, flags)
+    if extension then
+      local area = rec:sub(from, to - 1) .. fields
+      local len_at = from - #put_uvarint(to - from)
+      return rec:sub(1, len_at - 1) .. put_uvarint(#area) .. area .. rec:sub(to)
+    end
+    -- The kind bits hold their complement when an area follows the policy.
+    flags = flags - kind + (KIND_BITS - kind)
+    return rec:sub(1, 13) .. string.char(flags) .. rec:sub(15, policy_to - 1)
+      .. put_uvarint(#fields) .. fields .. rec:sub(policy_to)
   end
-  out[#out + 1] = string.char(n)
-  return table.concat(out)
-end
 
--- `rec` (a whole record) with `fields` (encoded: tag, length, value each) added to the end
--- of its extension area, which it gains if it had none.
-local function with_fields(rec, fields)
-  local flags = rec:byte(14)
-  local kind, extension = kind_of(flags)
-  local policy_to, from, to = policy_end(rec, flags)
-  if extension then
-    local area = rec:sub(from, to - 1) .. fields
-    local len_at = from - #put_uvarint(to - from)
-    return rec:sub(1, len_at - 1) .. put_uvarint(#area) .. area .. rec:sub(to)
-  end
-  -- The kind bits hold their complement when an area follows the policy.
-  flags = flags - kind + (KIND_BITS - kind)
-  return rec:sub(1, 13) .. string.char(flags) .. rec:sub(15, policy_to - 1)
-    .. put_uvarint(#fields) .. fields .. rec:sub(policy_to)
+  record_fields_made = { set_field8 = set_field8, with_fields = with_fields }
+  return record_fields_made
 end
 
 -- Made on first use in a call, as groups() is. False when the queue does not retain.
@@ -88,7 +101,7 @@ local function retention()
     if rec:byte(15) ~= 0 or rec:byte(16) ~= 0 then
       return rec
     end
-    return set_field8(rec, TAG_FIRST, now_ms) or rec
+    return record_fields().set_field8(rec, TAG_FIRST, now_ms) or rec
   end
 
   -- Drops final records older than the queue keeps them, then the oldest over its count.

@@ -152,7 +152,7 @@ local wake_now = false
 local group_sends, group_order, grouped_ready, grouped_later, earliest_later = {}, {}, 0, {}, nil
 -- `body` with the 8-byte value of its extension field `tag` (checked above) set to `value`.
 local function with_field8(body, tag, value)
-  return set_field8(key_of(0, 0) .. body, tag, value):sub(14)
+  return record_fields().set_field8(key_of(0, 0) .. body, tag, value):sub(14)
 end
 -- An upsert (`mode`, of a caller id: 'replace' or 'debounce') meets `existing`, what its id
 -- names: a sort key, or true (dead, or gone within the idempotency window). Returns true
@@ -209,7 +209,7 @@ for i = 1, n do
     body = with_field8(body, TAG_DEADLINE, d.at or to_ms(dues[i]) + d.after)
   end
   if retained and not existing then
-    body = with_fields(key_of(0, 0) .. body, retained.new_fields(now_ms)):sub(14)
+    body = record_fields().with_fields(key_of(0, 0) .. body, retained.new_fields(now_ms)):sub(14)
   end
   if existing then
     local existing_due = -1

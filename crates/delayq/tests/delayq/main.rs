@@ -30,6 +30,7 @@ mod push_mode;
 mod rate_limit;
 mod registry;
 mod retention;
+mod schedule_firing;
 mod schedules;
 mod upserts;
 

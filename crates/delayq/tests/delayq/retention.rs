@@ -1,7 +1,7 @@
-//! Completed retention: a queue that retains keeps the final record of each message that
-//! ended (acked, cancelled, expired, dead and purged), and `get` and `list` answer with it
-//! after the message is gone; the records are bounded by age and count, and dropped when
-//! the queue stops retaining.
+//! Completed retention: a queue that retains keeps the final record of each message sent
+//! while it retains that ended (acked, cancelled, expired, dead and purged), and `get` and
+//! `list` answer with it after the message is gone; the records are bounded by age and
+//! count, and dropped when the queue stops retaining.
 
 use std::time::Duration;
 
@@ -181,28 +181,44 @@ async fn a_record_older_than_the_retention_goes_at_the_next_end() {
 }
 
 #[tokio::test]
-async fn a_queue_that_stops_retaining_drops_its_records() {
+async fn only_messages_sent_while_retaining_are_kept_and_stopping_drops_the_records() {
     let (_server, dq) = setup().await;
     let q = queue(&dq, "stopped");
-    // A message sent before the queue retains has no sent or first-delivered time.
     q.send(b"x", &SendOptions::new().id("before"))
         .await
         .expect("send");
     retaining(&q, 100).await;
-    let d = claim(&q, 1).await.pop().expect("delivered");
-    q.ack(&d).await.expect("ack");
-    let info = q.get("before").await.expect("get").expect("retained");
-    let done = info.completion.expect("completed");
-    assert_eq!((done.sent_at_ms, done.first_delivered_at_ms), (None, None));
+    q.send(b"x", &SendOptions::new().id("while"))
+        .await
+        .expect("send");
+    for d in claim(&q, 10).await {
+        q.ack(&d).await.expect("ack");
+    }
+    assert!(
+        q.get("before").await.expect("get").is_none(),
+        "sent before the queue retained: not kept"
+    );
+    assert_eq!(outcome(&q, "while").await, Some(Outcome::Acked));
     let stats = q.stats().await.expect("stats");
     assert_eq!(stats.retain_completed.map(|r| r.max), Some(100));
 
     q.configure(&[Setting::RetainCompleted(None)])
         .await
         .expect("configure");
-    assert!(q.get("before").await.expect("get").is_none());
+    assert!(q.get("while").await.expect("get").is_none());
     let stats = q.stats().await.expect("stats");
     assert_eq!((stats.completed, stats.retain_completed), (0, None));
+    // A message sent while it retained, ending after it stopped, leaves nothing.
+    retaining(&q, 100).await;
+    q.send(b"x", &SendOptions::new().id("late"))
+        .await
+        .expect("send");
+    q.configure(&[Setting::RetainCompleted(None)])
+        .await
+        .expect("configure");
+    let d = claim(&q, 1).await.pop().expect("delivered");
+    q.ack(&d).await.expect("ack");
+    assert_eq!(q.stats().await.expect("stats").completed, 0);
 }
 
 #[tokio::test]
