@@ -83,6 +83,24 @@ pub enum Error {
 }
 
 impl Error {
+    /// A script's refusal of bad input, known by the text after `prefix` in its error, as an
+    /// [`InvalidInput::Schedule`] that says `what` and why (nothing was written); any other
+    /// error as it is.
+    pub(crate) fn refused_schedule(self, prefix: &str, what: &str) -> Error {
+        let Error::Redis(r) = &self else {
+            return self;
+        };
+        let text = r.to_string();
+        match text.split_once(prefix) {
+            Some((_, why)) => InvalidInput::Schedule(format!(
+                "{what}: {}",
+                why.split(" script:").next().unwrap_or(why).trim()
+            ))
+            .into(),
+            None => self,
+        }
+    }
+
     /// True when the failure is about reaching Redis (connection refused or dropped, timeout):
     /// retrying later may succeed and nothing about the request itself was wrong.
     pub fn is_connection_error(&self) -> bool {

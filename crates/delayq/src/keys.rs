@@ -138,6 +138,12 @@ impl Keys {
         format!("{}m:{minute}", self.prefix)
     }
 
+    /// ZSET: the last ticks of recurring schedule `name` sent to this partition (send.lua),
+    /// so that a backfill sends only ticks never sent.
+    pub(crate) fn schedule_ticks(&self, name: &str) -> String {
+        format!("{}ticks:{name}", self.prefix)
+    }
+
     pub(crate) fn dead(&self) -> &str {
         &self.all[4]
     }

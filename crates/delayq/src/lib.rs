@@ -75,7 +75,8 @@
 //!   last failures), `record.rs` (the stored message layout) with `extension.rs` (the fields added since), `reply.rs` (reading script
 //!   replies), `recording.rs` (the metrics delayq records), `expiry.rs` (deadlines),
 //!   `upsert.rs` (replace and debounce), `retention.rs` (final records of ended
-//!   messages), `schedule_firing.rs` (a schedule's jitter and overlap).
+//!   messages), `schedule_firing.rs` (a schedule's jitter and overlap); `schedule_backfill.rs` (missed
+//!   ticks sent later) extends `schedules.rs`.
 
 mod announcements;
 mod browse;
@@ -110,6 +111,7 @@ mod recording;
 mod recurrence;
 mod reply;
 mod retention;
+mod schedule_backfill;
 mod schedule_firing;
 mod scheduler;
 mod schedules;
@@ -159,6 +161,7 @@ pub use receipt::Receipt;
 pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS};
 pub use recurrence::{MissedTicks, Recurrence};
 pub use retention::{Completion, Outcome, Retention, MAX_RETAINED, MAX_RETENTION};
+pub use schedule_backfill::{Backfilled, MAX_BACKFILL_TICKS};
 pub use schedule_firing::{tick_jitter, Firing, Overlap, MAX_JITTER};
 pub use scheduler::Scheduler;
 pub use schedules::{tick_id, ScheduleInfo, Schedules, MAX_SCHEDULE_NAME_LEN};

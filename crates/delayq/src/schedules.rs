@@ -94,6 +94,9 @@ pub(crate) struct Definition {
     pub(crate) paused: bool,
     /// Its jitter and overlap.
     pub(crate) firing: Firing,
+    /// Since when every tick sent is recorded (a backfill looks no further back); None for a
+    /// schedule put by a delayq that kept no record, until it is put again.
+    pub(crate) ticks_from: Option<u64>,
 }
 
 /// The caller id of tick `tick_ms` of schedule `name`.
@@ -103,7 +106,7 @@ pub fn tick_id(name: &str, tick_ms: u64) -> String {
 
 /// The recurring schedules of one queue.
 pub struct Schedules<'a> {
-    queue: &'a QueueCore,
+    pub(crate) queue: &'a QueueCore,
 }
 
 impl<'a> Schedules<'a> {
@@ -197,15 +200,19 @@ impl<'a> Schedules<'a> {
         fields.push(("priority", options.priority.to_string().into()));
         fields.push(("body", body));
         fields.extend(firing.fields());
-        // A paused schedule stays paused when it is put again.
-        let paused: Option<String> = redis::cmd("HGET")
+        // A paused schedule stays paused when it is put again; the record of its sent ticks
+        // (for backfills) goes on from when it began.
+        let (paused, ticks_from): (Option<String>, Option<String>) = redis::cmd("HMGET")
             .arg(&key)
             .arg("paused")
+            .arg("ticks_from")
             .query_async(&mut conn)
             .await?;
         if paused.as_deref() == Some("1") {
             fields.push(("paused", b"1".to_vec()));
         }
+        let ticks_from = ticks_from.unwrap_or_else(|| created_ms.to_string());
+        fields.push(("ticks_from", ticks_from.into_bytes()));
         // The definition holds a record body, which is this partition's data format's.
         let layout = self.queue.layout().await?;
         self.queue.admit(layout.part(0)).await?;
@@ -300,6 +307,15 @@ impl<'a> Schedules<'a> {
             };
             last = last.max(old.filter(|t| *t != DELETED_TICK));
         }
+        // The record of its sent ticks (send.lua) goes with it.
+        for keys in layout.parts() {
+            let mut drop_record = redis::pipe();
+            drop_record
+                .atomic()
+                .del(keys.schedule_ticks(name))
+                .hdel(keys.control(), format!("ticks_trimmed:{name}"));
+            conn.transaction_at(keys.slot(), &drop_record).await?;
+        }
         let slot = crate::keys::slot(self.queue.name().as_str());
         let mut remove = redis::pipe();
         remove
@@ -372,7 +388,7 @@ impl<'a> Schedules<'a> {
         Ok(out)
     }
 
-    async fn definition(&self, name: &str) -> Result<Option<Definition>> {
+    pub(crate) async fn definition(&self, name: &str) -> Result<Option<Definition>> {
         let mut conn = self.queue.connection();
         let fields: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
             .arg(Keys::schedule(self.queue.name(), name))
@@ -424,6 +440,17 @@ impl<'a> Schedules<'a> {
     /// Sends tick `tick_ms` of `def` as its message, due at the tick (plus its jitter),
     /// unless that tick (or a later one) was sent already. True when this call sent it.
     pub(crate) async fn send_tick(&self, def: &Definition, tick_ms: u64) -> Result<bool> {
+        self.send_guarded(def, tick_ms, tick_field(&def.name)).await
+    }
+
+    /// Sends missed tick `tick_ms` of `def`, unless it was ever sent (`send.lua` keeps the
+    /// record). True when this call sent it.
+    pub(crate) async fn send_missed_tick(&self, def: &Definition, tick_ms: u64) -> Result<bool> {
+        self.send_guarded(def, tick_ms, format!("backfill:{}", def.name))
+            .await
+    }
+
+    async fn send_guarded(&self, def: &Definition, tick_ms: u64, guard: String) -> Result<bool> {
         let id = tick_id(&def.name, tick_ms);
         let due_ms = tick_ms
             + def
@@ -441,7 +468,7 @@ impl<'a> Schedules<'a> {
         let mut inv = invocation(layout.part(k), &SCRIPTS.send);
         inv.arg(layout.count())
             .arg(k)
-            .arg(tick_field(&def.name))
+            .arg(guard)
             .arg(tick_ms)
             .arg(&id)
             .arg(format!("@{due_ms}"))
@@ -482,7 +509,7 @@ pub(crate) async fn server_ms(conn: &mut crate::connection::Conn) -> Result<u64>
 
 /// Schedule names follow the queue-name rule (1 to 64 of `A-Za-z0-9._-`), so that a tick's
 /// caller id is a valid message id.
-fn check_name(name: &str) -> Result<(), InvalidInput> {
+pub(crate) fn check_name(name: &str) -> Result<(), InvalidInput> {
     QueueName::new(name).map(drop).map_err(|_| {
         InvalidInput::Option(format!(
             "a schedule name is 1 to {MAX_SCHEDULE_NAME_LEN} of A-Za-z0-9._-, not {name:?}"
@@ -533,6 +560,9 @@ fn parse_definition(name: &str, fields: Vec<(String, Vec<u8>)>) -> Result<Defini
             map.get("overlap").map(Vec::as_slice),
         )
         .map_err(|e| bad(&e))?,
+        ticks_from: map
+            .get("ticks_from")
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()),
     })
 }
 

@@ -157,18 +157,7 @@ async fn send_group(
 /// `send.lua`'s refusal of a message due further out than the queue's max delay, as the
 /// bad input it is (nothing was written); any other error as it is.
 fn refused_by_send(e: Error) -> Error {
-    const OVER: &str = "delayq: over the max delay: ";
-    match &e {
-        Error::Redis(r) => match r.to_string().split_once(OVER) {
-            Some((_, why)) => InvalidInput::Schedule(format!(
-                "over the queue's max delay: {}",
-                why.split(" script:").next().unwrap_or(why).trim()
-            ))
-            .into(),
-            None => e,
-        },
-        _ => e,
-    }
+    e.refused_schedule("delayq: over the max delay: ", "over the queue's max delay")
 }
 
 pub(crate) fn count_sent(core: &QueueCore, sent: &[Sent]) {

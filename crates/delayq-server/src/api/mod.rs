@@ -115,6 +115,7 @@ fn routes() -> OpenApiRouter<AppState> {
             schedules::set_state,
             schedules::delete
         ))
+        .routes(routes!(schedules::backfill))
         .routes(routes!(groups::list))
         .routes(routes!(groups::get, groups::configure))
         .routes(routes!(formats::get))

@@ -88,6 +88,20 @@ pub enum ScheduleCommand {
         queue: String,
         name: String,
     },
+    /// Send each tick from --from to --to that was never sent (missed while no scheduler
+    /// ran, skipped, or paused); a repeat sends nothing more.
+    Backfill {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        name: String,
+        /// From this time (RFC 3339), inclusive.
+        #[arg(long, value_parser = delayq_server::rfc3339::system_time)]
+        from: std::time::SystemTime,
+        /// To this time (RFC 3339), inclusive; at most now.
+        #[arg(long, value_parser = delayq_server::rfc3339::system_time)]
+        to: std::time::SystemTime,
+    },
 }
 
 pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
@@ -188,6 +202,29 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
             queue,
             name,
         } => set_paused(&common, &queue, &name, false).await,
+        ScheduleCommand::Backfill {
+            common,
+            queue,
+            name,
+            from,
+            to,
+        } => {
+            let ms = |t: std::time::SystemTime| {
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64)
+            };
+            let q = common.connect().await?.queue(&queue)?;
+            let Some(done) = q.schedules().backfill(&name, ms(from), ms(to)).await? else {
+                bail!("no schedule {name} in {queue}");
+            };
+            let out = json!({ "sent": done.sent, "already_sent": done.already_sent });
+            print(&common, &out, || {
+                format!(
+                    "{name}: {} ticks sent, {} sent before",
+                    done.sent, done.already_sent
+                )
+            })
+        }
     }
 }
 

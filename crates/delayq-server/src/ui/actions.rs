@@ -43,6 +43,8 @@ pub struct ActionForm {
     /// Retention: how long final records are kept (`7d`; empty: none), with `limit` the
     /// most kept per partition.
     keep_for: Option<String>,
+    /// A schedule's backfill: from `at` to this time, `YYYY-MM-DDTHH:MM[:SS]` in UTC.
+    until: Option<String>,
 }
 
 /// A number a form asks for (`what` names it in the error): a whole number, or empty for
@@ -194,6 +196,22 @@ pub async fn queue_action(
                 .map(|()| "Retention changed.".to_owned()),
             Err(e) => return failed(e),
         },
+        "schedule_backfill" => {
+            let name = form.schedule.as_deref().unwrap_or_default();
+            let time = |t: Option<&str>| t.and_then(parse_utc);
+            let (Some(from), Some(to)) = (time(form.at.as_deref()), time(form.until.as_deref()))
+            else {
+                return failed("give the range to backfill: from and to, in UTC");
+            };
+            match queue.schedules().backfill(name, from, to).await {
+                Ok(None) => return failed(format!("no schedule {name:?}")),
+                Ok(Some(done)) => Ok(format!(
+                    "Schedule {name}: {} missed ticks sent, {} sent before.",
+                    done.sent, done.already_sent
+                )),
+                Err(e) => Err(e),
+            }
+        }
         "schedule_pause" | "schedule_resume" => {
             let name = form.schedule.as_deref().unwrap_or_default();
             let schedules = queue.schedules();

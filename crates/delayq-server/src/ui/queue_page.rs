@@ -260,6 +260,13 @@ async fn render(
                                             button type="submit" name="action" value="schedule_pause" { "Pause" }
                                         }
                                     }
+                                    form.row.backfill method="post" action=(format!("{base}/act")) {
+                                        (layout::csrf(session))
+                                        input type="hidden" name="schedule" value=(s.name);
+                                        label { "Missed ticks from (UTC) " input type="datetime-local" name="at" step="1" required; }
+                                        label { " to " input type="datetime-local" name="until" step="1" required; }
+                                        button type="submit" name="action" value="schedule_backfill" { "Backfill" }
+                                    }
                                 }
                             }
                         }

@@ -48,6 +48,7 @@ const ROUTES: &[&str] = &[
     "GET /v1/queues/{queue}/groups/{group}",
     "PATCH /v1/queues/{queue}/groups/{group}",
     "PATCH /v1/queues/{queue}/schedules/{name}",
+    "POST /v1/queues/{queue}/schedules/{name}/backfill",
     "GET /v1/processes",
 ];
 

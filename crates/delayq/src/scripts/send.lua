@@ -9,7 +9,11 @@
 --   of that recurring schedule sent to this partition; ARGV[4]: '' or the tick (unix ms). A
 --   guarded send of a tick no later than the field's is reported as a duplicate of its first
 --   message and writes nothing, so each tick becomes one message however many schedulers
---   send it (src/scheduler.rs).
+--   send it (src/scheduler.rs). Or `backfill:<schedule>`: a missed tick sent later
+--   (src/schedule_backfill.rs), refused the same way if the tick was ever sent.
+--   Every tick sent is recorded in the ZSET `ticks:<schedule>` of its partition (the last
+--   TICKS_KEPT of them; the control field `ticks_trimmed:<schedule>` holds the latest tick
+--   trimmed off, before which a backfill cannot know what was sent and is refused).
 -- ARGV[5..]: per message a group of four
 --   id        caller id, or '' for an id made from the sort key
 --   due       '<ms>' delay from the server's now, or '@<ms>' absolute unix ms; then, for a
@@ -32,17 +36,30 @@
 --   times and generated ids from these, exactly as computed here.
 local stride, offset = arg_number(1, 'partitions'), arg_number(2, 'partition')
 check_groups(4, 'send', 4)
-local guard, tick = ARGV[3], nil
+local guard, tick, schedule, backfill = ARGV[3], nil, nil, false
 if guard ~= '' then
   tick = arg_number(4, 'tick')
-  if not guard:match('^tick:') then
-    error('delayq: a tick guard is a tick: field, not ' .. guard)
+  schedule = guard:match('^tick:(.+)$')
+  if not schedule then
+    schedule, backfill = guard:match('^backfill:(.+)$'), true
+  end
+  if not schedule then
+    error('delayq: a tick guard is a tick: or backfill: field, not ' .. guard)
   end
 end
 local now = now_us()
 local now_ms = to_ms(now)
-if tick and tick <= tonumber(redis.call('HGET', k.control, guard) or '-1') then
-  return { now, 0, 1, -1, 0 }
+local TICKS_KEPT, DELETED_TICK = 10000, 9007199254740992
+local ticks_sent = schedule and PART_PREFIX .. 'ticks:' .. schedule
+if tick then
+  local last = tonumber(redis.call('HGET', k.control, 'tick:' .. schedule) or '-1')
+  if redis.call('ZSCORE', ticks_sent, tick) or last == DELETED_TICK or (not backfill and tick <= last) then
+    return { now, 0, 1, -1, 0 }
+  end
+  local trimmed = tonumber(redis.call('HGET', k.control, 'ticks_trimmed:' .. schedule) or '-1')
+  if backfill and tick <= trimmed then
+    error('delayq: before the record of sent ticks: tick ' .. tick .. ', record from after ' .. trimmed)
+  end
 end
 local n = (#ARGV - 4) / 4
 -- Due times and priorities first: a bad one fails the call before INCRBY, its first write.
@@ -310,6 +327,14 @@ if wake_now then
   wake()
 end
 if tick then
-  redis.call('HSET', k.control, guard, string.format('%d', tick))
+  if not backfill then
+    redis.call('HSET', k.control, guard, string.format('%d', tick))
+  end
+  redis.call('ZADD', ticks_sent, tick, string.format('%d', tick))
+  local over = redis.call('ZCARD', ticks_sent) - TICKS_KEPT
+  if over > 0 then
+    local popped = redis.call('ZPOPMIN', ticks_sent, over)
+    redis.call('HSET', k.control, 'ticks_trimmed:' .. schedule, popped[#popped])
+  end
 end
 return out

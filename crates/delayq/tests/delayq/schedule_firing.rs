@@ -152,3 +152,137 @@ async fn a_jitter_out_of_bounds_is_refused() {
         "nothing written"
     );
 }
+
+#[tokio::test]
+async fn a_backfill_sends_each_missed_tick_once_beside_a_scheduler() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "backfilled");
+    let schedules = q.schedules();
+    schedules
+        .put(
+            "hourly",
+            every_second(),
+            MissedTicks::Once,
+            "x",
+            &SendOptions::new(),
+        )
+        .await
+        .expect("put");
+    let created = schedules
+        .get("hourly")
+        .await
+        .expect("get")
+        .expect("exists")
+        .created_ms;
+    // No scheduler runs: the ticks of the next 2.5 s are missed.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let now = now_ms();
+    let done = schedules
+        .backfill("hourly", created, now)
+        .await
+        .expect("backfill")
+        .expect("a schedule");
+    assert!(done.sent >= 2, "{done:?}");
+    assert_eq!(done.already_sent, 0);
+    let again = schedules
+        .backfill("hourly", created, now)
+        .await
+        .expect("backfill")
+        .expect("a schedule");
+    assert_eq!(
+        (again.sent, again.already_sent),
+        (0, done.sent),
+        "idempotent"
+    );
+
+    // A scheduler that starts now fires the latest missed tick (MissedTicks::Once): it was
+    // backfilled, so it is not sent twice.
+    let (stop, task) = start_scheduler(&dq, &q);
+    let mut consumer = q.consumer().await.expect("consumer");
+    let mut ticks = std::collections::BTreeMap::new();
+    let first_new = now / 1000 * 1000 + 2000;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !ticks.contains_key(&first_new) {
+        assert!(tokio::time::Instant::now() < deadline, "ticks: {ticks:?}");
+        let got = consumer
+            .receive(&receiving(100, LEASE, Duration::from_millis(200)))
+            .await
+            .expect("receive");
+        for d in &got {
+            *ticks.entry(tick_of(&d.id)).or_insert(0) += 1;
+        }
+        if !got.is_empty() {
+            q.ack_many(&got).await.expect("ack");
+        }
+    }
+    let _ = stop.send(());
+    task.await.expect("scheduler");
+    assert!(
+        ticks.values().all(|n| *n == 1),
+        "a tick sent twice: {ticks:?}"
+    );
+    assert!(ticks.len() as u32 > done.sent, "{ticks:?}");
+}
+
+#[tokio::test]
+async fn a_backfill_outside_its_bounds_is_refused() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "backfill-bounds");
+    let schedules = q.schedules();
+    assert_eq!(
+        schedules.backfill("none", 0, 1).await.expect("backfill"),
+        None
+    );
+    schedules
+        .put(
+            "s",
+            every_second(),
+            MissedTicks::Skip,
+            "x",
+            &SendOptions::new(),
+        )
+        .await
+        .expect("put");
+    let now = now_ms();
+    assert!(
+        schedules.backfill("s", now, now - 1).await.is_err(),
+        "reversed"
+    );
+    assert!(
+        schedules.backfill("s", now, now + 60_000).await.is_err(),
+        "the future"
+    );
+    assert!(
+        schedules
+            .backfill("s", 0, now)
+            .await
+            .expect("backfill")
+            .is_some(),
+        "from before it was created: from its creation"
+    );
+    assert!(counts(&q).await.iter().sum::<u64>() <= 1);
+}
+
+#[tokio::test]
+async fn a_schedule_put_by_a_delayq_that_kept_no_record_backfills_once_put_again() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "older");
+    let schedules = q.schedules();
+    let options = SendOptions::new();
+    let put = || schedules.put("s", every_second(), MissedTicks::Skip, "x", &options);
+    put().await.expect("put");
+    // As an older delayq stored it: no record of sent ticks.
+    server.cli(&["HDEL", "dq:{older}:schedule:s", "ticks_from"]);
+    let now = now_ms();
+    let refused = schedules.backfill("s", 0, now).await;
+    assert!(
+        matches!(refused, Err(delayq::Error::Invalid(_))),
+        "{refused:?}"
+    );
+    put().await.expect("put again");
+    assert!(schedules
+        .backfill("s", 0, now_ms())
+        .await
+        .expect("backfill")
+        .is_some());
+}
