@@ -49,11 +49,11 @@ impl Retention {
         ])
     }
 
-    /// As the control hash holds it, if it does.
-    pub(crate) fn from_fields(ms: Option<&str>, max: Option<&str>) -> Option<Retention> {
+    /// As the control hash holds it (`retain_ms`, `retain_max`; '' when unset), if it does.
+    pub(crate) fn from_fields(ms: &str, max: &str) -> Option<Retention> {
         Some(Retention {
-            keep_for: Duration::from_millis(ms?.parse().ok()?),
-            max: max?.parse().ok()?,
+            keep_for: Duration::from_millis(ms.parse().ok()?),
+            max: max.parse().ok()?,
         })
     }
 }

@@ -73,7 +73,7 @@ async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
         completed: r.uint()?,
         retain_completed: {
             let (ms, max) = (r.string()?, r.string()?);
-            crate::retention::Retention::from_fields(Some(&ms), Some(&max))
+            crate::retention::Retention::from_fields(&ms, &max)
         },
     })
 }

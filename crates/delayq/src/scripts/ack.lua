@@ -85,23 +85,37 @@ if #callers > 0 then
 end
 if #done > 0 then
   add_history(now, 'a', #done)
-  -- A message sent while its queue retained (its record says when it was sent: only a
-  -- record with an extension area can) leaves its final record (retention.lua), errors and
-  -- all, if the queue still retains. A queue that never retained pays a flags test per ack.
-  local ended = {}
+  -- What the extension areas say, read without parsing whole records: a grouped message
+  -- (its area names a group, groups.lua) frees its group's slot, count and index entry,
+  -- each group changed once per call; a message sent while its queue retained (its area
+  -- says when it was sent) leaves its final record (retention.lua) if the queue still
+  -- retains. A message without an area costs a flags test.
+  local gone, gone_superseded, retained = {}, {}, {}
   for i, v in ipairs(generated) do
-    local _, extension = kind_of(v:byte(22))
+    local flags = v:byte(22)
+    local _, extension = kind_of(flags)
     if extension then
-      local ok, m = pcall(parse_held, seqs[i], v)
-      if ok and m.sent_at then
-        ended[#ended + 1] = m
+      local rec = v:sub(9)
+      local _, from, to = policy_end(rec, flags)
+      local group = field_of(rec, from, to, TAG_GROUP)
+      if group then
+        local id = id_of(rec, flags)
+        local list = superseded[id] and gone_superseded or gone
+        list[#list + 1] = { id, group }
+      end
+      if field_of(rec, from, to, TAG_SENT) then
+        retained[#retained + 1] = i
       end
     end
   end
-  if #ended > 0 and retention() then
-    local any_errors = redis.call('HLEN', k.errors) > 0
-    for i, m in ipairs(ended) do
-      ended[i] = { m, 'a', any_errors and redis.call('HGET', k.errors, m.id) or nil }
+  local any_errors = redis.call('HLEN', k.errors) > 0
+  if #retained > 0 and retention() then
+    local ended = {}
+    for _, i in ipairs(retained) do
+      local ok, m = pcall(parse_held, seqs[i], generated[i])
+      if ok and m.sent_at then
+        ended[#ended + 1] = { m, 'a', any_errors and redis.call('HGET', k.errors, m.id) or nil }
+      end
     end
     retention().keep(ended, now)
   end
@@ -111,7 +125,7 @@ if #done > 0 then
     redis.call('HDEL', k.index, unpack(explicit))
     remember_gone(explicit, now_ms)
   end
-  if redis.call('HLEN', k.errors) > 0 then
+  if any_errors then
     -- Errors are kept by id (a requeued dead letter keeps its history, whatever its
     -- attempts), so the generated ids are made only here, when some message has errors.
     local ids = {}
@@ -124,24 +138,6 @@ if #done > 0 then
       end
     end
     redis.call('HDEL', k.errors, unpack(ids))
-  end
-  -- A grouped message (its record has an extension area naming a group, groups.lua) frees
-  -- its group's slot, count and index entry: only its group and id are read, not the whole
-  -- record, and each group is changed once per call.
-  local gone, gone_superseded = {}, {}
-  for _, v in ipairs(generated) do
-    local flags = v:byte(22)
-    local _, extension = kind_of(flags)
-    if extension then
-      local rec = v:sub(9)
-      local _, from, to = policy_end(rec, flags)
-      local group = field_of(rec, from, to, TAG_GROUP)
-      if group then
-        local id = id_of(rec, flags)
-        local list = superseded[id] and gone_superseded or gone
-        list[#list + 1] = { id, group }
-      end
-    end
   end
   local woke = #gone > 0 and groups().groups_leave(gone, true)
   woke = #gone_superseded > 0 and groups().groups_leave(gone_superseded, true, true) or woke

@@ -17,9 +17,7 @@ remove_pending(m)
 if m.group and groups().groups_leave({ { m.id, m.group } }, m.keep) then
   wake()
 end
-if m.sent_at and retention() then
-  retention().keep({ { m, 'c', redis.call('HGET', k.errors, id) } }, now)
-end
+keep_final(m, 'c', now)
 redis.call('HDEL', k.errors, id)
 if has(m.flags, F_ID) then
   remember_gone({ id }, to_ms(now))

@@ -50,26 +50,23 @@ local function expiry()
     if explicit and not m.group then
       redis.call('HDEL', k.index, m.id)
     end
-    local outcome = 'expired'
-    local R = m.sent_at and retention()
+    -- A dead letter's history ends with why; a dropped message's goes with it, after its
+    -- final record (if any) took it.
+    if not drop then
+      add_error(m.id, m.attempts, now, 'expired')
+    end
+    keep_final(m, 'e', now)
     if drop then
       if explicit then
         remember_gone({ m.id }, to_ms(now))
       end
-      if R then
-        R.keep({ { m, 'e', redis.call('HGET', k.errors, m.id) } }, now)
-      end
       redis.call('HDEL', k.errors, m.id)
-      outcome = 'dropped'
     else
-      add_error(m.id, m.attempts, now, 'expired')
-      if R then
-        R.keep({ { m, 'e', redis.call('HGET', k.errors, m.id) } }, now)
-      end
       add_history(now, 'x', 1)
       redis.call('ZADD', k.dead, to_ms(now), m.id)
       redis.call('HSET', k.dead_msgs, m.id, encode(m))
     end
+    local outcome = drop and 'dropped' or 'expired'
     if m.group and groups().groups_leave({ { m.id, m.group } }, true) then
       wake()
     end

@@ -123,9 +123,7 @@ local function retry_or_bury(m, err, delay_ms, now, dead)
   add_error(m.id, m.attempts, now, err)
   if dead or m.attempts >= m.max then
     add_history(now, 'x', 1)
-    if m.sent_at and retention() then
-      retention().keep({ { m, 'd', redis.call('HGET', k.errors, m.id) } }, now)
-    end
+    keep_final(m, 'd', now)
     redis.call('ZADD', k.dead, to_ms(now), m.id)
     redis.call('HSET', k.dead_msgs, m.id, encode(m))
     if has(m.flags, F_ID) then

@@ -153,3 +153,12 @@ local function retention()
   }
   return retention_made
 end
+
+-- Keeps the final record of parsed message `m`, which ended as `outcome` at `now` (µs),
+-- with its error history as it stands, if it was sent while its queue retained and the
+-- queue still retains.
+local function keep_final(m, outcome, now)
+  if m.sent_at and retention() then
+    retention().keep({ { m, outcome, redis.call('HGET', k.errors, m.id) } }, now)
+  end
+end

@@ -56,8 +56,8 @@ if tick then
   if redis.call('ZSCORE', ticks_sent, tick) or last == DELETED_TICK or (not backfill and tick <= last) then
     return { now, 0, 1, -1, 0 }
   end
-  local trimmed = tonumber(redis.call('HGET', k.control, 'ticks_trimmed:' .. schedule) or '-1')
-  if backfill and tick <= trimmed then
+  local trimmed = backfill and tonumber(redis.call('HGET', k.control, 'ticks_trimmed:' .. schedule) or '-1')
+  if trimmed and tick <= trimmed then
     error('delayq: before the record of sent ticks: tick ' .. tick .. ', record from after ' .. trimmed)
   end
 end
@@ -167,10 +167,6 @@ local wake_now = false
 -- Grouped messages: per group its ready members and count, in order of first appearance; and
 -- those not yet due.
 local group_sends, group_order, grouped_ready, grouped_later, earliest_later = {}, {}, 0, {}, nil
--- `body` with the 8-byte value of its extension field `tag` (checked above) set to `value`.
-local function with_field8(body, tag, value)
-  return record_fields().set_field8(key_of(0, 0) .. body, tag, value):sub(14)
-end
 -- An upsert (`mode`, of a caller id: 'replace' or 'debounce') meets `existing`, what its id
 -- names: a sort key, or true (dead, or gone within the idempotency window). Returns true
 -- when it is a duplicate after all (nothing written), else what the new message takes the
@@ -214,19 +210,30 @@ for i = 1, n do
   if existing and mode and not taken[id] then
     existing, replaced, until_ms = upsert(id, existing, mode)
   end
-  if not existing and mode and mode.max_wait then
-    -- A debounce: due as sent, but no later than max wait after the first send of the
-    -- messages it replaced in turn.
-    until_ms = until_ms or now_ms + mode.max_wait
-    dues[i] = math.min(dues[i], until_ms * 1000)
-    body = with_field8(body, TAG_DEBOUNCE, until_ms)
-  end
-  if deadlines[i] and not existing then
+  local debounce = not existing and mode and mode.max_wait
+  if debounce or (deadlines[i] and not existing) or (retained and not existing) then
+    -- The fields the server writes (their places checked above), into the record once.
+    local F, rec = record_fields(), key_of(0, 0) .. body
+    if debounce then
+      -- Due as sent, but no later than max wait after the first send of the messages it
+      -- replaced in turn.
+      until_ms = until_ms or now_ms + debounce
+      dues[i] = math.min(dues[i], until_ms * 1000)
+      rec = F.set_field8(rec, TAG_DEBOUNCE, until_ms)
+    end
     local d = deadlines[i]
-    body = with_field8(body, TAG_DEADLINE, d.at or to_ms(dues[i]) + d.after)
+    if d then
+      rec = F.set_field8(rec, TAG_DEADLINE, d.at or to_ms(dues[i]) + d.after)
+    end
+    if retained then
+      rec = F.with_fields(rec, retained.new_fields(now_ms))
+    end
+    body = rec:sub(14)
   end
-  if retained and not existing then
-    body = record_fields().with_fields(key_of(0, 0) .. body, retained.new_fields(now_ms)):sub(14)
+  if mode and not existing then
+    out[#out + 1] = i
+    out[#out + 1] = to_ms(dues[i])
+    out[#out + 1] = replaced or 4
   end
   if existing then
     local existing_due = -1
@@ -236,14 +243,6 @@ for i = 1, n do
     out[#out + 1] = i
     out[#out + 1] = existing_due
     out[#out + 1] = 0
-    replaced = nil
-  elseif mode then
-    out[#out + 1] = i
-    out[#out + 1] = to_ms(dues[i])
-    out[#out + 1] = replaced or 4
-  end
-  if existing then
-    -- Written above.
   elseif grouped[i] then
     -- Into its group's set when due, else gdelayed (groups.lua); each set is written once
     -- below, each group counted and let into the rotation once.
