@@ -276,3 +276,23 @@ pub fn payloads(deliveries: &[delayq::Delivery]) -> Vec<String> {
         .map(|d| String::from_utf8_lossy(&d.payload).into_owned())
         .collect()
 }
+
+/// Queue `name` holding one message, its data stamped `format` as a queue of an older
+/// release is (its processes still running, say), seen by a client that connects after;
+/// and its keys as they are then, to check that a refused send wrote nothing.
+pub async fn queue_of_format(
+    server: &RedisServer,
+    name: &str,
+    format: u32,
+) -> (Queue, Vec<(String, String)>) {
+    let dq = DelayQ::connect(&server.url()).await.expect("connect");
+    queue(&dq, name)
+        .send(b"plain", &delayq::SendOptions::new())
+        .await
+        .expect("send");
+    let control = format!("dq:{{{name}}}:control");
+    server.cli(&["HSET", &control, "format", &format.to_string()]);
+    let before = server.every_key_dumped(&format!("dq:{{{name}}}*"));
+    let dq = DelayQ::connect(&server.url()).await.expect("connect");
+    (queue(&dq, name), before)
+}

@@ -6,9 +6,7 @@
 
 use std::time::Duration;
 
-use delayq::{
-    DelayQ, Error, NackOutcome, OnExpire, Queue, SendOptions, Setting, State, EXPIRY_FORMAT,
-};
+use delayq::{Error, NackOutcome, OnExpire, Queue, SendOptions, Setting, State, EXPIRY_FORMAT};
 
 use crate::common::*;
 
@@ -210,13 +208,8 @@ async fn bad_deadlines_are_refused() {
 
 #[tokio::test]
 async fn a_deadline_needs_format_4_and_an_older_queue_is_refused_with_nothing_written() {
-    let (server, dq) = setup().await;
-    let q = queue(&dq, "old");
-    q.send(b"plain", &SendOptions::new()).await.expect("send");
-    server.cli(&["HSET", "dq:{old}:control", "format", "3"]);
-    let before = server.every_key_dumped("dq:{old}*");
-    let dq = DelayQ::connect(&server.url()).await.expect("connect");
-    let q = queue(&dq, "old");
+    let (server, _dq) = setup().await;
+    let (q, before) = queue_of_format(&server, "old", 3).await;
     let expiring = SendOptions::new().ttl(Duration::from_secs(60));
     match q.send(b"x", &expiring).await {
         Err(Error::FormatTooOld { found, needed, .. }) => {

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use delayq::{
-    DelayQ, Error, InvalidInput, Next, Queue, Schedule, SendOptions, Setting, State, GROUPS_FORMAT,
+    Error, InvalidInput, Next, Queue, Schedule, SendOptions, Setting, State, GROUPS_FORMAT,
 };
 
 use crate::common::*;
@@ -232,15 +232,8 @@ async fn grouped_messages_are_found_cancelled_and_rescheduled_by_id() {
 
 #[tokio::test]
 async fn a_group_needs_format_3_and_an_older_queue_is_refused_with_nothing_written() {
-    let (server, dq) = setup().await;
-    let q = queue(&dq, "old");
-    q.send(b"plain", &SendOptions::new()).await.expect("send");
-    // The queue's data is format 2, as a queue of the release before is (its processes
-    // still running, say), and this process starts after.
-    server.cli(&["HSET", "dq:{old}:control", "format", "2"]);
-    let before = server.every_key_dumped("dq:{old}*");
-    let dq = DelayQ::connect(&server.url()).await.expect("connect");
-    let q = queue(&dq, "old");
+    let (server, _dq) = setup().await;
+    let (q, before) = queue_of_format(&server, "old", 2).await;
     match q.send(b"grouped", &in_group("g")).await {
         Err(Error::FormatTooOld { found, needed, .. }) => {
             assert_eq!((found, needed), (2, GROUPS_FORMAT));
