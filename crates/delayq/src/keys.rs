@@ -138,6 +138,13 @@ impl Keys {
         format!("{}m:{minute}", self.prefix)
     }
 
+    /// STREAM: the partition's events, one entry per change of a message's state, kept
+    /// while the queue records them (events.lua); also the shard channel on which their
+    /// scripts say that events were added (events.rs waits on it).
+    pub(crate) fn events(&self) -> String {
+        format!("{}events", self.prefix)
+    }
+
     /// ZSET: the last ticks of recurring schedule `name` sent to this partition (send.lua),
     /// so that a backfill sends only ticks never sent.
     pub(crate) fn schedule_ticks(&self, name: &str) -> String {

@@ -56,7 +56,8 @@
 //!   (get, cancel, reschedule), `settle.rs` (ack, nack, fail, release, extend),
 //!   `consumer.rs` ([`Consumer`]: receive, waiting without polling) with `claim.rs` (one
 //!   claim) and `choice.rs` (which lane next), `dead_letters.rs` ([`DeadLetters`]), `groups.rs` ([`Groups`]),
-//!   `browse.rs` (list, search), `history.rs` (per-minute counts), `stats.rs`,
+//!   `browse.rs` (list, search), `history.rs` (per-minute counts), `events.rs` (each
+//!   message's changes of state, read from a stream), `stats.rs`,
 //!   `control.rs` (pause, resume, settings), `schedules.rs` ([`Schedules`]),
 //!   `push_target.rs` (the server's push target), `upgrade.rs` (a queue's data format
 //!   and its upgrade).
@@ -91,6 +92,7 @@ mod dead_letters;
 mod delivery;
 mod error;
 mod error_history;
+mod events;
 mod expiry;
 mod extension;
 mod formats;
@@ -137,6 +139,10 @@ pub use dead_letters::DeadLetters;
 pub use delivery::Delivery;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
+pub use events::{
+    Event, EventCursor, EventFilter, EventKind, EventReader, EventStart, DEFAULT_EVENTS_KEPT,
+    MAX_EVENTS_KEPT, MAX_EVENTS_READ,
+};
 pub use expiry::MAX_TTL;
 pub use extension::{EXPIRY_FORMAT, GROUPS_FORMAT};
 pub use formats::{DATA_FORMAT, FIRST_FORMAT};

@@ -129,6 +129,11 @@ pub struct Stats {
     /// How long and how many final records it keeps
     /// ([`Setting::RetainCompleted`](crate::Setting::RetainCompleted)); None: none.
     pub retain_completed: Option<crate::retention::Retention>,
+    /// Events kept in the queue's streams ([`Queue::events`](crate::Queue::events)).
+    pub events: u64,
+    /// How many events each partition keeps, about
+    /// ([`Setting::Events`](crate::Setting::Events)); None: the queue records none.
+    pub events_kept: Option<u64>,
 }
 
 /// At most `per_second` deliveries per second from a queue, across all its consumers, with

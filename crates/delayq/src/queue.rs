@@ -20,6 +20,7 @@ use crate::control;
 use crate::dead_letters::DeadLetters;
 use crate::delivery::Delivery;
 use crate::error::{Error, Result};
+use crate::events::{EventFilter, EventReader, EventStart};
 use crate::groups::Groups;
 use crate::history::{self, Minute};
 use crate::message::{Amend, CancelOutcome, MessageInfo, NackOutcome, Next, RateLimit};
@@ -322,6 +323,13 @@ impl Queue {
     /// or was less than a lease ago.
     pub async fn upgrade_format(&self) -> Result<QueueFormat> {
         upgrade::upgrade(&self.core).await
+    }
+
+    /// A reader of the queue's events from `start`, those that match `filter`: one per
+    /// change of a message's state, recorded while the queue records them
+    /// ([`Setting::Events`]). See [`EventReader`].
+    pub async fn events(&self, start: EventStart, filter: EventFilter) -> Result<EventReader> {
+        EventReader::open(self.core.clone(), start, filter).await
     }
 
     /// The dead letters of this queue.

@@ -191,6 +191,16 @@ impl QueueCore {
             .await
     }
 
+    /// The live subscription to shard channel `channel` (of one of the queue's partitions:
+    /// its events), shared with its other listeners.
+    pub(crate) async fn subscription_to(&self, channel: &str) -> Result<Arc<Subscription>> {
+        let shared = &self.shared;
+        shared
+            .subscriptions
+            .get(&shared.target, &shared.config, channel)
+            .await
+    }
+
     /// A connection from the client's shared pool.
     pub(crate) fn connection(&self) -> connection::Conn {
         self.shared.conn.get()

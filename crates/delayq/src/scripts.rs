@@ -5,16 +5,17 @@
 //! with `flags=allow-oom` where it drains or frees (it must work when Redis is at
 //! `maxmemory`) or `flags=no-writes` where it only reads; scripts without a flag (send,
 //! reschedule, requeue) are refused at `maxmemory`. The shared helpers of `prelude.lua`,
-//! `groups.lua`, `retention.lua`, `expiry.lua` and `pending.lua` are inserted right after
-//! that first line.
+//! `events.lua`, `groups.lua`, `retention.lua`, `expiry.lua` and `pending.lua` are inserted
+//! right after that first line.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-/// The helpers every queue script shares, in five parts (each uses the ones before it).
-const PRELUDE: [&str; 5] = [
+/// The helpers every queue script shares, in six parts (each uses the ones before it).
+const PRELUDE: [&str; 6] = [
     include_str!("scripts/prelude.lua"),
+    include_str!("scripts/events.lua"),
     include_str!("scripts/groups.lua"),
     include_str!("scripts/retention.lua"),
     include_str!("scripts/expiry.lua"),

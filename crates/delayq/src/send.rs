@@ -193,7 +193,8 @@ async fn send_generated<'p>(
         .cmd("HMGET")
         .arg(keys.control())
         .arg("max_delay_ms")
-        .arg("retain_ms");
+        .arg("retain_ms")
+        .arg("events");
     let mut replies = conn.transaction_at(keys.slot(), &reserve).await?;
     // As send.lua does: a message due further out than the queue's max delay is refused, and
     // nothing is written (the sequence numbers reserved are skipped, as a failed send's are);
@@ -204,6 +205,8 @@ async fn send_generated<'p>(
     };
     let max_delay_ms: Option<u64> = settings.first().and_then(|ms| ms.as_deref()?.parse().ok());
     let retains = settings.get(1).is_some_and(Option::is_some);
+    // As events.lua does: each message sent is an event, on a queue that records them.
+    let events_cap = settings.get(2).cloned().flatten();
     let time = replies.pop();
     let last_seq = replies.pop();
     let (Some(Value::Int(last_seq)), Some(Value::Array(time))) = (last_seq, time) else {
@@ -278,6 +281,25 @@ async fn send_generated<'p>(
         .cmd("SPUBLISH")
         .arg(keys.wake())
         .arg(1);
+    if let Some(cap) = events_cap {
+        let stream = keys.events();
+        for s in &sent {
+            let due_ms = s.due_ms.unwrap_or_default().to_string();
+            add.cmd("XADD")
+                .arg(&stream)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(&cap)
+                .arg("*")
+                .arg("k")
+                .arg("sent")
+                .arg("id")
+                .arg(&s.id)
+                .arg("due")
+                .arg(due_ms);
+        }
+        add.cmd("SPUBLISH").arg(&stream).arg(1);
+    }
     conn.transaction_at(keys.slot(), &add).await?;
     Ok(sent)
 }

@@ -72,6 +72,15 @@ pub enum Setting {
     /// drops the records kept. Only messages sent while it is on know when they were sent
     /// and first delivered.
     RetainCompleted(Option<Retention>),
+    /// Record an event for each change of a message's state (sent, delivered, acked,
+    /// retried, dead, expired, cancelled, ...), for readers of
+    /// [`Queue::events`](crate::Queue::events): each partition keeps about this many, 1 to
+    /// [`MAX_EVENTS_KEPT`](crate::MAX_EVENTS_KEPT) (the oldest go first;
+    /// [`DEFAULT_EVENTS_KEPT`](crate::DEFAULT_EVENTS_KEPT) is a day of a busy queue at a
+    /// fraction of its memory). Each event is written by the script that makes its change,
+    /// so it is there if and only if the change is. `None` stops recording and drops the
+    /// events kept.
+    Events(Option<u64>),
 }
 
 /// What becomes of a message that expired ([`Setting::OnExpire`]).
@@ -154,6 +163,11 @@ impl Setting {
                 ("retain_max", String::new()),
             ]),
             Setting::RetainCompleted(Some(retention)) => retention.fields(),
+            Setting::Events(None) => Ok(vec![("events", String::new())]),
+            Setting::Events(Some(kept)) => {
+                crate::events::check_kept(kept)?;
+                Ok(vec![("events", kept.to_string())])
+            }
             Setting::OnExpire(action) => Ok(vec![(
                 "on_expire",
                 match action {

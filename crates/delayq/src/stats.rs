@@ -38,6 +38,8 @@ pub(crate) async fn stats(core: &QueueCore) -> Result<Stats> {
         total.max_delay = total.max_delay.or(s.max_delay);
         total.completed += s.completed;
         total.retain_completed = total.retain_completed.or(s.retain_completed);
+        total.events += s.events;
+        total.events_kept = total.events_kept.or(s.events_kept);
         total.data_format = match total.data_format {
             0 => s.data_format,
             f => f.min(s.data_format),
@@ -75,5 +77,7 @@ async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
             let (ms, max) = (r.string()?, r.string()?);
             crate::retention::Retention::from_fields(&ms, &max)
         },
+        events: r.uint()?,
+        events_kept: r.string()?.parse().ok(),
     })
 }

@@ -139,6 +139,11 @@ if #done > 0 then
     end
     redis.call('HDEL', k.errors, unpack(ids))
   end
+  if events_on() then
+    for _, v in ipairs(generated) do
+      event('acked', id_of(v:sub(9), v:byte(22)), 'n', (struct.unpack('>H', v, 7)))
+    end
+  end
   local woke = #gone > 0 and groups().groups_leave(gone, true)
   woke = #gone_superseded > 0 and groups().groups_leave(gone_superseded, true, true) or woke
   if woke then

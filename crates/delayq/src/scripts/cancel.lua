@@ -18,6 +18,7 @@ if m.group and groups().groups_leave({ { m.id, m.group } }, m.keep) then
   wake()
 end
 keep_final(m, 'c', now)
+event('cancelled', id)
 redis.call('HDEL', k.errors, id)
 if has(m.flags, F_ID) then
   remember_gone({ id }, to_ms(now))

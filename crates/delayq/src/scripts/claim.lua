@@ -89,8 +89,9 @@ for j, member in ipairs(expired) do
 end
 
 local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at', 'levels',
-  'push', 'grouped', 'ttl_ms', 'deadlines', 'retain_ms')
+  'push', 'grouped', 'ttl_ms', 'deadlines', 'retain_ms', 'events')
 local prios = priorities(control[6])
+events_known(control[12])
 
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
 local function nothing(not_before)
@@ -419,6 +420,14 @@ if #held > 0 then
   end
   redis.call('HSET', k.held, unpack(held))
   redis.call('ZADD', k.leases, unpack(leases))
+  if events_on() then
+    for j = 1, count do
+      local rec = out[6 + j]
+      if rec then
+        event('delivered', id_of(rec, rec:byte(14)), 'n', rec:byte(15) * 256 + rec:byte(16) + 1)
+      end
+    end
+  end
   -- Lets a repeat of this claim (its reply lost) find what it took. One key per consumer,
   -- overwritten by its next claim, gone with the lease.
   if ARGV[8] ~= '0' then

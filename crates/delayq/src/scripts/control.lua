@@ -27,13 +27,15 @@
 --   retain_ms  how long (ms), and retain_max how many, final records of ended messages
 --   retain_max the partition keeps (retention.lua); clearing retain_ms drops those kept
 --              (UNLINK: freed in the background).
+--   events     about how many events the partition's stream keeps (events.lua); clearing it
+--              stops them and drops the stream (UNLINK).
 -- Returns: how many settings this changed.
 check_groups(2, 'control')
 local patterns = {
   paused = '^1$', window_ms = '^[1-9]%d*$', rate = '^%d+%.?%d*$', burst = '^[1-9]%d*$',
   limit = '^[1-9]%d*/[1-9]%d*$', push = '^1$', gconc = '^[1-9]%d*$',
   ttl_ms = '^[1-9]%d*$', on_expire = '^drop$', max_delay_ms = '^[1-9]%d*$',
-  retain_ms = '^[1-9]%d*$', retain_max = '^[1-9]%d*$',
+  retain_ms = '^[1-9]%d*$', retain_max = '^[1-9]%d*$', events = '^[1-9]%d*$',
   grate = '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?/[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?$',
 }
 -- Every pair is checked before the first write.
@@ -61,6 +63,9 @@ for i = 1, #ARGV, 2 do
     end
     if name == 'retain_ms' then
       redis.call('UNLINK', PART_PREFIX .. 'done', PART_PREFIX .. 'done_at')
+    end
+    if name == 'events' then
+      redis.call('UNLINK', EVENTS)
     end
   elseif redis.call('HGET', k.control, name) ~= value then
     redis.call('HSET', k.control, name, value)

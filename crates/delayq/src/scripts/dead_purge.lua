@@ -21,6 +21,7 @@ for _, id in ipairs(ids) do
     end
     redis.call('HDEL', k.dead_msgs, id)
     redis.call('HDEL', k.errors, id)
+    event('purged', id)
     purged = purged + 1
   end
 end

@@ -36,6 +36,7 @@ for _, pair in ipairs(found) do
     groups().group_size(m.group, 1)
   end
   put_pending(m, now, now)
+  event('requeued', id)
   moved = moved + 1
 end
 if moved > 0 then

@@ -67,6 +67,11 @@ local function expiry()
       redis.call('HSET', k.dead_msgs, m.id, encode(m))
     end
     local outcome = drop and 'dropped' or 'expired'
+    if drop then
+      event('expired', m.id, 'n', m.attempts, 'x', 'dropped')
+    else
+      event('expired', m.id, 'n', m.attempts)
+    end
     if m.group and groups().groups_leave({ { m.id, m.group } }, true) then
       wake()
     end

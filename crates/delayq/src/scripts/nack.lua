@@ -52,12 +52,14 @@ for i = 1, #ARGV, 7 do
       bury_raw(seq, v, 'undecodable record of ' .. (#v - 8) .. ' bytes', now)
       out[#out + 1] = 'dead'
     elseif mode == 'r' and superseded(m) then
+      event('superseded', m.id, 'n', m.attempts)
       out[#out + 1] = drop_superseded(m)
     elseif mode == 'r' then
       m.attempts = math.max(m.attempts - 1, 0)
       -- A grouped message keeps its group's slot: it is still the next of its group.
       put_pending(m, now, now, true)
       wake()
+      event('released', m.id, 'n', m.attempts)
       out[#out + 1] = 'released'
     else
       if ARGV[i + 5] ~= '' then

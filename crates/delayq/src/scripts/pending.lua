@@ -113,6 +113,7 @@ end
 local function retry_or_bury(m, err, delay_ms, now, dead)
   if superseded(m) then
     add_history(now, 'f', 1)
+    event('superseded', m.id, 'n', m.attempts, 'err', event_error(err))
     return drop_superseded(m)
   end
   add_history(now, 'f', 1)
@@ -132,8 +133,11 @@ local function retry_or_bury(m, err, delay_ms, now, dead)
     if m.group and groups().groups_leave({ { m.id, m.group } }, true) then
       wake()
     end
+    event('dead', m.id, 'n', m.attempts, 'err', event_error(err))
     return 'dead'
   end
+  event('retry', m.id, 'n', m.attempts, 'due', string.format('%d', to_ms(now) + delay_ms),
+    'err', event_error(err))
   if m.group then
     -- The retry keeps its group's slot: a group of concurrency 1 delivers nothing else
     -- before it.
@@ -179,5 +183,6 @@ local function bury_raw(seq, v, err, now)
   add_history(now, 'x', 1)
   redis.call('ZADD', k.dead, to_ms(now), id)
   redis.call('HSET', k.dead_msgs, id, key .. '\0' .. u16(attempts) .. u16(attempts) .. '\0' .. raw)
+  event('dead', id, 'n', attempts, 'err', event_error(err))
   return id
 end

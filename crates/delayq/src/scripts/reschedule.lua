@@ -23,4 +23,5 @@ else
   put_pending(m, due, now)
   wake_for(due, old_head, now)
 end
+event('rescheduled', id, 'due', string.format('%d', to_ms(due)))
 return { state, to_ms(due) }

@@ -94,8 +94,9 @@ for i = 1, n do
 end
 -- The queue's longest delay: a send due further out is refused, nothing written (the client
 -- knows the error by its prefix).
-local settings = redis.call('HMGET', k.control, 'max_delay_ms', 'retain_ms')
+local settings = redis.call('HMGET', k.control, 'max_delay_ms', 'retain_ms', 'events')
 local max_delay = tonumber(settings[1] or '')
+events_known(settings[3])
 -- A queue that retains: each message notes when it was sent (retention.lua).
 local retained = settings[2] and retention()
 if max_delay then
@@ -288,6 +289,16 @@ for i = 1, n do
       indexed[#indexed + 1] = key
     end
     wake_now = wake_now or wakes(due, heads[set] or nil, now)
+  end
+  if not existing and events_on() then
+    local seq = level_base(prios[i]) + first + i * stride
+    local sent_id = id ~= '' and id or string.format('%d-%d', dues[i], seq)
+    local due_ms = string.format('%d', to_ms(dues[i]))
+    if replaced then
+      event('sent', sent_id, 'due', due_ms, 'x', replaced == 3 and 'superseded' or 'replaced')
+    else
+      event('sent', sent_id, 'due', due_ms)
+    end
   end
 end
 for set, list in pairs(members) do

@@ -10,11 +10,12 @@
 --   messages pending or in flight), group concurrency (0: none), each group's rate limit
 --   '<per second>/<burst>' or '', the default ttl ms (0: none), 1 when expired messages are
 --   dropped else 0, the max delay ms (0: none), final records kept (retention.lua), how long
---   ('' when the queue does not retain) and how many at most }
+--   ('' when the queue does not retain) and how many at most, events kept (events.lua), how
+--   many the partition keeps ('' when it records none) }
 local now = now_us()
 local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit', 'levels', 'push',
   'format', 'gready', 'gconc', 'grate', 'ttl_ms', 'on_expire', 'max_delay_ms', 'retain_ms',
-  'retain_max')
+  'retain_max', 'events')
 local prios = priorities(control[4])
 local ready, pending = 0, 0
 for _, p in ipairs(prios) do
@@ -40,4 +41,4 @@ return { pending - ready, ready, redis.call('ZCARD', k.leases), redis.call('ZCAR
   tonumber(control[6] or '1'), redis.call('ZCARD', groups().gk.size), tonumber(control[8] or '0'),
   control[9] or '', tonumber(control[10] or '0'), control[11] and 1 or 0,
   tonumber(control[12] or '0'), redis.call('ZCARD', PART_PREFIX .. 'done_at'), control[13] or '',
-  control[14] or '' }
+  control[14] or '', redis.call('XLEN', EVENTS), control[15] or '' }

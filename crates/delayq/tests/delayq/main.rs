@@ -11,6 +11,7 @@ mod cluster;
 mod data_set_groups;
 mod data_sets;
 mod dead_letters;
+mod events;
 mod expiry;
 mod formats;
 mod group_rates;

@@ -1,0 +1,529 @@
+//! A queue's events: one per change of a message's state (sent, delivered, acked, retried,
+//! dead, ...), written by the very script that makes the change (`events.lua`) while the
+//! queue records them ([`Setting::Events`](crate::Setting::Events)), and read here.
+//!
+//! Each partition keeps its events in a capped Redis Stream, so a reader names where it is
+//! with one stream id per partition: an [`EventCursor`]. A reader starts at the oldest event
+//! kept, at now, or at a cursor it saved, and never misses an event still kept, across its
+//! own restarts or the server's: the events are in Redis, not in the reader. It waits for new
+//! events without polling, on the shard channel their scripts publish to (`wakeup.rs`).
+//! Events of one partition come in the order they happened; those of several are merged by
+//! the Redis server's time of each.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::error::{Error, InvalidInput, Result};
+use crate::keys::Keys;
+use crate::partitions::{join_all, Layout};
+use crate::queue_core::QueueCore;
+use crate::wakeup::Subscription;
+
+/// Most events a partition keeps when a queue records them without saying how many
+/// ([`Setting::Events`](crate::Setting::Events)).
+pub const DEFAULT_EVENTS_KEPT: u64 = 100_000;
+
+/// Most events a partition may be told to keep.
+pub const MAX_EVENTS_KEPT: u64 = 10_000_000;
+
+/// Most events one [`EventReader::next`] returns.
+pub const MAX_EVENTS_READ: usize = 1000;
+
+/// What happened to a message.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// Sent (a new message, or one that replaced a pending message of its id).
+    Sent,
+    /// Claimed by a consumer, under a lease ([`Event::attempt`] is this delivery's number).
+    Delivered,
+    /// Acked: done.
+    Acked,
+    /// A failed attempt, retried at [`Event::due_ms`].
+    Retry,
+    /// Handed back unprocessed (a worker that stopped): ready again, the attempt not counted.
+    Released,
+    /// A dead letter: its last attempt failed, or it failed for good.
+    Dead,
+    /// Its deadline came before it was delivered: a dead letter, or gone
+    /// ([`Event::detail`] `dropped`).
+    Expired,
+    /// A delivery ended without retry because a newer message took its id (an upsert).
+    Superseded,
+    /// Cancelled while pending.
+    Cancelled,
+    /// Moved to a new due time while pending.
+    Rescheduled,
+    /// A dead letter sent back to pending.
+    Requeued,
+    /// A dead letter deleted.
+    Purged,
+    /// A kind this delayq does not know (written by a newer one).
+    Other(String),
+}
+
+impl EventKind {
+    /// Every kind this delayq writes.
+    pub const ALL: [EventKind; 12] = [
+        EventKind::Sent,
+        EventKind::Delivered,
+        EventKind::Acked,
+        EventKind::Retry,
+        EventKind::Released,
+        EventKind::Dead,
+        EventKind::Expired,
+        EventKind::Superseded,
+        EventKind::Cancelled,
+        EventKind::Rescheduled,
+        EventKind::Requeued,
+        EventKind::Purged,
+    ];
+
+    /// Its name, as the stream, the HTTP API and the CLI spell it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            EventKind::Sent => "sent",
+            EventKind::Delivered => "delivered",
+            EventKind::Acked => "acked",
+            EventKind::Retry => "retry",
+            EventKind::Released => "released",
+            EventKind::Dead => "dead",
+            EventKind::Expired => "expired",
+            EventKind::Superseded => "superseded",
+            EventKind::Cancelled => "cancelled",
+            EventKind::Rescheduled => "rescheduled",
+            EventKind::Requeued => "requeued",
+            EventKind::Purged => "purged",
+            EventKind::Other(name) => name,
+        }
+    }
+
+    /// The kind named `name`: one of [`ALL`](Self::ALL), or an error naming them.
+    pub fn parse(name: &str) -> Result<EventKind, InvalidInput> {
+        EventKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = EventKind::ALL.iter().map(EventKind::as_str).collect();
+                InvalidInput::Option(format!(
+                    "event kind {:?} is none of {}",
+                    name.chars().take(100).collect::<String>(),
+                    names.join(", ")
+                ))
+            })
+    }
+
+    fn from_stream(name: &str) -> EventKind {
+        EventKind::parse(name).unwrap_or_else(|_| EventKind::Other(name.to_owned()))
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One change of a message's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Event {
+    /// What happened.
+    pub kind: EventKind,
+    /// The message's id.
+    pub id: String,
+    /// When, by the Redis server's clock (unix ms).
+    pub at_ms: u64,
+    /// Of a delivery, its number (1 for the first); of a retry, a death or an expiry, the
+    /// attempts made; of a release, the attempts that count.
+    pub attempt: Option<u32>,
+    /// When the message is due (unix ms): of a send, a retry, a reschedule.
+    pub due_ms: Option<u64>,
+    /// The error that ended an attempt (its first 200 bytes): of a retry, a death.
+    pub error: Option<String>,
+    /// What else happened: `replaced` (a send took the place of a pending message of its
+    /// id), `superseded` (a send beside a message of its id in flight), `dropped` (an expired
+    /// message gone rather than a dead letter).
+    pub detail: Option<String>,
+    /// Where a reader that has seen this event goes on from.
+    pub cursor: EventCursor,
+}
+
+/// Where a reader is in a queue's events: one stream id per partition. Its text form
+/// ([`Display`](fmt::Display), [`EventCursor::parse`]) is what the HTTP API hands out as
+/// each event's id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventCursor {
+    positions: Vec<StreamId>,
+}
+
+/// A stream entry id: the server's ms, then a sequence within that ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct StreamId(u64, u64);
+
+impl StreamId {
+    fn parse(text: &str) -> Option<StreamId> {
+        let (ms, seq) = text.split_once('-')?;
+        let canonical =
+            |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+        if !canonical(ms) || !canonical(seq) {
+            return None;
+        }
+        Some(StreamId(ms.parse().ok()?, seq.parse().ok()?))
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.0, self.1)
+    }
+}
+
+impl EventCursor {
+    /// Reads a cursor from its text form.
+    pub fn parse(text: &str) -> Result<EventCursor, InvalidInput> {
+        let bad = || {
+            InvalidInput::Option(format!(
+                "event cursor {:?} is not one delayq gave out",
+                text.chars().take(200).collect::<String>()
+            ))
+        };
+        if text.is_empty() || text.len() > 16 * 1024 {
+            return Err(bad());
+        }
+        let positions = text
+            .split('.')
+            .map(|part| StreamId::parse(part).ok_or_else(bad))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(EventCursor { positions })
+    }
+}
+
+impl fmt::Display for EventCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.positions.iter().enumerate() {
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a reader starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EventStart {
+    /// At the oldest event kept.
+    Oldest,
+    /// After the last event so far: only what happens from now on.
+    Now,
+    /// After the event that a reader saw last ([`Event::cursor`]).
+    After(EventCursor),
+}
+
+/// Which events a reader returns; by default every one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EventFilter {
+    /// Only events of these kinds (none: every kind).
+    pub kinds: Vec<EventKind>,
+    /// Only events of the message with this id.
+    pub id: Option<String>,
+}
+
+impl EventFilter {
+    /// Every event.
+    pub fn new() -> Self {
+        EventFilter::default()
+    }
+
+    /// Only events of `kind` (and of other kinds given so).
+    pub fn kind(mut self, kind: EventKind) -> Self {
+        self.kinds.push(kind);
+        self
+    }
+
+    /// Only events of message `id`.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    fn matches(&self, event: &Event) -> bool {
+        (self.kinds.is_empty() || self.kinds.contains(&event.kind))
+            && self.id.as_ref().is_none_or(|id| *id == event.id)
+    }
+}
+
+/// Reads a queue's events from a start, in order, waiting for new ones without polling.
+/// Made by [`Queue::events`](crate::Queue::events).
+pub struct EventReader {
+    core: Arc<QueueCore>,
+    layout: Arc<Layout>,
+    filter: EventFilter,
+    positions: Vec<StreamId>,
+    /// Per partition, its channel's subscription (made on first wait, and again after it
+    /// was lost) and the wake-ups heard before the last read.
+    lanes: Vec<Lane>,
+}
+
+#[derive(Default)]
+struct Lane {
+    subscription: Option<Arc<Subscription>>,
+    seen: u64,
+}
+
+impl EventReader {
+    pub(crate) async fn open(
+        core: Arc<QueueCore>,
+        start: EventStart,
+        filter: EventFilter,
+    ) -> Result<EventReader> {
+        let layout = core.known_layout().await?;
+        let count = layout.count();
+        let mut reader = EventReader {
+            core,
+            layout,
+            filter,
+            positions: vec![StreamId(0, 0); count],
+            lanes: (0..count).map(|_| Lane::default()).collect(),
+        };
+        match start {
+            EventStart::Oldest => {}
+            EventStart::After(cursor) => {
+                if cursor.positions.len() != count {
+                    return Err(InvalidInput::Option(format!(
+                        "an event cursor of {} positions, and the queue has {count} partitions",
+                        cursor.positions.len()
+                    ))
+                    .into());
+                }
+                reader.positions = cursor.positions;
+            }
+            EventStart::Now => {
+                // Subscribed first: an event added after the last one read below is heard.
+                reader.subscribe_all().await?;
+                let lasts = reader.layout.parts().iter().map(|keys| {
+                    let core = &reader.core;
+                    async move { last_id(core, keys).await }
+                });
+                for (k, last) in join_all(lasts).await.into_iter().enumerate() {
+                    reader.positions[k] = last?;
+                }
+            }
+        }
+        Ok(reader)
+    }
+
+    /// Where the reader is: a reader opened [`After`](EventStart::After) it reads nothing
+    /// this one has read.
+    pub fn cursor(&self) -> EventCursor {
+        EventCursor {
+            positions: self.positions.clone(),
+        }
+    }
+
+    /// The next events that match the reader's filter, oldest first, up to `max` (1 to
+    /// [`MAX_EVENTS_READ`]). When there are none yet it waits for one, for up to `wait`
+    /// (`None`: until one comes), and returns none if none came.
+    pub async fn next(&mut self, max: usize, wait: Option<Duration>) -> Result<Vec<Event>> {
+        crate::options::check_count("an event read", max)?;
+        let max = max.min(MAX_EVENTS_READ);
+        let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+        loop {
+            for lane in &mut self.lanes {
+                if let Some(s) = &lane.subscription {
+                    lane.seen = s.generation();
+                }
+            }
+            let (events, moved) = self.read(max).await?;
+            if !events.is_empty() {
+                return Ok(events);
+            }
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                return Ok(events);
+            }
+            if moved {
+                // All the filter dropped: there may be more behind them.
+                continue;
+            }
+            if self.subscribe_all().await? {
+                // Newly subscribed: what was added before it was not heard, so read again.
+                continue;
+            }
+            let mut woken = Vec::with_capacity(self.lanes.len());
+            for lane in &self.lanes {
+                if let Some(s) = lane.subscription.clone() {
+                    let seen = lane.seen;
+                    woken.push(Box::pin(async move { s.woken_since(seen).await }));
+                }
+            }
+            let any_woken = std::future::poll_fn(|cx| {
+                for w in &mut woken {
+                    if w.as_mut().poll(cx).is_ready() {
+                        return std::task::Poll::Ready(());
+                    }
+                }
+                std::task::Poll::Pending
+            });
+            match deadline {
+                Some(d) => {
+                    if tokio::time::timeout_at(d, any_woken).await.is_err() {
+                        return Ok(Vec::new());
+                    }
+                }
+                None => any_woken.await,
+            }
+        }
+    }
+
+    /// Subscribes each partition's channel that has no live subscription; true if any was
+    /// made (its wake-ups count from now).
+    async fn subscribe_all(&mut self) -> Result<bool> {
+        let mut made = false;
+        for (lane, keys) in self.lanes.iter_mut().zip(self.layout.parts()) {
+            if lane.subscription.as_ref().is_none_or(|s| s.is_lost()) {
+                let s = self.core.subscription_to(&keys.events()).await?;
+                lane.seen = s.generation();
+                lane.subscription = Some(s);
+                made = true;
+            }
+        }
+        Ok(made)
+    }
+
+    /// Reads what follows the reader's positions, up to `max` events, merged in time order,
+    /// and moves past them (past those the filter drops, too); and whether it moved.
+    async fn read(&mut self, max: usize) -> Result<(Vec<Event>, bool)> {
+        let reads = self
+            .layout
+            .parts()
+            .iter()
+            .zip(&self.positions)
+            .map(|(keys, after)| read_after(&self.core, keys, *after, max));
+        let mut entries = Vec::new();
+        for (k, read) in join_all(reads).await.into_iter().enumerate() {
+            entries.extend(read?.into_iter().map(|(id, fields)| (id, k, fields)));
+        }
+        // Each partition's entries are in order already; a stable sort by time keeps that.
+        entries.sort_by_key(|(id, k, _)| (*id, *k));
+        entries.truncate(max);
+        let moved = !entries.is_empty();
+        let mut out = Vec::new();
+        for (id, k, fields) in entries {
+            self.positions[k] = id;
+            let event = to_event(id, fields, self.cursor());
+            if self.filter.matches(&event) {
+                out.push(event);
+            }
+        }
+        Ok((out, moved))
+    }
+}
+
+/// A stream entry: its id and its fields (name, value).
+type Entry = (StreamId, Vec<(String, String)>);
+
+/// The id of the last entry of partition `keys`' stream, or 0-0 for none.
+async fn last_id(core: &QueueCore, keys: &Keys) -> Result<StreamId> {
+    let mut conn = core.connection();
+    let reply: Value = redis::cmd("XREVRANGE")
+        .arg(keys.events())
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(&mut conn)
+        .await?;
+    Ok(entries(reply)?
+        .into_iter()
+        .next()
+        .map_or(StreamId(0, 0), |(id, _)| id))
+}
+
+/// Up to `max` entries of partition `keys`' stream after `after`.
+async fn read_after(
+    core: &QueueCore,
+    keys: &Keys,
+    after: StreamId,
+    max: usize,
+) -> Result<Vec<Entry>> {
+    let mut conn = core.connection();
+    let reply: Value = redis::cmd("XRANGE")
+        .arg(keys.events())
+        .arg(format!("({after}"))
+        .arg("+")
+        .arg("COUNT")
+        .arg(max)
+        .query_async(&mut conn)
+        .await?;
+    entries(reply)
+}
+
+/// A stream range reply as (id, fields) pairs.
+fn entries(reply: Value) -> Result<Vec<Entry>> {
+    let bad = |what: &str| Error::Protocol(format!("event stream: {what}"));
+    let Value::Array(items) = reply else {
+        return Err(bad("not a list of entries"));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let Value::Array(mut pair) = item else {
+            return Err(bad("an entry is not a pair"));
+        };
+        let (Some(fields), Some(id)) = (pair.pop(), pair.pop()) else {
+            return Err(bad("an entry is not a pair"));
+        };
+        let id: String = redis::from_redis_value(id).map_err(|_| bad("an id is not text"))?;
+        let id = StreamId::parse(&id).ok_or_else(|| bad("an id is not <ms>-<seq>"))?;
+        let flat: Vec<String> =
+            redis::from_redis_value(fields).map_err(|_| bad("fields are not text"))?;
+        let fields = flat
+            .chunks_exact(2)
+            .map(|pair| (pair[0].clone(), pair[1].clone()))
+            .collect();
+        out.push((id, fields));
+    }
+    Ok(out)
+}
+
+fn to_event(id: StreamId, fields: Vec<(String, String)>, cursor: EventCursor) -> Event {
+    let mut event = Event {
+        kind: EventKind::Other(String::new()),
+        id: String::new(),
+        at_ms: id.0,
+        attempt: None,
+        due_ms: None,
+        error: None,
+        detail: None,
+        cursor,
+    };
+    for (name, value) in fields {
+        match name.as_str() {
+            "k" => event.kind = EventKind::from_stream(&value),
+            "id" => event.id = value,
+            "n" => event.attempt = value.parse().ok(),
+            "due" => event.due_ms = value.parse().ok(),
+            "err" => event.error = Some(value),
+            "x" => event.detail = Some(value),
+            _ => {}
+        }
+    }
+    event
+}
+
+/// Checks how many events a partition is told to keep.
+pub(crate) fn check_kept(kept: u64) -> Result<(), InvalidInput> {
+    if !(1..=MAX_EVENTS_KEPT).contains(&kept) {
+        return Err(InvalidInput::Option(format!(
+            "a queue keeps 1 to {MAX_EVENTS_KEPT} events per partition, not {kept}"
+        )));
+    }
+    Ok(())
+}

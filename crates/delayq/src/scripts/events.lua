@@ -1,0 +1,65 @@
+-- events.lua: a queue's event stream, one entry per change of a message's state. Not a
+-- script of its own: scripts.rs inserts it after prelude.lua, so every helper after it
+-- (groups, retention, expiry, pending) and every script can record what it changes.
+--
+-- A queue with events on (control field `events`: how many entries each partition keeps,
+-- about; Setting::Events) gets each change appended, by the script that makes the change,
+-- to its partition's stream `dq:{tag}:events` (XADD MAXLEN ~): an event is written if and
+-- only if its change was, since both are one script. A queue with them off pays one HGET of
+-- its control hash in a call that changes something (claim.lua and send.lua read it with
+-- the settings they read anyway), and writes nothing. The entry's stream id is the Redis
+-- server's time of the change (src/events.rs reads it). Fields:
+--   k    kind: sent, delivered, acked, retry, released, dead, expired, superseded,
+--        cancelled, rescheduled, requeued, purged
+--   id   the message's id
+--   n    attempts: of a delivery, its number; of a retry, dead or expired message, the
+--        attempts made
+--   due  unix ms the message is due (sent, retry, rescheduled)
+--   err  the error that ended an attempt, at most EVENT_ERROR_BYTES (retry, dead, expired)
+--   x    what else happened: 'replaced' (a send that took the place of a pending message),
+--        'superseded' (a send beside a message in flight), 'dropped' (an expired message
+--        gone, not a dead letter)
+-- The first event of a call publishes to the channel of the stream's name (SPUBLISH), so
+-- readers wait for events without polling; the call is atomic, so whoever hears it reads the
+-- stream after everything the call wrote.
+
+local EVENTS = PART_PREFIX .. 'events'
+local EVENT_ERROR_BYTES = 200
+-- The partition's cap as text, false when events are off, nil until read in this call.
+local events_cap = nil
+local events_published = false
+
+-- Tells this call the queue's `events` control field when the script has read it already
+-- (false: off), so recording costs no read of its own.
+local function events_known(value)
+  if events_cap == nil then
+    events_cap = value or false
+  end
+end
+
+-- Whether the queue records events (read once a call): a script that must work out what
+-- an event says (an id, say) asks first, so a queue without events pays for none of it.
+local function events_on()
+  if events_cap == nil then
+    events_cap = redis.call('HGET', k.control, 'events')
+  end
+  return events_cap
+end
+
+-- Appends an event of `kind` for message `id` with more fields (name, value, ...), when the
+-- queue records events.
+local function event(kind, id, ...)
+  if not events_on() then
+    return
+  end
+  redis.call('XADD', EVENTS, 'MAXLEN', '~', events_cap, '*', 'k', kind, 'id', id, ...)
+  if not events_published then
+    events_published = true
+    redis.call('SPUBLISH', EVENTS, '1')
+  end
+end
+
+-- An error as an event carries it: its first EVENT_ERROR_BYTES.
+local function event_error(err)
+  return (err or ''):sub(1, EVENT_ERROR_BYTES)
+end
