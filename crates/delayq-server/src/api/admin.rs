@@ -57,6 +57,10 @@ struct StatsOut {
     completed: u64,
     /// How long and how many final records the queue keeps (null: none).
     retain_completed: Option<RetentionOut>,
+    /// Events kept (`GET .../events`).
+    events: u64,
+    /// About how many events each partition keeps (null: the queue records none).
+    events_max: Option<u64>,
 }
 
 /// How long, and how many per partition, final records a queue keeps.
@@ -107,6 +111,8 @@ impl StatsOut {
                 keep_for_ms: r.keep_for.as_millis() as u64,
                 max: r.max,
             }),
+            events: s.events,
+            events_max: s.events_kept,
         })
     }
 }
@@ -239,6 +245,20 @@ pub struct QueueSettings {
     #[serde(default, deserialize_with = "present_or_null")]
     #[schema(value_type = Option<RetentionArg>)]
     retain_completed: Option<Option<RetentionArg>>,
+    /// Record an event for each change of a message's state, for `GET .../events`; `null`
+    /// stops it and drops the events kept.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schema(value_type = Option<EventsArg>)]
+    events: Option<Option<EventsArg>>,
+}
+
+/// Record events: each partition keeps about `max` of them, the oldest dropped first.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventsArg {
+    /// About how many events each partition keeps (1 to 10,000,000; default 100,000).
+    #[schema(minimum = 1, maximum = 10000000)]
+    max: Option<u64>,
 }
 
 /// A rate limit: deliveries per second, and how many at once after a quiet spell.
@@ -320,6 +340,10 @@ pub async fn configure(
             None => None,
         };
         changes.push(delayq::Setting::RetainCompleted(retention));
+    }
+    if let Some(events) = settings.events {
+        let max = events.map(|e| e.max.unwrap_or(delayq::DEFAULT_EVENTS_KEPT));
+        changes.push(delayq::Setting::Events(max));
     }
     if let Some(action) = settings.on_expire {
         let action = match action.as_str() {

@@ -16,6 +16,7 @@
 //! | `GET /v1/queues/{queue}/schedules`; `PUT`, `GET`, `PATCH`, `DELETE .../schedules/{name}` | admin |
 //! | `GET /v1/queues/{queue}/format`, `POST .../upgrade`; `GET /v1/processes` | admin |
 //! | `GET /metrics` (Prometheus text) | admin |
+//! | `GET /v1/queues/{queue}/messages?state=` (browse), `GET .../events` (JSON or SSE) | any |
 //! | `GET /openapi.json` (this table, as OpenAPI 3.1), `GET /readyz` (Redis answers) | any |
 //! | `GET /healthz` (process up) | none |
 
@@ -24,6 +25,7 @@ mod admin;
 pub mod body;
 pub mod browse;
 mod consume;
+pub mod events;
 mod formats;
 mod groups;
 mod path;
@@ -96,6 +98,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(produce::send_batch))
         .routes(routes!(produce::get, produce::cancel))
         .routes(routes!(produce::reschedule))
+        .routes(routes!(events::events))
         .routes(routes!(consume::receive))
         .routes(routes!(consume::receive_many))
         .routes(routes!(consume::ack))
@@ -132,7 +135,7 @@ fn routes() -> OpenApiRouter<AppState> {
         (name = "produce", description = "Send, get, cancel, reschedule (role send)"),
         (name = "consume", description = "Receive and settle by receipt (role consume)"),
         (name = "admin", description = "Queues, stats, pause and resume, dead letters, data formats and upgrades, metrics (role admin)"),
-        (name = "browse", description = "Lists and searches of messages by state (any token)"),
+        (name = "browse", description = "Lists and searches of messages by state, and the event stream (any token)"),
         (name = "probes", description = "Health (no token) and readiness (any token)"),
     )
 )]

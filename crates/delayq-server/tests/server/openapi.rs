@@ -30,6 +30,7 @@ const ROUTES: &[&str] = &[
     "POST /v1/queues/{queue}/extend",
     "POST /v1/queues/{queue}/release",
     "GET /v1/queues/{queue}/dead",
+    "GET /v1/queues/{queue}/events",
     "POST /v1/queues/{queue}/requeue",
     "POST /v1/queues/{queue}/purge",
     "PATCH /v1/queues/{queue}",

@@ -1,0 +1,266 @@
+//! `GET /v1/queues/{queue}/events`: a queue's events (one per change of a message's state,
+//! recorded while the queue records them: `PATCH {"events": {...}}`), as Server-Sent Events
+//! that follow the queue live, or as one JSON page.
+//!
+//! Each event's SSE `id` is the reader's cursor after it, so a client that reconnects with
+//! `Last-Event-ID` (as a browser's `EventSource` does by itself) goes on after the last
+//! event it saw, across its own restarts and the server's: the events are in Redis. A frame
+//! with an `id` and no data opens the stream and ends each quiet spell (every
+//! [`KEEP_ALIVE`]), so a filtered stream's resume point moves past what the filter left
+//! out, and a stream started at `now` has one before its first event.
+//!
+//! Any valid token may read, as it may browse messages: an event names a message and what
+//! happened to it, never its payload. A stream holds one connection and a reader (a few
+//! positions), and ends when the client goes or the server shuts down.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use delayq::{Event, EventCursor, EventFilter, EventKind, EventReader, EventStart};
+use hyper::body::Frame;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use utoipa::{IntoParams, ToSchema};
+
+use super::access::{AnyRole, Authorized};
+use super::path::Path;
+use super::query::Query;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::state::AppState;
+
+/// How long a stream stays silent before it says where it is.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Events per page when the request does not say.
+const DEFAULT_PAGE: usize = 100;
+
+/// Events a stream reads at a time.
+const STREAM_READ: usize = 100;
+
+/// The query of an event read.
+#[derive(Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Where to start: `oldest` (the oldest event kept), `now` (the default: what happens
+    /// from now on), or a cursor an event carried. A stream's `Last-Event-ID` header wins.
+    from: Option<String>,
+    /// Only events of these kinds, comma-separated: sent, delivered, acked, retry,
+    /// released, dead, expired, superseded, cancelled, rescheduled, requeued, purged.
+    kind: Option<String>,
+    /// Only events of the message with this id.
+    id: Option<String>,
+    /// A page: at most this many events (1-1000, default 100).
+    limit: Option<usize>,
+    /// A page: how long to wait for a first event when there is none yet (ms; default 0,
+    /// at most the server's longest wait).
+    wait_ms: Option<u64>,
+}
+
+/// One change of a message's state.
+#[derive(Serialize, ToSchema)]
+pub struct EventOut {
+    /// sent, delivered, acked, retry, released, dead, expired, superseded, cancelled,
+    /// rescheduled, requeued or purged.
+    pub kind: String,
+    /// The message's id.
+    pub id: String,
+    /// When, by the Redis server's clock (ms since the Unix epoch).
+    pub at_ms: u64,
+    /// Of a delivery, its number; of a retry, death or expiry, the attempts made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// When the message is due: of a send, a retry, a reschedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_ms: Option<u64>,
+    /// The error that ended an attempt (its first 200 bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// replaced, superseded (a send that took a message's id) or dropped (an expired
+    /// message gone rather than dead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Where a reader that saw this event goes on from (`from=`, or `Last-Event-ID`).
+    pub cursor: String,
+}
+
+impl From<Event> for EventOut {
+    fn from(e: Event) -> Self {
+        EventOut {
+            kind: e.kind.as_str().to_owned(),
+            cursor: e.cursor.to_string(),
+            id: e.id,
+            at_ms: e.at_ms,
+            attempt: e.attempt,
+            due_ms: e.due_ms,
+            error: e.error,
+            detail: e.detail,
+        }
+    }
+}
+
+/// A page of events.
+#[derive(Serialize, ToSchema)]
+struct EventsOut {
+    events: Vec<EventOut>,
+    /// Where the next page starts (`from=`): after every event this read looked at.
+    cursor: String,
+}
+
+/// `GET /v1/queues/{queue}/events`: with `Accept: text/event-stream`, a stream of the
+/// queue's events (SSE: `event` the kind, `data` the event as JSON, `id` the cursor after
+/// it; resumed after `Last-Event-ID`); otherwise one page as JSON. Events are recorded only
+/// while the queue records them (`PATCH /v1/queues/{queue}` `{"events": {}}`).
+#[utoipa::path(get, path = "/v1/queues/{queue}/events", tag = "browse",
+    params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume a stream after this event (its id)"),
+        EventsQuery),
+    responses(
+        (status = 200, description = "A page (JSON), or a stream (Accept: text/event-stream)",
+            content((EventsOut = "application/json"), (String = "text/event-stream"))),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
+pub async fn events(
+    State(state): State<AppState>,
+    _: Authorized<AnyRole>,
+    Path(queue): Path<String>,
+    Query(query): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let q = state.queue(&queue)?;
+    let filter = filter_of(&query)?;
+    let stream = wants_stream(&headers);
+    let resume = match headers.get("last-event-id") {
+        Some(value) if stream => Some(value.to_str().map_err(|_| bad_cursor())?),
+        _ => None,
+    };
+    let start = start_of(resume.or(query.from.as_deref()))?;
+    let mut reader = q.events(start, filter).await?;
+    if stream {
+        return Ok(event_stream(reader, state));
+    }
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    let wait = Duration::from_millis(query.wait_ms.unwrap_or(0));
+    state.limits().check_wait(wait)?;
+    let events = tokio::select! {
+        read = reader.next(limit, Some(wait)) => read?,
+        () = state.shutdown_started() => Vec::new(),
+    };
+    Ok(Json(EventsOut {
+        events: events.into_iter().map(EventOut::from).collect(),
+        cursor: reader.cursor().to_string(),
+    })
+    .into_response())
+}
+
+/// True when the client asks for a stream (`Accept: text/event-stream`).
+fn wants_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"))
+}
+
+fn bad_cursor() -> ApiError {
+    ApiError::bad_request(
+        "invalid_cursor",
+        "Last-Event-ID is not an event id delayq gave out",
+    )
+}
+
+/// Where a read starts: `oldest`, `now` (also when not said) or a cursor.
+pub fn start_of(from: Option<&str>) -> ApiResult<EventStart> {
+    Ok(match from {
+        None | Some("now") => EventStart::Now,
+        Some("oldest") => EventStart::Oldest,
+        Some(cursor) => EventStart::After(
+            EventCursor::parse(cursor)
+                .map_err(|e| ApiError::bad_request("invalid_cursor", e.to_string()))?,
+        ),
+    })
+}
+
+fn filter_of(query: &EventsQuery) -> ApiResult<EventFilter> {
+    let mut filter = EventFilter::new();
+    if let Some(kinds) = &query.kind {
+        for name in kinds.split(',').filter(|k| !k.is_empty()) {
+            filter = filter.kind(EventKind::parse(name)?);
+        }
+    }
+    if let Some(id) = &query.id {
+        filter = filter.id(id.clone());
+    }
+    Ok(filter)
+}
+
+/// The stream's response: a task reads the queue's events and hands each frame to the body
+/// through a channel of a few frames, so a slow client holds the reader back rather than
+/// piling frames up in memory.
+fn event_stream(mut reader: EventReader, state: AppState) -> Response {
+    let (tx, rx) = mpsc::channel::<Bytes>(4);
+    tokio::spawn(async move {
+        // Opens the stream: how soon to reconnect, and where it starts.
+        let opening = format!("retry: 1000\nid: {}\n\n", reader.cursor());
+        if tx.send(Bytes::from(opening)).await.is_err() {
+            return;
+        }
+        loop {
+            let read = tokio::select! {
+                read = reader.next(STREAM_READ, Some(KEEP_ALIVE)) => read,
+                () = state.shutdown_started() => return,
+                () = tx.closed() => return,
+            };
+            let frames = match read {
+                Ok(events) if events.is_empty() => format!("id: {}\n\n", reader.cursor()),
+                Ok(events) => events.into_iter().map(frame).collect(),
+                Err(e) => {
+                    // The client reconnects after its last event; Redis may be back then.
+                    tracing::warn!(error = %e, "an event stream ends: Redis did not answer");
+                    return;
+                }
+            };
+            if tx.send(Bytes::from(frames)).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut response = Body::new(FrameBody(rx)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// One event as an SSE message. Its JSON has no newline, so one `data` line carries it.
+fn frame(event: Event) -> String {
+    let kind = event.kind.as_str().to_owned();
+    let out = EventOut::from(event);
+    let data = serde_json::to_string(&out).unwrap_or_default();
+    format!("id: {}\nevent: {kind}\ndata: {data}\n\n", out.cursor)
+}
+
+/// A response body of the frames the stream's task sends; it ends when the task does.
+struct FrameBody(mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for FrameBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
