@@ -134,6 +134,8 @@ pub enum AdminCommand {
     },
     /// Change a queue's settings.
     Configure(super::configure::ConfigureArgs),
+    /// A queue's events (each change of a message's state), or --follow them live.
+    Events(super::events::EventsArgs),
     /// Dead letters: list, requeue, purge.
     #[command(subcommand)]
     Dead(DeadCommand),
@@ -381,6 +383,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             })
         }
         AdminCommand::Configure(args) => super::configure::run(args).await,
+        AdminCommand::Events(args) => super::events::run(args).await,
         AdminCommand::Dead(dead) => run_dead(dead).await,
         AdminCommand::Schedule(command) => super::schedule::run(command).await,
         AdminCommand::Push(command) => super::push::run(command).await,

@@ -20,6 +20,11 @@ pub struct Common {
 }
 
 impl Common {
+    /// Whether to print JSON.
+    pub(super) fn json(&self) -> bool {
+        self.json
+    }
+
     pub(super) async fn connect(&self) -> anyhow::Result<DelayQ> {
         if let Some(cluster) = self.redis.connect_cluster(Default::default()).await {
             return cluster;
@@ -120,5 +125,6 @@ pub(super) fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
         "completed": s.completed,
         "retain_completed": s.retain_completed
             .map(|r| json!({ "keep_for_ms": r.keep_for.as_millis() as u64, "max": r.max })),
+        "events": s.events, "events_max": s.events_kept,
     })
 }

@@ -71,99 +71,30 @@ pub struct ConfigureArgs {
     /// Stop keeping final records, and drop those kept.
     #[arg(long)]
     pub no_retain_completed: bool,
+    /// Record an event for each change of a message's state, for `delayq events`.
+    #[arg(long, conflicts_with = "no_events")]
+    pub events: bool,
+    /// With --events: about how many events each partition keeps (default 100000).
+    #[arg(long, requires = "events")]
+    pub events_max: Option<u64>,
+    /// Stop recording events, and drop those kept.
+    #[arg(long)]
+    pub no_events: bool,
 }
 
 pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
-    let ConfigureArgs {
-        common,
-        queue,
-        idempotency_window,
-        rate_limit,
-        burst,
-        no_rate_limit,
-        group_concurrency,
-        no_group_concurrency,
-        group_rate_limit,
-        group_burst,
-        no_group_rate_limit,
-        default_ttl,
-        no_default_ttl,
-        on_expire,
-        max_delay,
-        no_max_delay,
-        retain_completed,
-        retain_max,
-        no_retain_completed,
-    } = args;
-    if idempotency_window.is_none()
-        && rate_limit.is_none()
-        && !no_rate_limit
-        && group_concurrency.is_none()
-        && !no_group_concurrency
-        && group_rate_limit.is_none()
-        && !no_group_rate_limit
-        && default_ttl.is_none()
-        && !no_default_ttl
-        && on_expire.is_none()
-        && max_delay.is_none()
-        && !no_max_delay
-        && retain_completed.is_none()
-        && !no_retain_completed
-    {
+    let changes = changes(&args);
+    if changes.is_empty() {
         bail!(
             "nothing to change: give --idempotency-window, --rate-limit, \
              --no-rate-limit, --group-concurrency, --no-group-concurrency, \
              --group-rate-limit, --no-group-rate-limit, --default-ttl, \
              --no-default-ttl, --on-expire, --max-delay, --no-max-delay, \
-             --retain-completed or --no-retain-completed"
+             --retain-completed, --no-retain-completed, --events or --no-events"
         );
     }
+    let ConfigureArgs { common, queue, .. } = args;
     let q = common.connect().await?.queue(&queue)?;
-    let mut changes = Vec::new();
-    if let Some(window) = idempotency_window {
-        changes.push(Setting::IdempotencyWindow(window));
-    }
-    if let Some(per_second) = rate_limit {
-        let burst = burst.unwrap_or(1);
-        changes.push(Setting::RateLimit(Some(delayq::RateLimit {
-            per_second,
-            burst,
-        })));
-    } else if no_rate_limit {
-        changes.push(Setting::RateLimit(None));
-    }
-    if group_concurrency.is_some() || no_group_concurrency {
-        changes.push(Setting::GroupConcurrency(group_concurrency));
-    }
-    if group_rate_limit.is_some() || no_group_rate_limit {
-        changes.push(Setting::GroupRateLimit(group_rate_limit.map(
-            |per_second| delayq::RateLimit {
-                per_second,
-                burst: group_burst.unwrap_or(1),
-            },
-        )));
-    }
-    if default_ttl.is_some() || no_default_ttl {
-        changes.push(Setting::DefaultTtl(default_ttl));
-    }
-    if max_delay.is_some() || no_max_delay {
-        changes.push(Setting::MaxDelay(max_delay));
-    }
-    if let (Some(keep_for), Some(max)) = (retain_completed, retain_max) {
-        changes.push(Setting::RetainCompleted(Some(delayq::Retention {
-            keep_for,
-            max,
-        })));
-    } else if no_retain_completed {
-        changes.push(Setting::RetainCompleted(None));
-    }
-    if let Some(action) = on_expire {
-        changes.push(Setting::OnExpire(if action == "drop" {
-            delayq::OnExpire::Drop
-        } else {
-            delayq::OnExpire::DeadLetter
-        }));
-    }
     q.configure(&changes).await?;
     let s = q.stats().await?;
     let out = stats_json(&queue, &s, q.partitions().await?);
@@ -176,4 +107,60 @@ pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
             humantime::format_duration(s.idempotency_window)
         )
     })
+}
+
+/// The settings the flags change, in the library's terms.
+fn changes(args: &ConfigureArgs) -> Vec<Setting> {
+    let mut changes = Vec::new();
+    if let Some(window) = args.idempotency_window {
+        changes.push(Setting::IdempotencyWindow(window));
+    }
+    if let Some(per_second) = args.rate_limit {
+        let burst = args.burst.unwrap_or(1);
+        changes.push(Setting::RateLimit(Some(delayq::RateLimit {
+            per_second,
+            burst,
+        })));
+    } else if args.no_rate_limit {
+        changes.push(Setting::RateLimit(None));
+    }
+    if args.group_concurrency.is_some() || args.no_group_concurrency {
+        changes.push(Setting::GroupConcurrency(args.group_concurrency));
+    }
+    if args.group_rate_limit.is_some() || args.no_group_rate_limit {
+        changes.push(Setting::GroupRateLimit(args.group_rate_limit.map(
+            |per_second| delayq::RateLimit {
+                per_second,
+                burst: args.group_burst.unwrap_or(1),
+            },
+        )));
+    }
+    if args.default_ttl.is_some() || args.no_default_ttl {
+        changes.push(Setting::DefaultTtl(args.default_ttl));
+    }
+    if args.max_delay.is_some() || args.no_max_delay {
+        changes.push(Setting::MaxDelay(args.max_delay));
+    }
+    if let (Some(keep_for), Some(max)) = (args.retain_completed, args.retain_max) {
+        changes.push(Setting::RetainCompleted(Some(delayq::Retention {
+            keep_for,
+            max,
+        })));
+    } else if args.no_retain_completed {
+        changes.push(Setting::RetainCompleted(None));
+    }
+    if args.events {
+        let max = args.events_max.unwrap_or(delayq::DEFAULT_EVENTS_KEPT);
+        changes.push(Setting::Events(Some(max)));
+    } else if args.no_events {
+        changes.push(Setting::Events(None));
+    }
+    if let Some(action) = &args.on_expire {
+        changes.push(Setting::OnExpire(if action == "drop" {
+            delayq::OnExpire::Drop
+        } else {
+            delayq::OnExpire::DeadLetter
+        }));
+    }
+    changes
 }

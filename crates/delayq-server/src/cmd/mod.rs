@@ -4,8 +4,8 @@
 //! * this file: the command line, dispatched to `serve` or `admin`;
 //! * `admin.rs`: the admin commands, handing `schedule`, `push`, `format` and `groups` to
 //!   their modules;
-//! * `schedule.rs`, `push.rs`, `format.rs`, `groups.rs`: recurring schedules, push targets,
-//!   data formats, groups;
+//! * `schedule.rs`, `push.rs`, `format.rs`, `groups.rs`, `configure.rs`, `events.rs`:
+//!   recurring schedules, push targets, data formats, groups, settings, the event stream;
 //! * `serve.rs`: the HTTP API; `common.rs`: what the admin commands share (flags,
 //!   connection, printing, text forms);
 //! * `redis_args.rs`: where Redis is, as every command is told.
@@ -13,6 +13,7 @@
 mod admin;
 mod common;
 mod configure;
+mod events;
 mod format;
 mod groups;
 mod push;

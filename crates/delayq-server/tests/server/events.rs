@@ -322,3 +322,94 @@ async fn any_token_reads_events_and_no_token_does_not() {
         .expect("request");
     assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// JSON lines, parsed.
+fn lines(out: &str) -> Vec<Value> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+#[test]
+fn the_cli_turns_events_on_prints_them_and_follows_them() {
+    use crate::cli::{fails, json, ok};
+    use std::io::BufRead;
+
+    let redis = RedisServer::start();
+    let set = json(
+        &redis,
+        &["configure", "q", "--events", "--events-max", "500"],
+    );
+    assert_eq!(set["events_max"], json!(500));
+    ok(&redis, &["send", "q", "x", "--id", "a", "--delay", "1h"]);
+    ok(&redis, &["send", "q", "y", "--id", "b", "--delay", "1h"]);
+    ok(&redis, &["cancel", "q", "a"]);
+    let all = lines(&ok(&redis, &["events", "q", "--json"]));
+    let kinds: Vec<&str> = all
+        .iter()
+        .map(|e| e["kind"].as_str().expect("kind"))
+        .collect();
+    assert_eq!(kinds, ["sent", "sent", "cancelled"]);
+    let cancelled = lines(&ok(
+        &redis,
+        &["events", "q", "--json", "--kind", "cancelled"],
+    ));
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(cancelled[0]["id"], json!("a"));
+    let cursor = all[0]["cursor"].as_str().expect("cursor");
+    let rest = lines(&ok(&redis, &["events", "q", "--json", "--from", cursor]));
+    assert_eq!(rest.len(), 2);
+    let table = ok(&redis, &["events", "q", "--id", "b"]);
+    assert!(table.contains("sent") && table.contains(" b "), "{table}");
+
+    // --follow prints what happens after it starts.
+    let mut follower = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["events", "q", "--follow", "--json"])
+        .env("DELAYQ_REDIS_URL", redis.url())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run delayq events --follow");
+    let stdout = follower.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while redis
+        .cli(&["PUBSUB", "SHARDNUMSUB", "dq:{q}:events"])
+        .lines()
+        .nth(1)
+        .is_none_or(|n| n.trim() != "1")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the follower subscribes"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    ok(&redis, &["send", "q", "z", "--id", "c"]);
+    let line = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a followed event");
+    let event: Value = serde_json::from_str(&line).expect("JSON");
+    assert_eq!(
+        (&event["kind"], &event["id"]),
+        (&json!("sent"), &json!("c"))
+    );
+    follower.kill().expect("kill");
+    let _ = follower.wait();
+
+    let refused = fails(&redis, &["events", "q", "--kind", "exploded"]);
+    assert!(refused.contains("exploded"), "{refused}");
+    let off = json(&redis, &["configure", "q", "--no-events"]);
+    assert_eq!(
+        (&off["events"], &off["events_max"]),
+        (&json!(0), &Value::Null)
+    );
+    assert_eq!(ok(&redis, &["events", "q"]), "", "none kept");
+}
