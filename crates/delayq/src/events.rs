@@ -158,12 +158,12 @@ pub struct Event {
 /// each event's id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventCursor {
-    positions: Vec<StreamId>,
+    pub(crate) positions: Vec<StreamId>,
 }
 
 /// A stream entry id: the server's ms, then a sequence within that ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct StreamId(u64, u64);
+pub(crate) struct StreamId(pub(crate) u64, pub(crate) u64);
 
 impl StreamId {
     fn parse(text: &str) -> Option<StreamId> {
@@ -428,7 +428,7 @@ impl EventReader {
 }
 
 /// A stream entry: its id and its fields (name, value).
-type Entry = (StreamId, Vec<(String, String)>);
+pub(crate) type Entry = (StreamId, Vec<(String, String)>);
 
 /// The id of the last entry of partition `keys`' stream, or 0-0 for none.
 async fn last_id(core: &QueueCore, keys: &Keys) -> Result<StreamId> {
@@ -467,7 +467,7 @@ async fn read_after(
 }
 
 /// A stream range reply as (id, fields) pairs.
-fn entries(reply: Value) -> Result<Vec<Entry>> {
+pub(crate) fn entries(reply: Value) -> Result<Vec<Entry>> {
     let bad = |what: &str| Error::Protocol(format!("event stream: {what}"));
     let Value::Array(items) = reply else {
         return Err(bad("not a list of entries"));
@@ -493,7 +493,7 @@ fn entries(reply: Value) -> Result<Vec<Entry>> {
     Ok(out)
 }
 
-fn to_event(id: StreamId, fields: Vec<(String, String)>, cursor: EventCursor) -> Event {
+pub(crate) fn to_event(id: StreamId, fields: Vec<(String, String)>, cursor: EventCursor) -> Event {
     let mut event = Event {
         kind: EventKind::Other(String::new()),
         id: String::new(),

@@ -57,7 +57,8 @@
 //!   `consumer.rs` ([`Consumer`]: receive, waiting without polling) with `claim.rs` (one
 //!   claim) and `choice.rs` (which lane next), `dead_letters.rs` ([`DeadLetters`]), `groups.rs` ([`Groups`]),
 //!   `browse.rs` (list, search), `history.rs` (per-minute counts), `events.rs` (each
-//!   message's changes of state, read from a stream), `stats.rs`,
+//!   message's changes of state, read from a stream) with `event_lookback.rs` (the latest
+//!   events, a message's timeline), `stats.rs`,
 //!   `control.rs` (pause, resume, settings), `schedules.rs` ([`Schedules`]),
 //!   `push_target.rs` (the server's push target), `upgrade.rs` (a queue's data format
 //!   and its upgrade).
@@ -92,6 +93,7 @@ mod dead_letters;
 mod delivery;
 mod error;
 mod error_history;
+mod event_lookback;
 mod events;
 mod expiry;
 mod extension;
@@ -139,6 +141,7 @@ pub use dead_letters::DeadLetters;
 pub use delivery::Delivery;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
+pub use event_lookback::{Timeline, TIMELINE_SCAN};
 pub use events::{
     Event, EventCursor, EventFilter, EventKind, EventReader, EventStart, DEFAULT_EVENTS_KEPT,
     MAX_EVENTS_KEPT, MAX_EVENTS_READ,

@@ -20,7 +20,8 @@ use crate::control;
 use crate::dead_letters::DeadLetters;
 use crate::delivery::Delivery;
 use crate::error::{Error, Result};
-use crate::events::{EventFilter, EventReader, EventStart};
+use crate::event_lookback::Timeline;
+use crate::events::{Event, EventFilter, EventReader, EventStart};
 use crate::groups::Groups;
 use crate::history::{self, Minute};
 use crate::message::{Amend, CancelOutcome, MessageInfo, NackOutcome, Next, RateLimit};
@@ -330,6 +331,17 @@ impl Queue {
     /// ([`Setting::Events`]). See [`EventReader`].
     pub async fn events(&self, start: EventStart, filter: EventFilter) -> Result<EventReader> {
         EventReader::open(self.core.clone(), start, filter).await
+    }
+
+    /// The queue's latest `max` events (1 to 1000), newest first: what just happened.
+    pub async fn latest_events(&self, max: usize) -> Result<Vec<Event>> {
+        crate::event_lookback::latest(&self.core, max).await
+    }
+
+    /// The events of message `id` in the order they happened, among the latest
+    /// [`TIMELINE_SCAN`](crate::TIMELINE_SCAN) of its partition.
+    pub async fn timeline(&self, id: &str) -> Result<Timeline> {
+        crate::event_lookback::timeline(&self.core, id).await
     }
 
     /// The dead letters of this queue.

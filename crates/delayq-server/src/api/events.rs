@@ -204,7 +204,7 @@ fn filter_of(query: &EventsQuery) -> ApiResult<EventFilter> {
 /// The stream's response: a task reads the queue's events and hands each frame to the body
 /// through a channel of a few frames, so a slow client holds the reader back rather than
 /// piling frames up in memory.
-fn event_stream(mut reader: EventReader, state: AppState) -> Response {
+pub fn event_stream(mut reader: EventReader, state: AppState) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     tokio::spawn(async move {
         // Opens the stream: how soon to reconnect, and where it starts.

@@ -49,7 +49,10 @@ pub struct ActionForm {
 
 /// A number a form asks for (`what` names it in the error): a whole number, or empty for
 /// none.
-fn optional_number(text: Option<&str>, what: &str) -> Result<Option<u32>, String> {
+fn optional_number<T: std::str::FromStr>(
+    text: Option<&str>,
+    what: &str,
+) -> Result<Option<T>, String> {
     match text.map(str::trim).filter(|t| !t.is_empty()) {
         None => Ok(None),
         Some(t) => t
@@ -189,6 +192,20 @@ pub async fn queue_action(
                 .map(|()| "Expiry settings changed.".to_owned()),
             Err(e) => return failed(e),
         },
+        "events" => match optional_number(form.limit.as_deref(), "how many events to keep") {
+            Ok(kept) => {
+                let kept = kept.unwrap_or(delayq::DEFAULT_EVENTS_KEPT);
+                queue
+                    .configure(&[delayq::Setting::Events(Some(kept))])
+                    .await
+                    .map(|()| format!("Recording events, about {kept} per partition."))
+            }
+            Err(e) => return failed(e),
+        },
+        "events_off" => queue
+            .configure(&[delayq::Setting::Events(None)])
+            .await
+            .map(|()| "Events stopped and dropped.".to_owned()),
         "retention" => match retention_setting(&form) {
             Ok(setting) => queue
                 .configure(&[setting])

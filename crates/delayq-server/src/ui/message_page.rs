@@ -30,21 +30,29 @@ pub async fn page(
     Query(query): Query<MessageQuery>,
 ) -> Response {
     let found = match app.queue(&name) {
-        Ok(q) => q.get(&id).await.map_err(|e| e.to_string()),
+        Ok(q) => match tokio::join!(q.get(&id), q.timeline(&id)) {
+            (Ok(m), Ok(timeline)) => Ok((m, timeline)),
+            (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+        },
         Err(e) => Err(e.message().to_owned()),
     };
     let back = queue_path(&name);
     let (status, body) = match found {
-        Ok(Some(m)) => (
+        Ok((Some(m), timeline)) => (
             StatusCode::OK,
-            render(&session, &name, &m, query.done.as_deref()),
+            html! {
+                (render(&session, &name, &m, query.done.as_deref()))
+                (super::event_feed::timeline(&timeline))
+            },
         ),
-        Ok(None) => (
+        Ok((None, timeline)) => (
             StatusCode::NOT_FOUND,
             html! {
                 h1 { "Message " (id) }
                 (layout::notice(query.done.as_deref()))
                 p { "No such message in " a href=(back) { (name) } ": it was acked, cancelled or purged, or never sent." }
+                // Its events outlive it, while the queue keeps them.
+                (super::event_feed::timeline(&timeline))
             },
         ),
         Err(e) => (

@@ -6,6 +6,7 @@
 //! * `queue_page.rs`: one queue's charts (`chart.rs`), its messages by state, search,
 //!   schedules and push target.
 //! * `message_page.rs`: one message, and what can be done to it.
+//! * `event_feed.rs`: a queue's events, live on its page, and a message's timeline.
 //! * `group_page.rs`: one group, its counts and settings.
 //! * `actions.rs`: every form's POST: admins only, each with the session's CSRF token.
 //! * `layout.rs`: the page shell, its CSS and its little JavaScript.
@@ -14,6 +15,7 @@
 
 mod actions;
 mod chart;
+mod event_feed;
 mod group_page;
 mod layout;
 mod login;
@@ -41,6 +43,7 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/logout", post(login::logout))
         .route("/ui/queues/{queue}", get(queue_page::page))
         .route("/ui/queues/{queue}/search", get(queue_page::search_step))
+        .route("/ui/queues/{queue}/events", get(event_feed::stream))
         .route("/ui/queues/{queue}/confirm", get(actions::confirm))
         .route("/ui/queues/{queue}/act", post(actions::queue_action))
         .route("/ui/queues/{queue}/groups/{group}", get(group_page::page))

@@ -11,6 +11,7 @@ mod cli_settings;
 mod consume;
 mod embedded;
 mod errors;
+mod event_pages;
 mod events;
 mod expiry;
 mod forged_receipts;

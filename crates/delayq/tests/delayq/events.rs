@@ -407,3 +407,60 @@ async fn bad_settings_and_cursors_are_refused() {
         .expect("reader");
     assert!(reader.next(0, WAIT).await.is_err());
 }
+
+#[tokio::test]
+async fn the_latest_events_and_a_message_timeline_are_read_backwards() {
+    let (_server, dq) = setup().await;
+    let q = dq.create_queue("looked-back", 3).await.expect("create");
+    recording(&q).await;
+    for i in 0..10 {
+        q.send(b"x", &SendOptions::new().id(format!("m{i}")))
+            .await
+            .expect("send");
+    }
+    let d = claim(&q, 10).await;
+    let m3 = d
+        .iter()
+        .find(|d| d.id == "m3")
+        .expect("m3 delivered")
+        .clone();
+    q.ack(&m3).await.expect("ack");
+
+    let latest = q.latest_events(3).await.expect("latest");
+    assert_eq!(latest.len(), 3);
+    assert_eq!(
+        (latest[0].kind.as_str(), latest[0].id.as_str()),
+        ("acked", "m3")
+    );
+    let times: Vec<u64> = latest.iter().map(|e| e.at_ms).collect();
+    assert!(
+        times.windows(2).all(|w| w[0] >= w[1]),
+        "newest first: {times:?}"
+    );
+    // Its cursor resumes at or before it: never after.
+    let mut reader = q
+        .events(
+            EventStart::After(latest[1].cursor.clone()),
+            EventFilter::new(),
+        )
+        .await
+        .expect("reader");
+    let after = reader.next(100, WAIT).await.expect("next");
+    assert!(
+        after
+            .iter()
+            .any(|e| e.kind == EventKind::Acked && e.id == "m3"),
+        "{after:?}"
+    );
+
+    let timeline = q.timeline("m3").await.expect("timeline");
+    assert!(timeline.complete);
+    assert_eq!(kinds(&timeline.events), ["sent", "delivered", "acked"]);
+    assert!(q
+        .timeline("never")
+        .await
+        .expect("timeline")
+        .events
+        .is_empty());
+    assert!(q.timeline("").await.is_err());
+}

@@ -1,9 +1,11 @@
-// The dashboard's script. Pages work without it; it adds two things:
+// The dashboard's script. Pages work without it; it adds three things:
 // * refresh: a page marked data-refresh is fetched again every few seconds and its <main>
 //   swapped in place, so the scroll position stays where it was (paused while a field has
 //   the focus or a search runs);
 // * search: the search form steps through a state with the JSON endpoint, showing progress,
-//   until the end or until Stop.
+//   until the end or until Stop;
+// * the event feed: a queue page's Events table follows the queue's event stream (Server-Sent
+//   Events), newest first, a bounded number of rows.
 "use strict";
 
 let searching = false;
@@ -103,8 +105,62 @@ function wireSearch() {
   });
 }
 
+// Rows the feed keeps: what the page shows when it loads, and as many again.
+const FEED_ROWS = 50;
+let feed = null;
+
+function utc(ms) {
+  return new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+}
+
+// What an event says besides its kind, as the server writes it (event_feed.rs, details).
+function eventDetails(e) {
+  const parts = [];
+  if (e.attempt !== undefined) parts.push(`attempt ${e.attempt}`);
+  if (e.due_ms !== undefined) parts.push(`due ${utc(e.due_ms)}`);
+  if (e.detail !== undefined) parts.push(e.detail);
+  if (e.error !== undefined) parts.push(e.error);
+  return parts.join(" · ");
+}
+
+// Follows the stream of the page's Events table, once per page: a refresh swaps the table
+// for a new one, which each event is then added to. The stream reconnects by itself.
+function wireFeed() {
+  const table = document.getElementById("events");
+  if (!table || feed) {
+    return;
+  }
+  feed = new EventSource(table.dataset.feed);
+  const add = (message) => {
+    const rows = document.querySelector("#events tbody");
+    const current = document.getElementById("events");
+    if (!rows || !current) {
+      return;
+    }
+    const e = JSON.parse(message.data);
+    const tr = document.createElement("tr");
+    tr.dataset.kind = e.kind;
+    tr.dataset.id = e.id;
+    const link = document.createElement("a");
+    link.href = `${current.dataset.queuePath}/messages/${encodeURIComponent(e.id)}`;
+    link.textContent = e.id;
+    const message_cell = document.createElement("td");
+    message_cell.appendChild(link);
+    tr.append(cell(utc(e.at_ms)), cell(e.kind), message_cell, cell(eventDetails(e), "preview"));
+    rows.prepend(tr);
+    while (rows.children.length > FEED_ROWS) {
+      rows.lastElementChild.remove();
+    }
+  };
+  for (const kind of ["sent", "delivered", "acked", "retry", "released", "dead", "expired",
+    "superseded", "cancelled", "rescheduled", "requeued", "purged"]) {
+    feed.addEventListener(kind, add);
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   wireSearch();
+  wireFeed();
   const every = Number(document.body.dataset.refresh || 0);
   if (every > 0) {
     refreshEvery(every);

@@ -1,0 +1,116 @@
+//! Reading a queue's events backwards, for the person on call: the latest events of a queue,
+//! and one message's timeline (its events in the order they happened). Both are bounded
+//! reads (`XREVRANGE ... COUNT`), however many events are kept; `events.rs` reads forwards.
+//!
+//! An event read this way carries a cursor that resumes at or before it: its own partition
+//! after it, the others after the millisecond before it (a reader that starts there may see
+//! again events of that millisecond, never miss one).
+
+use crate::error::Result;
+use crate::events::{entries, to_event, Entry, Event, EventCursor, StreamId};
+use crate::keys::Keys;
+use crate::partitions::join_all;
+use crate::queue_core::QueueCore;
+
+/// Most events of its partition a timeline looks through, newest first.
+pub const TIMELINE_SCAN: usize = 20_000;
+
+/// Events a backward read asks Redis for at a time.
+const CHUNK: usize = 1000;
+
+/// One message's events, oldest first, as far back as a timeline looks.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Timeline {
+    /// The events, in the order they happened.
+    pub events: Vec<Event>,
+    /// True when the read reached the oldest event kept: nothing older is left out.
+    pub complete: bool,
+}
+
+/// The queue's latest `max` events (1 to 1000), newest first.
+pub(crate) async fn latest(core: &QueueCore, max: usize) -> Result<Vec<Event>> {
+    crate::options::check_count("an event read", max)?;
+    let layout = core.known_layout().await?;
+    let reads = layout
+        .parts()
+        .iter()
+        .map(|keys| before(core, keys, None, max));
+    let mut all = Vec::new();
+    for (k, read) in join_all(reads).await.into_iter().enumerate() {
+        all.extend(read?.into_iter().map(|entry| (k, entry)));
+    }
+    all.sort_by(|(ka, (a, _)), (kb, (b, _))| (b, kb).cmp(&(a, ka)));
+    all.truncate(max);
+    let count = layout.count();
+    Ok(all
+        .into_iter()
+        .map(|(k, (id, fields))| to_event(id, fields, cursor_at(count, k, id)))
+        .collect())
+}
+
+/// The timeline of message `id`: its events among the latest [`TIMELINE_SCAN`] of its
+/// partition (a message's events are all in the partition it lives in).
+pub(crate) async fn timeline(core: &QueueCore, id: &str) -> Result<Timeline> {
+    crate::names::check_lookup_id(id)?;
+    let layout = core.known_layout().await?;
+    let k = layout.for_id(id);
+    let keys = layout.part(k);
+    let mut found = Vec::new();
+    let mut scanned = 0;
+    let mut last = None;
+    let complete = loop {
+        let chunk = before(core, keys, last, CHUNK).await?;
+        let ended = chunk.len() < CHUNK;
+        scanned += chunk.len();
+        last = chunk.last().map(|(stream_id, _)| *stream_id);
+        for (stream_id, fields) in chunk {
+            let event = to_event(stream_id, fields, cursor_at(layout.count(), k, stream_id));
+            if event.id == id {
+                found.push(event);
+            }
+        }
+        if ended {
+            break true;
+        }
+        if scanned >= TIMELINE_SCAN {
+            break false;
+        }
+    };
+    found.reverse();
+    Ok(Timeline {
+        events: found,
+        complete,
+    })
+}
+
+/// Up to `max` entries of partition `keys`' stream, newest first, before `until` (exclusive)
+/// or from the newest.
+async fn before(
+    core: &QueueCore,
+    keys: &Keys,
+    until: Option<StreamId>,
+    max: usize,
+) -> Result<Vec<Entry>> {
+    let mut conn = core.connection();
+    let top = until.map_or("+".to_owned(), |id| format!("({id}"));
+    let reply = redis::cmd("XREVRANGE")
+        .arg(keys.events())
+        .arg(top)
+        .arg("-")
+        .arg("COUNT")
+        .arg(max)
+        .query_async(&mut conn)
+        .await?;
+    entries(reply)
+}
+
+/// A cursor that resumes at or before the event `id` of partition `k` (of `count`).
+fn cursor_at(count: usize, k: usize, id: StreamId) -> EventCursor {
+    let before = StreamId(id.0.saturating_sub(1), u64::MAX);
+    EventCursor {
+        positions: (0..count)
+            .map(|j| if j == k { id } else { before })
+            .collect(),
+    }
+}
