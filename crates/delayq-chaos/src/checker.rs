@@ -44,6 +44,8 @@ pub struct Report {
     pub grouped: u64,
     /// Messages sent with a deadline: a run without any proved nothing of expiry.
     pub with_deadline: u64,
+    /// Events recorded: a run without any proved nothing of events.
+    pub events: u64,
 }
 
 /// The window in which an ack made on `kill`'s master can have been lost with it: from
@@ -283,6 +285,8 @@ pub fn check(
     }
     let expiry = crate::expiry_checks::check(&deadlines, &claims, &left.dead_letters);
     let grouped = crate::group_checks::check(&holds, &groups, &send_times, &expiry.expired);
+    let events =
+        crate::event_checks::check(&left.events, &left.dead_letters, &holds, cluster.is_none());
     let never_processed: Vec<&String> = sent
         .keys()
         .filter(|id| !processed.contains(id.as_str()) && !expiry.expired.contains_key(*id))
@@ -412,6 +416,24 @@ pub fn check(
         true,
     );
     row("messages sent with a deadline", expiry.with_deadline, false);
+    row(
+        "ids whose events do not balance (records sent or requeued vs ended)",
+        events.unbalanced,
+        true,
+    );
+    row(
+        "ids whose dead-letter events do not match the dead letters left",
+        events.dead_unbalanced,
+        true,
+    );
+    if cluster.is_none() {
+        row(
+            "ids with a delivery started and no delivered event",
+            events.deliveries_without_event,
+            true,
+        );
+    }
+    row("events recorded", events.events, false);
     row("expired (dead letters)", n_expired, false);
     row("holders that vanished (no end, not killed)", vanished, true);
     row("processes that crashed or hung", crashed, true);
@@ -459,6 +481,10 @@ pub fn check(
             "expiry",
             expiry.examples.iter().map(String::as_str).collect(),
         ),
+        (
+            "events",
+            events.examples.iter().map(String::as_str).collect(),
+        ),
     ];
     for (what, ids) in examples {
         if !ids.is_empty() {
@@ -482,6 +508,7 @@ pub fn check(
         table: t,
         grouped: grouped.grouped,
         with_deadline: expiry.with_deadline,
+        events: events.events,
     })
 }
 

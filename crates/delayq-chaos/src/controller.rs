@@ -178,6 +178,7 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
         ),
     };
     leftovers.dead_letters = lookup.dead_letters()?;
+    leftovers.events = lookup.events()?;
     let report = checker::check(&dir, &leftovers, &run.counts, cluster.as_ref(), &|id| {
         lookup.exists(id)
     })?;
@@ -190,6 +191,11 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
     if report.grouped == 0 {
         // Without grouped messages the group rows prove nothing.
         println!("FAILED: no message was sent with a group");
+        return Ok(false);
+    }
+    if report.events == 0 {
+        // Without events the event rows prove nothing.
+        println!("FAILED: the queue recorded no event");
         return Ok(false);
     }
     if report.with_deadline == 0 {
@@ -232,6 +238,32 @@ impl Lookup {
     /// on a failed lookup).
     fn exists(&self, id: &str) -> bool {
         !matches!(self.runtime.block_on(self.queue.get(id)), Ok(None))
+    }
+
+    /// Every event the queue recorded, oldest first.
+    fn events(&self) -> Result<Vec<crate::event_checks::Recorded>, String> {
+        self.runtime.block_on(async {
+            let mut reader = self
+                .queue
+                .events(delayq::EventStart::Oldest, delayq::EventFilter::new())
+                .await
+                .map_err(|e| format!("reading the events: {e}"))?;
+            let mut all = Vec::new();
+            loop {
+                let got = reader
+                    .next(delayq::MAX_EVENTS_READ, Some(Duration::ZERO))
+                    .await
+                    .map_err(|e| format!("reading the events: {e}"))?;
+                if got.is_empty() {
+                    return Ok(all);
+                }
+                all.extend(got.into_iter().map(|e| crate::event_checks::Recorded {
+                    dropped: e.detail.as_deref() == Some("dropped"),
+                    kind: e.kind.as_str().to_owned(),
+                    id: e.id,
+                }));
+            }
+        })
     }
 
     /// Every dead letter, with its payload and last error.

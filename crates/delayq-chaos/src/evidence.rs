@@ -22,6 +22,8 @@ pub struct Leftovers {
     pub errors: u64,
     /// The dead letters (read through the library after the run).
     pub dead_letters: Vec<DeadOne>,
+    /// Every event the queue recorded (read through the library after the run).
+    pub events: Vec<crate::event_checks::Recorded>,
 }
 
 /// A dead letter left after the run.
@@ -49,6 +51,7 @@ impl Leftovers {
             dead_records: count("HLEN", "dead:msgs"),
             errors: count("HLEN", "errors"),
             dead_letters: Vec::new(),
+            events: Vec::new(),
         }
     }
 }

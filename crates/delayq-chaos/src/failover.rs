@@ -91,8 +91,9 @@ impl Cluster {
                 .await
                 .map_err(|e| format!("cannot create the queue: {e}"))?;
             let limit = delayq::Setting::GroupConcurrency(Some(plan::GROUP_CONCURRENCY));
+            let events = delayq::Setting::Events(Some(plan::EVENTS_KEPT));
             queue
-                .configure(&[limit])
+                .configure(&[limit, events])
                 .await
                 .map_err(|e| format!("cannot set the group concurrency: {e}"))
         })?;

@@ -18,6 +18,7 @@
 
 mod checker;
 mod controller;
+mod event_checks;
 mod evidence;
 mod expiry_checks;
 mod failover;

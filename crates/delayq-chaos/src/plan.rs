@@ -29,6 +29,10 @@ pub const GROUPS: u64 = 20;
 /// The queue's group concurrency: every group is delivered in order, one at a time.
 pub const GROUP_CONCURRENCY: u32 = 1;
 
+/// Events the queue keeps per partition: more than a run makes, so the checker reads every
+/// one (`event_checks.rs`).
+pub const EVENTS_KEPT: u64 = 10_000_000;
+
 /// One message in four (all without a caller id: on a queue of several partitions a message
 /// cannot have both) is in one of [`GROUPS`] groups, once the queue's data format allows
 /// groups (a producer sends it without when the queue refuses: `producer.rs`).

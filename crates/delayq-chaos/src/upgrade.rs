@@ -27,8 +27,10 @@ pub fn as_the_release_before(redis: &RedisServer) -> Result<(), String> {
         .map_err(|e| format!("SET {key}: {e}"))?;
     let control = format!("dq:{{{}}}:control", plan::QUEUE);
     let limit = plan::GROUP_CONCURRENCY.to_string();
+    // And it records events (control.lua's field: about this many kept), all of the run's.
+    let events = plan::EVENTS_KEPT.to_string();
     redis
-        .command(&["HSET", &control, "gconc", &limit])
+        .command(&["HSET", &control, "gconc", &limit, "events", &events])
         .map(|_| ())
         .map_err(|e| format!("HSET {control}: {e}"))
 }

@@ -1,6 +1,8 @@
 //! The Redis a workload runs against: one fresh server (`server.rs`), or a fresh cluster
 //! whose queue has P partitions (`cluster.rs`), with what the driver needs of either.
 
+use delayq::{Config, DelayQ, Setting};
+
 use super::cluster::{BenchCluster, ClusterSetup};
 use super::redis_cpu::CpuTimes;
 use super::server::BenchServer;
@@ -72,6 +74,31 @@ impl Redis {
             Redis::Single(s) => s.flushall(),
             Redis::Cluster(..) => Ok(()),
         }
+    }
+
+    /// Turns on events for queues `names` (`--events`), through the library, after the last
+    /// `FLUSHALL` and before the first command of the workload.
+    pub fn record_events(&self, names: &[String], kept: u64) -> Result<()> {
+        let url = format!("redis://127.0.0.1:{}/", self.port());
+        let cluster = matches!(self, Redis::Cluster(..));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
+        runtime.block_on(async {
+            let dq = match cluster {
+                true => DelayQ::connect_cluster(&[url.as_str()], Config::default()).await,
+                false => DelayQ::connect(&url).await,
+            }
+            .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+            for name in names {
+                dq.queue(name)?
+                    .configure(&[Setting::Events(Some(kept))])
+                    .await
+                    .map_err(|e| format!("events on {name}: {e}"))?;
+            }
+            Ok(())
+        })
     }
 
     /// `INFO memory` (W4, one server only).

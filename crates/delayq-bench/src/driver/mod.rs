@@ -73,6 +73,10 @@ pub struct RunArgs {
     /// With `--cluster`: the queue's partition counts, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "3,6,12")]
     pub partitions: Vec<u16>,
+    /// Record events on the workloads' queues, about this many per partition
+    /// (`Setting::Events`), to measure what events cost; default: none.
+    #[arg(long)]
+    pub events: Option<u64>,
 }
 
 /// Runs the benchmark; the exit code says whether it was clean.
@@ -168,6 +172,7 @@ fn run(args: &RunArgs) -> Result<bool> {
         environment,
         ceiling,
         delayq_bin,
+        events: args.events,
     };
     let mut results: Vec<WorkloadResult> = Vec::new();
     let mut cluster_results: Vec<WorkloadResult> = Vec::new();

@@ -37,6 +37,8 @@ pub struct RunContext {
     pub ceiling: Option<Ceiling>,
     /// The `delayq` binary, for HTTP and push runs.
     pub delayq_bin: PathBuf,
+    /// Events recorded per partition of the workloads' queues (`--events`), if any.
+    pub events: Option<u64>,
 }
 
 /// Consumer processes: delayq's recommended setup is one process running the worker runtime.
@@ -177,6 +179,9 @@ pub fn run(
             // The second FLUSHALL of the contract: right before the driver starts the workload
             // (on a cluster, before the queue was created).
             server.before_start()?;
+            if let Some(kept) = ctx.events {
+                server.record_events(&workload.queue_names(), kept)?;
+            }
             choreography(
                 &mut fleet,
                 &server,

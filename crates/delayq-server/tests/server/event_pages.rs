@@ -148,7 +148,9 @@ async fn the_queue_page_follows_events_live_in_a_real_browser() {
     // Chromium logs that status, and nothing else may be logged.
     let errors = browser.console_errors().await;
     assert!(
-        errors.iter().all(|e| e.contains("/messages/live-1") && e.contains("404")),
+        errors
+            .iter()
+            .all(|e| e.contains("/messages/live-1") && e.contains("404")),
         "{errors:?}"
     );
     browser.close().await;
