@@ -113,6 +113,7 @@ pub(crate) async fn from_partition(
                     priority: rec.priority,
                     group: rec.group,
                     expires_at_ms: rec.deadline_ms,
+                    traceparent: rec.traceparent,
                 })
             }
             Err(e) => undecodable.push((lease_member(seq, token), e.to_string())),

@@ -30,6 +30,10 @@ pub struct Delivery {
     /// Its deadline ([`SendOptions::ttl`](crate::SendOptions::ttl)), ms since the Unix
     /// epoch: a handler still running then may find its retry expired.
     pub expires_at_ms: Option<u64>,
+    /// The W3C `traceparent` it was sent with
+    /// ([`SendOptions::traceparent`](crate::SendOptions::traceparent)): the handler's work
+    /// is a child of the span that sent it.
+    pub traceparent: Option<String>,
     /// Which delivery this is, counting from 1.
     pub attempt: u32,
     /// When the message was due, ms since the Unix epoch (server clock).
@@ -78,6 +82,7 @@ impl Delivery {
             priority: self.priority,
             group: self.group.clone(),
             expires_at_ms: self.expires_at_ms,
+            traceparent: self.traceparent.clone(),
             attempt: self.attempt,
             due_ms: self.due_ms,
             lease_deadline_ms: self.lease_deadline_ms,

@@ -21,6 +21,10 @@
 //!   batch path, `send.rs`) writes the first, the message's first claim the second, and
 //!   `retention.lua` keeps both in its final record. An older delayq skips them.
 //!
+//! * 6, the W3C `traceparent` the message was sent with (`trace_context.rs`): 55 ASCII
+//!   bytes, handed back with each delivery. No script reads it, and an older delayq skips
+//!   it (its deliveries carry no trace context), so it needs no format of its own.
+//!
 //! [`OnDuplicate::Debounce`]: crate::OnDuplicate::Debounce
 
 /// The tag of a message's group.
@@ -35,6 +39,9 @@ pub(crate) const TAG_DEBOUNCE: u8 = 3;
 /// The tags of when a message was sent and first delivered (a queue that retains).
 pub(crate) const TAG_SENT: u8 = 4;
 pub(crate) const TAG_FIRST: u8 = 5;
+
+/// The tag of the W3C `traceparent` a message was sent with.
+pub(crate) const TAG_TRACE: u8 = 6;
 
 /// The data format that brought deadlines ([`SendOptions::ttl`](crate::SendOptions::ttl)):
 /// an older delayq would deliver a message after its deadline.
@@ -51,6 +58,7 @@ pub(crate) struct Fields {
     pub(crate) group: Option<String>,
     /// Unix ms.
     pub(crate) deadline_ms: Option<u64>,
+    pub(crate) traceparent: Option<String>,
 }
 
 /// The area (without its length prefix) holding `fields`, in tag order.
@@ -79,6 +87,9 @@ pub(crate) fn decode(area: &[u8]) -> Option<Fields> {
             fields.group = Some(String::from_utf8(value.to_vec()).ok()?);
         } else if tag == TAG_DEADLINE {
             fields.deadline_ms = Some(u64::from_be_bytes(value.try_into().ok()?));
+        } else if tag == TAG_TRACE {
+            // Only context: one that is not text is dropped, never the message.
+            fields.traceparent = String::from_utf8(value.to_vec()).ok();
         }
     }
     Some(fields)

@@ -310,6 +310,8 @@ pub struct SendOptions {
     pub(crate) expiry: Option<Expiry>,
     pub(crate) on_duplicate: OnDuplicate,
     pub(crate) if_in_flight: IfInFlight,
+    /// W3C trace context to carry (`trace_context.rs`).
+    pub(crate) traceparent: Option<String>,
 }
 
 /// Longest wait for replicas ([`SendOptions::replicas`]).
@@ -338,6 +340,7 @@ impl Default for SendOptions {
             expiry: None,
             on_duplicate: OnDuplicate::Keep,
             if_in_flight: IfInFlight::SendAnother,
+            traceparent: None,
         }
     }
 }

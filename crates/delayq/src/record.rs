@@ -139,6 +139,9 @@ pub(crate) fn encode_body(options: &SendOptions, payload: &[u8]) -> Vec<u8> {
         // Zeros: send.lua writes the latest due time by the server's clock.
         fields.push((extension::TAG_DEBOUNCE, &[0; 8]));
     }
+    if let Some(traceparent) = options.traceparent.as_deref() {
+        fields.push((extension::TAG_TRACE, traceparent.as_bytes()));
+    }
     if !fields.is_empty() {
         // The area follows the policy; the kind bits announce it (their complement).
         let (kind, _) = kind_and_extension(flags);
@@ -191,6 +194,8 @@ pub(crate) struct Decoded {
     pub(crate) group: Option<String>,
     /// Its deadline, unix ms ([`SendOptions::ttl`]), from the extension area.
     pub(crate) deadline_ms: Option<u64>,
+    /// Its W3C trace context, from the extension area.
+    pub(crate) traceparent: Option<String>,
     pub(crate) payload: Vec<u8>,
 }
 
@@ -250,6 +255,7 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
         handler_timeout,
         group: fields.group,
         deadline_ms: fields.deadline_ms,
+        traceparent: fields.traceparent,
         payload,
     })
 }

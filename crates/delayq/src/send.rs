@@ -424,6 +424,9 @@ pub(crate) fn prepare(
     if let Some(group) = &options.group {
         check_group(group)?;
     }
+    if let Some(traceparent) = &options.traceparent {
+        crate::trace_context::check_traceparent(traceparent)?;
+    }
     if options.priority > MAX_PRIORITY {
         return Err(InvalidInput::Option(format!(
             "a priority is 0 to {}, not {}",

@@ -72,6 +72,9 @@ struct DeliveryOut {
     /// The sender's limit on the time spent on it, if it gave one.
     #[serde(skip_serializing_if = "Option::is_none")]
     handler_timeout_ms: Option<u64>,
+    /// The W3C trace context it was sent with, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traceparent: Option<String>,
     #[serde(flatten)]
     payload: PayloadOut,
 }
@@ -88,6 +91,7 @@ impl From<Delivery> for DeliveryOut {
             due_ms: d.due_ms,
             lease_deadline_ms: d.lease_deadline_ms,
             handler_timeout_ms: d.handler_timeout.map(|t| t.as_millis() as u64),
+            traceparent: d.traceparent,
             payload: PayloadOut::new(d.payload, d.kind),
             id: d.id,
         }

@@ -65,6 +65,7 @@ pub async fn send(
     Body(body): Body,
 ) -> ApiResult<impl IntoResponse> {
     let q = state.queue(&queue)?;
+    let traceparent = traceparent_header(&headers)?;
     let (payload, options) = if super::body::is_json(&headers) {
         if !query.is_empty() {
             return Err(ApiError::bad_request(
@@ -72,16 +73,20 @@ pub async fn send(
                 "a JSON send takes its options in the body, not the query string",
             ));
         }
-        let body = parse::<SendBody>(&body)?;
+        let mut body = parse::<SendBody>(&body)?;
+        body.traceparent = body.traceparent.or(traceparent);
         let url = super::push::message_url(&body);
         let message = body.into_message(state.limits())?;
         super::push::check_message_urls(&state, &q, url.as_slice()).await?;
         message
     } else {
-        let options = query
+        let mut options = query
             .options()?
             .send_options(state.limits())?
             .kind(PayloadKind::Bytes);
+        if let Some(traceparent) = traceparent {
+            options = options.traceparent(traceparent);
+        }
         (crate::api::wire::sealed(body.to_vec(), None)?, options)
     };
     let sent = q.send(&payload, &options).await?;
@@ -91,6 +96,19 @@ pub async fn send(
         StatusCode::CREATED
     };
     Ok((status, Json(SentOut::from(sent))))
+}
+
+/// The request's W3C `traceparent` header, which a message carries unless it says otherwise
+/// (checked at send, as the body's field is).
+fn traceparent_header(headers: &HeaderMap) -> ApiResult<Option<String>> {
+    headers
+        .get("traceparent")
+        .map(|v| {
+            v.to_str().map(str::to_owned).map_err(|_| {
+                ApiError::bad_request("invalid_option", "the traceparent header is not text")
+            })
+        })
+        .transpose()
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -113,14 +131,17 @@ pub async fn send_batch(
     State(state): State<AppState>,
     _: Authorized<SendRole>,
     Path(queue): Path<String>,
+    headers: HeaderMap,
     JsonPayload(body): JsonPayload,
 ) -> ApiResult<impl IntoResponse> {
     let q = state.queue(&queue)?;
+    let traceparent = traceparent_header(&headers)?;
     let batch: BatchBody = parse(&body)?;
     state.limits().check_batch(batch.messages.len())?;
     let mut messages = Vec::with_capacity(batch.messages.len());
     let mut urls = Vec::new();
-    for (i, m) in batch.messages.into_iter().enumerate() {
+    for (i, mut m) in batch.messages.into_iter().enumerate() {
+        m.traceparent = m.traceparent.or_else(|| traceparent.clone());
         urls.extend(super::push::message_url(&m));
         let (payload, options) = m.into_message(state.limits()).map_err(|e| e.at(i))?;
         messages.push(Message::new(payload, options));

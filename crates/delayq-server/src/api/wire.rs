@@ -196,6 +196,9 @@ pub struct SendBody {
     /// the target's.
     #[schema(value_type = Option<Object>)]
     pub push: Option<crate::push::envelope::Destination>,
+    /// W3C trace context handed to whoever handles it (default: the request's
+    /// `traceparent` header).
+    pub traceparent: Option<String>,
 }
 
 /// How many replicas must have a send, and how long to wait for them.
@@ -263,6 +266,7 @@ impl SendBody {
             },
             handler_timeout: self.handler_timeout,
             replicas: self.replicas,
+            traceparent: self.traceparent,
         }
         .send_options(limits)?
         .kind(kind);
@@ -361,6 +365,7 @@ impl SendQuery {
             },
             handler_timeout: self.handler_timeout.map(DurationArg::Text),
             replicas: None,
+            traceparent: None,
         })
     }
 }
@@ -392,6 +397,8 @@ pub struct MessageOptions {
     pub handler_timeout: Option<DurationArg>,
     /// Replicas to wait for.
     pub replicas: Option<ReplicasArg>,
+    /// W3C trace context.
+    pub traceparent: Option<String>,
 }
 
 impl MessageOptions {
@@ -425,6 +432,9 @@ impl MessageOptions {
         }
         if let Some(group) = self.group {
             options = options.group(group);
+        }
+        if let Some(traceparent) = self.traceparent {
+            options = options.traceparent(traceparent);
         }
         match (self.ttl, self.expires_at) {
             (Some(_), Some(_)) => {

@@ -242,6 +242,14 @@ fn headers(
             headers.insert(HeaderName::from_static(name), v);
         }
     }
+    // The trace the message was sent in goes on at its receiver (W3C Trace Context).
+    if let Some(v) = delivery
+        .traceparent
+        .as_deref()
+        .and_then(|t| HeaderValue::from_str(t).ok())
+    {
+        headers.insert(HeaderName::from_static("traceparent"), v);
+    }
     headers
 }
 

@@ -33,6 +33,7 @@ mod registry;
 mod retention;
 mod schedule_firing;
 mod schedules;
+mod trace_context;
 mod upserts;
 
 // Runtime behaviour under load and faults.
