@@ -10,6 +10,7 @@
 //! * `metrics.rs`: Prometheus text at `/metrics`.
 //! * `ui/`: the web dashboard at `/ui`.
 //! * `embedded.rs`: the private `redis-server` that `serve` runs when given no Redis URL.
+//! * `webhooks/`: URLs called with a queue's events, by one server at a time.
 
 pub mod api;
 pub mod auth;
@@ -23,3 +24,4 @@ pub mod rfc3339;
 pub mod server;
 pub mod state;
 pub mod ui;
+pub mod webhooks;

@@ -28,9 +28,10 @@ use crate::state::AppState;
 /// Serves the API on `listener` until `shutdown` completes; then stops accepting, answers
 /// held long-polls (empty), and returns once every request in progress has finished. Runs a
 /// scheduler of every queue's recurring schedules meanwhile (`delayq::Scheduler`), and the
-/// push delivery of every queue with a push target (`push::runtime`): any number of servers
-/// can run against one Redis, and each tick still becomes one message, each push one
-/// request at a time.
+/// push delivery of every queue with a push target (`push::runtime`) and the webhooks of
+/// every queue with some (`webhooks::runtime`): any number of servers can run against one
+/// Redis, and each tick still becomes one message, each push one request at a time, each
+/// webhook called by one server.
 pub async fn run(
     listener: TcpListener,
     state: AppState,
@@ -64,9 +65,16 @@ pub async fn run(
                 },
             ));
             let state = state.clone();
+            let hooks = {
+                let (dq, clients, state) = (state.dq().clone(), clients.clone(), state.clone());
+                tokio::spawn(async move {
+                    crate::webhooks::runtime::run(dq, clients, state.shutdown_started()).await;
+                })
+            };
             Some(tokio::spawn(async move {
                 let dq = state.dq().clone();
                 crate::push::runtime::run(dq, clients, reports, state.shutdown_started()).await;
+                let _ = hooks.await;
                 let _ = stop_callbacks.send(());
                 let _ = sender.await;
             }))

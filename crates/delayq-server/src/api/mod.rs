@@ -13,6 +13,7 @@
 //! | `POST /v1/queues/{queue}/pause`, `POST .../resume` | admin |
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
 //! | `PUT /v1/queues/{queue}/push` (set the push target), `GET`, `DELETE` | admin |
+//! | `PUT /v1/queues/{queue}/webhooks` (URLs called with its events), `GET`, `DELETE` | admin |
 //! | `GET /v1/queues/{queue}/schedules`; `PUT`, `GET`, `PATCH`, `DELETE .../schedules/{name}` | admin |
 //! | `GET /v1/queues/{queue}/format`, `POST .../upgrade`; `GET /v1/processes` | admin |
 //! | `GET /metrics` (Prometheus text) | admin |
@@ -34,6 +35,7 @@ mod push;
 mod query;
 mod schedules;
 pub mod upsert_args;
+mod webhooks;
 pub mod wire;
 
 use std::sync::Arc;
@@ -111,6 +113,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::pause))
         .routes(routes!(admin::resume))
         .routes(routes!(push::put, push::get, push::delete))
+        .routes(routes!(webhooks::put, webhooks::get, webhooks::delete))
         .routes(routes!(schedules::list))
         .routes(routes!(
             schedules::put,

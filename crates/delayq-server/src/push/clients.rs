@@ -62,6 +62,11 @@ impl Clients {
         &self.policy
     }
 
+    /// The client that follows no redirect (webhooks use it).
+    pub fn plain(&self) -> reqwest::Client {
+        self.plain.clone()
+    }
+
     /// The client for `target`'s requests: redirects followed or not, as it says.
     pub fn for_target(&self, target: &PushTarget) -> reqwest::Client {
         if target.follow_redirects {

@@ -163,7 +163,8 @@ pub fn signing_keys(given: Option<Vec<String>>, replaced: Option<PushTarget>) ->
     }
 }
 
-fn parse_url(text: &str, field: &str) -> Result<reqwest::Url, String> {
+/// An http(s) URL with a host and no credentials, or why not (`field` names it).
+pub fn parse_url(text: &str, field: &str) -> Result<reqwest::Url, String> {
     let url = reqwest::Url::parse(text).map_err(|e| format!("{field} {text:?}: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(format!(

@@ -38,5 +38,7 @@ mod schedule_firing;
 mod schedules;
 mod serve;
 mod slow_clients;
+mod trace_context;
 mod ui;
 mod upserts;
+mod webhooks;
