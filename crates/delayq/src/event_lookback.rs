@@ -7,15 +7,17 @@
 //! again events of that millisecond, never miss one).
 
 use crate::error::Result;
-use crate::events::{entries, to_event, Entry, Event, EventCursor, StreamId};
+use crate::event_entries::{entries, events_of, Entry, Position, StreamId};
+use crate::events::{Event, EventCursor};
 use crate::keys::Keys;
 use crate::partitions::join_all;
 use crate::queue_core::QueueCore;
 
-/// Most events of its partition a timeline looks through, newest first.
+/// Most entries of its partition a timeline looks through, newest first (an entry holds one
+/// event, or the packed events of one call).
 pub const TIMELINE_SCAN: usize = 20_000;
 
-/// Events a backward read asks Redis for at a time.
+/// Entries a backward read asks Redis for at a time.
 const CHUNK: usize = 1000;
 
 /// One message's events, oldest first, as far back as a timeline looks.
@@ -32,25 +34,29 @@ pub struct Timeline {
 pub(crate) async fn latest(core: &QueueCore, max: usize) -> Result<Vec<Event>> {
     crate::options::check_count("an event read", max)?;
     let layout = core.known_layout().await?;
+    let count = layout.count();
     let reads = layout
         .parts()
         .iter()
         .map(|keys| before(core, keys, None, max));
     let mut all = Vec::new();
     for (k, read) in join_all(reads).await.into_iter().enumerate() {
-        all.extend(read?.into_iter().map(|entry| (k, entry)));
+        for (id, fields) in read? {
+            let events = events_of((id, fields));
+            let total = events.len();
+            for (i, mut event) in events.into_iter().enumerate() {
+                event.cursor = cursor_at(count, k, id, i, total);
+                all.push(((id, k, i), event));
+            }
+        }
     }
-    all.sort_by(|(ka, (a, _)), (kb, (b, _))| (b, kb).cmp(&(a, ka)));
+    all.sort_by(|(a, _), (b, _)| b.cmp(a));
     all.truncate(max);
-    let count = layout.count();
-    Ok(all
-        .into_iter()
-        .map(|(k, (id, fields))| to_event(id, fields, cursor_at(count, k, id)))
-        .collect())
+    Ok(all.into_iter().map(|(_, event)| event).collect())
 }
 
-/// The timeline of message `id`: its events among the latest [`TIMELINE_SCAN`] of its
-/// partition (a message's events are all in the partition it lives in).
+/// The timeline of message `id`: its events among the latest [`TIMELINE_SCAN`] entries of
+/// its partition (a message's events are all in the partition it lives in).
 pub(crate) async fn timeline(core: &QueueCore, id: &str) -> Result<Timeline> {
     crate::names::check_lookup_id(id)?;
     let layout = core.known_layout().await?;
@@ -65,9 +71,14 @@ pub(crate) async fn timeline(core: &QueueCore, id: &str) -> Result<Timeline> {
         scanned += chunk.len();
         last = chunk.last().map(|(stream_id, _)| *stream_id);
         for (stream_id, fields) in chunk {
-            let event = to_event(stream_id, fields, cursor_at(layout.count(), k, stream_id));
-            if event.id == id {
-                found.push(event);
+            let events = events_of((stream_id, fields));
+            let total = events.len();
+            // Newest first, as the entries come: an entry's own events reversed too.
+            for (i, mut event) in events.into_iter().enumerate().rev() {
+                if event.id == id {
+                    event.cursor = cursor_at(layout.count(), k, stream_id, i, total);
+                    found.push(event);
+                }
             }
         }
         if ended {
@@ -94,7 +105,7 @@ async fn before(
 ) -> Result<Vec<Entry>> {
     let mut conn = core.connection();
     let top = until.map_or("+".to_owned(), |id| format!("({id}"));
-    let reply = redis::cmd("XREVRANGE")
+    let reply: redis::Value = redis::cmd("XREVRANGE")
         .arg(keys.events())
         .arg(top)
         .arg("-")
@@ -105,12 +116,20 @@ async fn before(
     entries(reply)
 }
 
-/// A cursor that resumes at or before the event `id` of partition `k` (of `count`).
-fn cursor_at(count: usize, k: usize, id: StreamId) -> EventCursor {
-    let before = StreamId(id.0.saturating_sub(1), u64::MAX);
+/// A cursor that resumes at or before event `i` (of `total`) of entry `id` of partition `k`
+/// (of `count`).
+fn cursor_at(count: usize, k: usize, id: StreamId, i: usize, total: usize) -> EventCursor {
+    let own = match i + 1 < total {
+        true => Position {
+            id,
+            within: Some((i + 1) as u32),
+        },
+        false => Position::after(id),
+    };
+    let before = Position::after(StreamId(id.0.saturating_sub(1), u64::MAX));
     EventCursor {
         positions: (0..count)
-            .map(|j| if j == k { id } else { before })
+            .map(|j| if j == k { own } else { before })
             .collect(),
     }
 }

@@ -17,21 +17,27 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::error::{Error, InvalidInput, Result};
+use crate::error::{InvalidInput, Result};
+use crate::event_entries::{entries, events_of, Entry, Position};
 use crate::keys::Keys;
 use crate::partitions::{join_all, Layout};
 use crate::queue_core::QueueCore;
 use crate::wakeup::Subscription;
 
-/// Most events a partition keeps when a queue records them without saying how many
-/// ([`Setting::Events`](crate::Setting::Events)).
+/// Most stream entries (an event, or up to 100 packed) a partition keeps when a queue
+/// records events without saying how many ([`Setting::Events`](crate::Setting::Events)).
 pub const DEFAULT_EVENTS_KEPT: u64 = 100_000;
 
-/// Most events a partition may be told to keep.
+/// Most stream entries a partition may be told to keep.
 pub const MAX_EVENTS_KEPT: u64 = 10_000_000;
 
 /// Most events one [`EventReader::next`] returns.
 pub const MAX_EVENTS_READ: usize = 1000;
+
+/// Most stream entries one read of a partition asks for: a packed entry holds the events of
+/// a whole call (up to a batch's), so fewer entries than events are enough, and the reply
+/// stays bounded.
+const READ_ENTRIES: usize = 100;
 
 /// What happened to a message.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -117,8 +123,26 @@ impl EventKind {
             })
     }
 
-    fn from_stream(name: &str) -> EventKind {
+    pub(crate) fn from_stream(name: &str) -> EventKind {
         EventKind::parse(name).unwrap_or_else(|_| EventKind::Other(name.to_owned()))
+    }
+}
+
+impl Event {
+    /// An event that stands for an entry with nothing to return (read past, not shown).
+    fn placeholder() -> Event {
+        Event {
+            kind: EventKind::Other(String::new()),
+            id: String::new(),
+            at_ms: 0,
+            attempt: None,
+            due_ms: None,
+            error: None,
+            detail: None,
+            cursor: EventCursor {
+                positions: Vec::new(),
+            },
+        }
     }
 }
 
@@ -158,29 +182,7 @@ pub struct Event {
 /// each event's id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventCursor {
-    pub(crate) positions: Vec<StreamId>,
-}
-
-/// A stream entry id: the server's ms, then a sequence within that ms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct StreamId(pub(crate) u64, pub(crate) u64);
-
-impl StreamId {
-    fn parse(text: &str) -> Option<StreamId> {
-        let (ms, seq) = text.split_once('-')?;
-        let canonical =
-            |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
-        if !canonical(ms) || !canonical(seq) {
-            return None;
-        }
-        Some(StreamId(ms.parse().ok()?, seq.parse().ok()?))
-    }
-}
-
-impl fmt::Display for StreamId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.0, self.1)
-    }
+    pub(crate) positions: Vec<Position>,
 }
 
 impl EventCursor {
@@ -197,7 +199,7 @@ impl EventCursor {
         }
         let positions = text
             .split('.')
-            .map(|part| StreamId::parse(part).ok_or_else(bad))
+            .map(|part| Position::parse(part).ok_or_else(bad))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(EventCursor { positions })
     }
@@ -267,7 +269,7 @@ pub struct EventReader {
     core: Arc<QueueCore>,
     layout: Arc<Layout>,
     filter: EventFilter,
-    positions: Vec<StreamId>,
+    positions: Vec<Position>,
     /// Per partition, its channel's subscription (made on first wait, and again after it
     /// was lost) and the wake-ups heard before the last read.
     lanes: Vec<Lane>,
@@ -291,7 +293,7 @@ impl EventReader {
             core,
             layout,
             filter,
-            positions: vec![StreamId(0, 0); count],
+            positions: vec![Position::default(); count],
             lanes: (0..count).map(|_| Lane::default()).collect(),
         };
         match start {
@@ -406,20 +408,43 @@ impl EventReader {
             .parts()
             .iter()
             .zip(&self.positions)
-            .map(|(keys, after)| read_after(&self.core, keys, *after, max));
-        let mut entries = Vec::new();
+            .map(|(keys, from)| read_after(&self.core, keys, from, max));
+        // Per event: its entry's id, its partition, its place in its entry and the entry's
+        // event count; each partition's at most `max` (no more can be returned).
+        let mut events = Vec::new();
         for (k, read) in join_all(reads).await.into_iter().enumerate() {
-            entries.extend(read?.into_iter().map(|(id, fields)| (id, k, fields)));
+            let mut taken = 0;
+            for (id, fields) in read? {
+                let skip = self.positions[k].skip_in(id);
+                let all = events_of((id, fields));
+                let total = all.len();
+                if skip >= total {
+                    // Nothing (left) to return of it: the reader moves past it all the same.
+                    events.push((id, k, total, total, Event::placeholder()));
+                }
+                for (i, event) in all.into_iter().enumerate().skip(skip) {
+                    if taken < max {
+                        events.push((id, k, i, total, event));
+                        taken += 1;
+                    }
+                }
+            }
         }
-        // Each partition's entries are in order already; a stable sort by time keeps that.
-        entries.sort_by_key(|(id, k, _)| (*id, *k));
-        entries.truncate(max);
-        let moved = !entries.is_empty();
+        // Each partition's events are in order already; a stable sort by time keeps that.
+        events.sort_by_key(|(id, k, i, _, _)| (*id, *k, *i));
+        events.truncate(max);
+        let moved = !events.is_empty();
         let mut out = Vec::new();
-        for (id, k, fields) in entries {
-            self.positions[k] = id;
-            let event = to_event(id, fields, self.cursor());
-            if self.filter.matches(&event) {
+        for (id, k, i, total, mut event) in events {
+            self.positions[k] = match i + 1 < total {
+                true => Position {
+                    id,
+                    within: Some((i + 1) as u32),
+                },
+                false => Position::after(id),
+            };
+            if i < total && self.filter.matches(&event) {
+                event.cursor = self.cursor();
                 out.push(event);
             }
         }
@@ -427,11 +452,8 @@ impl EventReader {
     }
 }
 
-/// A stream entry: its id and its fields (name, value).
-pub(crate) type Entry = (StreamId, Vec<(String, String)>);
-
 /// The id of the last entry of partition `keys`' stream, or 0-0 for none.
-async fn last_id(core: &QueueCore, keys: &Keys) -> Result<StreamId> {
+async fn last_id(core: &QueueCore, keys: &Keys) -> Result<Position> {
     let mut conn = core.connection();
     let reply: Value = redis::cmd("XREVRANGE")
         .arg(keys.events())
@@ -444,85 +466,33 @@ async fn last_id(core: &QueueCore, keys: &Keys) -> Result<StreamId> {
     Ok(entries(reply)?
         .into_iter()
         .next()
-        .map_or(StreamId(0, 0), |(id, _)| id))
+        .map_or(Position::default(), |(id, _)| Position::after(id)))
 }
 
 /// Up to `max` entries of partition `keys`' stream after `after`.
 async fn read_after(
     core: &QueueCore,
     keys: &Keys,
-    after: StreamId,
+    from: &Position,
     max: usize,
 ) -> Result<Vec<Entry>> {
     let mut conn = core.connection();
     let reply: Value = redis::cmd("XRANGE")
         .arg(keys.events())
-        .arg(format!("({after}"))
+        .arg(from.range_start())
         .arg("+")
         .arg("COUNT")
-        .arg(max)
+        .arg(max.min(READ_ENTRIES))
         .query_async(&mut conn)
         .await?;
     entries(reply)
-}
-
-/// A stream range reply as (id, fields) pairs.
-pub(crate) fn entries(reply: Value) -> Result<Vec<Entry>> {
-    let bad = |what: &str| Error::Protocol(format!("event stream: {what}"));
-    let Value::Array(items) = reply else {
-        return Err(bad("not a list of entries"));
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let Value::Array(mut pair) = item else {
-            return Err(bad("an entry is not a pair"));
-        };
-        let (Some(fields), Some(id)) = (pair.pop(), pair.pop()) else {
-            return Err(bad("an entry is not a pair"));
-        };
-        let id: String = redis::from_redis_value(id).map_err(|_| bad("an id is not text"))?;
-        let id = StreamId::parse(&id).ok_or_else(|| bad("an id is not <ms>-<seq>"))?;
-        let flat: Vec<String> =
-            redis::from_redis_value(fields).map_err(|_| bad("fields are not text"))?;
-        let fields = flat
-            .chunks_exact(2)
-            .map(|pair| (pair[0].clone(), pair[1].clone()))
-            .collect();
-        out.push((id, fields));
-    }
-    Ok(out)
-}
-
-pub(crate) fn to_event(id: StreamId, fields: Vec<(String, String)>, cursor: EventCursor) -> Event {
-    let mut event = Event {
-        kind: EventKind::Other(String::new()),
-        id: String::new(),
-        at_ms: id.0,
-        attempt: None,
-        due_ms: None,
-        error: None,
-        detail: None,
-        cursor,
-    };
-    for (name, value) in fields {
-        match name.as_str() {
-            "k" => event.kind = EventKind::from_stream(&value),
-            "id" => event.id = value,
-            "n" => event.attempt = value.parse().ok(),
-            "due" => event.due_ms = value.parse().ok(),
-            "err" => event.error = Some(value),
-            "x" => event.detail = Some(value),
-            _ => {}
-        }
-    }
-    event
 }
 
 /// Checks how many events a partition is told to keep.
 pub(crate) fn check_kept(kept: u64) -> Result<(), InvalidInput> {
     if !(1..=MAX_EVENTS_KEPT).contains(&kept) {
         return Err(InvalidInput::Option(format!(
-            "a queue keeps 1 to {MAX_EVENTS_KEPT} events per partition, not {kept}"
+            "a queue keeps 1 to {MAX_EVENTS_KEPT} event entries per partition, not {kept}"
         )));
     }
     Ok(())

@@ -93,6 +93,7 @@ mod dead_letters;
 mod delivery;
 mod error;
 mod error_history;
+mod event_entries;
 mod event_lookback;
 mod events;
 mod expiry;

@@ -129,9 +129,10 @@ pub struct Stats {
     /// How long and how many final records it keeps
     /// ([`Setting::RetainCompleted`](crate::Setting::RetainCompleted)); None: none.
     pub retain_completed: Option<crate::retention::Retention>,
-    /// Events kept in the queue's streams ([`Queue::events`](crate::Queue::events)).
+    /// Entries kept in the queue's event streams ([`Queue::events`](crate::Queue::events)):
+    /// one event each, or up to 100 packed.
     pub events: u64,
-    /// How many events each partition keeps, about
+    /// How many entries each partition keeps, about
     /// ([`Setting::Events`](crate::Setting::Events)); None: the queue records none.
     pub events_kept: Option<u64>,
 }

@@ -246,9 +246,13 @@ async fn send_generated<'p>(
     let mut zadd = redis::cmd("ZADD");
     zadd.arg(keys.pending());
     let mut sent = Vec::with_capacity(count as usize);
+    let mut packed = Vec::new();
     for ((spec, body), i) in prepared.into_iter().zip(1..) {
         let seq = first_seq + i * stride;
         let due_us = spec.due_us(now_us);
+        if events_cap.is_some() {
+            crate::event_entries::pack_sent(&mut packed, due_us, seq);
+        }
         if retains {
             // As retention.lua's new_fields: sent now, first delivered not yet.
             let sent = (now_us / 1000).to_be_bytes();
@@ -282,9 +286,10 @@ async fn send_generated<'p>(
         .arg(keys.wake())
         .arg(1);
     if let Some(cap) = events_cap {
+        // As events.lua's event_packed and flush_events: an entry per PACK_MAX messages.
         let stream = keys.events();
-        for s in &sent {
-            let due_ms = s.due_ms.unwrap_or_default().to_string();
+        for pack in packed.chunks(crate::event_entries::PACKED_LEN * crate::event_entries::PACK_MAX)
+        {
             add.cmd("XADD")
                 .arg(&stream)
                 .arg("MAXLEN")
@@ -293,10 +298,8 @@ async fn send_generated<'p>(
                 .arg("*")
                 .arg("k")
                 .arg("sent")
-                .arg("id")
-                .arg(&s.id)
-                .arg("due")
-                .arg(due_ms);
+                .arg("m")
+                .arg(pack);
         }
         add.cmd("SPUBLISH").arg(&stream).arg(1);
     }

@@ -74,12 +74,13 @@ pub enum Setting {
     RetainCompleted(Option<Retention>),
     /// Record an event for each change of a message's state (sent, delivered, acked,
     /// retried, dead, expired, cancelled, ...), for readers of
-    /// [`Queue::events`](crate::Queue::events): each partition keeps about this many, 1 to
-    /// [`MAX_EVENTS_KEPT`](crate::MAX_EVENTS_KEPT) (the oldest go first;
-    /// [`DEFAULT_EVENTS_KEPT`](crate::DEFAULT_EVENTS_KEPT) is a day of a busy queue at a
-    /// fraction of its memory). Each event is written by the script that makes its change,
-    /// so it is there if and only if the change is. `None` stops recording and drops the
-    /// events kept.
+    /// [`Queue::events`](crate::Queue::events): each partition keeps about this many
+    /// entries of its stream, 1 to [`MAX_EVENTS_KEPT`](crate::MAX_EVENTS_KEPT), the oldest
+    /// going first ([`DEFAULT_EVENTS_KEPT`](crate::DEFAULT_EVENTS_KEPT) by default). An
+    /// entry is one event, or up to 100 sends, deliveries or acks of one call (a batch's,
+    /// a claim's), packed. Each event is written by the script that makes its change, so it
+    /// is there if and only if the change is. `None` stops recording and drops the events
+    /// kept.
     Events(Option<u64>),
 }
 

@@ -40,8 +40,11 @@ pub const ATTEMPTS: u32 = 12;
 pub const BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(120);
 
-/// How long a server's shutdown waits for its dispatchers' requests.
+/// How long a server's shutdown waits for its dispatchers.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a dispatcher told to stop lets its requests under way finish.
+const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// One webhook being followed.
 struct Dispatcher {
@@ -108,6 +111,9 @@ pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
             () = &mut stop => break,
         }
     }
+    let mut held: Vec<QueueName> = running.keys().map(|(queue, _)| queue.clone()).collect();
+    held.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    held.dedup();
     let tasks: Vec<JoinHandle<()>> = running
         .into_values()
         .map(|d| {
@@ -121,6 +127,12 @@ pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
         }
     };
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, all).await;
+    // Places saved: another server may take over at once rather than after the lease.
+    for queue in held {
+        if let Err(e) = release_lease(&dq, &queue, &me).await {
+            tracing::warn!(queue = %queue, "webhook lease not released (it runs out): {e}");
+        }
+    }
 }
 
 fn add_wanted(
@@ -136,7 +148,7 @@ fn add_wanted(
 
 /// Takes or renews `queue`'s lease for `me`; false when another server holds it.
 async fn hold_lease(dq: &DelayQ, queue: &QueueName, me: &str) -> delayq::Result<bool> {
-    let key = format!("dq:webhooks:lease:{}", queue.as_str());
+    let key = lease_key(queue);
     let ms = LEASE.as_millis() as u64;
     let mut conn = dq.redis();
     let taken: Option<String> = redis::cmd("SET")
@@ -163,6 +175,21 @@ async fn hold_lease(dq: &DelayQ, queue: &QueueName, me: &str) -> delayq::Result<
         .query_async(&mut conn)
         .await?;
     Ok(true)
+}
+
+/// Gives up `queue`'s lease if `me` holds it.
+async fn release_lease(dq: &DelayQ, queue: &QueueName, me: &str) -> delayq::Result<()> {
+    let key = lease_key(queue);
+    let mut conn = dq.redis();
+    let holder: Option<String> = redis::cmd("GET").arg(&key).query_async(&mut conn).await?;
+    if holder.as_deref() == Some(me) {
+        let _: i64 = redis::cmd("DEL").arg(&key).query_async(&mut conn).await?;
+    }
+    Ok(())
+}
+
+fn lease_key(queue: &QueueName) -> String {
+    format!("dq:webhooks:lease:{}", queue.as_str())
 }
 
 /// Follows one webhook's events until told to stop.
@@ -220,11 +247,15 @@ async fn dispatch(
             sends.spawn(async move { deliver(&client, &policy, &url, &keys, &queue, event).await });
         }
         let done = async { while sends.join_next().await.is_some() {} };
-        tokio::select! {
-            () = done => {}
-            // Stopped mid-batch: its place is not saved, so whoever follows next sends the
-            // batch again (at least once).
-            _ = stop.changed() => return,
+        tokio::pin!(done);
+        let stopping = tokio::select! {
+            () = &mut done => false,
+            _ = stop.changed() => true,
+        };
+        // Told to stop mid-batch: the requests under way get a grace to finish, so that the
+        // place can be saved; past it, whoever follows next sends the batch again.
+        if stopping && tokio::time::timeout(STOP_GRACE, &mut done).await.is_err() {
+            return;
         }
         let after = events.cursor();
         if after != before {

@@ -141,8 +141,11 @@ if #done > 0 then
   end
   if events_on() then
     for _, v in ipairs(generated) do
-      event('acked', id_of(v:sub(9), v:byte(22)), 'n', (struct.unpack('>H', v, 7)))
+      local flags = v:byte(22)
+      local id = has(flags, F_ID) and id_of(v:sub(9), flags) or ''
+      event_packed('acked', v:sub(9, 21), (struct.unpack('>H', v, 7)), id)
     end
+    flush_events()
   end
   local woke = #gone > 0 and groups().groups_leave(gone, true)
   woke = #gone_superseded > 0 and groups().groups_leave(gone_superseded, true, true) or woke

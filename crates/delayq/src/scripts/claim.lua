@@ -424,9 +424,12 @@ if #held > 0 then
     for j = 1, count do
       local rec = out[6 + j]
       if rec then
-        event('delivered', id_of(rec, rec:byte(14)), 'n', rec:byte(15) * 256 + rec:byte(16) + 1)
+        local flags = rec:byte(14)
+        local id = has(flags, F_ID) and id_of(rec, flags) or ''
+        event_packed('delivered', rec:sub(1, 13), rec:byte(15) * 256 + rec:byte(16) + 1, id)
       end
     end
+    flush_events()
   end
   -- Lets a repeat of this claim (its reply lost) find what it took. One key per consumer,
   -- overwritten by its next claim, gone with the lease.

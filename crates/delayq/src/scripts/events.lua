@@ -8,9 +8,18 @@
 -- only if its change was, since both are one script. A queue with them off pays one HGET of
 -- its control hash in a call that changes something (claim.lua and send.lua read it with
 -- the settings they read anyway), and writes nothing. The entry's stream id is the Redis
--- server's time of the change (src/events.rs reads it). Fields:
+-- server's time of the change (src/event_entries.rs reads it).
+--
+-- The events of the busy paths (sent, delivered, acked) of one call go into entries of
+-- their kind of up to PACK_MAX, packed (field `m`): per message its sort key (13 bytes),
+-- attempts (u16: of a delivery or an ack, this delivery's number) and its caller id (a
+-- length byte, then the id; length 0 for an id made from the sort key). An XADD per call
+-- and kind (per PACK_MAX messages), not per message, keeps events cheap where queues are
+-- busy. The others are an entry each. The cap counts entries (MAXLEN), so it bounds memory
+-- at most PACK_MAX events' worth per entry. Fields:
 --   k    kind: sent, delivered, acked, retry, released, dead, expired, superseded,
 --        cancelled, rescheduled, requeued, purged
+--   m    packed: the messages of an entry of many (above); or
 --   id   the message's id
 --   n    attempts: of a delivery, its number; of a retry, dead or expired message, the
 --        attempts made
@@ -24,7 +33,7 @@
 -- stream after everything the call wrote.
 
 local EVENTS = PART_PREFIX .. 'events'
-local EVENT_ERROR_BYTES = 200
+local EVENT_ERROR_BYTES, PACK_MAX = 200, 100
 -- The partition's cap as text, false when events are off, nil until read in this call.
 local events_cap = nil
 local events_published = false
@@ -57,6 +66,38 @@ local function event(kind, id, ...)
     events_published = true
     redis.call('SPUBLISH', EVENTS, '1')
   end
+end
+
+-- Packed events of this call by kind, in the order of their kinds' first event.
+local packed, packed_kinds = {}, {}
+
+-- Adds an event of `kind` for the message of sort key `key` (13 bytes) at `attempts`, with
+-- caller id `id` ('' for a generated one), to this call's packed entry of that kind. The
+-- caller checked events_on() first.
+local function event_packed(kind, key, attempts, id)
+  local list = packed[kind]
+  if not list then
+    list = {}
+    packed[kind] = list
+    packed_kinds[#packed_kinds + 1] = kind
+  end
+  list[#list + 1] = key .. u16(attempts) .. string.char(#id) .. id
+end
+
+-- Writes this call's packed entries: an XADD per kind and PACK_MAX messages.
+local function flush_events()
+  for _, kind in ipairs(packed_kinds) do
+    local list = packed[kind]
+    for from = 1, #list, PACK_MAX do
+      redis.call('XADD', EVENTS, 'MAXLEN', '~', events_cap, '*', 'k', kind, 'm',
+        table.concat(list, '', from, math.min(from + PACK_MAX - 1, #list)))
+    end
+  end
+  if #packed_kinds > 0 and not events_published then
+    events_published = true
+    redis.call('SPUBLISH', EVENTS, '1')
+  end
+  packed, packed_kinds = {}, {}
 end
 
 -- An error as an event carries it: its first EVENT_ERROR_BYTES.

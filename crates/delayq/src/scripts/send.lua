@@ -292,14 +292,18 @@ for i = 1, n do
   end
   if not existing and events_on() then
     local seq = level_base(prios[i]) + first + i * stride
-    local sent_id = id ~= '' and id or string.format('%d-%d', dues[i], seq)
-    local due_ms = string.format('%d', to_ms(dues[i]))
     if replaced then
-      event('sent', sent_id, 'due', due_ms, 'x', replaced == 3 and 'superseded' or 'replaced')
+      -- An upsert's send says what it replaced: an entry of its own.
+      local sent_id = id ~= '' and id or string.format('%d-%d', dues[i], seq)
+      event('sent', sent_id, 'due', string.format('%d', to_ms(dues[i])), 'x',
+        replaced == 3 and 'superseded' or 'replaced')
     else
-      event('sent', sent_id, 'due', due_ms)
+      event_packed('sent', key_of(dues[i], seq), 0, id)
     end
   end
+end
+if events_cap then
+  flush_events()
 end
 for set, list in pairs(members) do
   redis.call('ZADD', set, unpack(list))

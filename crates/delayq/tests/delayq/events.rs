@@ -352,23 +352,18 @@ async fn the_stream_is_capped_and_dropped_when_turned_off() {
     q.configure(&[Setting::Events(Some(100))])
         .await
         .expect("configure");
-    for chunk in 0..10 {
-        let batch: Vec<Message> = (0..100)
-            .map(|i| {
-                Message::new(
-                    b"x".to_vec(),
-                    SendOptions::new().id(format!("m{chunk}-{i}")),
-                )
-            })
-            .collect();
-        q.send_batch(&batch).await.expect("send");
+    // Single sends: an entry each.
+    for i in 0..400 {
+        q.send(b"x", &SendOptions::new().id(format!("m{i}")))
+            .await
+            .expect("send");
     }
     let stats = q.stats().await.expect("stats");
     assert_eq!(stats.events_kept, Some(100));
     // MAXLEN ~ trims whole nodes of the stream (100 entries each by default).
     assert!(
         (100..=300).contains(&stats.events),
-        "kept {} of 1000",
+        "kept {} of 400",
         stats.events
     );
     q.configure(&[Setting::Events(None)])
@@ -463,4 +458,33 @@ async fn the_latest_events_and_a_message_timeline_are_read_backwards() {
         .events
         .is_empty());
     assert!(q.timeline("").await.is_err());
+}
+
+#[tokio::test]
+async fn a_batch_told_in_one_entry_is_read_a_part_at_a_time() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "packed");
+    recording(&q).await;
+    let batch: Vec<Message> = (0..7)
+        .map(|i| Message::new(b"x".to_vec(), SendOptions::new().id(format!("m{i}"))))
+        .collect();
+    q.send_batch(&batch).await.expect("send");
+    // One call, one entry: the seven sends are packed into it.
+    assert_eq!(server.cli(&["XLEN", "dq:{packed}:events"]).trim(), "1");
+    let mut reader = q
+        .events(EventStart::Oldest, EventFilter::new())
+        .await
+        .expect("reader");
+    let first = reader.next(3, WAIT).await.expect("next");
+    assert_eq!(first.len(), 3);
+    let cursor = EventCursor::parse(&first[2].cursor.to_string()).expect("a cursor");
+    let mut resumed = q
+        .events(EventStart::After(cursor), EventFilter::new())
+        .await
+        .expect("reader");
+    let rest = resumed.next(100, WAIT).await.expect("next");
+    let ids: Vec<&str> = first.iter().chain(&rest).map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["m0", "m1", "m2", "m3", "m4", "m5", "m6"]);
+    // The first reader goes on where it was, too.
+    assert_eq!(reader.next(100, WAIT).await.expect("next").len(), 4);
 }

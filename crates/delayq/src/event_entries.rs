@@ -1,0 +1,229 @@
+//! How an event is kept in a partition's stream, and read back (`events.lua` writes them):
+//! stream ids and positions in a stream, the entries of a range reply, and the events of an
+//! entry: one, or many packed into one (the sends, deliveries and acks of one script call).
+
+use std::fmt;
+
+use redis::Value;
+
+use crate::error::{Error, Result};
+use crate::events::{Event, EventCursor, EventKind};
+use crate::record;
+
+/// A stream entry id: the server's ms, then a sequence within that ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) struct StreamId(pub(crate) u64, pub(crate) u64);
+
+impl StreamId {
+    pub(crate) fn parse(text: &str) -> Option<StreamId> {
+        let (ms, seq) = text.split_once('-')?;
+        let canonical =
+            |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+        if !canonical(ms) || !canonical(seq) {
+            return None;
+        }
+        Some(StreamId(ms.parse().ok()?, seq.parse().ok()?))
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.0, self.1)
+    }
+}
+
+/// Where a reader is in one partition's stream: after entry `id`, or (`within`) part-way
+/// through a packed entry `id`, that many of its events read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Position {
+    pub(crate) id: StreamId,
+    pub(crate) within: Option<u32>,
+}
+
+impl Position {
+    /// After entry `id`.
+    pub(crate) fn after(id: StreamId) -> Position {
+        Position { id, within: None }
+    }
+
+    /// The start of a range read from here: the entry itself when part of it is left.
+    pub(crate) fn range_start(&self) -> String {
+        match self.within {
+            Some(_) => self.id.to_string(),
+            None => format!("({}", self.id),
+        }
+    }
+
+    /// Events of entry `id` already read from here: to skip.
+    pub(crate) fn skip_in(&self, id: StreamId) -> usize {
+        match self.within {
+            Some(n) if id == self.id => n as usize,
+            _ => 0,
+        }
+    }
+
+    /// The text form: `<ms>-<seq>`, with `~<n>` part-way through.
+    pub(crate) fn parse(text: &str) -> Option<Position> {
+        match text.split_once('~') {
+            Some((id, n)) => Some(Position {
+                id: StreamId::parse(id)?,
+                within: Some(n.parse().ok().filter(|n| *n > 0)?),
+            }),
+            None => Some(Position::after(StreamId::parse(text)?)),
+        }
+    }
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.within {
+            Some(n) => write!(f, "{}~{n}", self.id),
+            None => write!(f, "{}", self.id),
+        }
+    }
+}
+
+/// A stream entry: its id and its fields (name, value).
+pub(crate) type Entry = (StreamId, Vec<(String, Vec<u8>)>);
+
+/// A stream range reply as entries.
+pub(crate) fn entries(reply: Value) -> Result<Vec<Entry>> {
+    let bad = |what: &str| Error::Protocol(format!("event stream: {what}"));
+    let Value::Array(items) = reply else {
+        return Err(bad("not a list of entries"));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let Value::Array(mut pair) = item else {
+            return Err(bad("an entry is not a pair"));
+        };
+        let (Some(fields), Some(id)) = (pair.pop(), pair.pop()) else {
+            return Err(bad("an entry is not a pair"));
+        };
+        let id: String = redis::from_redis_value(id).map_err(|_| bad("an id is not text"))?;
+        let id = StreamId::parse(&id).ok_or_else(|| bad("an id is not <ms>-<seq>"))?;
+        let flat: Vec<Vec<u8>> =
+            redis::from_redis_value(fields).map_err(|_| bad("fields are not strings"))?;
+        let fields = flat
+            .chunks_exact(2)
+            .map(|pair| {
+                (
+                    String::from_utf8_lossy(&pair[0]).into_owned(),
+                    pair[1].clone(),
+                )
+            })
+            .collect();
+        out.push((id, fields));
+    }
+    Ok(out)
+}
+
+/// The events of one entry, in order, each placed nowhere yet (an empty cursor).
+pub(crate) fn events_of((id, fields): Entry) -> Vec<Event> {
+    let mut kind = EventKind::Other(String::new());
+    let mut one = Event {
+        kind: kind.clone(),
+        id: String::new(),
+        at_ms: id.0,
+        attempt: None,
+        due_ms: None,
+        error: None,
+        detail: None,
+        cursor: EventCursor {
+            positions: Vec::new(),
+        },
+    };
+    let mut packed = None;
+    for (name, value) in fields {
+        let text = || String::from_utf8_lossy(&value).into_owned();
+        match name.as_str() {
+            "k" => kind = EventKind::from_stream(&text()),
+            "id" => one.id = text(),
+            "n" => one.attempt = text().parse().ok(),
+            "due" => one.due_ms = text().parse().ok(),
+            "err" => one.error = Some(text()),
+            "x" => one.detail = Some(text()),
+            "m" => packed = Some(value),
+            _ => {}
+        }
+    }
+    one.kind = kind;
+    match packed {
+        None => vec![one],
+        Some(bytes) => unpack(&one, &bytes),
+    }
+}
+
+/// The messages of a packed entry (`events.lua`): sort key, attempts, caller id each. What
+/// does not parse ends the list: the events before it stand.
+fn unpack(template: &Event, bytes: &[u8]) -> Vec<Event> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(head) = bytes.get(at..at + 16) {
+        let due_us = head[..7].iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
+        let seq = head[7..13].iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
+        let attempts = u32::from(u16::from_be_bytes([head[13], head[14]]));
+        let len = usize::from(head[15]);
+        let Some(id) = bytes.get(at + 16..at + 16 + len) else {
+            break;
+        };
+        at += 16 + len;
+        let mut event = template.clone();
+        event.id = match len {
+            0 => record::generated_id(due_us, seq),
+            _ => String::from_utf8_lossy(id).into_owned(),
+        };
+        match template.kind {
+            EventKind::Sent => event.due_ms = Some(due_us / 1000),
+            _ => event.attempt = Some(attempts),
+        }
+        out.push(event);
+    }
+    out
+}
+
+/// Most events of one packed entry (`events.lua`'s PACK_MAX).
+pub(crate) const PACK_MAX: usize = 100;
+
+/// The bytes of one packed message with a generated id.
+pub(crate) const PACKED_LEN: usize = 16;
+
+/// One message of a packed `sent` entry, as `events.lua`'s `event_packed` writes it (the
+/// batch path without ids writes its events from here).
+pub(crate) fn pack_sent(out: &mut Vec<u8>, due_us: u64, seq: u64) {
+    out.extend_from_slice(&due_us.to_be_bytes()[1..]);
+    out.extend_from_slice(&seq.to_be_bytes()[2..]);
+    out.extend_from_slice(&[0, 0, 0]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packed_entry_unpacks_to_its_messages() {
+        let mut m = Vec::new();
+        pack_sent(&mut m, 1_795_000_000_000_123, 42);
+        m.extend_from_slice(&[0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 7, 0, 3, 2]);
+        m.extend_from_slice(b"ab");
+        let fields = vec![("k".into(), b"sent".to_vec()), ("m".into(), m)];
+        let events = events_of((StreamId(5, 0), fields));
+        let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["1795000000000123-42", "ab"]);
+        assert_eq!(events[0].due_ms, Some(1_795_000_000_000));
+        assert!(events
+            .iter()
+            .all(|e| e.at_ms == 5 && e.kind == EventKind::Sent));
+    }
+
+    #[test]
+    fn positions_read_back_as_written() {
+        for text in ["1-0", "1795654349126-3~7"] {
+            let p = Position::parse(text).expect("valid");
+            assert_eq!(p.to_string(), text);
+        }
+        for text in ["1-0~0", "1-0~", "1~2", "x-0"] {
+            assert!(Position::parse(text).is_none(), "{text:?}");
+        }
+    }
+}
