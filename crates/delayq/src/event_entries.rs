@@ -154,15 +154,15 @@ pub(crate) fn events_of((id, fields): Entry) -> Vec<Event> {
     }
 }
 
-/// The messages of a packed entry (`events.lua`): sort key, attempts, caller id each. What
+/// The messages of a packed entry (`events.lua`): attempts, sort key, caller id each. What
 /// does not parse ends the list: the events before it stand.
 fn unpack(template: &Event, bytes: &[u8]) -> Vec<Event> {
     let mut out = Vec::new();
     let mut at = 0;
     while let Some(head) = bytes.get(at..at + 16) {
-        let due_us = head[..7].iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
-        let seq = head[7..13].iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
-        let attempts = u32::from(u16::from_be_bytes([head[13], head[14]]));
+        let attempts = u32::from(u16::from_be_bytes([head[0], head[1]]));
+        let due_us = head[2..9].iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
+        let seq = head[9..15].iter().fold(0u64, |n, b| n << 8 | u64::from(*b));
         let len = usize::from(head[15]);
         let Some(id) = bytes.get(at + 16..at + 16 + len) else {
             break;
@@ -191,9 +191,10 @@ pub(crate) const PACKED_LEN: usize = 16;
 /// One message of a packed `sent` entry, as `events.lua`'s `event_packed` writes it (the
 /// batch path without ids writes its events from here).
 pub(crate) fn pack_sent(out: &mut Vec<u8>, due_us: u64, seq: u64) {
+    out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&due_us.to_be_bytes()[1..]);
     out.extend_from_slice(&seq.to_be_bytes()[2..]);
-    out.extend_from_slice(&[0, 0, 0]);
+    out.push(0);
 }
 
 #[cfg(test)]
@@ -204,7 +205,7 @@ mod tests {
     fn a_packed_entry_unpacks_to_its_messages() {
         let mut m = Vec::new();
         pack_sent(&mut m, 1_795_000_000_000_123, 42);
-        m.extend_from_slice(&[0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 7, 0, 3, 2]);
+        m.extend_from_slice(&[0, 3, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 7, 2]);
         m.extend_from_slice(b"ab");
         let fields = vec![("k".into(), b"sent".to_vec()), ("m".into(), m)];
         let events = events_of((StreamId(5, 0), fields));

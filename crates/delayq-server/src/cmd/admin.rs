@@ -145,6 +145,9 @@ pub enum AdminCommand {
     /// Push delivery: set, get, remove a queue's push target.
     #[command(subcommand)]
     Push(super::push::PushCommand),
+    /// Webhooks: add, list, remove the URLs a queue's events are sent to.
+    #[command(subcommand)]
+    Webhooks(super::webhooks::WebhooksCommand),
     /// Data formats: show each queue's and the processes running, upgrade queues.
     #[command(subcommand)]
     Format(super::format::FormatCommand),
@@ -387,6 +390,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::Dead(dead) => run_dead(dead).await,
         AdminCommand::Schedule(command) => super::schedule::run(command).await,
         AdminCommand::Push(command) => super::push::run(command).await,
+        AdminCommand::Webhooks(command) => super::webhooks::run(command).await,
         AdminCommand::Format(command) => super::format::run(command).await,
         AdminCommand::Groups(command) => super::groups::run(command).await,
     }

@@ -6,6 +6,7 @@
 //!   their modules;
 //! * `schedule.rs`, `push.rs`, `format.rs`, `groups.rs`, `configure.rs`, `events.rs`:
 //!   recurring schedules, push targets, data formats, groups, settings, the event stream;
+//!   `webhooks.rs`: the URLs a queue's events are sent to;
 //! * `serve.rs`: the HTTP API; `common.rs`: what the admin commands share (flags,
 //!   connection, printing, text forms);
 //! * `redis_args.rs`: where Redis is, as every command is told.
@@ -20,6 +21,7 @@ mod push;
 mod redis_args;
 mod schedule;
 mod serve;
+mod webhooks;
 
 use clap::{Parser, Subcommand};
 

@@ -1,6 +1,7 @@
 //! The dashboard's view of a queue's events: the queue page's feed (the latest events,
 //! rendered with the page, then kept live by the script from `/ui/queues/{queue}/events`,
-//! a Server-Sent Events stream for the session) and a message page's timeline.
+//! a Server-Sent Events stream for the session) and its webhooks, and a message page's
+//! timeline.
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -12,13 +13,19 @@ use super::session::Session;
 use super::text::{queue_path, segment, utc};
 use super::visitor::Visitor;
 use crate::state::AppState;
+use crate::webhooks::config::Webhooks;
 
 /// Events the queue page shows when it loads; the script keeps up to twice as many.
 pub const FEED: usize = 25;
 
 /// The queue page's Events section: the feed, or that the queue records none; and for an
 /// admin, the form that turns recording on or off.
-pub fn section(session: &Session, queue: &str, stats: &Stats, latest: &[Event]) -> Markup {
+pub fn section(
+    session: &Session,
+    queue: &str,
+    (stats, latest): (&Stats, &[Event]),
+    webhooks: Option<&Webhooks>,
+) -> Markup {
     let base = queue_path(queue);
     html! {
         h2 { "Events" }
@@ -35,6 +42,15 @@ pub fn section(session: &Session, queue: &str, stats: &Stats, latest: &[Event]) 
                 }
                 @if stats.events_kept.is_some() {
                     button.danger type="submit" name="action" value="events_off" { "Stop and drop them" }
+                }
+            }
+        }
+        @if let Some(w) = webhooks {
+            p #webhooks { "Sent to "
+                @for (i, hook) in w.hooks.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    code { (hook.url) }
+                    " (" (if hook.kinds.is_empty() { "every kind".to_owned() } else { hook.kinds.join(", ") }) ")"
                 }
             }
         }

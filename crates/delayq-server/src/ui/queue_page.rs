@@ -71,7 +71,7 @@ async fn render(
     let minutes = if day { 1440 } else { 60 };
     let schedule_view = queue.schedules();
     let groups_view = queue.groups();
-    let (stats, history, page, schedules, target, top_groups, latest) = tokio::join!(
+    let (stats, history, page, schedules, target, top_groups, latest, webhooks) = tokio::join!(
         queue.stats(),
         queue.history(minutes),
         queue.list(which, cursor.as_ref(), PAGE),
@@ -79,8 +79,10 @@ async fn render(
         crate::push::target::load(app.dq(), &queue),
         groups_view.list(0, TOP_GROUPS),
         queue.latest_events(super::event_feed::FEED),
+        crate::webhooks::config::load(app.dq(), queue.name()),
     );
     let latest = latest.map_err(|e| e.to_string())?;
+    let webhooks = webhooks.map_err(|e| e.to_string())?;
     let top_groups = top_groups.map_err(|e| e.to_string())?;
     let stats = stats.map_err(|e| e.to_string())?;
     let older_format = stats.data_format < delayq::DATA_FORMAT;
@@ -223,7 +225,7 @@ async fn render(
                 a #next-page href=(format!("{base}?state={}&cursor={}", which.as_str(), next)) { "Next page" }
             }
         }
-        (super::event_feed::section(session, name, &stats, &latest))
+        (super::event_feed::section(session, name, (&stats, &latest), webhooks.as_ref()))
         h2 { "Search" }
         form #search .row method="get" action=(format!("{base}/search")) data-total=(count_of(which)) {
             select name="state" aria-label="State" {

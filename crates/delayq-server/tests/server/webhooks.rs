@@ -250,3 +250,78 @@ async fn private_addresses_bad_input_and_other_roles_are_refused() {
     let (status, _) = s.get("/v1/queues/q/webhooks").await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+#[test]
+fn the_cli_adds_lists_and_removes_webhooks() {
+    use crate::cli::{fails, json, ok};
+
+    let redis = RedisServer::start();
+    let added = json(
+        &redis,
+        &[
+            "webhooks",
+            "add",
+            "orders",
+            "https://hooks.example.com/a",
+            "--kind",
+            "acked,dead",
+        ],
+    );
+    assert_eq!(added["webhooks"][0]["kinds"], json!(["acked", "dead"]));
+    let key = added["signing_keys"][0].as_str().expect("a key").to_owned();
+    json(
+        &redis,
+        &["webhooks", "add", "orders", "https://hooks.example.com/b"],
+    );
+    let listed = json(&redis, &["webhooks", "list", "orders"]);
+    assert_eq!(listed["webhooks"].as_array().map(Vec::len), Some(2));
+    assert_eq!(listed["signing_keys"][0], json!(key), "the key stays");
+    let stats = json(&redis, &["stats", "orders"]);
+    assert!(
+        stats[0]["events_max"].as_u64().is_some(),
+        "events on: {stats}"
+    );
+    let left = json(
+        &redis,
+        &[
+            "webhooks",
+            "remove",
+            "orders",
+            "https://hooks.example.com/a",
+        ],
+    );
+    assert_eq!(
+        left["webhooks"][0]["url"],
+        json!("https://hooks.example.com/b")
+    );
+    let refused = fails(&redis, &["webhooks", "add", "orders", "ftp://x/y"]);
+    assert!(refused.contains("http"), "{refused}");
+    let refused = fails(
+        &redis,
+        &["webhooks", "add", "orders", "https://x/y", "--kind", "boom"],
+    );
+    assert!(refused.contains("boom"), "{refused}");
+    let table = ok(&redis, &["webhooks", "list", "orders"]);
+    assert!(
+        table.contains("https://hooks.example.com/b  every kind"),
+        "{table}"
+    );
+}
+
+#[tokio::test]
+async fn the_queue_page_lists_the_webhooks() {
+    use crate::ui::{form_client, page_as, session_cookie};
+
+    let tokens = Tokens::parse("admin:admin-token-0123456789").expect("tokens");
+    let mut s = TestServer::start_with(loopback_allowed(), tokens).await;
+    s.token = Some("admin-token-0123456789".into());
+    let receiver = Receiver::start().await;
+    subscribe(&s, "listed", &receiver, json!(["dead"])).await;
+    let http = form_client();
+    let admin = session_cookie(&s, "admin-token-0123456789").await;
+    let page = page_as(&http, &s, &admin, "/ui/queues/listed").await;
+    assert!(page.contains("id=\"webhooks\""), "{page}");
+    assert!(page.contains(&format!("{}/events", receiver.url)), "{page}");
+    assert!(!page.contains("signing"), "no key on the page");
+    s.shutdown().await;
+}

@@ -142,8 +142,7 @@ if #done > 0 then
   if events_on() then
     for _, v in ipairs(generated) do
       local flags = v:byte(22)
-      local id = has(flags, F_ID) and id_of(v:sub(9), flags) or ''
-      event_packed('acked', v:sub(9, 21), (struct.unpack('>H', v, 7)), id)
+      event_packed('acked', v:sub(7, 21), has(flags, F_ID) and id_of(v:sub(9), flags) or '')
     end
     flush_events()
   end

@@ -421,13 +421,12 @@ if #held > 0 then
   redis.call('HSET', k.held, unpack(held))
   redis.call('ZADD', k.leases, unpack(leases))
   if events_on() then
-    for j = 1, count do
-      local rec = out[6 + j]
-      if rec then
-        local flags = rec:byte(14)
-        local id = has(flags, F_ID) and id_of(rec, flags) or ''
-        event_packed('delivered', rec:sub(1, 13), rec:byte(15) * 256 + rec:byte(16) + 1, id)
-      end
+    -- `held` alternates seq and held value (token, attempts, record): the value's bytes
+    -- 7-21 are this delivery's attempts and the sort key.
+    for j = 2, #held, 2 do
+      local v = held[j]
+      local flags = v:byte(22)
+      event_packed('delivered', v:sub(7, 21), has(flags, F_ID) and id_of(v:sub(9), flags) or '')
     end
     flush_events()
   end

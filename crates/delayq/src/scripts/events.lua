@@ -11,9 +11,10 @@
 -- server's time of the change (src/event_entries.rs reads it).
 --
 -- The events of the busy paths (sent, delivered, acked) of one call go into entries of
--- their kind of up to PACK_MAX, packed (field `m`): per message its sort key (13 bytes),
--- attempts (u16: of a delivery or an ack, this delivery's number) and its caller id (a
--- length byte, then the id; length 0 for an id made from the sort key). An XADD per call
+-- their kind of up to PACK_MAX, packed (field `m`): per message its attempts (u16: of a
+-- delivery or an ack, this delivery's number) and sort key (13 bytes), as a held value
+-- has them side by side, then its caller id (a length byte, then the id; length 0 for an
+-- id made from the sort key). An XADD per call
 -- and kind (per PACK_MAX messages), not per message, keeps events cheap where queues are
 -- busy. The others are an entry each. The cap counts entries (MAXLEN), so it bounds memory
 -- at most PACK_MAX events' worth per entry. Fields:
@@ -71,26 +72,30 @@ end
 -- Packed events of this call by kind, in the order of their kinds' first event.
 local packed, packed_kinds = {}, {}
 
--- Adds an event of `kind` for the message of sort key `key` (13 bytes) at `attempts`, with
--- caller id `id` ('' for a generated one), to this call's packed entry of that kind. The
+-- Adds an event of `kind` to this call's packed entry of that kind: `head` is the
+-- message's attempts (u16) and sort key (13 bytes), one substring of a held value or a
+-- record's key; `id` its caller id ('' for a generated one). Each message is two pieces of
+-- the list, joined once at the flush: a busy call makes one new string per message. The
 -- caller checked events_on() first.
-local function event_packed(kind, key, attempts, id)
+local NO_ID = '\0'
+local function event_packed(kind, head, id)
   local list = packed[kind]
   if not list then
     list = {}
     packed[kind] = list
     packed_kinds[#packed_kinds + 1] = kind
   end
-  list[#list + 1] = key .. u16(attempts) .. string.char(#id) .. id
+  list[#list + 1] = head
+  list[#list + 1] = id == '' and NO_ID or string.char(#id) .. id
 end
 
 -- Writes this call's packed entries: an XADD per kind and PACK_MAX messages.
 local function flush_events()
   for _, kind in ipairs(packed_kinds) do
     local list = packed[kind]
-    for from = 1, #list, PACK_MAX do
+    for from = 1, #list, 2 * PACK_MAX do
       redis.call('XADD', EVENTS, 'MAXLEN', '~', events_cap, '*', 'k', kind, 'm',
-        table.concat(list, '', from, math.min(from + PACK_MAX - 1, #list)))
+        table.concat(list, '', from, math.min(from + 2 * PACK_MAX - 1, #list)))
     end
   end
   if #packed_kinds > 0 and not events_published then

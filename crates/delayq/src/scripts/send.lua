@@ -298,7 +298,7 @@ for i = 1, n do
       event('sent', sent_id, 'due', string.format('%d', to_ms(dues[i])), 'x',
         replaced == 3 and 'superseded' or 'replaced')
     else
-      event_packed('sent', key_of(dues[i], seq), 0, id)
+      event_packed('sent', '\0\0' .. key_of(dues[i], seq), id)
     end
   end
 end
