@@ -7,7 +7,7 @@ use std::fmt;
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::events::{Event, EventCursor, EventKind};
+use crate::events::{Event, EventKind};
 use crate::record;
 
 /// A stream entry id: the server's ms, then a sequence within that ms.
@@ -121,18 +121,8 @@ pub(crate) fn entries(reply: Value) -> Result<Vec<Entry>> {
 /// The events of one entry, in order, each placed nowhere yet (an empty cursor).
 pub(crate) fn events_of((id, fields): Entry) -> Vec<Event> {
     let mut kind = EventKind::Other(String::new());
-    let mut one = Event {
-        kind: kind.clone(),
-        id: String::new(),
-        at_ms: id.0,
-        attempt: None,
-        due_ms: None,
-        error: None,
-        detail: None,
-        cursor: EventCursor {
-            positions: Vec::new(),
-        },
-    };
+    let mut one = Event::placeholder();
+    one.at_ms = id.0;
     let mut packed = None;
     for (name, value) in fields {
         let text = || String::from_utf8_lossy(&value).into_owned();

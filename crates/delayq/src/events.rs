@@ -129,8 +129,9 @@ impl EventKind {
 }
 
 impl Event {
-    /// An event that stands for an entry with nothing to return (read past, not shown).
-    fn placeholder() -> Event {
+    /// An event of no kind, placed nowhere: what an entry is read into, and what stands for
+    /// an entry with nothing to return (read past, not shown).
+    pub(crate) fn placeholder() -> Event {
         Event {
             kind: EventKind::Other(String::new()),
             id: String::new(),

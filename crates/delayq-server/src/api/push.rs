@@ -104,7 +104,8 @@ pub async fn put(
         Some(t) => t.get("timeout")?,
         None => Duration::from_secs(10),
     };
-    let signing_keys = target::signing_keys(body.signing_keys, existing);
+    let signing_keys =
+        crate::push::signature::keys_to_set(body.signing_keys, existing.map(|t| t.signing_keys));
     let invalid = |e: String| ApiError::bad_request("invalid_push_target", e);
     let allow_message_urls =
         target::allowed_origins(body.allow_message_urls.unwrap_or_default()).map_err(invalid)?;

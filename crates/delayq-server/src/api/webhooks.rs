@@ -5,7 +5,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
-use delayq::{EventFilter, EventStart};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -80,11 +79,8 @@ pub async fn put(
     let body: WebhooksBody = parse(&body)?;
     let q = state.queue(&queue)?;
     let existing = config::load(state.dq(), q.name()).await?;
-    let signing_keys = match (body.signing_keys, existing) {
-        (Some(keys), _) => keys,
-        (None, Some(old)) => old.signing_keys,
-        (None, None) => vec![crate::push::signature::new_key()],
-    };
+    let replaced = existing.map(|w| w.signing_keys);
+    let signing_keys = crate::push::signature::keys_to_set(body.signing_keys, replaced);
     let webhooks = Webhooks {
         hooks: body
             .webhooks
@@ -106,15 +102,7 @@ pub async fn put(
             .await
             .map_err(|e| ApiError::bad_request("webhook_refused", e.detailed()))?;
     }
-    if q.stats().await?.events_kept.is_none() {
-        q.configure(&[delayq::Setting::Events(Some(delayq::DEFAULT_EVENTS_KEPT))])
-            .await?;
-    }
-    let now = q
-        .events(EventStart::Now, EventFilter::new())
-        .await?
-        .cursor();
-    config::save(state.dq(), q.name(), &webhooks, &now).await?;
+    config::save(state.dq(), &q, &webhooks).await?;
     Ok(Json(answer(&q, webhooks).await?))
 }
 

@@ -76,7 +76,8 @@ pub async fn run(command: PushCommand) -> anyhow::Result<()> {
                 header_map.insert(name.trim().to_owned(), value.trim().to_owned());
             }
             let given = (!signing_keys.is_empty()).then_some(signing_keys);
-            let signing_keys = target::signing_keys(given, target::load(&dq, &q).await?);
+            let replaced = target::load(&dq, &q).await?.map(|t| t.signing_keys);
+            let signing_keys = delayq_server::push::signature::keys_to_set(given, replaced);
             let target = PushTarget {
                 url,
                 method: "POST".into(),

@@ -3,7 +3,7 @@
 //! address against its `--push-allow` as it goes.
 
 use anyhow::bail;
-use delayq::{EventFilter, EventKind, EventStart, Setting};
+use delayq::EventKind;
 use delayq_server::webhooks::config::{self, Hook, Webhooks};
 use serde_json::json;
 
@@ -53,22 +53,14 @@ pub async fn run(command: WebhooksCommand) -> anyhow::Result<()> {
             let q = dq.queue(&queue)?;
             let mut webhooks = config::load(&dq, q.name()).await?.unwrap_or(Webhooks {
                 hooks: Vec::new(),
-                signing_keys: vec![delayq_server::push::signature::new_key()],
+                signing_keys: delayq_server::push::signature::keys_to_set(None, None),
             });
             webhooks.hooks.retain(|h| h.url != url);
             webhooks.hooks.push(Hook { url, kinds: kind });
             if let Err(why) = webhooks.validate() {
                 bail!("{why}");
             }
-            if q.stats().await?.events_kept.is_none() {
-                q.configure(&[Setting::Events(Some(delayq::DEFAULT_EVENTS_KEPT))])
-                    .await?;
-            }
-            let now = q
-                .events(EventStart::Now, EventFilter::new())
-                .await?
-                .cursor();
-            config::save(&dq, q.name(), &webhooks, &now).await?;
+            config::save(&dq, &q, &webhooks).await?;
             show(&common, &webhooks)
         }
         WebhooksCommand::List { common, queue } => {
@@ -90,13 +82,9 @@ pub async fn run(command: WebhooksCommand) -> anyhow::Result<()> {
             if webhooks.hooks.len() == before {
                 bail!("{queue} has no webhook {url}");
             }
-            config::remove(&dq, q.name()).await?;
-            if !webhooks.hooks.is_empty() {
-                let now = q
-                    .events(EventStart::Now, EventFilter::new())
-                    .await?
-                    .cursor();
-                config::save(&dq, q.name(), &webhooks, &now).await?;
+            match webhooks.hooks.is_empty() {
+                true => config::remove(&dq, q.name()).await.map(drop)?,
+                false => config::save(&dq, &q, &webhooks).await?,
             }
             show(&common, &webhooks)
         }

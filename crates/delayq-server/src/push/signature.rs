@@ -137,6 +137,16 @@ pub fn new_key() -> String {
     hex(&rand_bytes())
 }
 
+/// The signing keys of a push target or a queue's webhooks being set: those given, else the
+/// keys of what they replace (so receivers need not change theirs), else a new one.
+pub fn keys_to_set(given: Option<Vec<String>>, replaced: Option<Vec<String>>) -> Vec<String> {
+    match (given, replaced) {
+        (Some(keys), _) => keys,
+        (None, Some(old)) => old,
+        (None, None) => vec![new_key()],
+    }
+}
+
 fn rand_bytes() -> [u8; 32] {
     let mut out = [0u8; 32];
     for chunk in out.chunks_mut(8) {

@@ -153,16 +153,6 @@ pub fn allowed_origins(given: Vec<String>) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// The signing keys of a target being set: those given, else the keys of the target it
-/// replaces (so receivers need not change theirs), else a new one.
-pub fn signing_keys(given: Option<Vec<String>>, replaced: Option<PushTarget>) -> Vec<String> {
-    match (given, replaced) {
-        (Some(keys), _) => keys,
-        (None, Some(old)) => old.signing_keys,
-        (None, None) => vec![super::signature::new_key()],
-    }
-}
-
 /// An http(s) URL with a host and no credentials, or why not (`field` names it).
 pub fn parse_url(text: &str, field: &str) -> Result<reqwest::Url, String> {
     let url = reqwest::Url::parse(text).map_err(|e| format!("{field} {text:?}: {e}"))?;

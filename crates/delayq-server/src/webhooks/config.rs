@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use delayq::{DelayQ, EventCursor, EventKind, QueueName};
+use delayq::{DelayQ, EventCursor, EventFilter, EventKind, EventStart, Queue, QueueName, Setting};
 use serde::{Deserialize, Serialize};
 
 /// The queues with webhooks, with them.
@@ -87,32 +87,45 @@ pub async fn load(dq: &DelayQ, queue: &QueueName) -> delayq::Result<Option<Webho
     Ok(text.and_then(|t| readable(queue, &t)))
 }
 
-/// Stores `webhooks` for `queue`; a webhook new to it starts at `now` (the queue's events
-/// from this moment on), one it had keeps its place.
-pub async fn save(
-    dq: &DelayQ,
-    queue: &QueueName,
-    webhooks: &Webhooks,
-    now: &EventCursor,
-) -> delayq::Result<()> {
+/// Stores `webhooks` (checked) for `queue`, in place of those it had, and turns the
+/// queue's events on if they are off. A webhook new to it starts now (at the queue's events
+/// from this moment on), one it had keeps its place, and one it no longer has loses it.
+pub async fn save(dq: &DelayQ, queue: &Queue, webhooks: &Webhooks) -> delayq::Result<()> {
     let json = serde_json::to_string(webhooks)
         .map_err(|e| delayq::Error::Protocol(format!("webhooks: {e}")))?;
+    if queue.stats().await?.events_kept.is_none() {
+        queue
+            .configure(&[Setting::Events(Some(delayq::DEFAULT_EVENTS_KEPT))])
+            .await?;
+    }
+    let now = queue
+        .events(EventStart::Now, EventFilter::new())
+        .await?
+        .cursor();
+    let name = queue.name();
+    let dropped: Vec<Hook> = load(dq, name)
+        .await?
+        .map(|old| old.hooks)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|old| !webhooks.hooks.iter().any(|h| h.url == old.url))
+        .collect();
     let mut conn = dq.redis();
     for hook in &webhooks.hooks {
         let _: i64 = redis::cmd("HSETNX")
             .arg(CURSORS)
-            .arg(cursor_field(queue, &hook.url))
+            .arg(cursor_field(name, &hook.url))
             .arg(now.to_string())
             .query_async(&mut conn)
             .await?;
     }
     let _: i64 = redis::cmd("HSET")
         .arg(WEBHOOKS)
-        .arg(queue.as_str())
+        .arg(name.as_str())
         .arg(json)
         .query_async(&mut conn)
         .await?;
-    Ok(())
+    forget_places(dq, name, &dropped).await
 }
 
 /// Removes the webhooks of `queue` and their places; false if it had none.
@@ -126,14 +139,21 @@ pub async fn remove(dq: &DelayQ, queue: &QueueName) -> delayq::Result<bool> {
         .arg(queue.as_str())
         .query_async(&mut conn)
         .await?;
-    for hook in &webhooks.hooks {
+    forget_places(dq, queue, &webhooks.hooks).await?;
+    Ok(true)
+}
+
+/// Drops the places of `hooks` of `queue`.
+async fn forget_places(dq: &DelayQ, queue: &QueueName, hooks: &[Hook]) -> delayq::Result<()> {
+    let mut conn = dq.redis();
+    for hook in hooks {
         let _: i64 = redis::cmd("HDEL")
             .arg(CURSORS)
             .arg(cursor_field(queue, &hook.url))
             .query_async(&mut conn)
             .await?;
     }
-    Ok(true)
+    Ok(())
 }
 
 /// Every queue with webhooks, with them.
