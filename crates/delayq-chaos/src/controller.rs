@@ -241,7 +241,7 @@ impl Lookup {
     }
 
     /// Every event the queue recorded, oldest first.
-    fn events(&self) -> Result<Vec<crate::event_checks::Recorded>, String> {
+    fn events(&self) -> Result<Vec<crate::evidence::Recorded>, String> {
         self.runtime.block_on(async {
             let mut reader = self
                 .queue
@@ -257,7 +257,7 @@ impl Lookup {
                 if got.is_empty() {
                     return Ok(all);
                 }
-                all.extend(got.into_iter().map(|e| crate::event_checks::Recorded {
+                all.extend(got.into_iter().map(|e| crate::evidence::Recorded {
                     dropped: e.detail.as_deref() == Some("dropped"),
                     kind: e.kind.as_str().to_owned(),
                     id: e.id,

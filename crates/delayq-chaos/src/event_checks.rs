@@ -18,17 +18,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::evidence::DeadOne;
+use crate::evidence::{DeadOne, Recorded};
 use crate::hold::Hold;
-
-/// One event of the run, as the checker needs it: its kind, its message's id, and whether
-/// the message was dropped rather than dead-lettered (an expiry's detail).
-#[derive(Debug, Clone)]
-pub struct Recorded {
-    pub kind: String,
-    pub id: String,
-    pub dropped: bool,
-}
 
 /// What the event checks found.
 pub struct EventVerdict {

@@ -23,7 +23,7 @@ pub struct Leftovers {
     /// The dead letters (read through the library after the run).
     pub dead_letters: Vec<DeadOne>,
     /// Every event the queue recorded (read through the library after the run).
-    pub events: Vec<crate::event_checks::Recorded>,
+    pub events: Vec<Recorded>,
 }
 
 /// A dead letter left after the run.
@@ -35,6 +35,15 @@ pub struct DeadOne {
     /// Its payload's message number and not-before time (µs), if it is a payload of the run.
     pub payload: Option<crate::history::Payload>,
     pub last_error: Option<String>,
+}
+
+/// One event of the run, as the checker needs it: its kind, its message's id, and whether
+/// the message was dropped rather than dead-lettered (an expiry's detail).
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub kind: String,
+    pub id: String,
+    pub dropped: bool,
 }
 
 impl Leftovers {

@@ -2,86 +2,11 @@
 //! stream ids and positions in a stream, the entries of a range reply, and the events of an
 //! entry: one, or many packed into one (the sends, deliveries and acks of one script call).
 
-use std::fmt;
-
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::events::{Event, EventKind};
+use crate::event::{Event, EventKind, StreamId};
 use crate::record;
-
-/// A stream entry id: the server's ms, then a sequence within that ms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub(crate) struct StreamId(pub(crate) u64, pub(crate) u64);
-
-impl StreamId {
-    pub(crate) fn parse(text: &str) -> Option<StreamId> {
-        let (ms, seq) = text.split_once('-')?;
-        let canonical =
-            |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
-        if !canonical(ms) || !canonical(seq) {
-            return None;
-        }
-        Some(StreamId(ms.parse().ok()?, seq.parse().ok()?))
-    }
-}
-
-impl fmt::Display for StreamId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.0, self.1)
-    }
-}
-
-/// Where a reader is in one partition's stream: after entry `id`, or (`within`) part-way
-/// through a packed entry `id`, that many of its events read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Position {
-    pub(crate) id: StreamId,
-    pub(crate) within: Option<u32>,
-}
-
-impl Position {
-    /// After entry `id`.
-    pub(crate) fn after(id: StreamId) -> Position {
-        Position { id, within: None }
-    }
-
-    /// The start of a range read from here: the entry itself when part of it is left.
-    pub(crate) fn range_start(&self) -> String {
-        match self.within {
-            Some(_) => self.id.to_string(),
-            None => format!("({}", self.id),
-        }
-    }
-
-    /// Events of entry `id` already read from here: to skip.
-    pub(crate) fn skip_in(&self, id: StreamId) -> usize {
-        match self.within {
-            Some(n) if id == self.id => n as usize,
-            _ => 0,
-        }
-    }
-
-    /// The text form: `<ms>-<seq>`, with `~<n>` part-way through.
-    pub(crate) fn parse(text: &str) -> Option<Position> {
-        match text.split_once('~') {
-            Some((id, n)) => Some(Position {
-                id: StreamId::parse(id)?,
-                within: Some(n.parse().ok().filter(|n| *n > 0)?),
-            }),
-            None => Some(Position::after(StreamId::parse(text)?)),
-        }
-    }
-}
-
-impl fmt::Display for Position {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.within {
-            Some(n) => write!(f, "{}~{n}", self.id),
-            None => write!(f, "{}", self.id),
-        }
-    }
-}
 
 /// A stream entry: its id and its fields (name, value).
 pub(crate) type Entry = (StreamId, Vec<(String, Vec<u8>)>);
@@ -205,16 +130,5 @@ mod tests {
         assert!(events
             .iter()
             .all(|e| e.at_ms == 5 && e.kind == EventKind::Sent));
-    }
-
-    #[test]
-    fn positions_read_back_as_written() {
-        for text in ["1-0", "1795654349126-3~7"] {
-            let p = Position::parse(text).expect("valid");
-            assert_eq!(p.to_string(), text);
-        }
-        for text in ["1-0~0", "1-0~", "1~2", "x-0"] {
-            assert!(Position::parse(text).is_none(), "{text:?}");
-        }
     }
 }

@@ -7,8 +7,8 @@
 //! again events of that millisecond, never miss one).
 
 use crate::error::Result;
-use crate::event_entries::{entries, events_of, Entry, Position, StreamId};
-use crate::events::{Event, EventCursor};
+use crate::event::{Event, EventCursor, Position, StreamId};
+use crate::event_entries::{entries, events_of, Entry};
 use crate::keys::Keys;
 use crate::partitions::join_all;
 use crate::queue_core::QueueCore;

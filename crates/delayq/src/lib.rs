@@ -58,7 +58,7 @@
 //!   claim) and `choice.rs` (which lane next), `dead_letters.rs` ([`DeadLetters`]), `groups.rs` ([`Groups`]),
 //!   `browse.rs` (list, search), `history.rs` (per-minute counts), `events.rs` (each
 //!   message's changes of state, read from a stream) with `event_lookback.rs` (the latest
-//!   events, a message's timeline), `stats.rs`,
+//!   events, a message's timeline) over `event_entries.rs` (stream entries taken apart), `stats.rs`,
 //!   `control.rs` (pause, resume, settings), `schedules.rs` ([`Schedules`]),
 //!   `push_target.rs` (the server's push target), `upgrade.rs` (a queue's data format
 //!   and its upgrade).
@@ -76,7 +76,8 @@
 //!   `receipt.rs`, `state.rs`, `names.rs`, `recurrence/`, `error.rs`, `error_history.rs` (a message's
 //!   last failures), `record.rs` (the stored message layout) with `extension.rs` (the fields added since), `reply.rs` (reading script
 //!   replies), `recording.rs` (the metrics delayq records), `expiry.rs` (deadlines),
-//!   `upsert.rs` (replace and debounce), `retention.rs` (final records of ended
+//!   `upsert.rs` (replace and debounce), `event.rs` (what an event is, where a reader
+//!   stands), `trace_context.rs` (W3C trace context carried with a message), `retention.rs` (final records of ended
 //!   messages), `schedule_firing.rs` (a schedule's jitter and overlap); `schedule_backfill.rs` (missed
 //!   ticks sent later) extends `schedules.rs`.
 
@@ -93,6 +94,7 @@ mod dead_letters;
 mod delivery;
 mod error;
 mod error_history;
+mod event;
 mod event_entries;
 mod event_lookback;
 mod events;
@@ -143,11 +145,9 @@ pub use dead_letters::DeadLetters;
 pub use delivery::Delivery;
 pub use error::{Error, InvalidInput, Result};
 pub use error_history::FailedAttempt;
+pub use event::{Event, EventCursor, EventFilter, EventKind, EventStart};
 pub use event_lookback::{Timeline, TIMELINE_SCAN};
-pub use events::{
-    Event, EventCursor, EventFilter, EventKind, EventReader, EventStart, DEFAULT_EVENTS_KEPT,
-    MAX_EVENTS_KEPT, MAX_EVENTS_READ,
-};
+pub use events::{EventReader, DEFAULT_EVENTS_KEPT, MAX_EVENTS_KEPT, MAX_EVENTS_READ};
 pub use expiry::MAX_TTL;
 pub use extension::{EXPIRY_FORMAT, GROUPS_FORMAT};
 pub use formats::{DATA_FORMAT, FIRST_FORMAT};
