@@ -6,7 +6,8 @@ Before each call the whole Redis data set is digested (every key's DUMP, in one 
 after a 4xx answer it is digested again and must be the same. Claim records are left out:
 they expire by themselves with their lease, whatever the request did; so is the registry of
 processes (`dq:processes`), which the server renews every 10 s on its own (README,
-"Upgrading").
+"Upgrading"), and so are the webhooks' leases and places (`dq:webhooks:lease:<queue>`,
+`dq:webhooks:cursors`), which the server's webhook runtime takes and moves on its own.
 """
 
 import json
@@ -22,7 +23,8 @@ local keys = redis.call('KEYS', '*')
 table.sort(keys)
 local parts = {}
 for _, key in ipairs(keys) do
-  if not string.find(key, ':claim:', 1, true) and key ~= 'dq:processes' then
+  if not string.find(key, ':claim:', 1, true) and key ~= 'dq:processes'
+      and not string.find(key, 'dq:webhooks:lease:', 1, true) and key ~= 'dq:webhooks:cursors' then
     parts[#parts + 1] = key .. '=' .. redis.sha1hex(redis.call('DUMP', key))
   end
 end

@@ -102,7 +102,11 @@ pub async fn put(
             .await
             .map_err(|e| ApiError::bad_request("webhook_refused", e.detailed()))?;
     }
-    config::save(state.dq(), &q, &webhooks).await?;
+    // No webhooks: none are kept (and none are called).
+    match webhooks.hooks.is_empty() {
+        true => config::remove(state.dq(), q.name()).await.map(drop)?,
+        false => config::save(state.dq(), &q, &webhooks).await?,
+    }
     Ok(Json(answer(&q, webhooks).await?))
 }
 

@@ -64,6 +64,9 @@ pub async fn run(dq: DelayQ, clients: Clients, stop: impl Future<Output = ()>) {
             Ok(queues) => {
                 let mut wanted: HashMap<(QueueName, String), (Hook, Vec<String>)> = HashMap::new();
                 for (queue, webhooks) in queues {
+                    if webhooks.hooks.is_empty() {
+                        continue;
+                    }
                     match hold_lease(&dq, &queue, &me).await {
                         Ok(true) => add_wanted(&mut wanted, queue, webhooks),
                         Ok(false) => {}
