@@ -123,6 +123,14 @@ async fn an_acked_event_reaches_its_webhook_signed() {
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, _) = s.get("/v1/queues/orders/webhooks").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // An empty list is no webhooks: nothing kept, no lease taken for it.
+    let empty = Some(json!({ "webhooks": [] }));
+    let (status, _) = s
+        .call(Method::PUT, "/v1/queues/orders/webhooks", empty)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = s.get("/v1/queues/orders/webhooks").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
