@@ -25,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (url, _server) = support::redis();
     let dq = DelayQ::connect(&url).await?;
     let reminders = dq.queue("reminders")?;
-    // Once, when the queue is set up: keep about 100,000 events per partition.
+    // Once, when the queue is set up: keep about 100,000 entries per partition.
     reminders
         .configure(&[Setting::Events(Some(100_000))])
         .await?;

@@ -25,8 +25,9 @@ use crate::queue_core::QueueCore;
 use crate::wakeup::Subscription;
 
 /// Most stream entries (an event, or up to 100 packed) a partition keeps when a queue
-/// records events without saying how many ([`Setting::Events`](crate::Setting::Events)).
-pub const DEFAULT_EVENTS_KEPT: u64 = 100_000;
+/// records events without saying how many ([`Setting::Events`](crate::Setting::Events)):
+/// 20,000 to 2,000,000 events, about 1 MB to 70 MB.
+pub const DEFAULT_EVENTS_KEPT: u64 = 20_000;
 
 /// Most stream entries a partition may be told to keep.
 pub const MAX_EVENTS_KEPT: u64 = 10_000_000;

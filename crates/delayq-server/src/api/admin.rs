@@ -256,7 +256,8 @@ pub struct QueueSettings {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventsArg {
-    /// About how many events each partition keeps (1 to 10,000,000; default 100,000).
+    /// About how many stream entries each partition keeps: an entry is one event, or up to
+    /// 100 sends, deliveries or acks of one call (1 to 10,000,000; default 20,000).
     #[schema(minimum = 1, maximum = 10000000)]
     max: Option<u64>,
 }

@@ -74,7 +74,8 @@ pub struct ConfigureArgs {
     /// Record an event for each change of a message's state, for `delayq events`.
     #[arg(long, conflicts_with = "no_events")]
     pub events: bool,
-    /// With --events: about how many events each partition keeps (default 100000).
+    /// With --events: about how many stream entries each partition keeps, an event or up
+    /// to 100 of one call each (default 20000).
     #[arg(long, requires = "events")]
     pub events_max: Option<u64>,
     /// Stop recording events, and drop those kept.
