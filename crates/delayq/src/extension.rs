@@ -22,8 +22,9 @@
 //!   `retention.lua` keeps both in its final record. An older delayq skips them.
 //!
 //! * 6, the W3C `traceparent` the message was sent with (`trace_context.rs`): 55 ASCII
-//!   bytes, handed back with each delivery. No script reads it, and an older delayq skips
-//!   it (its deliveries carry no trace context), so it needs no format of its own.
+//!   bytes, handed back with each delivery. No script reads it, and a delayq of format 2
+//!   or later skips it (its deliveries carry no trace context), so it needs no format of
+//!   its own: only the extension area's ([`EXTENSION_FORMAT`]).
 //!
 //! [`OnDuplicate::Debounce`]: crate::OnDuplicate::Debounce
 
@@ -42,6 +43,11 @@ pub(crate) const TAG_FIRST: u8 = 5;
 
 /// The tag of the W3C `traceparent` a message was sent with.
 pub(crate) const TAG_TRACE: u8 = 6;
+
+/// The data format that brought the extension area itself: a record with any field in it
+/// (a trace context, a debounce's cap) is unreadable to a delayq of format 1, so it is
+/// written only to a partition stamped with this format or later.
+pub const EXTENSION_FORMAT: u32 = 2;
 
 /// The data format that brought deadlines ([`SendOptions::ttl`](crate::SendOptions::ttl)):
 /// an older delayq would deliver a message after its deadline.

@@ -149,7 +149,7 @@ pub use event::{Event, EventCursor, EventFilter, EventKind, EventStart};
 pub use event_lookback::{Timeline, TIMELINE_SCAN};
 pub use events::{EventReader, DEFAULT_EVENTS_KEPT, MAX_EVENTS_KEPT, MAX_EVENTS_READ};
 pub use expiry::MAX_TTL;
-pub use extension::{EXPIRY_FORMAT, GROUPS_FORMAT};
+pub use extension::{EXPIRY_FORMAT, EXTENSION_FORMAT, GROUPS_FORMAT};
 pub use formats::{DATA_FORMAT, FIRST_FORMAT};
 pub use groups::{
     GroupInfo, GroupPage, GroupSettings, GroupSummary, Groups, MAX_GROUP_OFFSET, MAX_GROUP_WEIGHT,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use redis::{ScriptInvocation, Value};
 
 use crate::error::{Error, InvalidInput, Result};
-use crate::extension::{EXPIRY_FORMAT, GROUPS_FORMAT, TAG_FIRST, TAG_SENT};
+use crate::extension::{EXPIRY_FORMAT, EXTENSION_FORMAT, GROUPS_FORMAT, TAG_FIRST, TAG_SENT};
 use crate::keys::Keys;
 use crate::message::Sent;
 use crate::names::{check_caller_id, check_group};
@@ -383,21 +383,27 @@ fn partition_of(layout: &Layout, options: &SendOptions) -> Result<usize> {
 }
 
 /// Refuses messages that need a newer data format than partition `keys` has: with a group
-/// ([`GROUPS_FORMAT`]: an older delayq would deliver it without its group's turn or limit)
-/// or a deadline ([`EXPIRY_FORMAT`]: it would deliver it after its deadline).
+/// ([`GROUPS_FORMAT`]: an older delayq would deliver it without its group's turn or limit),
+/// a deadline ([`EXPIRY_FORMAT`]: it would deliver it after its deadline) or trace context
+/// ([`EXTENSION_FORMAT`]: a delayq of format 1 cannot read a record with an extension area).
 async fn check_format<'o>(
     core: &QueueCore,
     keys: &Keys,
     messages: impl IntoIterator<Item = &'o SendOptions>,
 ) -> Result<()> {
-    let mut needed = None;
+    let mut needed: Option<(u32, &str)> = None;
     for options in messages {
-        if options.expiry.is_some() {
-            needed = Some((EXPIRY_FORMAT, "messages with a deadline"));
-            break;
-        }
-        if options.group.is_some() {
-            needed = Some((GROUPS_FORMAT, "messages with a group"));
+        let this = if options.expiry.is_some() {
+            Some((EXPIRY_FORMAT, "messages with a deadline"))
+        } else if options.group.is_some() {
+            Some((GROUPS_FORMAT, "messages with a group"))
+        } else if options.traceparent.is_some() {
+            Some((EXTENSION_FORMAT, "messages with trace context"))
+        } else {
+            None
+        };
+        if this.is_some_and(|(f, _)| needed.is_none_or(|(n, _)| f > n)) {
+            needed = this;
         }
     }
     let Some((needed, feature)) = needed else {

@@ -128,6 +128,9 @@ for i = 1, n do
     rec = key_of(0, 0) .. body
   end
   if extension then
+    -- Any field (a trace context, a debounce's cap) makes the record one that a delayq of
+    -- format 1 cannot read.
+    needed = math.max(needed, 2)
     _, from, to = policy_end(rec, flags)
     local group = field_of(rec, from, to, TAG_GROUP)
     if group then
@@ -146,7 +149,7 @@ end
 if needed > 1 then
   local format = tonumber(redis.call('HGET', k.control, 'format') or '1')
   if format < needed then
-    error('delayq: debounces need data format 2, groups 3, deadlines 4, and this partition is format '
+    error('delayq: fields (trace context, debounces) need data format 2, groups 3, deadlines 4, and this partition is format '
       .. format)
   end
   if needed == 4 then

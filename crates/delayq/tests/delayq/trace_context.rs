@@ -58,3 +58,28 @@ async fn a_malformed_traceparent_is_refused_and_nothing_written() {
     }
     assert_eq!(server.every_key_dumped("dq:{untraced}*"), before);
 }
+
+#[tokio::test]
+async fn trace_context_needs_format_2_and_an_older_queue_is_refused_with_nothing_written() {
+    let (server, _dq) = setup().await;
+    let (q, before) = queue_of_format(&server, "old", 1).await;
+    let traced = SendOptions::new().traceparent(TRACE);
+    // One send (send.lua), and a batch without ids (the transaction that skips Lua).
+    let batch = [Message::new(b"x".to_vec(), traced.clone())];
+    for sent in [
+        q.send(b"x", &traced).await.map(drop),
+        q.send_batch(&batch).await.map(drop),
+    ] {
+        match sent {
+            Err(delayq::Error::FormatTooOld { found, needed, .. }) => {
+                assert_eq!((found, needed), (1, delayq::EXTENSION_FORMAT));
+            }
+            other => panic!("expected FormatTooOld, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        server.every_key_dumped("dq:{old}*"),
+        before,
+        "something was written"
+    );
+}
