@@ -56,6 +56,14 @@ local function events_on()
   return events_cap
 end
 
+-- Tells the stream's readers, once a call, that it added events.
+local function publish_events()
+  if not events_published then
+    events_published = true
+    redis.call('SPUBLISH', EVENTS, '1')
+  end
+end
+
 -- Appends an event of `kind` for message `id` with more fields (name, value, ...), when the
 -- queue records events.
 local function event(kind, id, ...)
@@ -63,10 +71,7 @@ local function event(kind, id, ...)
     return
   end
   redis.call('XADD', EVENTS, 'MAXLEN', '~', events_cap, '*', 'k', kind, 'id', id, ...)
-  if not events_published then
-    events_published = true
-    redis.call('SPUBLISH', EVENTS, '1')
-  end
+  publish_events()
 end
 
 -- Packed events of this call by kind, in the order of their kinds' first event.
@@ -98,9 +103,8 @@ local function flush_events()
         table.concat(list, '', from, math.min(from + 2 * PACK_MAX - 1, #list)))
     end
   end
-  if #packed_kinds > 0 and not events_published then
-    events_published = true
-    redis.call('SPUBLISH', EVENTS, '1')
+  if #packed_kinds > 0 then
+    publish_events()
   end
   packed, packed_kinds = {}, {}
 end

@@ -52,7 +52,6 @@ for i = 1, #ARGV, 7 do
       bury_raw(seq, v, 'undecodable record of ' .. (#v - 8) .. ' bytes', now)
       out[#out + 1] = 'dead'
     elseif mode == 'r' and superseded(m) then
-      event('superseded', m.id, 'n', m.attempts)
       out[#out + 1] = drop_superseded(m)
     elseif mode == 'r' then
       m.attempts = math.max(m.attempts - 1, 0)

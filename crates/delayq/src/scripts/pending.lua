@@ -95,12 +95,18 @@ local function superseded(m)
   return not key or key:sub(8, 13) ~= be6(m.seq)
 end
 
--- Ends superseded message `m`, whose delivery failed or was released: the newer message
--- carries what it was for, so it is neither retried nor a dead letter; its group's slot is
--- freed, and the index and errors are left to the newer message.
-local function drop_superseded(m)
+-- Ends superseded message `m`, whose delivery failed (with error `err`) or was released
+-- (`err` nil): the newer message carries what it was for, so it is neither retried nor a
+-- dead letter; its group's slot is freed, and the index and errors are left to the newer
+-- message.
+local function drop_superseded(m, err)
   if m.group and groups().groups_leave({ { m.id, m.group } }, true, true) then
     wake()
+  end
+  if err then
+    event('superseded', m.id, 'n', m.attempts, 'err', event_error(err))
+  else
+    event('superseded', m.id, 'n', m.attempts)
   end
   return 'superseded'
 end
@@ -113,8 +119,7 @@ end
 local function retry_or_bury(m, err, delay_ms, now, dead)
   if superseded(m) then
     add_history(now, 'f', 1)
-    event('superseded', m.id, 'n', m.attempts, 'err', event_error(err))
-    return drop_superseded(m)
+    return drop_superseded(m, err)
   end
   add_history(now, 'f', 1)
   if not dead and m.attempts < m.max and m.deadline and to_ms(now) + delay_ms >= m.deadline then
