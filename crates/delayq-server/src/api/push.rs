@@ -86,6 +86,23 @@ impl From<PushTarget> for PushOut {
     }
 }
 
+/// Checks `urls` against the server's address policy (`--push-allow`): the first that it may
+/// not reach is a 400 `code`. Only an admin sets URLs, so the error may say what the host
+/// resolves to.
+pub(super) async fn check_addresses(
+    state: &AppState,
+    urls: &[reqwest::Url],
+    code: &'static str,
+) -> ApiResult<()> {
+    let policy = AddressPolicy::new(state.limits().push_allow.clone());
+    for url in urls {
+        check_url(&policy, url)
+            .await
+            .map_err(|e| ApiError::bad_request(code, e.detailed()))?;
+    }
+    Ok(())
+}
+
 /// `PUT /v1/queues/{queue}/push`: sets the queue's push target (every server then pushes its
 /// messages). A URL that resolves to a loopback, private or link-local address is refused
 /// (400 `push_target_refused`) unless the server allows that network (`--push-allow`).
@@ -125,14 +142,8 @@ pub async fn put(
         allow_message_urls,
     };
     let (url, callback) = target.validate().map_err(invalid)?;
-    let policy = AddressPolicy::new(state.limits().push_allow.clone());
-    let refused = |e: String| ApiError::bad_request("push_target_refused", e);
-    for url in std::iter::once(&url).chain(&callback) {
-        // Only an admin sets a target: the error may say what the host resolves to.
-        check_url(&policy, url)
-            .await
-            .map_err(|e| refused(e.detailed()))?;
-    }
+    let urls: Vec<reqwest::Url> = std::iter::once(url).chain(callback).collect();
+    check_addresses(&state, &urls, "push_target_refused").await?;
     if let Some(limit) = body.rate_limit {
         q.configure(&[delayq::Setting::RateLimit(Some(limit.into()))])
             .await?;

@@ -12,7 +12,6 @@ use super::access::{AdminRole, Authorized};
 use super::body::{parse, JsonBody};
 use super::path::Path;
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::push::address::{check_url, AddressPolicy};
 use crate::state::AppState;
 use crate::webhooks::config::{self, Hook, Webhooks};
 
@@ -21,28 +20,16 @@ use crate::webhooks::config::{self, Hook, Webhooks};
 #[serde(deny_unknown_fields)]
 pub struct WebhooksBody {
     /// The URLs (at most 10), each with the kinds of events it is sent (none: every kind).
-    webhooks: Vec<HookArg>,
+    webhooks: Vec<Hook>,
     /// Signing keys (16-256 characters): the current one, and during a rotation the old one.
     /// Default: the queue's webhook keys if it has some, else a new random key.
     signing_keys: Option<Vec<String>>,
 }
 
-/// One webhook.
-#[derive(Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HookArg {
-    /// `http://` or `https://`.
-    url: String,
-    /// sent, delivered, acked, retry, released, dead, expired, superseded, cancelled,
-    /// rescheduled, requeued, purged; none: every kind.
-    #[serde(default)]
-    kinds: Vec<String>,
-}
-
 /// A queue's webhooks.
 #[derive(Serialize, ToSchema)]
 struct WebhooksOut {
-    webhooks: Vec<HookArg>,
+    webhooks: Vec<Hook>,
     /// The keys requests are signed with: verify `Delayq-Signature` with them.
     signing_keys: Vec<String>,
     /// About how many events each partition keeps: a webhook further behind misses some.
@@ -51,14 +38,7 @@ struct WebhooksOut {
 
 async fn answer(queue: &delayq::Queue, w: Webhooks) -> ApiResult<WebhooksOut> {
     Ok(WebhooksOut {
-        webhooks: w
-            .hooks
-            .into_iter()
-            .map(|h| HookArg {
-                url: h.url,
-                kinds: h.kinds,
-            })
-            .collect(),
+        webhooks: w.hooks,
         signing_keys: w.signing_keys,
         events_max: queue.stats().await?.events_kept,
     })
@@ -82,26 +62,13 @@ pub async fn put(
     let replaced = existing.map(|w| w.signing_keys);
     let signing_keys = crate::push::signature::keys_to_set(body.signing_keys, replaced);
     let webhooks = Webhooks {
-        hooks: body
-            .webhooks
-            .into_iter()
-            .map(|h| Hook {
-                url: h.url,
-                kinds: h.kinds,
-            })
-            .collect(),
+        hooks: body.webhooks,
         signing_keys,
     };
     let urls = webhooks
         .validate()
         .map_err(|e| ApiError::bad_request("invalid_webhook", e))?;
-    let policy = AddressPolicy::new(state.limits().push_allow.clone());
-    for url in &urls {
-        // Only an admin sets webhooks: the error may say what the host resolves to.
-        check_url(&policy, url)
-            .await
-            .map_err(|e| ApiError::bad_request("webhook_refused", e.detailed()))?;
-    }
+    super::push::check_addresses(&state, &urls, "webhook_refused").await?;
     // No webhooks: none are kept (and none are called).
     match webhooks.hooks.is_empty() {
         true => config::remove(state.dq(), q.name()).await.map(drop)?,

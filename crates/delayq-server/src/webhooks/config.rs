@@ -18,12 +18,14 @@ const CURSORS: &str = "dq:webhooks:cursors";
 /// Most webhooks of one queue.
 pub const MAX_HOOKS: usize = 10;
 
-/// One URL and the kinds of events it is called with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One URL and the kinds of events it is called with, as stored and as the API takes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Hook {
     /// `http://` or `https://`.
     pub url: String,
-    /// The kinds of events (`acked`, `dead`, ...); empty: every kind.
+    /// sent, delivered, acked, retry, released, dead, expired, superseded, cancelled,
+    /// rescheduled, requeued, purged; none: every kind.
     #[serde(default)]
     pub kinds: Vec<String>,
 }
