@@ -32,7 +32,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
@@ -45,6 +45,7 @@ use crate::message::DeadLettered;
 use crate::names::QueueName;
 use crate::options::{ReceiveOptions, MAX_BATCH};
 use crate::queue_core::QueueCore;
+use crate::telemetry::spans;
 use crate::wakeup::Subscription;
 
 /// Receives messages from one queue, or from a [`QueueSet`](crate::QueueSet) (waiting on all its queues at
@@ -326,6 +327,7 @@ impl Consumer {
                 ..*options
             };
             let sent = Instant::now();
+            let started = spans::on().then(SystemTime::now);
             let claim = match self.lanes[i].claim(&lane_options).await {
                 Ok(claim) => claim,
                 Err(e) if taken.is_empty() => return Err(e),
@@ -346,6 +348,9 @@ impl Consumer {
                     None => Quiet::Idle,
                 }
             };
+            if let Some(started) = started.filter(|_| !claim.deliveries.is_empty()) {
+                spans::record_receive(lane.queue.name().as_str(), started, &claim.deliveries);
+            }
             let group = lane.group;
             taken.extend(claim.deliveries.into_iter().map(|d| (group, d)));
         }

@@ -77,7 +77,8 @@
 //!   last failures), `record.rs` (the stored message layout) with `extension.rs` (the fields added since), `reply.rs` (reading script
 //!   replies), `recording.rs` (the metrics delayq records), `expiry.rs` (deadlines),
 //!   `upsert.rs` (replace and debounce), `event.rs` (what an event is, where a reader
-//!   stands), `trace_context.rs` (W3C trace context carried with a message), `retention.rs` (final records of ended
+//!   stands), `trace_context.rs` (W3C trace context carried with a message), `telemetry/` (OpenTelemetry
+//!   spans and their OTLP export, feature `otlp`), `retention.rs` (final records of ended
 //!   messages), `schedule_firing.rs` (a schedule's jitter and overlap); `schedule_backfill.rs` (missed
 //!   ticks sent later) extends `schedules.rs`.
 
@@ -124,12 +125,14 @@ mod scheduler;
 mod schedules;
 mod scripts;
 mod send;
+mod send_generated;
 mod sentinel;
 mod settings;
 mod settle;
 mod state;
 mod stats;
 mod target;
+pub mod telemetry;
 mod trace_context;
 mod upgrade;
 mod upsert;

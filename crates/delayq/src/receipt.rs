@@ -85,6 +85,12 @@ pub(crate) trait Held {
     fn id(&self) -> &str;
     fn explicit_id(&self) -> bool;
 
+    /// The `traceparent` the message carries, when the holder knows it (a delivery does, a
+    /// receipt does not): the trace its ack or nack span joins.
+    fn traceparent(&self) -> Option<&str> {
+        None
+    }
+
     /// The message's sequence bytes, which name its partition.
     fn seq(&self) -> [u8; 6] {
         let mut seq = [0u8; 6];
@@ -106,6 +112,10 @@ impl<T> Held for (&Delivery, T) {
     fn explicit_id(&self) -> bool {
         self.0.explicit_id
     }
+
+    fn traceparent(&self) -> Option<&str> {
+        self.0.traceparent.as_deref()
+    }
 }
 
 impl Held for Delivery {
@@ -119,6 +129,10 @@ impl Held for Delivery {
 
     fn explicit_id(&self) -> bool {
         self.explicit_id
+    }
+
+    fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
     }
 }
 

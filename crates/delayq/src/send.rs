@@ -5,12 +5,13 @@
 //! batch is split by partition, one call each, atomic per partition.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{ScriptInvocation, Value};
 
 use crate::error::{Error, InvalidInput, Result};
-use crate::extension::{EXPIRY_FORMAT, EXTENSION_FORMAT, GROUPS_FORMAT, TAG_FIRST, TAG_SENT};
+use crate::extension::{EXPIRY_FORMAT, EXTENSION_FORMAT, GROUPS_FORMAT};
 use crate::keys::Keys;
 use crate::message::Sent;
 use crate::names::{check_caller_id, check_group};
@@ -24,6 +25,7 @@ use crate::record;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 use crate::state::State;
+use crate::telemetry::spans::OpSpan;
 
 /// Most payload bytes in one batch send: one script call that large would hold up Redis (and
 /// every other client) while it copies the batch.
@@ -31,10 +33,34 @@ pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 
 /// [`Queue::send`](crate::Queue::send).
 pub(crate) async fn send(core: &QueueCore, payload: &[u8], options: &SendOptions) -> Result<Sent> {
-    let prepared = prepare(core, payload, options)?;
+    let mut span = OpSpan::send(core.name().as_str(), 1, options.traceparent.as_deref());
+    let result = send_one(core, payload, options, &span).await;
+    if let Ok(sent) = &result {
+        span.message_id(&sent.id);
+    }
+    span.end(&result);
+    result
+}
+
+async fn send_one(
+    core: &QueueCore,
+    payload: &[u8],
+    options: &SendOptions,
+    span: &OpSpan,
+) -> Result<Sent> {
+    let mut prepared = prepare(core, payload, options)?;
     let layout = core.layout().await?;
     let k = partition_of(&layout, options)?;
     check_format(core, layout.part(k), [options]).await?;
+    let carrying;
+    let options = match carried_trace(core, [layout.part(k)], span, options).await {
+        Some(traceparent) => {
+            carrying = options.clone().traceparent(traceparent);
+            prepared = prepare(core, payload, &carrying)?;
+            &carrying
+        }
+        None => options,
+    };
     let value = match options.replicas {
         None => {
             let mut inv = invocation(layout.part(k), &SCRIPTS.send);
@@ -57,6 +83,13 @@ pub(crate) async fn send(core: &QueueCore, payload: &[u8], options: &SendOptions
 /// [`Queue::send_batch`](crate::Queue::send_batch).
 /// Sends each partition's share in one call, all at once.
 pub(crate) async fn send_batch(core: &QueueCore, messages: &[Message]) -> Result<Vec<Sent>> {
+    let span = OpSpan::send(core.name().as_str(), messages.len(), None);
+    let result = send_many(core, messages, &span).await;
+    span.end(&result);
+    result
+}
+
+async fn send_many(core: &QueueCore, messages: &[Message], span: &OpSpan) -> Result<Vec<Sent>> {
     check_count("a batch", messages.len())?;
     let bytes: usize = messages.iter().map(|m| m.payload.len()).sum();
     if bytes > MAX_BATCH_BYTES {
@@ -79,6 +112,15 @@ pub(crate) async fn send_batch(core: &QueueCore, messages: &[Message]) -> Result
     for (k, positions) in &groups {
         let options = positions.iter().map(|&i| &messages[i].options);
         check_format(core, layout.part(*k), options).await?;
+    }
+    let parts = groups.iter().map(|(k, _)| layout.part(*k));
+    if let Some(traceparent) = carried_trace(core, parts, span, &SendOptions::new()).await {
+        for (m, prepared) in messages.iter().zip(&mut prepared) {
+            if m.options.traceparent.is_none() {
+                let carrying = m.options.clone().traceparent(traceparent.clone());
+                *prepared = prepare(core, &m.payload, &carrying)?;
+            }
+        }
     }
     let calls = groups
         .iter()
@@ -139,7 +181,7 @@ async fn send_group(
     };
     if positions.iter().all(|&i| generated(i)) {
         let bodies = positions.iter().map(|&i| &prepared[i]);
-        return send_generated(core, layout, k, bodies).await;
+        return crate::send_generated::send_generated(core, layout, k, bodies).await;
     }
     let mut inv = invocation(layout.part(k), &SCRIPTS.send);
     let items = positions
@@ -154,6 +196,29 @@ async fn send_group(
     parse_sent(value, &specs, layout.count())
 }
 
+/// With tracing on, the trace a message sent without a `traceparent` carries: its send
+/// span's, so that its handler's span is a child of it. `None` when the message has its own,
+/// tracing is off, or a partition it goes to is of a data format that cannot carry it
+/// (tracing never makes a send fail).
+pub(crate) async fn carried_trace<'k>(
+    core: &QueueCore,
+    partitions: impl IntoIterator<Item = &'k Arc<Keys>>,
+    span: &OpSpan,
+    options: &SendOptions,
+) -> Option<String> {
+    if options.traceparent.is_some() {
+        return None;
+    }
+    let traceparent = span.traceparent()?;
+    for keys in partitions {
+        match core.admit_at_least(keys, EXTENSION_FORMAT).await {
+            Ok(format) if format >= EXTENSION_FORMAT => {}
+            _ => return None,
+        }
+    }
+    Some(traceparent)
+}
+
 /// `send.lua`'s refusal of a message due further out than the queue's max delay, as the
 /// bad input it is (nothing was written); any other error as it is.
 fn refused_by_send(e: Error) -> Error {
@@ -163,148 +228,6 @@ fn refused_by_send(e: Error) -> Error {
 pub(crate) fn count_sent(core: &QueueCore, sent: &[Sent]) {
     let new = sent.iter().filter(|s| !s.duplicate).count();
     core.metrics().sent.increment(new as u64);
-}
-
-/// A batch without caller ids (of the default priority) needs no duplicate check, so it skips Lua, whose string
-/// handling was most of a send's cost: one transaction reserves sequence numbers and reads
-/// the server's clock, a second adds every record (built here, byte for byte as
-/// `send.lua` would) and wakes a consumer. Nothing is visible before the second lands,
-/// and it lands whole.
-async fn send_generated<'p>(
-    core: &QueueCore,
-    layout: &Layout,
-    k: usize,
-    prepared: impl ExactSizeIterator<Item = &'p (DueSpec, Vec<u8>)>,
-) -> Result<Vec<Sent>> {
-    let keys = layout.part(k);
-    core.admit(keys).await?;
-    let count = prepared.len() as u64;
-    let stride = layout.count() as u64;
-    let mut conn = core.connection();
-    let mut reserve = redis::pipe();
-    reserve.atomic();
-    if stride > 1 {
-        // As send.lua does: sequence numbers of partition k are k modulo P.
-        reserve.cmd("SET").arg(keys.seq()).arg(k).arg("NX");
-    }
-    reserve
-        .incr(keys.seq(), count * stride)
-        .cmd("TIME")
-        .cmd("HMGET")
-        .arg(keys.control())
-        .arg("max_delay_ms")
-        .arg("retain_ms")
-        .arg("events");
-    let mut replies = conn.transaction_at(keys.slot(), &reserve).await?;
-    // As send.lua does: a message due further out than the queue's max delay is refused, and
-    // nothing is written (the sequence numbers reserved are skipped, as a failed send's are);
-    // on a queue that retains, each message notes when it was sent.
-    let settings: Vec<Option<String>> = match replies.pop() {
-        Some(v) => redis::from_redis_value(v).unwrap_or_default(),
-        None => Vec::new(),
-    };
-    let max_delay_ms: Option<u64> = settings.first().and_then(|ms| ms.as_deref()?.parse().ok());
-    let retains = settings.get(1).is_some_and(Option::is_some);
-    // As events.lua does: each message sent is an event, on a queue that records them.
-    let events_cap = settings.get(2).cloned().flatten();
-    let time = replies.pop();
-    let last_seq = replies.pop();
-    let (Some(Value::Int(last_seq)), Some(Value::Array(time))) = (last_seq, time) else {
-        return Err(Error::Protocol(
-            "sequence reservation: unexpected replies".into(),
-        ));
-    };
-    let clock: Vec<u64> = time
-        .iter()
-        .filter_map(|v| redis::from_redis_value_ref::<u64>(v).ok())
-        .collect();
-    let [secs, micros] = clock[..] else {
-        return Err(Error::Protocol(format!("TIME returned {time:?}")));
-    };
-    if last_seq as u64 >= record::LEVEL {
-        // As send.lua does: the bits above LEVEL are the priority's.
-        return Err(Error::Protocol(
-            "this queue has used up its sequence numbers".into(),
-        ));
-    }
-    let first_seq = last_seq as u64 - count * stride;
-    let now_us = secs * 1_000_000 + micros;
-    let prepared: Vec<_> = prepared.collect();
-    if let Some(max_ms) = max_delay_ms {
-        let furthest = prepared
-            .iter()
-            .map(|(spec, _)| spec.due_us(now_us).saturating_sub(now_us) / 1000)
-            .max()
-            .unwrap_or(0);
-        if furthest > max_ms {
-            return Err(InvalidInput::Schedule(format!(
-                "over the queue's max delay: due {furthest} ms from now, at most {max_ms} ms"
-            ))
-            .into());
-        }
-    }
-    let mut zadd = redis::cmd("ZADD");
-    zadd.arg(keys.pending());
-    let mut sent = Vec::with_capacity(count as usize);
-    let mut packed = Vec::new();
-    for ((spec, body), i) in prepared.into_iter().zip(1..) {
-        let seq = first_seq + i * stride;
-        let due_us = spec.due_us(now_us);
-        if events_cap.is_some() {
-            crate::event_entries::pack_sent(&mut packed, due_us, seq);
-        }
-        if retains {
-            // As retention.lua's new_fields: sent now, first delivered not yet.
-            let sent = (now_us / 1000).to_be_bytes();
-            let fields = [(TAG_SENT, &sent[..]), (TAG_FIRST, &[0u8; 8][..])];
-            let body = record::with_extension(body, &fields);
-            zadd.arg("0").arg(record::with_sort_key(due_us, seq, &body));
-        } else {
-            zadd.arg("0").arg(record::with_sort_key(due_us, seq, body));
-        }
-        sent.push(Sent {
-            id: record::generated_id(due_us, seq),
-            due_ms: Some(due_us / 1000),
-            duplicate: false,
-            replaced: None,
-        });
-    }
-    let mut add = redis::pipe();
-    // As add_history() in prelude.lua does, by the server's clock read above.
-    let minute = keys.history(now_us / 60_000_000);
-    add.atomic()
-        .add_command(zadd)
-        .cmd("HINCRBY")
-        .arg(&minute)
-        .arg("s")
-        .arg(count)
-        .cmd("EXPIRE")
-        .arg(&minute)
-        .arg(Keys::HISTORY_TTL_SECS)
-        // As wake() in prelude.lua does.
-        .cmd("SPUBLISH")
-        .arg(keys.wake())
-        .arg(1);
-    if let Some(cap) = events_cap {
-        // As events.lua's event_packed and flush_events: an entry per PACK_MAX messages.
-        let stream = keys.events();
-        for pack in packed.chunks(crate::event_entries::PACKED_LEN * crate::event_entries::PACK_MAX)
-        {
-            add.cmd("XADD")
-                .arg(&stream)
-                .arg("MAXLEN")
-                .arg("~")
-                .arg(&cap)
-                .arg("*")
-                .arg("k")
-                .arg("sent")
-                .arg("m")
-                .arg(pack);
-        }
-        add.cmd("SPUBLISH").arg(&stream).arg(1);
-    }
-    conn.transaction_at(keys.slot(), &add).await?;
-    Ok(sent)
 }
 
 /// Runs `send` (an `EVALSHA` of `send.lua`) and `WAIT` for `replicas` in one pipeline on

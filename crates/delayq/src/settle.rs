@@ -4,6 +4,7 @@
 //! many at once: one script call per partition that holds some of them. A holder whose lease
 //! has passed changes nothing.
 
+use std::future::Future;
 use std::time::Duration;
 
 use redis::{Script, ScriptInvocation, Value};
@@ -18,9 +19,20 @@ use crate::queue_core::{invocation, QueueCore};
 use crate::receipt::Held;
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
+use crate::telemetry::spans::OpSpan;
 
 /// Acks deliveries: `true` per delivery acked, `false` where its lease was lost.
 pub(crate) async fn ack(core: &QueueCore, held: &[impl Held]) -> Result<Vec<bool>> {
+    traced(
+        "ack",
+        core,
+        held.iter().map(Held::traceparent),
+        ack_untraced(core, held),
+    )
+    .await
+}
+
+async fn ack_untraced(core: &QueueCore, held: &[impl Held]) -> Result<Vec<bool>> {
     check_count("a batch", held.len())?;
     let acked = per_partition(
         core,
@@ -44,6 +56,17 @@ pub(crate) async fn ack(core: &QueueCore, held: &[impl Held]) -> Result<Vec<bool
 /// Reports one failed delivery; `next` says what comes of it, `amend` changes it for the
 /// attempts that follow.
 pub(crate) async fn fail(
+    core: &QueueCore,
+    held: &impl Held,
+    error: &str,
+    next: Next,
+    amend: &Amend,
+) -> Result<NackOutcome> {
+    let work = fail_untraced(core, held, error, next, amend);
+    traced("nack", core, [held.traceparent()].into_iter(), work).await
+}
+
+async fn fail_untraced(
     core: &QueueCore,
     held: &impl Held,
     error: &str,
@@ -85,6 +108,16 @@ pub(crate) async fn fail_many(
     deliveries: &[Delivery],
     failures: &[(String, Next, Amend)],
 ) -> Result<Vec<Option<NackOutcome>>> {
+    let traceparents = deliveries.iter().map(Held::traceparent);
+    let work = fail_many_untraced(core, deliveries, failures);
+    traced("nack", core, traceparents, work).await
+}
+
+async fn fail_many_untraced(
+    core: &QueueCore,
+    deliveries: &[Delivery],
+    failures: &[(String, Next, Amend)],
+) -> Result<Vec<Option<NackOutcome>>> {
     check_count("a batch", deliveries.len())?;
     for (_, _, amend) in failures {
         check_amend(core, amend)?;
@@ -101,6 +134,20 @@ pub(crate) async fn fail_many(
     .await?;
     count_failures(core, outcomes.iter().map(String::as_str));
     Ok(outcomes.iter().map(|o| nack_outcome(o)).collect())
+}
+
+/// Runs `work`, settling messages that carry `traceparents`, in an `operation` span
+/// (`telemetry/spans.rs`; nothing when tracing is off).
+async fn traced<'a, T>(
+    operation: &'static str,
+    core: &QueueCore,
+    traceparents: impl Iterator<Item = Option<&'a str>>,
+    work: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let span = OpSpan::settle(operation, core.name().as_str(), traceparents);
+    let result = work.await;
+    span.end(&result);
+    result
 }
 
 /// A new payload is held to the same limit as a sent one.
@@ -133,6 +180,11 @@ fn count_failures<'a>(core: &QueueCore, outcomes: impl IntoIterator<Item = &'a s
 /// Hands deliveries back unprocessed, without counting the attempt: `true` per delivery
 /// released (or ended, superseded by a newer message of its caller id).
 pub(crate) async fn release(core: &QueueCore, held: &[impl Held]) -> Result<Vec<bool>> {
+    let work = release_untraced(core, held);
+    traced("release", core, held.iter().map(Held::traceparent), work).await
+}
+
+async fn release_untraced(core: &QueueCore, held: &[impl Held]) -> Result<Vec<bool>> {
     check_count("a batch", held.len())?;
     let outcomes = per_partition(
         core,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
+use tracing::Instrument;
 
 use super::builder::Worker;
 use super::catch_unwind::CatchUnwind;
@@ -19,6 +20,7 @@ use crate::message::Next;
 use crate::options::ReceiveOptions;
 use crate::queue::Queue;
 use crate::queue_set::QueueSet;
+use crate::telemetry::spans;
 
 use super::failure::{report_dead, DeadLetterHook, FailedDelivery, Failure, FailureHook};
 use crate::message::Amend;
@@ -134,7 +136,10 @@ where
                 let on_failure = s.on_failure.clone();
                 // The hook sees the payload; the handler takes the delivery.
                 let kept = on_failure.as_ref().map(|_| delivery.clone());
-                let task = tasks.spawn(async move {
+                // The handler runs in a `process` span joined to the message's trace.
+                let span = spans::process_span(&delivery);
+                let task = tasks.spawn(
+                    async move {
                     let _permit = permit;
                     let started = tokio::time::Instant::now();
                     let handled = CatchUnwind::new(handler(delivery));
@@ -166,7 +171,9 @@ where
                     if registry.finish(token) {
                         let _ = outcomes.send((receipt, outcome));
                     }
-                });
+                }
+                    .instrument(span),
+                );
                 lane.running.set_abort(token, task);
             }
             // A repeated claim (its first reply lost) can return more than the slots it was
