@@ -7,7 +7,8 @@
 //!   `front_door.rs`: what every request passes first (Host, origin) and every answer carries.
 //! * `api/`: the routes (`produce.rs`, `consume.rs`, `admin.rs`) and `wire.rs`, the JSON
 //!   shapes; `error.rs`: the one error shape every route answers with.
-//! * `metrics.rs`: Prometheus text at `/metrics`.
+//! * `metrics.rs`: Prometheus text at `/metrics`; `request_spans.rs`: a span per request,
+//!   when spans are exported.
 //! * `ui/`: the web dashboard at `/ui`.
 //! * `embedded.rs`: the private `redis-server` that `serve` runs when given no Redis URL.
 //! * `webhooks/`: URLs called with a queue's events, by one server at a time.
@@ -20,6 +21,7 @@ pub mod front_door;
 pub mod limits;
 pub mod metrics;
 pub mod push;
+pub mod request_spans;
 pub mod rfc3339;
 pub mod server;
 pub mod state;

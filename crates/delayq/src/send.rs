@@ -53,7 +53,7 @@ async fn send_one(
     let k = partition_of(&layout, options)?;
     check_format(core, layout.part(k), [options]).await?;
     let carrying;
-    let options = match carried_trace(core, [layout.part(k)], span, options).await {
+    let options = match carried_trace(core, &[layout.part(k)], span, options).await {
         Some(traceparent) => {
             carrying = options.clone().traceparent(traceparent);
             prepared = prepare(core, payload, &carrying)?;
@@ -113,8 +113,8 @@ async fn send_many(core: &QueueCore, messages: &[Message], span: &OpSpan) -> Res
         let options = positions.iter().map(|&i| &messages[i].options);
         check_format(core, layout.part(*k), options).await?;
     }
-    let parts = groups.iter().map(|(k, _)| layout.part(*k));
-    if let Some(traceparent) = carried_trace(core, parts, span, &SendOptions::new()).await {
+    let parts: Vec<&Arc<Keys>> = groups.iter().map(|(k, _)| layout.part(*k)).collect();
+    if let Some(traceparent) = carried_trace(core, &parts, span, &SendOptions::new()).await {
         for (m, prepared) in messages.iter().zip(&mut prepared) {
             if m.options.traceparent.is_none() {
                 let carrying = m.options.clone().traceparent(traceparent.clone());
@@ -200,9 +200,9 @@ async fn send_group(
 /// span's, so that its handler's span is a child of it. `None` when the message has its own,
 /// tracing is off, or a partition it goes to is of a data format that cannot carry it
 /// (tracing never makes a send fail).
-pub(crate) async fn carried_trace<'k>(
+pub(crate) async fn carried_trace(
     core: &QueueCore,
-    partitions: impl IntoIterator<Item = &'k Arc<Keys>>,
+    partitions: &[&Arc<Keys>],
     span: &OpSpan,
     options: &SendOptions,
 ) -> Option<String> {
@@ -210,7 +210,7 @@ pub(crate) async fn carried_trace<'k>(
         return None;
     }
     let traceparent = span.traceparent()?;
-    for keys in partitions {
+    for keys in partitions.iter() {
         match core.admit_at_least(keys, EXTENSION_FORMAT).await {
             Ok(format) if format >= EXTENSION_FORMAT => {}
             _ => return None,

@@ -73,6 +73,9 @@ pub fn router(state: AppState) -> Router {
             }),
         )
         .merge(crate::ui::routes())
+        .route_layer(axum::middleware::from_fn(
+            crate::request_spans::span_each_request,
+        ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

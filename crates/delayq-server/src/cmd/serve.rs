@@ -6,12 +6,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use delayq::telemetry::Telemetry;
 use delayq::{Config, DelayQ};
 use delayq_server::auth::Tokens;
 use delayq_server::embedded::{EmbeddedOptions, EmbeddedRedis};
 use delayq_server::limits::Limits;
 use delayq_server::state::AppState;
 use tokio::net::TcpListener;
+use tracing::Level;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::prelude::*;
 
 use super::redis_args::RedisArgs;
 
@@ -81,16 +85,59 @@ pub struct ServeArgs {
     /// addresses only.
     #[arg(long, env = "DELAYQ_PUSH_ALLOW", value_delimiter = ',')]
     push_allow: Vec<delayq_server::push::address::Network>,
+    /// Export OpenTelemetry spans (HTTP requests; send, receive, process, ack, nack; push)
+    /// over OTLP/HTTP to this base URL, e.g. http://127.0.0.1:4318 (spans go to
+    /// /v1/traces). Off when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
+    /// The service name spans are exported under.
+    #[arg(long, env = "OTEL_SERVICE_NAME", default_value = "delayq")]
+    otlp_service_name: String,
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+    let telemetry = start_logs_and_traces(&args)?;
+    let result = run_logged(args).await;
+    if let Some(telemetry) = telemetry {
+        // The last spans, of the requests that finished during shutdown.
+        if let Err(e) = telemetry.shutdown().await {
+            tracing::warn!("OTLP: the last spans were not sent: {e}");
+        }
+    }
+    result
+}
+
+/// Logs to stderr (`RUST_LOG`, default `info`), and spans to `--otlp-endpoint` when given:
+/// delayq's own only, never the libraries' below it.
+fn start_logs_and_traces(args: &ServeArgs) -> anyhow::Result<Option<Telemetry>> {
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        );
+    let endpoint = args
+        .otlp_endpoint
+        .as_deref()
+        .filter(|e| !e.trim().is_empty());
+    let telemetry = endpoint
+        .map(|endpoint| Telemetry::otlp(endpoint.trim(), &args.otlp_service_name))
+        .transpose()
+        .context("--otlp-endpoint")?;
+    let spans = telemetry.as_ref().map(|t| {
+        let ours = Targets::new()
+            .with_target("delayq", Level::INFO)
+            .with_target("delayq_server", Level::INFO);
+        t.layer().with_filter(ours)
+    });
+    tracing_subscriber::registry().with(spans).with(logs).init();
+    if let Some(endpoint) = endpoint {
+        tracing::info!(endpoint, "exporting spans over OTLP");
+    }
+    Ok(telemetry)
+}
+
+async fn run_logged(args: ServeArgs) -> anyhow::Result<()> {
     let tokens = load_tokens(&args)?;
     if tokens.is_empty() && !args.listen.ip().is_loopback() && !args.insecure_public {
         bail!(

@@ -15,6 +15,7 @@ use delayq::worker::Failure;
 use delayq::{Delivery, PayloadKind};
 use metrics::{Counter, Histogram};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use tracing::Instrument;
 
 use super::address::{check_url, AddressPolicy};
 use super::envelope::{self, Destination};
@@ -122,7 +123,8 @@ impl Pusher {
             .record(now_ms.saturating_sub(delivery.due_ms) as f64 / 1000.0);
         // The target's headers (its credentials, often) go to the target's URL only.
         let target_headers = own_url.is_none().then_some(&target.headers);
-        let headers = headers(
+        let span = push_span(delivery);
+        let mut headers = headers(
             target_headers,
             &target.signing_keys,
             &destination,
@@ -130,6 +132,12 @@ impl Pusher {
             body,
             now_ms / 1000,
         );
+        // The receiver's work goes on the trace: under this push span when spans are
+        // exported, else under the context the message was sent with (W3C Trace Context).
+        let traceparent = delayq::telemetry::traceparent_of(&span).or(delivery.traceparent.clone());
+        if let Some(v) = traceparent.and_then(|t| HeaderValue::from_str(&t).ok()) {
+            headers.insert(HeaderName::from_static("traceparent"), v);
+        }
         let request = self
             .client
             .request(
@@ -140,7 +148,7 @@ impl Pusher {
             .timeout(Duration::from_millis(target.timeout_ms))
             .body(body.to_vec());
         let timer = std::time::Instant::now();
-        let result = request.send().await;
+        let result = request.send().instrument(span.clone()).await;
         let count = |class: usize| {
             self.tally.0[class].fetch_add(1, Ordering::Relaxed);
             match &own_url {
@@ -158,6 +166,7 @@ impl Pusher {
             }
             Ok(mut response) => {
                 let status = response.status().as_u16();
+                span.record("http.response.status_code", status);
                 let retry_after = response
                     .headers()
                     .get(RETRY_AFTER)
@@ -242,15 +251,22 @@ fn headers(
             headers.insert(HeaderName::from_static(name), v);
         }
     }
-    // The trace the message was sent in goes on at its receiver (W3C Trace Context).
-    if let Some(v) = delivery
-        .traceparent
-        .as_deref()
-        .and_then(|t| HeaderValue::from_str(t).ok())
-    {
-        headers.insert(HeaderName::from_static("traceparent"), v);
-    }
     headers
+}
+
+/// The span of one push request, when spans are exported: a child of the handler's
+/// `process` span, which is the message's trace.
+fn push_span(delivery: &Delivery) -> tracing::Span {
+    if !delayq::telemetry::is_enabled() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!(
+        "push",
+        otel.name = %format_args!("push {}", delivery.queue),
+        otel.kind = "client",
+        messaging.message.id = %delivery.id,
+        http.response.status_code = tracing::field::Empty,
+    )
 }
 
 /// What went wrong below HTTP, in words a person reading the error history understands.

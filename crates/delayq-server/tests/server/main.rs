@@ -22,6 +22,7 @@ mod group_admin;
 mod groups;
 mod metrics;
 mod openapi;
+mod otlp;
 mod partitions;
 mod pause;
 mod produce;

@@ -31,6 +31,6 @@ mod traceparent;
 #[cfg(feature = "otlp")]
 pub use export::{Telemetry, TelemetryError};
 #[cfg(feature = "otlp")]
-pub use spans::enable;
+pub use spans::{enable, is_enabled, join_trace, traceparent_of};
 #[cfg(feature = "otlp")]
 pub use traceparent::{format_traceparent, parse_traceparent};

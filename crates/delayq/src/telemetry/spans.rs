@@ -228,3 +228,24 @@ fn start(
         .with_links(links)
         .start_with_context(&tracer, parent)
 }
+
+/// Whether delayq's spans are on: for an application that makes spans of its own around
+/// delayq's (the server's HTTP and push spans) only when they are exported.
+pub fn is_enabled() -> bool {
+    on()
+}
+
+/// Makes `span` (not yet entered) a child of the span `traceparent` names; false when the
+/// text is not a valid `traceparent` or the span is not exported.
+pub fn join_trace(span: &tracing::Span, traceparent: &str) -> bool {
+    parse_traceparent(traceparent).is_some_and(|context| {
+        span.set_parent(Context::new().with_remote_span_context(context))
+            .is_ok()
+    })
+}
+
+/// `span`'s context as a `traceparent`, to hand to whatever it calls (an HTTP request's
+/// header); `None` when the span is not exported.
+pub fn traceparent_of(span: &tracing::Span) -> Option<String> {
+    format_traceparent(span.context().span().span_context())
+}
