@@ -26,6 +26,8 @@ mod workload;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::{Layer, Registry};
 
 /// Benchmark of the delayq delayed-message queue.
 #[derive(Parser)]
@@ -53,8 +55,12 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    init_logging();
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    // An agent sets up its logging itself: with spans, when it exports them.
+    if !matches!(command, Cmd::Agent(_)) {
+        init_logging(None);
+    }
+    match command {
         Cmd::Agent(args) => agent::main(args),
         Cmd::Run(args) => driver::main(args),
         Cmd::Slowlog(args) => block_on("slowlog", slowlog::run(args)),
@@ -90,13 +96,18 @@ fn block_on<E: std::fmt::Display>(
 }
 
 /// Logs go to stderr: an agent's stdout carries the protocol and nothing else, and the
-/// driver's stdout carries the summary table.
-fn init_logging() {
+/// driver's stdout carries the summary table. `spans`: the layer that exports spans, for an
+/// agent of `run --otlp`.
+fn init_logging(spans: Option<Box<dyn Layer<Registry> + Send + Sync>>) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // Log lines only: formatting every span's fields (a span per message when spans are
+    // exported) would cost more than exporting them.
+    let lines_only = tracing_subscriber::filter::filter_fn(|meta| !meta.is_span());
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .init();
+        .with_filter(lines_only)
+        .with_filter(filter);
+    tracing_subscriber::registry().with(spans).with(logs).init();
 }

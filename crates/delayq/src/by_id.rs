@@ -69,7 +69,11 @@ pub(crate) async fn get(core: &QueueCore, id: &str) -> Result<Option<MessageInfo
     if state == State::Completed {
         return read_final(id.to_owned(), &r.bytes()?).map(Some);
     }
-    read_message(&mut r, id.to_owned(), state).map(Some)
+    let mut info = read_message(&mut r, id.to_owned(), state)?;
+    info.traceparent = r
+        .opt_bytes()?
+        .map(|t| String::from_utf8_lossy(&t).into_owned());
+    Ok(Some(info))
 }
 
 /// A final record (`retention.lua`) as what `get` and `list` tell of message `id`: it keeps
@@ -94,6 +98,7 @@ pub(crate) fn read_final(id: String, record: &[u8]) -> Result<MessageInfo> {
         debounce_until_ms: None,
         lease_deadline_ms: None,
         died_at_ms: None,
+        traceparent: None,
         completion: Some(fin.completion),
     })
 }
@@ -132,6 +137,7 @@ pub(crate) fn read_message(r: &mut Reply, id: String, state: State) -> Result<Me
         kind,
         lease_deadline_ms: (state == State::InFlight).then_some(extra),
         died_at_ms: (state == State::Dead).then_some(extra),
+        traceparent: None,
         completion: None,
     })
 }

@@ -72,6 +72,9 @@ pub struct MessageInfo {
     pub lease_deadline_ms: Option<u64>,
     /// Dead: when it died, ms since the Unix epoch.
     pub died_at_ms: Option<u64>,
+    /// The W3C `traceparent` it carries ([`SendOptions::traceparent`](crate::SendOptions::traceparent),
+    /// or its send span's with tracing on), from [`Queue::get`](crate::Queue::get) only.
+    pub traceparent: Option<String>,
     /// Completed ([`State::Completed`]): how and when it ended. Such a message keeps no
     /// payload, priority or group.
     pub completion: Option<crate::retention::Completion>,

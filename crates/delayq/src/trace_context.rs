@@ -32,26 +32,24 @@ pub(crate) fn check_traceparent(value: &str) -> Result<(), InvalidInput> {
             value.chars().take(100).collect::<String>()
         ))
     };
-    let parts: Vec<&str> = value.split('-').collect();
-    let [version, trace, parent, flags] = parts[..] else {
-        return Err(bad());
-    };
-    let hex = |s: &str, len: usize| {
-        s.len() == len
-            && s.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    let zeros = |s: &str| s.bytes().all(|b| b == b'0');
-    if version != "00"
-        || !hex(trace, 32)
-        || !hex(parent, 16)
-        || !hex(flags, 2)
-        || zeros(trace)
-        || zeros(parent)
-    {
-        return Err(bad());
+    // Byte by byte, without allocating: with tracing on, every message carries one.
+    let b = value.as_bytes();
+    let lower_hex = |s: &[u8]| s.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+    let zeros = |s: &[u8]| s.iter().all(|c| *c == b'0');
+    let well_formed = b.len() == TRACEPARENT_LEN
+        && b.starts_with(b"00-")
+        && b[35] == b'-'
+        && b[52] == b'-'
+        && lower_hex(&b[3..35])
+        && lower_hex(&b[36..52])
+        && lower_hex(&b[53..55])
+        && !zeros(&b[3..35])
+        && !zeros(&b[36..52]);
+    if well_formed {
+        Ok(())
+    } else {
+        Err(bad())
     }
-    Ok(())
 }
 
 #[cfg(test)]

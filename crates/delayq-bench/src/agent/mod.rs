@@ -16,7 +16,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
+use delayq::telemetry::Telemetry;
 use delayq::{Config, DelayQ, Queue};
+use tracing_subscriber::Layer;
 
 use crate::error::Result;
 use crate::protocol::Event;
@@ -106,7 +108,23 @@ pub fn main(args: AgentArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("cannot start the tokio runtime: {e}")),
     };
-    match runtime.block_on(run(args)) {
+    // `run --otlp` hands its receiver's address down: spans on, exported to it.
+    let telemetry = {
+        let _in_runtime = runtime.enter();
+        Telemetry::from_env("delayq-bench")
+    };
+    let telemetry = match telemetry {
+        Ok(t) => t,
+        Err(e) => return fail(&format!("OTLP: {e}")),
+    };
+    crate::init_logging(telemetry.as_ref().map(|t| t.layer().boxed()));
+    let outcome = runtime.block_on(run(args));
+    if let Some(telemetry) = telemetry {
+        if let Err(e) = runtime.block_on(telemetry.shutdown()) {
+            tracing::warn!("OTLP: the last spans were not sent: {e}");
+        }
+    }
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e.to_string()),
     }

@@ -9,13 +9,15 @@
 //! measurement, and the queue's partitions), `deployment.rs` (either of the two),
 //! `redis_cpu.rs` (Redis CPU per message), `agents.rs` (child processes and their events),
 //! `workload_run.rs` (one workload's choreography and end-of-run rules), `env.rs` (the
-//! recorded environment), `http_server.rs` (`delayq serve` for `--via http` and `push`).
+//! recorded environment), `http_server.rs` (`delayq serve` for `--via http` and `push`),
+//! `otlp.rs` (the receiver of the agents' spans, for `--otlp`).
 
 mod agents;
 pub mod cluster;
 mod deployment;
 pub mod env;
 mod http_server;
+mod otlp;
 pub mod redis_cpu;
 pub mod server;
 mod workload_run;
@@ -77,6 +79,10 @@ pub struct RunArgs {
     /// (`Setting::Events`), to measure what events cost; default: none.
     #[arg(long)]
     pub events: Option<u64>,
+    /// Trace: the agents export OpenTelemetry spans over OTLP to a receiver that this
+    /// process runs, to measure what tracing costs (`otlp.rs`).
+    #[arg(long)]
+    pub otlp: bool,
 }
 
 /// Runs the benchmark; the exit code says whether it was clean.
@@ -127,6 +133,15 @@ fn cluster_plan(args: &RunArgs) -> Result<Option<(usize, Vec<u16>)>> {
 
 /// Returns whether the run was clean.
 fn run(args: &RunArgs) -> Result<bool> {
+    let collector = args.otlp.then(otlp::Collector::start).transpose()?;
+    let clean = run_workloads(args);
+    if let Some(collector) = collector {
+        tracing::info!(spans = collector.spans(), "spans received over OTLP");
+    }
+    clean
+}
+
+fn run_workloads(args: &RunArgs) -> Result<bool> {
     let scale = scale(args)?;
     let cluster_plan = cluster_plan(args)?;
     let redis_extra: Vec<String> = std::env::var("REDIS_EXTRA")

@@ -173,6 +173,9 @@ struct MessageOut {
     /// since the Unix epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     debounce_until_ms: Option<u64>,
+    /// The W3C trace context it carries, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traceparent: Option<String>,
     last_error: Option<String>,
     /// The last few failed attempts, oldest first.
     errors: Vec<ErrorOut>,
@@ -209,6 +212,7 @@ impl From<MessageInfo> for MessageOut {
             group: m.group,
             expires_at_ms: m.expires_at_ms,
             debounce_until_ms: m.debounce_until_ms,
+            traceparent: m.traceparent,
             last_error: m.last_error,
             errors: errors_out(m.errors),
             payload: PayloadOut::new(m.payload, m.kind),

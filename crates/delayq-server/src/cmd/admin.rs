@@ -272,7 +272,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                 "id": m.id, "state": m.state.as_str(), "due_ms": m.due_ms,
                 "attempts": m.attempts, "max_attempts": m.max_attempts,
                 "priority": m.priority, "group": m.group, "expires_at_ms": m.expires_at_ms,
-                "debounce_until_ms": m.debounce_until_ms,
+                "debounce_until_ms": m.debounce_until_ms, "traceparent": m.traceparent,
                 "outcome": m.completion.as_ref().map(|c| c.outcome.as_str()),
                 "sent_at_ms": m.completion.as_ref().and_then(|c| c.sent_at_ms),
                 "first_delivered_at_ms": m.completion.as_ref().and_then(|c| c.first_delivered_at_ms),
@@ -301,6 +301,9 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
                         known(done.first_delivered_at_ms),
                         time_text(done.finished_at_ms)
                     ));
+                }
+                if let Some(trace) = &m.traceparent {
+                    t.push_str(&format!("traceparent {trace}\n"));
                 }
                 for e in &m.errors {
                     t.push_str(&format!(

@@ -113,6 +113,11 @@ fn start_logs_and_traces(args: &ServeArgs) -> anyhow::Result<Option<Telemetry>> 
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // Log lines only: formatting every span's fields (a span per message and per
+        // request when spans are exported) would cost more than exporting them.
+        .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+            !meta.is_span()
+        }))
         .with_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         );

@@ -79,6 +79,9 @@ fn render(session: &Session, queue: &str, m: &MessageInfo, done: Option<&str>) -
             @if let Some(g) = &m.group { dt { "Group" } dd { (g) } }
             @if let Some(at) = m.expires_at_ms { dt { "Expires" } dd #expires { (utc(at)) } }
             @if let Some(at) = m.debounce_until_ms { dt { "Debounced until" } dd #debounce-until { (utc(at)) } }
+            @if let Some(trace) = m.traceparent.as_deref().and_then(trace_id) {
+                dt { "Trace" } dd #trace { code { (trace) } }
+            }
             @if let Some(lease) = m.lease_deadline_ms { dt { "Lease until" } dd { (utc(lease)) } }
             @if let Some(died) = m.died_at_ms { dt { "Died" } dd { (utc(died)) } }
             @if let Some(done) = &m.completion {
@@ -150,6 +153,11 @@ fn render(session: &Session, queue: &str, m: &MessageInfo, done: Option<&str>) -
             }
         }
     }
+}
+
+/// The trace id of a `traceparent` (what a tracing UI searches by).
+fn trace_id(traceparent: &str) -> Option<&str> {
+    traceparent.split('-').nth(1)
 }
 
 fn kind_name(kind: PayloadKind, body: &[u8]) -> &'static str {

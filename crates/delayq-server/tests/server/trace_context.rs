@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::common::*;
 use crate::receiver::Receiver;
+use crate::ui::{page_as, session_cookie};
 
 const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 const OTHER: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -129,4 +130,34 @@ async fn a_malformed_traceparent_is_a_400_and_nothing_is_written() {
         .expect("request");
     assert_error(&read(resp).await, StatusCode::BAD_REQUEST, "invalid_option");
     assert_eq!(all_keys(&s.redis), keys, "nothing written");
+}
+
+#[tokio::test]
+async fn a_messages_trace_shows_in_its_get_its_page_and_the_cli() {
+    const ADMIN: &str = "admin-token-0123456789";
+    let tokens = Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens");
+    let mut s = TestServer::start_with(Limits::default(), tokens).await;
+    s.token = Some(ADMIN.into());
+    let body = json!({ "payload": 1, "id": "t", "delay": "1h", "traceparent": TRACE });
+    assert_eq!(
+        s.post("/v1/queues/q/messages", body).await.0,
+        StatusCode::CREATED
+    );
+    s.post("/v1/queues/q/messages", json!({ "payload": 2, "id": "u" }))
+        .await;
+
+    let (_, got) = s.get("/v1/queues/q/messages/t").await;
+    assert_eq!(got["traceparent"], json!(TRACE));
+    let (_, untraced) = s.get("/v1/queues/q/messages/u").await;
+    assert!(untraced.get("traceparent").is_none(), "{untraced}");
+    let cli = crate::cli::json(&s.redis, &["get", "q", "t"]);
+    assert_eq!(cli["traceparent"], json!(TRACE));
+
+    let http = crate::ui::form_client();
+    let admin = session_cookie(&s, ADMIN).await;
+    let page = page_as(&http, &s, &admin, "/ui/queues/q/messages/t").await;
+    assert!(
+        page.contains("4bf92f3577b34da6a3ce929d0e0e4736"),
+        "the trace id, to look up in a tracing UI: {page}"
+    );
 }

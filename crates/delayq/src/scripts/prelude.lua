@@ -204,7 +204,7 @@ end
 -- Extension fields (src/extension.rs): a message's group, its deadline, the latest due
 -- time a debounced message may be pushed to (send.lua), and when it was sent and first
 -- delivered (kept for its final record, retention.lua).
-local TAG_GROUP, TAG_DEADLINE, TAG_DEBOUNCE, TAG_SENT, TAG_FIRST = 1, 2, 3, 4, 5
+local TAG_GROUP, TAG_DEADLINE, TAG_DEBOUNCE, TAG_SENT, TAG_FIRST, TAG_TRACE = 1, 2, 3, 4, 5, 6
 
 -- The value of field `tag` of the extension fields in rec[from, to), or nil.
 local function field_of(rec, from, to, tag)
@@ -256,14 +256,16 @@ local function parse(rec)
   end
   local policy_to, fields_from, fields_to = policy_end(rec, m.flags)
   m.policy = rec:sub(19, policy_to - 1)
-  -- The extension fields this delayq knows, in one pass: the group, and times (unix ms; 0
-  -- is one not yet set).
+  -- The extension fields this delayq knows, in one pass: the group, the traceparent, and
+  -- times (unix ms; 0 is one not yet set).
   local at = fields_from
   while at and at < fields_to do
     local n, value_at = uvarint(rec, at + 1)
     local tag = rec:byte(at)
     if tag == TAG_GROUP then
       m.group = rec:sub(value_at, value_at + n - 1)
+    elseif tag == TAG_TRACE then
+      m.trace = rec:sub(value_at, value_at + n - 1)
     elseif n == 8 and tag <= TAG_FIRST then
       local t = struct.unpack('>I8', rec, value_at)
       t = t > 0 and t or nil

@@ -6,14 +6,18 @@
 //! `messaging.system = delayq`.
 
 use std::fmt::Display;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
+use opentelemetry::context::{FutureExt, WithContext};
 use opentelemetry::global::{self, BoxedSpan};
 use opentelemetry::trace::{
     Link, Span as _, SpanContext, SpanKind, Status, TraceContextExt, Tracer,
 };
 use opentelemetry::{Context, KeyValue};
+use tracing::instrument::Instrumented;
+use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::traceparent::{format_traceparent, parse_traceparent};
@@ -78,24 +82,21 @@ impl OpSpan {
         if !on() {
             return OpSpan(None);
         }
-        let mut count = 0i64;
-        let mut contexts = Vec::new();
-        for traceparent in traceparents {
-            count += 1;
-            if let Some(context) = traceparent.and_then(parse_traceparent) {
-                if contexts.len() < MAX_LINKS {
-                    contexts.push(context);
-                }
-            }
-        }
+        let traceparents: Vec<Option<&str>> = traceparents.collect();
         let current = current_context();
-        let (parent, links) = match contexts.as_slice() {
-            [one] if count == 1 && !current.span().span_context().is_valid() => (
-                Context::new().with_remote_span_context(one.clone()),
-                Vec::new(),
-            ),
-            _ => (current, links_to(contexts)),
+        let (parent, links) = match traceparents[..] {
+            // One message: its trace, sampled or not (the sampler follows the parent).
+            [Some(one)] if !current.span().span_context().is_valid() => {
+                let parent = parse_traceparent(one)
+                    .map_or_else(Context::new, |c| Context::new().with_remote_span_context(c));
+                (parent, Vec::new())
+            }
+            _ => {
+                let sampled = traceparents.iter().flatten().filter_map(|t| sampled(t));
+                (current, links_to(sampled.take(MAX_LINKS).collect()))
+            }
         };
+        let count = traceparents.len() as i64;
         let mut attributes = common(queue, "settle", operation);
         attributes.push(KeyValue::new("messaging.batch.message_count", count));
         OpSpan(Some(start(
@@ -108,6 +109,9 @@ impl OpSpan {
     }
 
     /// This span's context as a `traceparent`, to store with a message sent without one.
+    /// A span not sampled is carried too (its flags say so), as W3C Trace Context asks: the
+    /// handler then skips its own span at next to no cost (`in_process_span`), where a
+    /// message without trace context would start a trace of its own for the sampler.
     pub(crate) fn traceparent(&self) -> Option<String> {
         self.0
             .as_ref()
@@ -141,7 +145,7 @@ pub(crate) fn record_receive(queue: &str, started: SystemTime, claimed: &[Delive
     }
     let contexts = claimed
         .iter()
-        .filter_map(|d| d.traceparent.as_deref().and_then(parse_traceparent))
+        .filter_map(|d| d.traceparent.as_deref().and_then(sampled))
         .take(MAX_LINKS)
         .collect();
     let mut attributes = common(queue, "receive", "receive");
@@ -160,11 +164,43 @@ pub(crate) fn record_receive(queue: &str, started: SystemTime, claimed: &[Delive
     span.end();
 }
 
-/// The span a handler runs in: a child of the message's `traceparent` (a root without one).
-pub(crate) fn process_span(delivery: &Delivery) -> tracing::Span {
-    if !on() {
-        return tracing::Span::none();
+/// Where a handler runs: in its `process` span, a child of the message's `traceparent` (a
+/// root without one). Of a message whose trace is not sampled, no span is made (one per
+/// message would cost the most of all): the handler runs in that trace's context, so its
+/// own spans are not sampled either.
+pub(crate) struct ProcessTrace {
+    span: tracing::Span,
+    context: Context,
+}
+
+impl ProcessTrace {
+    /// The trace of handling `delivery`.
+    pub(crate) fn of(delivery: &Delivery) -> ProcessTrace {
+        let without_span = |context| ProcessTrace {
+            span: tracing::Span::none(),
+            context,
+        };
+        if !on() {
+            return without_span(Context::new());
+        }
+        match delivery.traceparent.as_deref().and_then(parse_traceparent) {
+            Some(unsampled) if !unsampled.is_sampled() => {
+                without_span(Context::new().with_remote_span_context(unsampled))
+            }
+            parent => ProcessTrace {
+                span: process_span(delivery, parent),
+                context: Context::new(),
+            },
+        }
     }
+
+    /// Runs `work` (the handler) in it.
+    pub(crate) fn run<F: Future>(self, work: F) -> WithContext<Instrumented<F>> {
+        work.instrument(self.span).with_context(self.context)
+    }
+}
+
+fn process_span(delivery: &Delivery, parent: Option<SpanContext>) -> tracing::Span {
     let span = tracing::info_span!(
         "process",
         otel.name = %format_args!("process {}", delivery.queue),
@@ -175,13 +211,23 @@ pub(crate) fn process_span(delivery: &Delivery) -> tracing::Span {
         messaging.message.id = %delivery.id,
         messaging.delivery.attempt = delivery.attempt,
     );
-    let parent = match delivery.traceparent.as_deref().and_then(parse_traceparent) {
+    let parent = match parent {
         Some(context) => Context::new().with_remote_span_context(context),
         // Not the task's ambient context: a delivery without trace context starts a trace.
         None => Context::new(),
     };
     let _ = span.set_parent(parent);
     span
+}
+
+/// The context a `traceparent` names if its trace is sampled: the only kind worth a link.
+/// The flags are looked at first, so that an unsampled one (the most, under a sampler)
+/// costs no parsing.
+fn sampled(traceparent: &str) -> Option<SpanContext> {
+    // The sampled flag is the lowest bit of the last hex digit.
+    let last = *traceparent.as_bytes().last()?;
+    let odd = matches!(last, b'1' | b'3' | b'5' | b'7' | b'9' | b'b' | b'd' | b'f');
+    odd.then(|| parse_traceparent(traceparent)).flatten()
 }
 
 /// The caller's current context: its current `tracing` span's, else OpenTelemetry's own.

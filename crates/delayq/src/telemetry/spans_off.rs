@@ -38,6 +38,15 @@ impl OpSpan {
 
 pub(crate) fn record_receive(_queue: &str, _started: SystemTime, _claimed: &[Delivery]) {}
 
-pub(crate) fn process_span(_delivery: &Delivery) -> tracing::Span {
-    tracing::Span::none()
+/// Handlers run as they are.
+pub(crate) struct ProcessTrace;
+
+impl ProcessTrace {
+    pub(crate) fn of(_delivery: &Delivery) -> ProcessTrace {
+        ProcessTrace
+    }
+
+    pub(crate) fn run<F: std::future::Future>(self, work: F) -> F {
+        work
+    }
 }

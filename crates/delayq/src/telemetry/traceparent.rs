@@ -6,10 +6,9 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState}
 /// the text is not one.
 pub fn parse_traceparent(text: &str) -> Option<SpanContext> {
     crate::trace_context::check_traceparent(text).ok()?;
-    let mut parts = text.split('-').skip(1);
-    let trace = TraceId::from_hex(parts.next()?).ok()?;
-    let span = SpanId::from_hex(parts.next()?).ok()?;
-    let flags = u8::from_str_radix(parts.next()?, 16).ok()?;
+    let trace = TraceId::from_hex(&text[3..35]).ok()?;
+    let span = SpanId::from_hex(&text[36..52]).ok()?;
+    let flags = u8::from_str_radix(&text[53..55], 16).ok()?;
     Some(SpanContext::new(
         trace,
         span,
@@ -41,7 +40,21 @@ mod tests {
         let context = parse_traceparent(text).expect("valid");
         assert!(context.is_remote() && context.is_sampled());
         assert_eq!(format_traceparent(&context).as_deref(), Some(text));
-        assert!(parse_traceparent("00-nothex").is_none());
+        // What check_traceparent refuses, this refuses.
+        for bad in [
+            "00-nothex",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01",
+        ] {
+            assert!(
+                crate::trace_context::check_traceparent(bad).is_err(),
+                "{bad}"
+            );
+            assert!(parse_traceparent(bad).is_none(), "{bad}");
+        }
         assert_eq!(format_traceparent(&SpanContext::empty_context()), None);
     }
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
-use tracing::Instrument;
 
 use super::builder::Worker;
 use super::catch_unwind::CatchUnwind;
@@ -137,9 +136,8 @@ where
                 // The hook sees the payload; the handler takes the delivery.
                 let kept = on_failure.as_ref().map(|_| delivery.clone());
                 // The handler runs in a `process` span joined to the message's trace.
-                let span = spans::process_span(&delivery);
-                let task = tasks.spawn(
-                    async move {
+                let trace = spans::ProcessTrace::of(&delivery);
+                let task = tasks.spawn(trace.run(async move {
                     let _permit = permit;
                     let started = tokio::time::Instant::now();
                     let handled = CatchUnwind::new(handler(delivery));
@@ -171,9 +169,7 @@ where
                     if registry.finish(token) {
                         let _ = outcomes.send((receipt, outcome));
                     }
-                }
-                    .instrument(span),
-                );
+                }));
                 lane.running.set_abort(token, task);
             }
             // A repeated claim (its first reply lost) can return more than the slots it was

@@ -20,9 +20,17 @@ async fn a_traceparent_sent_comes_back_with_each_delivery() {
     q.send(b"y", &SendOptions::new().id("t2"))
         .await
         .expect("send");
+    let info = |id: &'static str| {
+        let q = q.clone();
+        async move { q.get(id).await.expect("get").expect("found") }
+    };
+    assert_eq!(info("t1").await.traceparent.as_deref(), Some(TRACE));
+    assert_eq!(info("t2").await.traceparent, None);
     let mut got = claim(&q, 2).await;
     got.sort_by(|a, b| a.id.cmp(&b.id));
     assert_eq!(got[0].traceparent.as_deref(), Some(TRACE));
+    // In flight, it still says so.
+    assert_eq!(info("t1").await.traceparent.as_deref(), Some(TRACE));
     assert_eq!(got[1].traceparent, None);
     q.nack(&got[0], "again", Some(Duration::ZERO))
         .await

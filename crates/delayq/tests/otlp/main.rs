@@ -271,3 +271,47 @@ impl<F: std::future::Future> InstrumentIn for F {
         tracing::Instrument::instrument(self, span)
     }
 }
+
+#[tokio::test]
+async fn a_trace_not_sampled_stays_unsampled_through_the_handler() {
+    let _turn = SERIAL.lock().await;
+    let (_server, dq) = setup().await;
+    let (receiver, telemetry, _guard) = traced().await;
+    let q = queue(&dq, "sampling");
+    // The caller's trace is not sampled (flags 00); a second message's is, as a control.
+    let unsampled = format!("00-{TRACE_ID}-{CALLER_SPAN}-00");
+    q.send(b"u", &SendOptions::new().id("u").traceparent(&unsampled))
+        .await
+        .expect("send");
+    let sampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    q.send(b"s", &SendOptions::new().id("s").traceparent(sampled))
+        .await
+        .expect("send");
+    let worker = WorkerBuilder::new(q.clone())
+        .build(|d: delayq::Delivery| async move {
+            let _own = tracing::info_span!("handler work", message = %d.id).entered();
+            Ok::<(), String>(())
+        })
+        .expect("worker");
+    let worker = spawn_worker(worker);
+    wait_until(Duration::from_secs(10), "both are acked", || async {
+        is_empty(&q).await
+    })
+    .await;
+    worker.shutdown().await;
+    let spans = spans_named(&receiver, &telemetry, &["process sampling", "handler work"]).await;
+    let of = |id: &str| -> Vec<&str> {
+        spans
+            .iter()
+            .filter(|s| {
+                s.attribute("messaging.message.id") == Some(id)
+                    || s.attribute("message") == Some(id)
+            })
+            .map(|s| s.name.as_str())
+            .collect()
+    };
+    assert!(of("s").contains(&"handler work"), "{spans:#?}");
+    // Nothing of the unsampled trace: not its send, process or ack, nor the handler's own.
+    assert!(of("u").is_empty(), "{:?}", of("u"));
+    assert!(spans.iter().all(|s| s.trace_id != TRACE_ID), "{spans:#?}");
+}
