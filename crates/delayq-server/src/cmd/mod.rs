@@ -7,12 +7,14 @@
 //! * `schedule.rs`, `push.rs`, `format.rs`, `groups.rs`, `configure.rs`, `events.rs`:
 //!   recurring schedules, push targets, data formats, groups, settings, the event stream;
 //!   `webhooks.rs`: the URLs a queue's events are sent to;
-//! * `serve.rs`: the HTTP API; `common.rs`: what the admin commands share (flags,
+//! * `serve.rs`: the HTTP API, its flags also read from a file by `config_file.rs`;
+//!   `common.rs`: what the admin commands share (flags,
 //!   connection, printing, text forms);
 //! * `redis_args.rs`: where Redis is, as every command is told.
 
 mod admin;
 mod common;
+pub mod config_file;
 mod configure;
 mod events;
 mod format;

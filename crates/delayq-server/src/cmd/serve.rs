@@ -22,6 +22,10 @@ use super::redis_args::RedisArgs;
 /// Flags of `delayq serve`.
 #[derive(clap::Args)]
 pub struct ServeArgs {
+    /// A TOML file of these flags by their long names (`max-wait = "30s"`); a flag on the
+    /// command line or in the environment wins over it.
+    #[arg(long, env = "DELAYQ_CONFIG")]
+    config: Option<PathBuf>,
     #[command(flatten)]
     redis: RedisArgs,
     /// Address to listen on.

@@ -8,6 +8,7 @@ mod browse;
 mod browser;
 mod cli;
 mod cli_settings;
+mod config_file;
 mod consume;
 mod embedded;
 mod errors;
