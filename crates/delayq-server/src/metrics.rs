@@ -1,6 +1,8 @@
 //! Prometheus metrics: the library's counters and histograms (see `delayq`'s `recording`
 //! module for their names), plus per-queue gauges of messages by state, read from Redis when
-//! scraped and cached for a second so that scrapers cannot hammer Redis.
+//! scraped and cached for a second so that scrapers cannot hammer Redis, and
+//! `delayq_redis_up`, whether that reading reached Redis: a scrape answers while Redis does
+//! not, so that "Redis unavailable" can be alerted on apart from "delayq down".
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,7 +85,19 @@ where
         last.is_none_or(|t| t.elapsed() > GAUGE_TTL)
     };
     if stale {
-        for (q, s) in read_stats().await? {
+        let stats = match read_stats().await {
+            Ok(stats) => {
+                metrics::gauge!("delayq_redis_up").set(1.0);
+                stats
+            }
+            Err(e) => {
+                // The last gauges stay as they were read; the next scrape tries again.
+                tracing::warn!(status = %e.status(), "metrics: cannot read the queues from Redis");
+                metrics::gauge!("delayq_redis_up").set(0.0);
+                return Ok(handle.render());
+            }
+        };
+        for (q, s) in stats {
             for (st, n) in [
                 ("delayed", s.delayed),
                 ("ready", s.ready),

@@ -94,3 +94,41 @@ async fn metrics_count_what_happened_to_each_queue() {
         "lateness has buckets from 0.5 ms:\n{text}"
     );
 }
+
+/// An alert on "Redis unavailable" needs a scrape that still answers when Redis does not:
+/// `delayq_redis_up` says whether the last reading of the queues' gauges reached it.
+#[tokio::test]
+async fn metrics_say_when_redis_is_away_and_when_it_is_back() {
+    let mut s = TestServer::start().await;
+    s.post("/v1/queues/up/messages", json!({ "payload": 1 }))
+        .await;
+    let scrape = |s: &TestServer| {
+        let request = s.http.get(format!("{}/metrics", s.base));
+        async move {
+            let resp = request.send().await.expect("request");
+            (resp.status(), resp.text().await.unwrap_or_default())
+        }
+    };
+    let (status, text) = scrape(&s).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(sample(&text, "delayq_redis_up"), Some(1.0), "{text}");
+
+    s.redis.kill();
+    // The gauges are cached for a second: wait for a scrape that reads again.
+    wait_until(
+        Duration::from_secs(10),
+        "a scrape that says Redis is away",
+        || async {
+            let (status, text) = scrape(&s).await;
+            status == StatusCode::OK && sample(&text, "delayq_redis_up") == Some(0.0)
+        },
+    )
+    .await;
+    s.redis.restart();
+    wait_until(
+        Duration::from_secs(10),
+        "a scrape that says Redis is back",
+        || async { sample(&scrape(&s).await.1, "delayq_redis_up") == Some(1.0) },
+    )
+    .await;
+}
