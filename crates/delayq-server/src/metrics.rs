@@ -42,6 +42,20 @@ pub fn install() -> Result<PrometheusHandle, String> {
                         delayq::HANDLER_BUCKETS,
                     )
                 })
+                // Histograms, not summaries, so that several servers' add up (a summary's
+                // quantiles cannot be combined), as the dashboard in deploy/ does.
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("delayq_push_lateness_seconds".into()),
+                        delayq::LATENESS_BUCKETS,
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("delayq_push_request_seconds".into()),
+                        delayq::HANDLER_BUCKETS,
+                    )
+                })
                 .map_err(|e| e.to_string())?
                 .install_recorder()
                 .map_err(|e| e.to_string())

@@ -10,6 +10,7 @@ mod cli;
 mod cli_settings;
 mod config_file;
 mod consume;
+mod deploy;
 mod embedded;
 mod errors;
 mod event_pages;
