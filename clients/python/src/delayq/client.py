@@ -1,0 +1,255 @@
+"""The synchronous client: every covered API call as a method, over one ``httpx.Client``.
+
+Each method builds an op (``_produce``, ``_consume``, ``_admin``) and runs it; the async
+client in :mod:`delayq.aio` has the same methods with the same signatures (a test checks).
+Durations are seconds (or a timedelta, or text like ``"15m"``); times are Unix seconds (or a
+datetime, or RFC 3339 text); payloads are any JSON value, or ``bytes``.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any, List, Mapping, Optional, Sequence, Type, Union
+
+import httpx
+
+from . import _admin, _consume, _ops, _produce
+from ._convert import Duration, Time
+from ._ops import UNSET, Op, T
+from ._transport import (
+    RetryPolicy, TimeoutArg, default_headers, make_timeout, never_sent, request_args,
+    result_of, retry_delay, transport_error,
+)
+from .errors import DelayqError
+from .models import (
+    Backoff, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueStats, Sent,
+    SettleResult,
+)
+
+DEFAULT_URL = "http://127.0.0.1:7400"
+
+
+class Client:
+    """A delayq server's API. ``token``: a bearer token (its role decides what it may do);
+    ``timeout``: seconds per request (a long-poll gets its wait on top); ``retry``: how
+    idempotent calls are retried after a 503 or a lost connection; ``http_client``: an
+    ``httpx.Client`` of your own (proxies, TLS, event hooks), which :meth:`close` leaves
+    open."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, *, token: Optional[str] = None,
+                 timeout: TimeoutArg = 10.0, retry: RetryPolicy = RetryPolicy(),
+                 http_client: Optional[httpx.Client] = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = default_headers(token)
+        self._timeout = make_timeout(timeout)
+        self._retry = retry
+        self._owned = http_client is None
+        self._http = http_client or httpx.Client(timeout=self._timeout)
+
+    def close(self) -> None:
+        """Closes the connections (unless the httpx client was given)."""
+        if self._owned:
+            self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        self.close()
+
+    def _call(self, op: Op[T]) -> T:
+        """Runs ``op``, retrying as the policy allows; raises a :class:`DelayqError`."""
+        retries = 0
+        while True:
+            args = request_args(op, self._timeout)
+            args["url"] = self.base_url + args["url"]
+            sent = True
+            try:
+                response = self._http.request(headers=self._headers, **args)
+                return result_of(op, response)
+            except httpx.RequestError as exc:
+                error: DelayqError = transport_error(exc)
+                sent = not never_sent(exc)
+                cause: BaseException = exc
+            except DelayqError as exc:
+                error, cause = exc, exc
+            wait = retry_delay(self._retry, op, error, retries, sent)
+            if wait is None:
+                if error is cause:
+                    raise error
+                raise error from cause
+            time.sleep(wait)
+            retries += 1
+
+    # Probes.
+
+    def health(self) -> bool:
+        """True when the server process is up."""
+        return self._call(_ops.health())
+
+    def ready(self) -> bool:
+        """True when the server's Redis answers (else :class:`UnavailableError`)."""
+        return self._call(_ops.ready())
+
+    # Produce (role send).
+
+    def send(self, queue: str, payload: Any, *, delay: Optional[Duration] = None,
+             deliver_at: Optional[Time] = None, id: Optional[str] = None,
+             priority: Optional[int] = None, max_attempts: Optional[int] = None,
+             backoff: Optional[Backoff] = None, ttl: Optional[Duration] = None,
+             expires_at: Optional[Time] = None, group: Optional[str] = None,
+             on_duplicate: Optional[str] = None, max_wait: Optional[Duration] = None,
+             if_in_flight: Optional[str] = None, handler_timeout: Optional[Duration] = None,
+             replicas: Optional[int] = None, replicas_timeout: Optional[Duration] = None,
+             push_url: Optional[str] = None, push_headers: Optional[Mapping[str, str]] = None,
+             traceparent: Optional[str] = None) -> Sent:
+        """Sends one message, due after ``delay`` or at ``deliver_at`` (else now). See
+        :class:`NewMessage` for the options; with ``id`` the send is idempotent (a repeat is
+        ``Sent.duplicate``) and retried after a 503."""
+        message = NewMessage(
+            payload, delay=delay, deliver_at=deliver_at, id=id, priority=priority,
+            max_attempts=max_attempts, backoff=backoff, ttl=ttl, expires_at=expires_at,
+            group=group, on_duplicate=on_duplicate, max_wait=max_wait,
+            if_in_flight=if_in_flight, handler_timeout=handler_timeout, replicas=replicas,
+            replicas_timeout=replicas_timeout, push_url=push_url, push_headers=push_headers,
+            traceparent=traceparent)
+        return self._call(_produce.send(queue, message))
+
+    def send_batch(self, queue: str, messages: Sequence[Union[NewMessage, Any]]) -> List[Sent]:
+        """Sends several messages in one request, all or nothing (a plain value is a payload
+        without options); a result each, in order."""
+        return self._call(_produce.send_batch(queue, messages))
+
+    def get(self, queue: str, id: str) -> Message:
+        """A message by id (:class:`NotFoundError` if there is none)."""
+        return self._call(_produce.get(queue, id))
+
+    def cancel(self, queue: str, id: str) -> str:
+        """Removes a delayed or ready message; answers the state it was in.
+        :class:`WrongStateError` if it is in flight or dead."""
+        return self._call(_produce.cancel(queue, id))
+
+    def reschedule(self, queue: str, id: str, *, delay: Optional[Duration] = None,
+                   deliver_at: Optional[Time] = None) -> int:
+        """A new due time for a delayed or ready message; answers it (Unix ms)."""
+        return self._call(_produce.reschedule(queue, id, delay, deliver_at))
+
+    # Consume (role consume).
+
+    def receive(self, queue: str, *, max: Optional[int] = None,
+                lease: Optional[Duration] = None,
+                wait: Optional[Duration] = None) -> List[Delivery]:
+        """Claims up to ``max`` (default 1) due messages, each under ``lease`` (default
+        30 s), waiting up to ``wait`` (default 0) for one to come due."""
+        return self._call(_consume.receive(queue, max, lease, wait))
+
+    def receive_many(self, *, queues: Optional[Sequence[str]] = None,
+                     weights: Optional[Mapping[str, int]] = None, max: Optional[int] = None,
+                     lease: Optional[Duration] = None,
+                     wait: Optional[Duration] = None) -> List[Delivery]:
+        """One receive over several queues: ``queues`` in strict order or ``weights``."""
+        return self._call(_consume.receive_many(queues, weights, max, lease, wait))
+
+    def ack(self, queue: str, receipt: str) -> None:
+        """Done with a delivery. :class:`LeaseLostError` if its lease was lost."""
+        self._call(_consume.ack(queue, receipt))
+
+    def ack_many(self, queue: str, receipts: Sequence[str]) -> List[SettleResult]:
+        """Acks several deliveries; a result each."""
+        return self._call(_consume.ack_many(queue, receipts))
+
+    def release(self, queue: str, receipt: str) -> None:
+        """Hands a delivery back, ready at once, its attempt not counted."""
+        self._call(_consume.release(queue, receipt))
+
+    def release_many(self, queue: str, receipts: Sequence[str]) -> List[SettleResult]:
+        """Releases several deliveries; a result each."""
+        return self._call(_consume.release_many(queue, receipts))
+
+    def extend(self, queue: str, receipt: str, *, lease: Optional[Duration] = None) -> int:
+        """Renews a delivery's lease from now; answers the new deadline (Unix ms)."""
+        return self._call(_consume.extend(queue, receipt, lease))
+
+    def extend_many(self, queue: str, receipts: Sequence[str], *,
+                    lease: Optional[Duration] = None) -> List[SettleResult]:
+        """Renews several leases; a result each (``ok`` False: that lease was lost)."""
+        return self._call(_consume.extend_many(queue, receipts, lease))
+
+    def nack(self, queue: str, receipt: str, error: Optional[str] = None, *,
+             retry_after: Optional[Duration] = None, dead: bool = False,
+             payload: Any = UNSET, extra_attempts: Optional[int] = None) -> str:
+        """A failed attempt: retried by backoff or after ``retry_after``, or a dead letter
+        now with ``dead=True``. Answers ``retry``, ``dead``, ``expired`` or ``superseded``."""
+        return self._call(_consume.nack(queue, receipt, error, retry_after, dead, payload,
+                                        extra_attempts))
+
+    # Admin (role admin).
+
+    def list_queues(self) -> List[QueueStats]:
+        """Every queue with its counts."""
+        return self._call(_admin.list_queues())
+
+    def stats(self, queue: str) -> QueueStats:
+        """One queue's counts and settings."""
+        return self._call(_admin.stats(queue))
+
+    def create_queue(self, queue: str, partitions: int) -> QueueStats:
+        """Creates a queue spread over ``partitions`` (fixed for its life)."""
+        return self._call(_admin.create_queue(queue, partitions))
+
+    def configure_queue(self, queue: str, settings: Mapping[str, Any]) -> QueueStats:
+        """Changes settings, given as the API's JSON (``PATCH /v1/queues/{queue}``)."""
+        return self._call(_admin.configure_queue(queue, settings))
+
+    def pause(self, queue: str) -> QueueStats:
+        """Stops deliveries of the queue to every consumer; sends are still taken."""
+        return self._call(_admin.pause(queue))
+
+    def resume(self, queue: str) -> QueueStats:
+        """Starts deliveries again."""
+        return self._call(_admin.resume(queue))
+
+    def dead_letters(self, queue: str, *, offset: int = 0, limit: int = 100) -> DeadLetterPage:
+        """A page of the queue's dead letters, oldest death first."""
+        return self._call(_admin.dead_letters(queue, offset, limit))
+
+    def requeue_dead(self, queue: str, id: str) -> int:
+        """One dead letter back to ready, attempts reset."""
+        return self._call(_admin.requeue_dead(queue, id))
+
+    def requeue_all_dead(self, queue: str) -> int:
+        """Every dead letter back to ready; answers how many."""
+        return self._call(_admin.requeue_all_dead(queue))
+
+    def purge_dead(self, queue: str, id: str) -> int:
+        """Deletes one dead letter."""
+        return self._call(_admin.purge_dead(queue, id))
+
+    def purge_all_dead(self, queue: str) -> int:
+        """Deletes every dead letter; answers how many."""
+        return self._call(_admin.purge_all_dead(queue))
+
+    def set_push_target(self, queue: str, url: str, *, method: Optional[str] = None,
+                        headers: Optional[Mapping[str, str]] = None,
+                        timeout: Optional[Duration] = None, concurrency: Optional[int] = None,
+                        signing_keys: Optional[Sequence[str]] = None,
+                        dead_statuses: Optional[Sequence[int]] = None,
+                        failure_callback: Optional[str] = None,
+                        follow_redirects: Optional[bool] = None,
+                        rate_limit: Optional[Mapping[str, int]] = None,
+                        allow_message_urls: Optional[Sequence[str]] = None) -> PushTarget:
+        """Has the server push the queue's messages to ``url``, signed with the target's
+        ``signing_keys`` (given, kept, or a new random one)."""
+        return self._call(_admin.set_push_target(
+            queue, url, method, headers, timeout, concurrency, signing_keys, dead_statuses,
+            failure_callback, follow_redirects, rate_limit, allow_message_urls))
+
+    def get_push_target(self, queue: str) -> PushTarget:
+        """The queue's push target (:class:`NotFoundError` if none)."""
+        return self._call(_admin.get_push_target(queue))
+
+    def delete_push_target(self, queue: str) -> None:
+        """Gives the queue back to pull consumers."""
+        self._call(_admin.delete_push_target(queue))

@@ -1,0 +1,310 @@
+"""What the client sends and what it gets back, as typed objects.
+
+Answers keep the server's JSON in ``raw`` too, so a field added to the server is readable
+before this client names it. Times are Unix milliseconds, as the API gives them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ._convert import Duration, Time, duration_json, payload_fields, payload_of, time_json
+
+__all__ = [
+    "Backoff",
+    "NewMessage",
+    "Sent",
+    "FailedAttempt",
+    "Message",
+    "Delivery",
+    "SettleResult",
+    "QueueStats",
+    "DeadLetter",
+    "DeadLetterPage",
+    "PushTarget",
+]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """A retry policy; build one with :meth:`fixed`, :meth:`exponential`, :meth:`linear` or
+    :meth:`steps`."""
+
+    body: Dict[str, Any]
+
+    @staticmethod
+    def _jitter(inner: Dict[str, Any], jitter_percent: Optional[int]) -> Dict[str, Any]:
+        if jitter_percent is not None:
+            inner["jitter_percent"] = jitter_percent
+        return inner
+
+    @classmethod
+    def fixed(cls, delay: Duration, jitter_percent: Optional[int] = None) -> "Backoff":
+        """The same delay before every retry."""
+        inner = {"delay": duration_json(delay, "backoff.delay")}
+        return cls({"fixed": cls._jitter(inner, jitter_percent)})
+
+    @classmethod
+    def exponential(
+        cls,
+        base: Duration,
+        cap: Duration,
+        factor: Optional[int] = None,
+        jitter_percent: Optional[int] = None,
+    ) -> "Backoff":
+        """``base``, then times ``factor`` (default 2) per retry, up to ``cap``."""
+        inner: Dict[str, Any] = {
+            "base": duration_json(base, "backoff.base"),
+            "cap": duration_json(cap, "backoff.cap"),
+        }
+        if factor is not None:
+            inner["factor"] = factor
+        return cls({"exponential": cls._jitter(inner, jitter_percent)})
+
+    @classmethod
+    def linear(
+        cls, base: Duration, cap: Duration, jitter_percent: Optional[int] = None
+    ) -> "Backoff":
+        """``base``, growing by ``base`` per retry, up to ``cap``."""
+        inner = {
+            "base": duration_json(base, "backoff.base"),
+            "cap": duration_json(cap, "backoff.cap"),
+        }
+        return cls({"linear": cls._jitter(inner, jitter_percent)})
+
+    @classmethod
+    def steps(cls, delays: Sequence[Duration], jitter_percent: Optional[int] = None) -> "Backoff":
+        """The listed delays in turn (1 to 8); the last one repeats."""
+        inner = {"delays": [duration_json(d, "backoff.delays") for d in delays]}
+        return cls({"list": cls._jitter(inner, jitter_percent)})
+
+
+@dataclass
+class NewMessage:
+    """One message to send: its payload (any JSON value, or ``bytes``) and every option the
+    API's send takes. Durations are seconds, a timedelta or text (``"15m"``); times are Unix
+    seconds, a datetime or RFC 3339 text."""
+
+    payload: Any
+    delay: Optional[Duration] = None
+    deliver_at: Optional[Time] = None
+    id: Optional[str] = None
+    priority: Optional[int] = None
+    max_attempts: Optional[int] = None
+    backoff: Optional[Backoff] = None
+    ttl: Optional[Duration] = None
+    expires_at: Optional[Time] = None
+    group: Optional[str] = None
+    on_duplicate: Optional[str] = None
+    max_wait: Optional[Duration] = None
+    if_in_flight: Optional[str] = None
+    handler_timeout: Optional[Duration] = None
+    replicas: Optional[int] = None
+    replicas_timeout: Optional[Duration] = None
+    push_url: Optional[str] = None
+    push_headers: Optional[Mapping[str, str]] = None
+    traceparent: Optional[str] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        """The ``SendBody`` of the API: only the options given."""
+        body: Dict[str, Any] = payload_fields(self.payload)
+        for name in ("delay", "ttl", "max_wait", "handler_timeout"):
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = duration_json(value, name)
+        for name in ("deliver_at", "expires_at"):
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = time_json(value, name)
+        for name in ("id", "priority", "max_attempts", "group", "on_duplicate",
+                     "if_in_flight", "traceparent"):
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = value
+        if self.backoff is not None:
+            body["backoff"] = self.backoff.body
+        if self.replicas is not None:
+            replicas: Dict[str, Any] = {"count": self.replicas}
+            if self.replicas_timeout is not None:
+                replicas["timeout"] = duration_json(self.replicas_timeout, "replicas_timeout")
+            body["replicas"] = replicas
+        if self.push_url is not None or self.push_headers:
+            push: Dict[str, Any] = {}
+            if self.push_url is not None:
+                push["url"] = self.push_url
+            if self.push_headers:
+                push["headers"] = dict(self.push_headers)
+            body["push"] = push
+        return body
+
+    @property
+    def safe_to_repeat(self) -> bool:
+        """True when sending it twice writes it once: it has a caller id and keeps an
+        existing message of that id (the default), so a retry is answered as a duplicate."""
+        return self.id is not None and self.on_duplicate in (None, "keep")
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A send's result. ``duplicate``: a message with this caller id existed, nothing was
+    written. ``replaced``: an upsert's predecessor's state."""
+
+    id: str
+    due_ms: Optional[int]
+    duplicate: bool
+    replaced: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Sent":
+        return cls(obj["id"], obj.get("due_ms"), bool(obj.get("duplicate")), obj.get("replaced"))
+
+
+@dataclass(frozen=True)
+class FailedAttempt:
+    """One failed attempt in a message's history."""
+
+    attempt: int
+    at_ms: int
+    error: str
+
+
+def _errors(obj: Mapping[str, Any]) -> List[FailedAttempt]:
+    return [FailedAttempt(e["attempt"], e["at_ms"], e["error"]) for e in obj.get("errors", [])]
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message as ``get`` shows it (``state``: delayed, ready, in_flight, dead or
+    completed)."""
+
+    id: str
+    state: str
+    due_ms: int
+    attempts: int
+    max_attempts: int
+    priority: int
+    payload: Any
+    last_error: Optional[str]
+    errors: List[FailedAttempt]
+    raw: Dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any]) -> "Message":
+        return cls(
+            obj["id"], obj["state"], obj["due_ms"], obj["attempts"], obj["max_attempts"],
+            obj["priority"], payload_of(obj), obj.get("last_error"), _errors(obj), obj,
+        )
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A message handed to this consumer under a lease; settle it by ``receipt`` on its
+    ``queue`` (ack, nack, extend, release)."""
+
+    queue: str
+    receipt: str
+    id: str
+    attempt: int
+    priority: int
+    due_ms: int
+    lease_deadline_ms: int
+    payload: Any
+    group: Optional[str] = None
+    handler_timeout_ms: Optional[int] = None
+    traceparent: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any]) -> "Delivery":
+        return cls(
+            obj["queue"], obj["receipt"], obj["id"], obj["attempt"], obj["priority"],
+            obj["due_ms"], obj["lease_deadline_ms"], payload_of(obj), obj.get("group"),
+            obj.get("handler_timeout_ms"), obj.get("traceparent"), obj,
+        )
+
+
+@dataclass(frozen=True)
+class SettleResult:
+    """One receipt's result in a many-receipt ack, release or extend: ``ok`` False means its
+    lease was lost. ``lease_deadline_ms``: extend's new deadline."""
+
+    receipt: str
+    ok: bool
+    lease_deadline_ms: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "SettleResult":
+        return cls(obj["receipt"], bool(obj["ok"]), obj.get("lease_deadline_ms"))
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """A queue's counts and settings (``raw`` has every field the server gives)."""
+
+    name: str
+    delayed: int
+    ready: int
+    in_flight: int
+    dead: int
+    paused: bool
+    partitions: int
+    oldest_ready_lag_ms: int
+    raw: Dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any]) -> "QueueStats":
+        return cls(
+            obj["name"], obj["delayed"], obj["ready"], obj["in_flight"], obj["dead"],
+            bool(obj["paused"]), obj["partitions"], obj["oldest_ready_lag_ms"], obj,
+        )
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message that ran out of attempts or failed permanently."""
+
+    id: str
+    died_at_ms: int
+    attempts: int
+    max_attempts: int
+    priority: int
+    last_error: Optional[str]
+    errors: List[FailedAttempt]
+    payload: Any
+    raw: Dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any]) -> "DeadLetter":
+        return cls(
+            obj["id"], obj["died_at_ms"], obj["attempts"], obj["max_attempts"], obj["priority"],
+            obj.get("last_error"), _errors(obj), payload_of(obj), obj,
+        )
+
+
+@dataclass(frozen=True)
+class DeadLetterPage:
+    """A page of dead letters, oldest death first, and how many there are in all."""
+
+    total: int
+    items: List[DeadLetter]
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """A queue's push target; ``signing_keys`` verify its requests' signatures."""
+
+    url: str
+    method: str
+    headers: Dict[str, str]
+    timeout_ms: int
+    concurrency: int
+    signing_keys: List[str]
+    raw: Dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any]) -> "PushTarget":
+        return cls(
+            obj["url"], obj["method"], dict(obj.get("headers") or {}), obj["timeout_ms"],
+            obj["concurrency"], list(obj["signing_keys"]), obj,
+        )

@@ -1,0 +1,162 @@
+"""The asyncio client and worker against a real server. Each test runs its own event loop
+with ``asyncio.run``, so no pytest plugin is needed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Awaitable, Callable, List, Tuple, TypeVar
+
+from delayq import (
+    AsyncClient, AsyncWorker, Delivery, LeaseLostError, NotFoundError, PermanentFailure,
+    RetryLater,
+)
+from serverproc import ServerProcess
+
+T = TypeVar("T")
+
+
+async def eventually(check: Callable[[], Awaitable[T]], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def gone(client: AsyncClient, queue: str, id: str) -> bool:
+    try:
+        await client.get(queue, id)
+        return False
+    except NotFoundError:
+        return True
+
+
+def test_async_send_receive_ack(server: ServerProcess, queue: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url) as client:
+            sent = await client.send(queue, b"\x00bytes", id="a1", delay=0.2)
+            assert not sent.duplicate
+            assert await client.receive(queue) == []
+            [d] = await client.receive(queue, wait=3)
+            assert (d.id, d.payload) == ("a1", b"\x00bytes")
+            await client.ack(queue, d.receipt)
+            try:
+                await client.ack(queue, d.receipt)
+                raise AssertionError("a second ack must fail")
+            except LeaseLostError as err:
+                assert err.code == "lease_lost"
+            assert await gone(client, queue, "a1")
+            assert (await client.stats(queue)).in_flight == 0
+
+    asyncio.run(main())
+
+
+def test_async_worker_acks_retries_and_dead_letters(server: ServerProcess, queue: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url) as client:
+            await client.send_batch(queue, ["ok", "retry", "poison"])
+            seen: List[Tuple[object, int]] = []
+
+            async def handle(d: Delivery) -> None:
+                seen.append((d.payload, d.attempt))
+                if d.payload == "retry" and d.attempt == 1:
+                    raise RetryLater("later", retry_after=0.2)
+                if d.payload == "poison":
+                    raise PermanentFailure("never")
+
+            worker = AsyncWorker(client, queue, handle, concurrency=3, poll_wait=0.5)
+            task = asyncio.create_task(worker.run())
+            await eventually(lambda: dead_count(client, queue, 1), 10, "the dead letter")
+            await eventually(lambda: drained(client, queue), 10, "ok and retry acked")
+            await worker.stop()
+            await task
+            assert sorted(seen) == [("ok", 1), ("poison", 1), ("retry", 1), ("retry", 2)]
+
+    asyncio.run(main())
+
+
+async def dead_count(client: AsyncClient, queue: str, n: int) -> bool:
+    return (await client.dead_letters(queue)).total == n
+
+
+async def drained(client: AsyncClient, queue: str) -> bool:
+    s = await client.stats(queue)
+    return s.ready == 0 and s.in_flight == 0 and s.delayed == 0
+
+
+def test_async_worker_extends_a_long_handlers_lease(server: ServerProcess, queue: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url) as client:
+            await client.send(queue, "slow", id="slow")
+            calls: List[int] = []
+            started = asyncio.Event()
+
+            async def handle(d: Delivery) -> None:
+                calls.append(d.attempt)
+                started.set()
+                await asyncio.sleep(3.5)  # more than two leases of work
+
+            worker = AsyncWorker(client, queue, handle, lease=1.5, poll_wait=0.5)
+            task = asyncio.create_task(worker.run())
+            await asyncio.wait_for(started.wait(), 10)
+            stolen: List[Delivery] = []
+            while not await gone(client, queue, "slow") and not stolen:
+                stolen += await client.receive(queue, wait=0.3, lease=30)
+            await worker.stop()
+            await task
+            assert stolen == [] and calls == [1]
+
+    asyncio.run(main())
+
+
+def test_async_stop_releases_and_cancels_an_unfinished_handler(server: ServerProcess,
+                                                               queue: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url) as client:
+            await client.send(queue, "long", id="long")
+            started, cancelled = asyncio.Event(), asyncio.Event()
+
+            async def handle(d: Delivery) -> None:
+                started.set()
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    cancelled.set()
+                    raise
+
+            worker = AsyncWorker(client, queue, handle, lease=60, poll_wait=0.5, grace=0.3)
+            task = asyncio.create_task(worker.run())
+            await asyncio.wait_for(started.wait(), 10)
+            stop_at = time.monotonic()
+            await asyncio.wait_for(worker.stop(), 10)
+            await task
+            assert cancelled.is_set()
+            [d] = await client.receive(queue, wait=5)
+            assert d.id == "long" and time.monotonic() - stop_at < 5
+            await client.ack(queue, d.receipt)
+
+    asyncio.run(main())
+
+
+def test_async_handler_timeout_fails_the_attempt(server: ServerProcess, queue: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url) as client:
+            # The message's own handler_timeout wins over the worker's (none here).
+            await client.send(queue, "x", id="hang", handler_timeout=0.3, max_attempts=1)
+
+            async def handle(d: Delivery) -> None:
+                await asyncio.sleep(30)
+
+            worker = AsyncWorker(client, queue, handle, poll_wait=0.5)
+            task = asyncio.create_task(worker.run())
+            await eventually(lambda: dead_count(client, queue, 1), 10, "the timed-out attempt")
+            await worker.stop()
+            await task
+            dead = (await client.dead_letters(queue)).items[0]
+            assert dead.last_error is not None and "timed out" in dead.last_error
+
+    asyncio.run(main())
