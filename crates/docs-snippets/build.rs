@@ -20,7 +20,11 @@ fn main() {
     for page in pages {
         println!("cargo:rerun-if-changed={}", page.display());
         let text = std::fs::read_to_string(&page).expect("a docs page");
-        let name = page.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_owned();
+        let name = page
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("?")
+            .to_owned();
         let mut sample: Option<(usize, String)> = None;
         for (i, line) in text.lines().enumerate() {
             match &mut sample {
@@ -50,7 +54,10 @@ fn main() {
             }
         }
     }
-    let _ = writeln!(out, "/// Samples compiled.\npub const SAMPLES: usize = {count};");
+    let _ = writeln!(
+        out,
+        "/// Samples compiled.\npub const SAMPLES: usize = {count};"
+    );
     let dest = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("samples.rs");
     std::fs::write(dest, out).expect("write samples.rs");
 }
