@@ -1,0 +1,227 @@
+// The client: producer calls (send, sendBatch, get, cancel, reschedule, listMessages),
+// consumer calls (receive, ack, nack, extend, release), probes, and `admin` for queue
+// administration. Each method is one HTTP call on a route of ROUTES (routes.ts).
+
+import { Admin } from './admin.js';
+import { CallOptions, Transport, TransportOptions } from './http.js';
+import { Route, route } from './routes.js';
+import type {
+  BatchMessage, Bytes, Delivery, Duration, Json, MessageInfo, MessagePage, MessageState,
+  NackOptions, NackResult, ReceiveManyOptions, ReceiveOptions, SendOptions, Sent, Settled, Time,
+} from './types.js';
+import { Worker, WorkerHandler, WorkerOptions } from './worker.js';
+
+export type ClientOptions = TransportOptions;
+
+export class DelayqClient {
+  /** Queue administration (role admin). */
+  readonly admin: Admin;
+  readonly transport: Transport;
+
+  constructor(options: ClientOptions | string) {
+    this.transport = new Transport(typeof options === 'string' ? { baseUrl: options } : options);
+    this.admin = new Admin(this.transport);
+  }
+
+  // ---- produce ----
+
+  /**
+   * Sends one message: `payload` is any JSON value, or bytes (a Uint8Array or Buffer).
+   * Retried on 503 when it has a caller `id` (a repeat is answered as a duplicate).
+   */
+  async send(queue: string, payload: Json | Bytes, options: SendOptions = {}, call?: CallOptions): Promise<Sent> {
+    const body = message(payload, options);
+    const r = await this.transport.call<Sent>(
+      { ...route('POST /v1/queues/{queue}/messages'), params: { queue }, body, idempotent: safeToRepeat(options) },
+      call,
+    );
+    return r.data;
+  }
+
+  /** Sends up to the server's --max-batch messages, all or nothing. */
+  async sendBatch(queue: string, messages: BatchMessage[], call?: CallOptions): Promise<Sent[]> {
+    const body = { messages: messages.map(({ payload, ...options }) => message(payload, options)) };
+    const r = await this.transport.call<{ results: Sent[] }>(
+      { ...route('POST /v1/queues/{queue}/batch'), params: { queue }, body, idempotent: messages.every(safeToRepeat) },
+      call,
+    );
+    return r.data.results;
+  }
+
+  /** A message by id, with its state and error history; NotFoundError if there is none. */
+  async get(queue: string, id: string, call?: CallOptions): Promise<MessageInfo> {
+    const r = await this.transport.call<MessageInfo>(
+      { ...route('GET /v1/queues/{queue}/messages/{id}'), params: { queue, id }, idempotent: true },
+      call,
+    );
+    return r.data;
+  }
+
+  /** Cancels a delayed or ready message; WrongStateError (409) if in flight or dead. */
+  async cancel(queue: string, id: string, call?: CallOptions): Promise<{ cancelled: boolean; state: string }> {
+    const r = await this.transport.call<{ cancelled: boolean; state: string }>(
+      { ...route('DELETE /v1/queues/{queue}/messages/{id}'), params: { queue, id } },
+      call,
+    );
+    return r.data;
+  }
+
+  /** Moves a pending message's due time: `{delay}` or `{deliver_at}`. */
+  async reschedule(
+    queue: string, id: string, when: { delay?: Duration; deliver_at?: Time }, call?: CallOptions,
+  ): Promise<{ id: string; due_ms: number }> {
+    const body = { delay: when.delay, deliver_at: time(when.deliver_at) };
+    const r = await this.transport.call<{ id: string; due_ms: number }>(
+      // A time is absolute, so repeating it changes nothing; a delay would move it again.
+      { ...route('POST /v1/queues/{queue}/messages/{id}/reschedule'), params: { queue, id }, body, idempotent: when.delay === undefined },
+      call,
+    );
+    return r.data;
+  }
+
+  /** One page of the messages in a state (`next` is the cursor of the following page). */
+  async listMessages(
+    queue: string,
+    query: { state: MessageState; limit?: number; cursor?: string; contains?: string },
+    call?: CallOptions,
+  ): Promise<MessagePage> {
+    const r = await this.transport.call<MessagePage>(
+      { ...route('GET /v1/queues/{queue}/messages'), params: { queue }, query, idempotent: true },
+      call,
+    );
+    return r.data;
+  }
+
+  // ---- consume ----
+
+  /** Claims up to `max` due messages under a lease; with `wait`, long-polls until one is due. */
+  async receive(queue: string, options: ReceiveOptions = {}, call?: CallOptions): Promise<Delivery[]> {
+    const r = await this.transport.call<{ deliveries: Delivery[] }>(
+      { ...route('POST /v1/queues/{queue}/receive'), params: { queue }, body: options, extraTimeoutMs: waitMs(options.wait) },
+      call,
+    );
+    return r.data.deliveries;
+  }
+
+  /** One receive over several queues (`queues` in strict order, or `weights`). */
+  async receiveMany(options: ReceiveManyOptions, call?: CallOptions): Promise<Delivery[]> {
+    const r = await this.transport.call<{ deliveries: Delivery[] }>(
+      { ...route('POST /v1/receive'), body: options, extraTimeoutMs: waitMs(options.wait) },
+      call,
+    );
+    return r.data.deliveries;
+  }
+
+  /** Acks one receipt (LeaseLostError if its lease was lost) or several (a result each). */
+  ack(queue: string, receipt: string, call?: CallOptions): Promise<void>;
+  ack(queue: string, receipts: string[], call?: CallOptions): Promise<Settled[]>;
+  async ack(queue: string, receipts: string | string[], call?: CallOptions): Promise<void | Settled[]> {
+    const r = await this.settle('POST /v1/queues/{queue}/ack', queue, receipts, {}, false, call);
+    return Array.isArray(r) ? r : undefined;
+  }
+
+  /** Hands deliveries back: ready again at once, the attempt not counted. */
+  release(queue: string, receipt: string, call?: CallOptions): Promise<void>;
+  release(queue: string, receipts: string[], call?: CallOptions): Promise<Settled[]>;
+  async release(queue: string, receipts: string | string[], call?: CallOptions): Promise<void | Settled[]> {
+    const r = await this.settle('POST /v1/queues/{queue}/release', queue, receipts, {}, false, call);
+    return Array.isArray(r) ? r : undefined;
+  }
+
+  /** Extends leases to `lease` from now (default 30 s); answers the new deadline(s). */
+  extend(queue: string, receipt: string, options?: { lease?: Duration }, call?: CallOptions): Promise<{ lease_deadline_ms: number }>;
+  extend(queue: string, receipts: string[], options?: { lease?: Duration }, call?: CallOptions): Promise<Settled[]>;
+  async extend(
+    queue: string, receipts: string | string[], options: { lease?: Duration } = {}, call?: CallOptions,
+  ): Promise<{ lease_deadline_ms: number } | Settled[]> {
+    // Extending again only moves the deadline from now: safe to repeat.
+    const r = await this.settle('POST /v1/queues/{queue}/extend', queue, receipts, { lease: options.lease }, true, call);
+    return r as { lease_deadline_ms: number } | Settled[];
+  }
+
+  /**
+   * A failed attempt: retried by backoff, or after `retry_after`; a dead letter after the
+   * last attempt, or now with `dead: true`.
+   */
+  async nack(queue: string, receipt: string, options: NackOptions = {}, call?: CallOptions): Promise<NackResult> {
+    const r = await this.transport.call<NackResult>(
+      { ...route('POST /v1/queues/{queue}/nack'), params: { queue }, body: { receipt, ...options } },
+      call,
+    );
+    return r.data;
+  }
+
+  /** A worker that receives from `queue` and runs `handler` on each message (see worker.ts). */
+  worker(queue: string, handler: WorkerHandler, options?: WorkerOptions): Worker {
+    return new Worker(this, queue, handler, options);
+  }
+
+  // ---- probes and escape hatch ----
+
+  /** `GET /healthz`: the process is up. */
+  async health(call?: CallOptions): Promise<{ status: string }> {
+    return (await this.transport.call<{ status: string }>({ ...route('GET /healthz'), idempotent: true }, call)).data;
+  }
+
+  /** `GET /readyz`: Redis answers (UnavailableError when not). */
+  async ready(call?: CallOptions): Promise<{ status: string }> {
+    return (await this.transport.call<{ status: string }>({ ...route('GET /readyz'), idempotent: true }, call)).data;
+  }
+
+  /** The server's OpenAPI document. */
+  async openapi(call?: CallOptions): Promise<{ paths: Record<string, Record<string, unknown>> }> {
+    const r = await this.transport.call<{ paths: Record<string, Record<string, unknown>> }>(
+      { method: 'GET', path: '/openapi.json', idempotent: true }, call);
+    return r.data;
+  }
+
+  /** Any route, e.g. one this client leaves out (LEFT_OUT): `raw('GET', '/v1/processes')`. */
+  async raw<T = unknown>(method: string, path: string, body?: unknown, call?: CallOptions): Promise<T> {
+    return (await this.transport.call<T>({ method, path, body }, call)).data;
+  }
+
+  private async settle(
+    r: Route, queue: string, receipts: string | string[], extra: object, idempotent: boolean, call?: CallOptions,
+  ): Promise<void | Settled[] | { lease_deadline_ms: number }> {
+    const body = Array.isArray(receipts) ? { receipts, ...extra } : { receipt: receipts, ...extra };
+    const answer = await this.transport.call<{ results?: Settled[]; lease_deadline_ms?: number } | undefined>(
+      { ...route(r), params: { queue }, body, idempotent },
+      call,
+    );
+    if (Array.isArray(receipts)) return answer.data?.results ?? [];
+    if (answer.data?.lease_deadline_ms !== undefined) return { lease_deadline_ms: answer.data.lease_deadline_ms };
+  }
+}
+
+/** A send's JSON body: the payload as JSON or base64 bytes, times as ms. */
+function message(payload: Json | Bytes, options: SendOptions): Record<string, unknown> {
+  const body: Record<string, unknown> = { ...options };
+  if (payload instanceof Uint8Array) body.payload_base64 = Buffer.from(payload).toString('base64');
+  else body.payload = payload;
+  if (options.deliver_at !== undefined) body.deliver_at = time(options.deliver_at);
+  if (options.expires_at !== undefined) body.expires_at = time(options.expires_at);
+  return body;
+}
+
+/** A send that a repeat cannot change: it has a caller id and keeps the existing message. */
+function safeToRepeat(options: SendOptions): boolean {
+  return options.id !== undefined && (options.on_duplicate ?? 'keep') === 'keep';
+}
+
+function time(t: Time | undefined): number | string | undefined {
+  return t instanceof Date ? t.getTime() : t;
+}
+
+/** A wait in ms, for the call's timeout (text waits are parsed roughly; unknown: 30 s). */
+export function waitMs(wait: Duration | undefined): number {
+  if (wait === undefined) return 0;
+  if (typeof wait === 'number') return wait;
+  const units: Record<string, number> = { ms: 1, s: 1000, sec: 1000, m: 60_000, min: 60_000, h: 3_600_000 };
+  let total = 0;
+  for (const [, n, unit] of wait.matchAll(/(\d+(?:\.\d+)?)\s*([a-z]+)/g)) {
+    const factor = units[unit];
+    if (factor === undefined) return 30_000;
+    total += Number(n) * factor;
+  }
+  return total;
+}
