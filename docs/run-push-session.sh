@@ -14,6 +14,8 @@ awk '/^```sh/{grab=1; next} grab && /^```/{exit} grab' "$docs/push.md" > "$dir/s
 awk '/^delayq serve/{print; print "for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null \\&\\& break; sleep 0.1; done"; next} 1' \
   "$dir/session.sh" > "$dir/session-waiting.sh"
 cd "$dir"
+# The port is the docs' 7400: wait for a server of an earlier session to be gone.
+for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null || break; sleep 0.1; done
 setsid env PATH="$dir/bin:$PATH" bash session-waiting.sh > out.log 2>&1 &
 session=$!
 wanted='close-1234 1 {"order": 1234}'

@@ -11,11 +11,14 @@ mkdir -p "$dir/bin"
 ln -s "$binary" "$dir/bin/delayq"
 export PATH="$dir/bin:$PATH"
 cd "$dir"
+# The port is the docs' 7400: wait for a server of an earlier session to be gone.
+for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null || break; sleep 0.1; done
 delayq serve > serve.log 2>&1 &
 serve=$!
 stop() { kill -TERM "$serve" 2>/dev/null || true; wait "$serve" 2>/dev/null || true; cd /; rm -rf "$dir"; }
 trap stop EXIT
 for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null && break; sleep 0.1; done
+if ! kill -0 "$serve" 2>/dev/null; then echo "delayq serve did not start:"; cat serve.log; exit 1; fi
 
 # The n-th ```sh block of a page.
 block() { awk -v n="$2" '/^ *```sh/{k++; if (k==n) {grab=1; next}} grab && /^ *```/{exit} grab' "$docs/$1"; }
