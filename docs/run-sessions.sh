@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs the shell samples of docs/events.md (the live event stream) and docs/upgrading.md
-# (`delayq format`) exactly as written, against a `delayq serve` with its embedded Redis,
-# after the setup each assumes (a queue recording events, with an acked message), and
-# checks what a reader would see. Usage: docs/run-sessions.sh DELAYQ_BINARY
+# Runs the shell samples of docs/events.md (the live event stream, a webhook, OTLP export),
+# docs/upgrading.md (`delayq format`) and docs/cluster.md (a queue of 6 partitions on a
+# Redis Cluster) exactly as written, after the setup each assumes (a `delayq serve` with
+# its embedded Redis, a receiver, a collector, a cluster on 127.0.0.1:7000-7002), and checks
+# what a reader would see. Usage: docs/run-sessions.sh DELAYQ_BINARY
 set -euo pipefail
 binary=$(realpath "$1")
 docs=$(cd "$(dirname "$0")" && pwd)
@@ -13,9 +14,15 @@ export PATH="$dir/bin:$PATH"
 cd "$dir"
 # The port is the docs' 7400: wait for a server of an earlier session to be gone.
 for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null || break; sleep 0.1; done
-delayq serve > serve.log 2>&1 &
+delayq serve --push-allow 127.0.0.1 > serve.log 2>&1 &
 serve=$!
-stop() { kill -TERM "$serve" 2>/dev/null || true; wait "$serve" 2>/dev/null || true; cd /; rm -rf "$dir"; }
+stop() {
+  kill -TERM "$serve" 2>/dev/null || true
+  wait "$serve" 2>/dev/null || true
+  for pid in $(cat pids 2>/dev/null); do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  cd /; rm -rf "$dir"
+}
 trap stop EXIT
 for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null && break; sleep 0.1; done
 if ! kill -0 "$serve" 2>/dev/null; then echo "delayq serve did not start:"; cat serve.log; exit 1; fi
@@ -48,3 +55,100 @@ if ! DELAYQ_REDIS_URL="$socket" bash format.sh > format.out 2>&1 || ! grep -q re
   echo "docs/upgrading.md format session failed:"; cat format.out; exit 1
 fi
 echo "docs/upgrading.md format session: ran"
+
+# docs/schedules.md: a schedule put over HTTP, then from the CLI, and listed.
+block schedules.md 1 > schedules.sh
+if ! bash schedules.sh > schedules.out 2>&1 || [[ $(grep -c daily-sales schedules.out) -lt 2 ]]; then
+  echo "docs/schedules.md session failed:"; cat schedules.out; exit 1
+fi
+echo "docs/schedules.md session: put and listed"
+
+# docs/events.md, block 2: a webhook on a loopback URL (the server allows 127.0.0.1).
+block events.md 2 > webhook.sh
+if ! bash webhook.sh > webhook.out 2>&1 || ! grep -q '"signing_keys"' webhook.out; then
+  echo "docs/events.md webhook session failed:"; cat webhook.out; exit 1
+fi
+echo "docs/events.md webhook session: subscribed"
+kill -TERM "$serve"; wait "$serve" 2>/dev/null || true
+
+# docs/events.md, block 3: `delayq serve --otlp-endpoint`, with a collector on 4318 that
+# takes OTLP posts; one send, then its spans must arrive.
+python3 -c '
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class Collector(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"] or 0))
+        print(self.path, flush=True)
+        self.send_response(200); self.end_headers()
+    def log_message(self, *args): pass
+HTTPServer(("127.0.0.1", 4318), Collector).serve_forever()' > collector.out 2>&1 &
+echo $! >> pids
+block events.md 3 > otlp.sh
+OTEL_BSP_SCHEDULE_DELAY=200 setsid bash otlp.sh > otlp-serve.log 2>&1 &
+serve=$!
+for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null && break; sleep 0.1; done
+json /v1/queues/traced/messages -d '{"payload": 1}' >/dev/null
+for _ in $(seq 1 100); do grep -q '^/v1/traces' collector.out && break; sleep 0.1; done
+if ! grep -q '^/v1/traces' collector.out; then
+  echo "docs/events.md OTLP session: no spans reached the collector:"; cat otlp-serve.log; exit 1
+fi
+echo "docs/events.md OTLP session: spans arrived"
+# SIGTERM to the session's group: the server (and through it, its Redis) too.
+kill -TERM -- "-$serve"; wait "$serve" 2>/dev/null || true
+
+# docs/operations.md: the configuration sample starts a server (its tokens file and data
+# directory given here as flags, which win over the file: those paths are a real host's).
+awk '/^```toml/{grab=1; next} grab && /^```/{exit} grab' "$docs/operations.md" > delayq.toml
+echo "admin:an-admin-token-0123456789" > tokens
+delayq serve --config delayq.toml --listen 127.0.0.1:7400 --tokens-file tokens \
+  --data-dir "$dir/configured" > configured.log 2>&1 &
+serve=$!
+for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null && break; sleep 0.1; done
+if ! curl -sf localhost:7400/v1/queues -H 'authorization: Bearer an-admin-token-0123456789' >/dev/null; then
+  echo "docs/operations.md configuration did not start a server:"; cat configured.log; exit 1
+fi
+echo "docs/operations.md configuration: a server started from it"
+kill -TERM "$serve"; wait "$serve" 2>/dev/null || true
+
+# docs/push.md's Python check of a signature, on the known answer that the server's own
+# signer is pinned to (push/signature.rs: key "key", t=1, orders/close-1234/2, body "body").
+awk '/^```python/{grab=1; next} grab && /^```/{exit} grab' "$docs/push.md" > verify.py
+python3 - <<'PY'
+exec(open("verify.py").read())
+headers = {
+    "Delayq-Signature": "t=1,v1=91b5374b153842ad05b2c4eab9349b8321b14703165bd3fb8b034dfb8be98ae5,"
+    "v2=80755dc13779b3023f019d27621185b6d160d67896fd5fa599eed19b4dfc5dd0",
+    "Delayq-Queue": "orders", "Delayq-Message-Id": "close-1234", "Delayq-Attempt": "2",
+}
+forever = 10**12
+assert verify("key", headers, b"body", tolerance=forever), "the server's signature"
+assert not verify("key", headers, b"bodY", tolerance=forever), "a changed body"
+assert not verify("other", headers, b"body", tolerance=forever), "another key"
+assert not verify("key", dict(headers, **{"Delayq-Attempt": "3"}), b"body", tolerance=forever)
+assert not verify("key", headers, b"body"), "t=1 is long past"
+PY
+echo "docs/push.md signature check: verifies the server's signature, refuses tampering"
+
+# docs/cluster.md: a queue of 6 partitions on a Redis Cluster of three masters.
+for port in 7000 7001 7002; do
+  mkdir -p "node-$port"
+  redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes --save '' \
+    --appendonly no --dir "$dir/node-$port" --daemonize no > "node-$port.log" 2>&1 &
+  echo $! >> pids
+done
+for port in 7000 7001 7002; do
+  for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+redis-cli --cluster create 127.0.0.1:7000 127.0.0.1:7001 127.0.0.1:7002 --cluster-yes > cluster.log 2>&1
+for _ in $(seq 1 100); do
+  redis-cli -p 7000 cluster info | grep -q 'cluster_state:ok' && break; sleep 0.1
+done
+block cluster.md 1 > cluster.sh
+if ! bash cluster.sh > cluster.out 2>&1; then
+  echo "docs/cluster.md session failed:"; cat cluster.out; exit 1
+fi
+partitions=$(redis-cli -c -p 7000 get 'dq:{orders}:partitions')
+if [[ "$partitions" != 6 ]]; then
+  echo "docs/cluster.md session: the queue has ${partitions:-no} partitions, not 6:"; cat cluster.out; exit 1
+fi
+echo "docs/cluster.md session: a queue of 6 partitions"
