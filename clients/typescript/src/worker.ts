@@ -5,10 +5,23 @@
 // another consumer gets them at once. Each message's outcome is decided once: by its handler
 // finishing, its handler_timeout passing, its lease being lost, or the stop's grace ending.
 
-import type { DelayqClient } from './client.js';
 import { DelayqError, LeaseLostError, PermanentError, RetryLaterError } from './errors.js';
-import { sleep } from './http.js';
-import type { Delivery, NackOptions } from './types.js';
+import { CallOptions, sleep } from './http.js';
+import type { Delivery, Duration, NackOptions, NackResult, ReceiveOptions, Settled } from './types.js';
+
+/**
+ * The consume calls a worker makes, as `DelayqClient` offers them. Named here, not taken
+ * from the client, so that the worker does not depend on the client that builds it.
+ */
+export interface ConsumeCalls {
+  receive(queue: string, options?: ReceiveOptions, call?: CallOptions): Promise<Delivery[]>;
+  ack(queue: string, receipt: string): Promise<void>;
+  nack(queue: string, receipt: string, options?: NackOptions): Promise<NackResult>;
+  extend(
+    queue: string, receipts: string[], options?: { lease?: Duration }, call?: CallOptions,
+  ): Promise<Settled[]>;
+  release(queue: string, receipts: string[]): Promise<Settled[]>;
+}
 
 export interface JobContext {
   /**
@@ -74,7 +87,7 @@ export class Worker {
   private readonly stopped = new Promise<void>((resolve) => (this.resolveStopped = resolve));
 
   constructor(
-    private readonly client: DelayqClient,
+    private readonly client: ConsumeCalls,
     readonly queue: string,
     private readonly handler: WorkerHandler,
     private readonly options: WorkerOptions = {},
