@@ -56,7 +56,8 @@ async fn send_one(
     let options = match carried_trace(core, &[layout.part(k)], span, options).await {
         Some(traceparent) => {
             carrying = options.clone().traceparent(traceparent);
-            prepared = prepare(core, payload, &carrying)?;
+            // Checked already; only the record changes.
+            prepared.1 = record::encode_body(&carrying, payload);
             &carrying
         }
         None => options,
@@ -118,7 +119,8 @@ async fn send_many(core: &QueueCore, messages: &[Message], span: &OpSpan) -> Res
         for (m, prepared) in messages.iter().zip(&mut prepared) {
             if m.options.traceparent.is_none() {
                 let carrying = m.options.clone().traceparent(traceparent.clone());
-                *prepared = prepare(core, &m.payload, &carrying)?;
+                // Checked already; only the record changes.
+                prepared.1 = record::encode_body(&carrying, &m.payload);
             }
         }
     }
