@@ -213,7 +213,20 @@ impl Browser {
     /// Saves a PNG of the viewport to `<target>/ui-screenshots/<name>.png`, and returns its
     /// path; CI keeps the directory, so a failed run can be looked at.
     pub(crate) async fn screenshot(&self, name: &str) -> PathBuf {
-        let png = bounded(format!("take screenshot {name}"), self.client.screenshot()).await;
+        // A screenshot waits on the renderer, which a machine busy with the rest of the suite
+        // (or a Chromium's first run, building its font cache) can starve past the bound:
+        // three tries, and every failure is told if all of them fail.
+        let mut failures = Vec::new();
+        let png = loop {
+            match self.attempt(self.client.screenshot()).await {
+                Ok(png) => break png,
+                Err(e) if failures.len() < 2 => failures.push(e),
+                Err(e) => {
+                    failures.push(e);
+                    panic!("take screenshot {name}: {}", failures.join("; then: "))
+                }
+            }
+        };
         let dir = target_dir().join("ui-screenshots");
         std::fs::create_dir_all(&dir).expect("create the screenshot directory");
         let path = dir.join(format!("{name}.png"));
