@@ -6,6 +6,7 @@
 //!   processes, end-of-run rules, metrics, one JSON per workload and a summary table.
 //! * `delayq-bench slowlog` measures how long each operation blocks Redis on a big queue.
 //! * `delayq-bench fairness` is W5: fairness across groups, and what groups cost W2a.
+//! * `delayq-bench depth` is W6: 10 million scheduled, and what that depth costs.
 //!
 //! This file only parses the command line and hands over.
 
@@ -13,6 +14,7 @@ mod agent;
 mod ceiling;
 mod clock;
 mod debounce;
+mod depth;
 mod driver;
 mod error;
 mod fairness;
@@ -48,6 +50,9 @@ enum Cmd {
     /// W5: fairness across groups (a heavy tenant's backlog, 1,000 light tenants), and what
     /// groups cost W2a.
     Fairness(fairness::FairnessArgs),
+    /// W6: 10,000,000 messages scheduled over an hour: enqueue rate at depth, bytes per
+    /// message, W3 on top, the operator's reads, and a restart's load time.
+    Depth(depth::DepthArgs),
     /// Upserts at volume: 100,000 ids sent 10 times each with debounce, replace and keep.
     Debounce(debounce::DebounceArgs),
     /// What completed retention costs: memory per final record, rate and Redis CPU.
@@ -65,6 +70,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => driver::main(args),
         Cmd::Slowlog(args) => block_on("slowlog", slowlog::run(args)),
         Cmd::Fairness(args) => block_on("fairness", fairness::run(args)),
+        Cmd::Depth(args) => block_on("depth", depth::run(args)),
         Cmd::Debounce(args) => block_on("debounce", debounce::run(args)),
         Cmd::Retention(args) => block_on("retention", retention::run(args)),
     }

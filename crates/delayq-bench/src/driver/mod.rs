@@ -16,7 +16,7 @@ mod agents;
 pub mod cluster;
 mod deployment;
 pub mod env;
-mod http_server;
+pub mod http_server;
 mod otlp;
 pub mod redis_cpu;
 pub mod server;

@@ -3,6 +3,7 @@
 //! into errors instead of the fixture's panics.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
 
 use redis_fixture::{RedisServer, Reply, ServerConfig};
 
@@ -100,6 +101,50 @@ impl BenchServer {
                 Some((name.to_owned(), field(rest, "calls"), field(rest, "usec")))
             })
             .collect())
+    }
+
+    /// Writes the data set to `dump.rdb` (`BGSAVE`, then waits for it: a big one outlasts a
+    /// `SAVE`'s reply timeout), which the server loads when started again.
+    pub fn save(&self) -> Result<()> {
+        match self.inner.command(&["BGSAVE"])? {
+            Reply::Simple(_) => {}
+            other => return Err(format!("BGSAVE replied {other:?}").into()),
+        }
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let info = match self.inner.command(&["INFO", "persistence"])? {
+                Reply::Bulk(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                other => return Err(format!("INFO persistence replied {other:?}").into()),
+            };
+            if info_field(&info, "rdb_bgsave_in_progress")? == 0 {
+                return if info.contains("rdb_last_bgsave_status:ok") {
+                    Ok(())
+                } else {
+                    Err("BGSAVE failed; see redis.log".into())
+                };
+            }
+            if Instant::now() > deadline {
+                return Err("BGSAVE still running after 600 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the server (SIGKILL), starts it again on the same port and directory, and
+    /// returns how long it took from the start until it had loaded its data and answered.
+    pub fn restart(&mut self) -> Result<Duration> {
+        self.inner.kill();
+        let started = Instant::now();
+        catch_unwind(AssertUnwindSafe(|| self.inner.restart_loading()))
+            .map_err(|_| "cannot start redis-server again")?;
+        let deadline = started + Duration::from_secs(600);
+        while self.inner.is_loading() {
+            if Instant::now() > deadline {
+                return Err("redis-server still loading after 600 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(started.elapsed())
     }
 
     /// `INFO cpu`.
