@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::Result;
@@ -37,11 +39,18 @@ impl HttpQueue {
         })
     }
 
-    async fn post(&self, path: &str, body: &Value) -> Result<Value> {
+    async fn post<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> Result<T> {
         self.call(reqwest::Method::POST, path, body).await
     }
 
-    async fn call(&self, method: reqwest::Method, path: &str, body: &Value) -> Result<Value> {
+    /// One call; its answer read as `T` (`IgnoredAny` where nothing in it is needed; an
+    /// empty answer reads as JSON `null`).
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T> {
         let what = format!("{method} {path}");
         let resp = self
             .client
@@ -55,10 +64,8 @@ impl HttpQueue {
         if !status.is_success() {
             return Err(format!("{what}: {status} {}", String::from_utf8_lossy(&bytes)).into());
         }
-        if bytes.is_empty() {
-            return Ok(Value::Null);
-        }
-        Ok(serde_json::from_slice(&bytes).map_err(|e| format!("{what}: {e}"))?)
+        let json: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+        Ok(serde_json::from_slice(json).map_err(|e| format!("{what}: {e}"))?)
     }
 
     /// Sets the queue's push target (`PUT /v1/queues/{q}/push`); the server's answer.
@@ -67,25 +74,19 @@ impl HttpQueue {
         self.call(reqwest::Method::PUT, "/push", &body).await
     }
 
-    fn message(payload: &[u8], delay_ms: Option<u64>) -> Value {
-        let text = String::from_utf8_lossy(payload);
-        match delay_ms {
-            Some(ms) => json!({ "payload": text, "delay": ms }),
-            None => json!({ "payload": text }),
-        }
-    }
-
     /// One batch call; the number of messages acknowledged.
     pub(crate) async fn send_batch(&self, batch: &[(Vec<u8>, Option<u64>)]) -> Result<usize> {
-        let messages: Vec<Value> = batch.iter().map(|(p, d)| Self::message(p, *d)).collect();
-        let sent = self
-            .post("/batch", &json!({ "messages": messages }))
-            .await?;
-        Ok(sent["results"].as_array().map_or(0, Vec::len))
+        let messages = batch
+            .iter()
+            .map(|(p, d)| OutMessage::new(p, *d))
+            .collect::<Result<Vec<_>>>()?;
+        let sent: SentBatch = self.post("/batch", &OutBatch { messages }).await?;
+        Ok(sent.results.len())
     }
 
     pub(crate) async fn send(&self, payload: &[u8], delay_ms: Option<u64>) -> Result<()> {
-        self.post("/messages", &Self::message(payload, delay_ms))
+        let _: IgnoredAny = self
+            .post("/messages", &OutMessage::new(payload, delay_ms)?)
             .await?;
         Ok(())
     }
@@ -93,25 +94,19 @@ impl HttpQueue {
     /// A long-poll for up to `max` deliveries.
     pub(crate) async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<HttpDelivery>> {
         let body = json!({ "max": max, "lease": "30s", "wait": wait.as_millis() as u64 });
-        let got = self.post("/receive", &body).await?;
-        let mut out = Vec::new();
-        for d in got["deliveries"].as_array().into_iter().flatten() {
-            let receipt = d["receipt"]
-                .as_str()
-                .ok_or("a delivery without a receipt")?;
-            let payload = d["payload"]
-                .as_str()
-                .ok_or("a payload that is not a string")?;
-            out.push(HttpDelivery {
-                receipt: receipt.to_owned(),
-                payload: payload.as_bytes().to_vec(),
-            });
-        }
-        Ok(out)
+        let got: Received = self.post("/receive", &body).await?;
+        Ok(got
+            .deliveries
+            .into_iter()
+            .map(|d| HttpDelivery {
+                receipt: d.receipt,
+                payload: d.payload.into_bytes(),
+            })
+            .collect())
     }
 
     pub(crate) async fn ack(&self, receipts: Vec<String>) -> Result<()> {
-        self.post("/ack", &json!({ "receipts": receipts })).await?;
+        let _: IgnoredAny = self.post("/ack", &json!({ "receipts": receipts })).await?;
         Ok(())
     }
 
@@ -126,4 +121,47 @@ impl HttpQueue {
         let stats: Value = resp.json().await.map_err(|e| format!("GET stats: {e}"))?;
         Ok(stats["delayed"].as_u64().unwrap_or(0) + stats["ready"].as_u64().unwrap_or(0))
     }
+}
+
+// The bodies as typed structs rather than `Value` trees, as a client of the API in any
+// language would write them: a map per message, its allocations and reading every answer
+// whole are the benchmark client's cost, not the server's (BENCHMARKS.md, issue 30).
+
+/// A message of a send or batch: the payload as a JSON string.
+#[derive(Serialize)]
+struct OutMessage<'a> {
+    payload: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delay: Option<u64>,
+}
+
+impl<'a> OutMessage<'a> {
+    fn new(payload: &'a [u8], delay: Option<u64>) -> Result<Self> {
+        let payload = std::str::from_utf8(payload).map_err(|e| format!("payload: {e}"))?;
+        Ok(OutMessage { payload, delay })
+    }
+}
+
+#[derive(Serialize)]
+struct OutBatch<'a> {
+    messages: Vec<OutMessage<'a>>,
+}
+
+/// A batch's answer: one result per message, counted.
+#[derive(Deserialize)]
+struct SentBatch {
+    results: Vec<IgnoredAny>,
+}
+
+/// A receive's answer: each delivery's receipt and payload (a JSON string: the agents send
+/// nothing else); its other fields are skipped.
+#[derive(Deserialize)]
+struct Received {
+    deliveries: Vec<InDelivery>,
+}
+
+#[derive(Deserialize)]
+struct InDelivery {
+    receipt: String,
+    payload: String,
 }
