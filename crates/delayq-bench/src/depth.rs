@@ -13,9 +13,10 @@
 //! 4. **What an operator waits for at that depth**, through `delayq serve` on the same
 //!    Redis: the stats call, the dashboard's overview, the queue page (its first page of
 //!    pending messages) and a page of the browse API, each timed over `READS` requests.
-//! 5. **A restart**: `SAVE` (what the embedded server's AOF holds after a rewrite, an RDB
-//!    preamble), SIGKILL, start again on the same directory, and the time until Redis has
-//!    loaded every message and answers; the count is checked afterwards.
+//! 5. **A restart**: `BGSAVE` (what the embedded server's AOF holds after a rewrite, an RDB
+//!    preamble; with `--aof`, Redis runs with the embedded server's AOF settings throughout
+//!    and loads its AOF instead), SIGKILL, start again on the same directory, and the time
+//!    until Redis has loaded every message and answers; the count is checked afterwards.
 //!
 //! The in-process consumer makes W3's figures comparable between steps 1 and 3, not with the
 //! agents' W3 of `run`.
@@ -62,7 +63,12 @@ pub struct DepthArgs {
     /// the one before, as a fixed delay gives: every one lands at the queue's end).
     #[arg(long, default_value = "random")]
     order: FillOrder,
-    /// Where the report goes (`W6-<order>.json`).
+    /// Run Redis as `delayq serve`'s embedded one does (`appendonly yes`, `appendfsync
+    /// everysec`), so that the fill pays for the AOF and the restart loads it, instead of
+    /// WORKLOADS.md's `appendonly no` and a `BGSAVE` before the restart.
+    #[arg(long)]
+    aof: bool,
+    /// Where the report goes (`W6-<order>[-aof].json`).
     #[arg(long, default_value = "target/bench-results")]
     out: PathBuf,
 }
@@ -101,7 +107,14 @@ pub async fn run(args: DepthArgs) -> Result<()> {
             .ok_or("this executable has no directory")?
             .join("delayq"),
     };
-    let mut server = BenchServer::start(&[])?;
+    let persistence: Vec<String> = if args.aof {
+        ["--appendonly", "yes", "--appendfsync", "everysec"]
+            .map(String::from)
+            .to_vec()
+    } else {
+        Vec::new()
+    };
+    let mut server = BenchServer::start(&persistence)?;
     let dq = DelayQ::connect(&format!("redis://127.0.0.1:{}/", server.port())).await?;
     let q = dq.queue(QUEUE_NAME)?;
 
@@ -120,8 +133,40 @@ pub async fn run(args: DepthArgs) -> Result<()> {
         fill.all, fill.first_tenth, fill.last_tenth, fill.last_tenth / fill.first_tenth
     );
 
+    // Redis forks to rewrite its AOF (with --aof) as the data grows: a fork of a big process
+    // stalls it, and the child's copying competes for the cores. Whether one overlapped W3.
+    let forks = |s: &BenchServer| s.info_number("stats", "total_forks");
+    let rewriting = |s: &BenchServer| s.info_number("persistence", "aof_rewrite_in_progress");
+    let (forks_before, rewriting_at_start) = (forks(&server)?, rewriting(&server)? == 1);
     let w3_deep = w3(&q, n).await?;
-    println!("W3 with {n} pending: {}", lateness_line(&w3_deep));
+    let forks_during = forks(&server)? - forks_before;
+    let latest_fork_us = server.info_number("stats", "latest_fork_usec")?;
+    println!(
+        "W3 with {n} pending: {}; AOF rewrite running at its start: {rewriting_at_start}, forks during it: {forks_during}, latest fork {:.1} ms",
+        lateness_line(&w3_deep),
+        latest_fork_us as f64 / 1000.0
+    );
+
+    // With the AOF: W3 once more after the rewrite is done, to tell its cost from the depth's.
+    let w3_after_rewrite = if args.aof {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while rewriting(&server)? == 1
+            || server.info_number("persistence", "aof_rewrite_scheduled")? == 1
+        {
+            if Instant::now() > deadline {
+                return Err("the AOF rewrite still runs after 600 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let late = w3(&q, n + W3_N).await?;
+        println!(
+            "W3 with {n} pending, no rewrite running: {}",
+            lateness_line(&late)
+        );
+        Some(late)
+    } else {
+        None
+    };
 
     let stats_started = Instant::now();
     let stats = q.stats().await?;
@@ -137,7 +182,11 @@ pub async fn run(args: DepthArgs) -> Result<()> {
     }
 
     drop(dq);
-    server.save()?;
+    // With the AOF, Redis loads what it wrote as it went (a rewrite's RDB preamble and the
+    // commands after it); without, what a BGSAVE wrote now.
+    if !args.aof {
+        server.save()?;
+    }
     let load = server.restart()?;
     let dq = DelayQ::connect(&format!("redis://127.0.0.1:{}/", server.port())).await?;
     let after_restart = dq.queue(QUEUE_NAME)?.stats().await?;
@@ -165,16 +214,22 @@ pub async fn run(args: DepthArgs) -> Result<()> {
         "used_memory_after_fill": after.used_memory,
         "w3_empty": w3_empty,
         "w3_deep": w3_deep,
+        "w3_deep_during_rewrite": rewriting_at_start,
+        "w3_deep_after_rewrite": w3_after_rewrite,
+        "w3_deep_forks": forks_during,
+        "latest_fork_us": latest_fork_us,
         "library_stats_ms": library_stats_ms,
         "http_reads_ms": reads.iter().map(|(what, (median, max))| {
             (what.to_string(), json!({ "median": median, "max": max }))
         }).collect::<serde_json::Map<String, Value>>(),
         "restart_load_s": load.as_secs_f64(),
+        "restart_from": if args.aof { "aof" } else { "rdb" },
         "pending": pending,
         "redis_args": server.args(),
     });
     std::fs::create_dir_all(&args.out)?;
-    let path = args.out.join(format!("W6-{}.json", args.order.name()));
+    let aof = if args.aof { "-aof" } else { "" };
+    let path = args.out.join(format!("W6-{}{aof}.json", args.order.name()));
     std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(())

@@ -147,6 +147,15 @@ impl BenchServer {
         Ok(started.elapsed())
     }
 
+    /// A numeric field of an `INFO` section.
+    pub fn info_number(&self, section: &str, field: &str) -> Result<u64> {
+        let info = match self.inner.command(&["INFO", section])? {
+            Reply::Bulk(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            other => return Err(format!("INFO {section} replied {other:?}").into()),
+        };
+        info_field(&info, field)
+    }
+
     /// `INFO cpu`.
     pub fn cpu(&self) -> Result<CpuTimes> {
         CpuTimes::read(&self.inner)
