@@ -29,6 +29,12 @@ async fn outcome(q: &Queue, id: &str) -> Option<Outcome> {
     )
 }
 
+/// When message `id` ended, by its completed record.
+async fn finished_at_ms(q: &Queue, id: &str) -> u64 {
+    let info = q.get(id).await.expect("get").expect("retained");
+    info.completion.expect("completed").finished_at_ms
+}
+
 #[tokio::test]
 async fn an_acked_message_is_answered_for_after_it_is_gone() {
     let (_server, dq) = setup().await;
@@ -146,6 +152,15 @@ async fn retention_keeps_at_most_its_count_the_latest_first() {
             .expect("send");
         let d = claim(&q, 1).await.pop().expect("delivered");
         q.ack(&d).await.expect("ack");
+        // Records are ordered by the millisecond they ended in (then by id): the next ack
+        // must come in a later one for "latest first" to name one order.
+        let ended = finished_at_ms(&q, &format!("m{i}")).await;
+        wait_until(
+            Duration::from_secs(1),
+            "the ack's millisecond to pass",
+            || async { now_ms() > ended },
+        )
+        .await;
     }
     assert_eq!(q.stats().await.expect("stats").completed, 3);
     assert!(
