@@ -231,6 +231,59 @@ async fn a_redis_that_went_away_is_a_quick_503_then_the_server_recovers() {
 }
 
 #[tokio::test]
+async fn a_redis_loading_its_data_is_not_ready_until_it_has_loaded() {
+    // Redis's own test knob: each key read at start costs 1 ms, so that 3,000 of them keep
+    // it loading for about 3 s (docs/operations.md, "Sizing", says /readyz fails while a
+    // big data set loads); and it answers clients (LOADING) after every KB it reads, not
+    // only every 2 MB, which this small data set would never reach.
+    let mut config = ServerConfig::default();
+    config.extra_args = [
+        "--key-load-delay",
+        "1000",
+        "--loading-process-events-interval-bytes",
+        "1024",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut s = TestServer::start_on(
+        RedisServer::start_with(config),
+        Limits::default(),
+        Tokens::default(),
+    )
+    .await;
+    let (status, _) = s
+        .post("/v1/queues/q/messages", json!({ "payload": "kept" }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    s.redis.cli(&[
+        "EVAL",
+        "for i = 1, 3000 do redis.call('SET', 'filler:' .. i, 'x') end",
+        "0",
+    ]);
+    s.redis.cli(&["SAVE"]);
+    s.redis.restart_loading();
+    assert!(s.redis.is_loading(), "Redis loads its data again");
+    let answer = s.get("/readyz").await;
+    assert!(
+        s.redis.is_loading(),
+        "the check must be answered while Redis loads: make the data set bigger"
+    );
+    assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    wait_until(
+        Duration::from_secs(30),
+        "ready once Redis has loaded",
+        || async { s.get("/readyz").await.0 == StatusCode::OK },
+    )
+    .await;
+    let (status, stats) = s.get("/v1/queues/q").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        stats["ready"], 1,
+        "the message sent before is there: {stats}"
+    );
+}
+
+#[tokio::test]
 async fn a_wrong_method_is_an_error_not_a_panic() {
     let s = TestServer::start().await;
     let answer = s.call(Method::PUT, "/v1/queues/q/messages", None).await;
