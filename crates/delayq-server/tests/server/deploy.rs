@@ -97,15 +97,7 @@ async fn every_metric_the_alerts_and_the_dashboard_use_is_exported() {
     let used = names_the_kit_uses();
     assert!(used.len() >= 10, "read the kit's queries: {used:?}");
     let scrape = || async {
-        let text = s
-            .http
-            .get(format!("{}/metrics", s.base))
-            .send()
-            .await
-            .expect("scrape")
-            .text()
-            .await
-            .unwrap_or_default();
+        let (_, text) = s.get_text("/metrics").await;
         let exported: BTreeSet<String> = text
             .lines()
             .filter(|l| !l.starts_with('#'))

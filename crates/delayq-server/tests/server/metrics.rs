@@ -60,14 +60,8 @@ async fn metrics_count_what_happened_to_each_queue() {
     )
     .await;
 
-    let resp = s
-        .http
-        .get(format!("{}/metrics", s.base))
-        .send()
-        .await
-        .expect("scrape");
-    assert_eq!(resp.status(), StatusCode::OK);
-    let text = resp.text().await.expect("text");
+    let (status, text) = s.get_text("/metrics").await;
+    assert_eq!(status, StatusCode::OK);
     let l = format!("{{queue=\"{q}\"}}");
     let expect = [
         ("delayq_messages_sent_total", 4.0),

@@ -81,15 +81,7 @@ async fn a_partitioned_queue_works_as_one_over_http() {
     assert_eq!(dead["total"], 10);
     assert_eq!(dead["dead_letters"].as_array().map(Vec::len), Some(10));
     // Metrics count the queue as one, whichever partition a message was in.
-    let text = s
-        .http
-        .get(format!("{}/metrics", s.base))
-        .send()
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("text");
+    let (_, text) = s.get_text("/metrics").await;
     for line in [
         "delayq_messages_sent_total{queue=\"parted\"} 20",
         "delayq_messages_acked_total{queue=\"parted\"} 10",

@@ -25,15 +25,7 @@ async fn pause_and_resume_over_http() {
         (&stats["ready"], &stats["paused"]),
         (&json!(1), &json!(true))
     );
-    let metrics = s
-        .http
-        .get(format!("{}/metrics", s.base))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let (_, metrics) = s.get_text("/metrics").await;
     assert!(
         metrics.contains("delayq_queue_paused{queue=\"held\"} 1"),
         "{metrics}"

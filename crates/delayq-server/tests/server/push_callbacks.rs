@@ -170,15 +170,7 @@ async fn a_callback_on_a_refused_address_is_never_called() {
         })
     };
     wait_until(Duration::from_secs(10), "the refused callback", || async {
-        let metrics = s
-            .http
-            .get(format!("{}/metrics", s.base))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("text");
+        let (_, metrics) = s.get_text("/metrics").await;
         refused(&metrics) || !callback.seen().is_empty()
     })
     .await;
