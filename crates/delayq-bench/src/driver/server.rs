@@ -83,10 +83,7 @@ impl BenchServer {
 
     /// `INFO commandstats`: per command, its calls and the µs Redis spent in them.
     pub fn command_stats(&self) -> Result<Vec<(String, u64, u64)>> {
-        let info = match self.inner.command(&["INFO", "commandstats"])? {
-            Reply::Bulk(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-            other => return Err(format!("INFO commandstats replied {other:?}").into()),
-        };
+        let info = self.info("commandstats")?;
         let field = |line: &str, name: &str| -> u64 {
             line.split(',')
                 .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
@@ -112,10 +109,7 @@ impl BenchServer {
         }
         let deadline = Instant::now() + Duration::from_secs(600);
         loop {
-            let info = match self.inner.command(&["INFO", "persistence"])? {
-                Reply::Bulk(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-                other => return Err(format!("INFO persistence replied {other:?}").into()),
-            };
+            let info = self.info("persistence")?;
             if info_field(&info, "rdb_bgsave_in_progress")? == 0 {
                 return if info.contains("rdb_last_bgsave_status:ok") {
                     Ok(())
@@ -149,11 +143,15 @@ impl BenchServer {
 
     /// A numeric field of an `INFO` section.
     pub fn info_number(&self, section: &str, field: &str) -> Result<u64> {
-        let info = match self.inner.command(&["INFO", section])? {
-            Reply::Bulk(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-            other => return Err(format!("INFO {section} replied {other:?}").into()),
-        };
-        info_field(&info, field)
+        info_field(&self.info(section)?, field)
+    }
+
+    /// The text of an `INFO` section.
+    fn info(&self, section: &str) -> Result<String> {
+        match self.inner.command(&["INFO", section])? {
+            Reply::Bulk(Some(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            other => Err(format!("INFO {section} replied {other:?}").into()),
+        }
     }
 
     /// `INFO cpu`.
@@ -163,10 +161,7 @@ impl BenchServer {
 
     /// `used_memory` and `used_memory_dataset` from `INFO memory`.
     pub fn memory(&self) -> Result<MemoryInfo> {
-        let info = match self.inner.command(&["INFO", "memory"])? {
-            Reply::Bulk(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-            other => return Err(format!("INFO memory replied {other:?}").into()),
-        };
+        let info = self.info("memory")?;
         Ok(MemoryInfo {
             used_memory: info_field(&info, "used_memory")?,
             used_memory_dataset: info_field(&info, "used_memory_dataset")?,
