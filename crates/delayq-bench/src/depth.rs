@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 use crate::clock::now_ms;
 use crate::driver::server::BenchServer;
 use crate::error::Result;
-use crate::metrics::{lateness, DeliveryRecord, Lateness};
+use crate::metrics::{lateness, rate, DeliveryRecord, Lateness};
 use crate::workload::{
     lowbias32, parse_payload, payload, BATCH_SIZE, QUEUE_NAME, W3_DELAY_MS, W3_INTERVAL_MS,
 };
@@ -100,13 +100,7 @@ impl FillOrder {
 
 pub async fn run(args: DepthArgs) -> Result<()> {
     let n = ((BASE_FILL as f64 * args.scale).round() as u64).max(10_000);
-    let delayq_bin = match args.delayq_bin {
-        Some(bin) => bin,
-        None => std::env::current_exe()?
-            .parent()
-            .ok_or("this executable has no directory")?
-            .join("delayq"),
-    };
+    let delayq_bin = crate::driver::delayq_bin(args.delayq_bin)?;
     let persistence: Vec<String> = if args.aof {
         ["--appendonly", "yes", "--appendfsync", "everysec"]
             .map(String::from)
@@ -274,17 +268,9 @@ async fn fill(q: &Queue, n: u64, order: FillOrder) -> Result<FillRates> {
     let (last_from_seq, last_from) = last_tenth_from.ok_or("the fill had no last tenth")?;
     Ok(FillRates {
         all: n as f64 / all_s,
-        first_tenth: seq_rate(tenth, first_tenth_s),
-        last_tenth: seq_rate(n - last_from_seq, last_from.elapsed().as_secs_f64()),
+        first_tenth: rate(tenth, first_tenth_s).unwrap_or(0.0),
+        last_tenth: rate(n - last_from_seq, last_from.elapsed().as_secs_f64()).unwrap_or(0.0),
     })
-}
-
-fn seq_rate(count: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        count as f64 / seconds
-    } else {
-        0.0
-    }
 }
 
 /// W3 through this process's worker: its messages are numbered from `first_seq` on, so they

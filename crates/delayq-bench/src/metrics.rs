@@ -168,7 +168,8 @@ pub fn compute(inputs: &Inputs<'_>) -> Metrics {
     m
 }
 
-fn rate(n: u64, seconds: f64) -> Option<f64> {
+/// `n` over `seconds`, if any time passed.
+pub fn rate(n: u64, seconds: f64) -> Option<f64> {
     (seconds > 0.0).then(|| n as f64 / seconds)
 }
 

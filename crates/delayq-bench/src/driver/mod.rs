@@ -172,13 +172,7 @@ fn run_workloads(args: &RunArgs) -> Result<bool> {
         }
     };
 
-    let delayq_bin = match &args.delayq_bin {
-        Some(bin) => bin.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .ok_or("this executable has no directory")?
-            .join("delayq"),
-    };
+    let delayq_bin = delayq_bin(args.delayq_bin.clone())?;
     let ctx = RunContext {
         scale,
         raw_dir,
@@ -269,6 +263,17 @@ fn run_workloads(args: &RunArgs) -> Result<bool> {
     } else {
         println!("\nFAILED: {}", failed.join(", "));
         Ok(false)
+    }
+}
+
+/// The `delayq` binary to run: `given`, else the one beside this executable.
+pub fn delayq_bin(given: Option<PathBuf>) -> Result<PathBuf> {
+    match given {
+        Some(bin) => Ok(bin),
+        None => Ok(std::env::current_exe()?
+            .parent()
+            .ok_or("this executable has no directory")?
+            .join("delayq")),
     }
 }
 
