@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use redis_fixture::{Proxy, RedisServer, Reply, ServerConfig};
+use redis_fixture::{Proxy, RedisServer, ServerConfig};
 
 use crate::checker;
 use crate::evidence::{ClusterRun, DeadOne, Leftovers, MasterKill, FREEZE};
@@ -702,10 +702,7 @@ impl Run {
         };
         let count = |cmd: &str, key: &str| -> u64 {
             let key = format!("dq:{{{}}}:{key}", plan::QUEUE);
-            match redis.command(&[cmd, &key]) {
-                Ok(Reply::Int(n)) => n.max(0) as u64,
-                _ => u64::MAX,
-            }
+            crate::evidence::count_of(redis, cmd, &key).unwrap_or(u64::MAX)
         };
         Leftovers::counted(count)
     }

@@ -46,12 +46,35 @@ pub struct Recorded {
     pub dropped: bool,
 }
 
+/// One count of [`Leftovers::counted`] on `redis`: `cmd` on `key`, where the command
+/// `BUCKETED` reads the control hash's field `bucketed` (none: 0). `None` when it could not
+/// be read.
+pub fn count_of(redis: &redis_fixture::RedisServer, cmd: &str, key: &str) -> Option<u64> {
+    use redis_fixture::Reply;
+    let reply = if cmd == "BUCKETED" {
+        redis.command(&["HGET", key, "bucketed"])
+    } else {
+        redis.command(&[cmd, key])
+    };
+    match reply {
+        Ok(Reply::Int(n)) => Some(n.max(0) as u64),
+        Ok(Reply::Bulk(None)) => Some(0),
+        Ok(Reply::Bulk(Some(text))) => std::str::from_utf8(&text)
+            .ok()?
+            .parse::<i64>()
+            .ok()
+            .map(|n| n.max(0) as u64),
+        _ => None,
+    }
+}
+
 impl Leftovers {
-    /// Counts each of the queue's keys with `count(command, key name)` (`ZCARD` or `HLEN`;
-    /// `u64::MAX` when it could not be read).
+    /// Counts each of the queue's keys with `count(command, key name)` (`ZCARD`, `HLEN`, or
+    /// `BUCKETED`: the control field that counts the messages in buckets; `u64::MAX` when it
+    /// could not be read).
     pub fn counted(count: impl Fn(&str, &str) -> u64) -> Leftovers {
         Leftovers {
-            pending: count("ZCARD", "pending"),
+            pending: count("ZCARD", "pending").saturating_add(count("BUCKETED", "control")),
             groups: count("ZCARD", "gsize"),
             in_flight: count("ZCARD", "leases"),
             dead: count("ZCARD", "dead"),

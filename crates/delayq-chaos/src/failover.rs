@@ -97,6 +97,7 @@ impl Cluster {
                 .await
                 .map_err(|e| format!("cannot set the group concurrency: {e}"))
         })?;
+        cluster.set_bucket_horizon()?;
         Ok(cluster)
     }
 
@@ -201,6 +202,39 @@ impl Cluster {
             .collect()
     }
 
+    /// Gives every partition of the queue the run's short bucket horizon (a control field
+    /// that only tests set: `plan::BUCKET_HORIZON_MS`).
+    fn set_bucket_horizon(&self) -> Result<(), String> {
+        let nodes = self.read();
+        let horizon = plan::BUCKET_HORIZON_MS.to_string();
+        let mut set = 0;
+        for k in 0..PARTITIONS {
+            let tag = if k == 0 {
+                plan::QUEUE.to_owned()
+            } else {
+                let pattern = format!("dq:{{{}#{k}.*}}:control", plan::QUEUE);
+                let found = nodes.masters().into_iter().find_map(|m| {
+                    match nodes.nodes()[m].command(&["KEYS", &pattern]) {
+                        Ok(Reply::Array(Some(keys))) => keys.first().and_then(|key| {
+                            let key = key.render();
+                            Some(key.strip_prefix("dq:{")?.split_once('}')?.0.to_owned())
+                        }),
+                        _ => None,
+                    }
+                });
+                found.ok_or_else(|| format!("partition {k} has no control hash"))?
+            };
+            let control = format!("dq:{{{tag}}}:control");
+            let node = owner(&nodes, &control).ok_or("no master answers")?;
+            nodes.nodes()[node]
+                .command(&["HSET", &control, "bucket_horizon_ms", &horizon])
+                .map_err(|e| format!("HSET {control}: {e}"))?;
+            set += 1;
+        }
+        debug_assert_eq!(set, PARTITIONS);
+        Ok(())
+    }
+
     /// Looks for partitions not seen yet: every used partition has a sequence key.
     fn find_partitions(&mut self) {
         if self.tags.len() == usize::from(PARTITIONS) {
@@ -267,9 +301,9 @@ impl Cluster {
             let mut total = 0u64;
             for (tag, node) in &owners {
                 let key = format!("dq:{{{tag}}}:{name}");
-                match node.map(|n| nodes.nodes()[n].command(&[cmd, &key])) {
-                    Some(Ok(Reply::Int(n))) => total += n.max(0) as u64,
-                    _ => return u64::MAX,
+                match node.and_then(|n| crate::evidence::count_of(&nodes.nodes()[n], cmd, &key)) {
+                    Some(n) => total += n,
+                    None => return u64::MAX,
                 }
             }
             total

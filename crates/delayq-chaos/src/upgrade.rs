@@ -29,8 +29,19 @@ pub fn as_the_release_before(redis: &RedisServer) -> Result<(), String> {
     let limit = plan::GROUP_CONCURRENCY.to_string();
     // And it records events (control.lua's field: about this many kept), all of the run's.
     let events = plan::EVENTS_KEPT.to_string();
+    // And a short bucket horizon, which counts once the upgrade makes it format 5.
+    let horizon = plan::BUCKET_HORIZON_MS.to_string();
     redis
-        .command(&["HSET", &control, "gconc", &limit, "events", &events])
+        .command(&[
+            "HSET",
+            &control,
+            "gconc",
+            &limit,
+            "events",
+            &events,
+            "bucket_horizon_ms",
+            &horizon,
+        ])
         .map(|_| ())
         .map_err(|e| format!("HSET {control}: {e}"))
 }

@@ -38,7 +38,7 @@ use crate::scripts::SCRIPTS;
 /// `n`: how the mixed-version test builds "the release before" (never set it otherwise).
 pub const DATA_FORMAT: u32 = match option_env!("DELAYQ_NEWEST_FORMAT") {
     Some(n) => parse_decimal(n),
-    None => 4,
+    None => 5,
 };
 
 /// The format of data no format is named for: everything written before formats existed.

@@ -74,7 +74,7 @@
 //!   (the atomic operations).
 //! * What goes in and comes out: `options.rs`, `settings.rs`, `message.rs`, `delivery.rs`,
 //!   `receipt.rs`, `state.rs`, `names.rs`, `recurrence/`, `error.rs`, `error_history.rs` (a message's
-//!   last failures), `record.rs` (the stored message layout) with `extension.rs` (the fields added since), `reply.rs` (reading script
+//!   last failures), `record.rs` (the stored message layout) with `extension.rs` (the fields added since), `buckets.rs` (which messages wait in buckets), `reply.rs` (reading script
 //!   replies), `recording.rs` (the metrics delayq records), `expiry.rs` (deadlines),
 //!   `upsert.rs` (replace and debounce), `event.rs` (what an event is, where a reader
 //!   stands), `trace_context.rs` (W3C trace context carried with a message), `telemetry/` (OpenTelemetry
@@ -84,6 +84,7 @@
 
 mod announcements;
 mod browse;
+mod buckets;
 mod by_id;
 mod choice;
 mod claim;

@@ -5,26 +5,28 @@
 //! with `flags=allow-oom` where it drains or frees (it must work when Redis is at
 //! `maxmemory`) or `flags=no-writes` where it only reads; scripts without a flag (send,
 //! reschedule, requeue) are refused at `maxmemory`. The shared helpers of `prelude.lua`,
-//! `events.lua`, `groups.lua`, `retention.lua`, `expiry.lua` and `pending.lua` are inserted
+//! `events.lua`, `groups.lua`, `retention.lua`, `expiry.lua`, `buckets.lua` and `pending.lua` are inserted
 //! right after that first line.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-/// The helpers every queue script shares, in six parts (each uses the ones before it).
-const PRELUDE: [&str; 6] = [
+/// The helpers every queue script shares, in seven parts (each uses the ones before it).
+const PRELUDE: [&str; 7] = [
     include_str!("scripts/prelude.lua"),
     include_str!("scripts/events.lua"),
     include_str!("scripts/groups.lua"),
     include_str!("scripts/retention.lua"),
     include_str!("scripts/expiry.lua"),
+    include_str!("scripts/buckets.lua"),
     include_str!("scripts/pending.lua"),
 ];
 
 /// All scripts, compiled once per process.
 pub(crate) struct Scripts {
     pub(crate) send: Script,
+    pub(crate) add_records: Script,
     pub(crate) claim: Script,
     pub(crate) ack: Script,
     pub(crate) nack: Script,
@@ -53,6 +55,7 @@ pub(crate) struct Scripts {
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     send: with_prelude(include_str!("scripts/send.lua")),
+    add_records: with_prelude(include_str!("scripts/add_records.lua")),
     claim: with_prelude(include_str!("scripts/claim.lua")),
     ack: with_prelude(include_str!("scripts/ack.lua")),
     nack: with_prelude(include_str!("scripts/nack.lua")),

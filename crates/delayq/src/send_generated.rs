@@ -4,14 +4,16 @@
 
 use redis::Value;
 
+use crate::buckets;
 use crate::error::{Error, InvalidInput, Result};
 use crate::extension::{TAG_FIRST, TAG_SENT};
 use crate::keys::Keys;
 use crate::message::Sent;
 use crate::options::DueSpec;
 use crate::partitions::Layout;
-use crate::queue_core::QueueCore;
+use crate::queue_core::{invocation, QueueCore};
 use crate::record;
+use crate::scripts::SCRIPTS;
 
 /// A batch without caller ids (of the default priority) needs no duplicate check, so it skips Lua, whose string
 /// handling was most of a send's cost: one transaction reserves sequence numbers and reads
@@ -25,7 +27,7 @@ pub(crate) async fn send_generated<'p>(
     prepared: impl ExactSizeIterator<Item = &'p (DueSpec, Vec<u8>)>,
 ) -> Result<Vec<Sent>> {
     let keys = layout.part(k);
-    core.admit(keys).await?;
+    let format = core.admit(keys).await?;
     let count = prepared.len() as u64;
     let stride = layout.count() as u64;
     let mut conn = core.connection();
@@ -42,7 +44,8 @@ pub(crate) async fn send_generated<'p>(
         .arg(keys.control())
         .arg("max_delay_ms")
         .arg("retain_ms")
-        .arg("events");
+        .arg("events")
+        .arg("bucket_horizon_ms");
     let mut replies = conn.transaction_at(keys.slot(), &reserve).await?;
     // As send.lua does: a message due further out than the queue's max delay is refused, and
     // nothing is written (the sequence numbers reserved are skipped, as a failed send's are);
@@ -55,6 +58,10 @@ pub(crate) async fn send_generated<'p>(
     let retains = settings.get(1).is_some_and(Option::is_some);
     // As events.lua does: each message sent is an event, on a queue that records them.
     let events_cap = settings.get(2).cloned().flatten();
+    let horizon_ms = settings
+        .get(3)
+        .and_then(|ms| ms.as_deref()?.parse().ok())
+        .unwrap_or(buckets::HORIZON_MS);
     let time = replies.pop();
     let last_seq = replies.pop();
     let (Some(Value::Int(last_seq)), Some(Value::Array(time))) = (last_seq, time) else {
@@ -91,13 +98,14 @@ pub(crate) async fn send_generated<'p>(
             .into());
         }
     }
-    let mut zadd = redis::cmd("ZADD");
-    zadd.arg(keys.pending());
+    let mut records = Vec::with_capacity(count as usize);
     let mut sent = Vec::with_capacity(count as usize);
+    let mut any_far = false;
     let mut packed = Vec::new();
     for ((spec, body), i) in prepared.into_iter().zip(1..) {
         let seq = first_seq + i * stride;
         let due_us = spec.due_us(now_us);
+        any_far |= buckets::far_enough(format, horizon_ms, due_us, now_us);
         if events_cap.is_some() {
             crate::event_entries::pack_sent(&mut packed, due_us, seq);
         }
@@ -106,9 +114,9 @@ pub(crate) async fn send_generated<'p>(
             let sent = (now_us / 1000).to_be_bytes();
             let fields = [(TAG_SENT, &sent[..]), (TAG_FIRST, &[0u8; 8][..])];
             let body = record::with_extension(body, &fields);
-            zadd.arg("0").arg(record::with_sort_key(due_us, seq, &body));
+            records.push(record::with_sort_key(due_us, seq, &body));
         } else {
-            zadd.arg("0").arg(record::with_sort_key(due_us, seq, body));
+            records.push(record::with_sort_key(due_us, seq, body));
         }
         sent.push(Sent {
             id: record::generated_id(due_us, seq),
@@ -116,6 +124,20 @@ pub(crate) async fn send_generated<'p>(
             duplicate: false,
             replaced: None,
         });
+    }
+    if any_far {
+        // Some go to buckets: one script call decides where each goes (add_records.lua).
+        let mut inv = invocation(keys, &SCRIPTS.add_records);
+        for rec in &records {
+            inv.arg(rec.as_slice());
+        }
+        core.invoke(&inv).await?;
+        return Ok(sent);
+    }
+    let mut zadd = redis::cmd("ZADD");
+    zadd.arg(keys.pending());
+    for rec in &records {
+        zadd.arg("0").arg(rec.as_slice());
     }
     let mut add = redis::pipe();
     // As add_history() in prelude.lua does, by the server's clock read above.

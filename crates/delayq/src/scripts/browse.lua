@@ -83,6 +83,27 @@ if state == 'delayed' or state == 'ready' then
       found[#found + 1] = { due = unbe7(rec, 1), seq = unbe6(rec, 8), rec = rec }
     end
   end
+  -- And the buckets (buckets.lua), unordered inside: those from the one where the step
+  -- starts, read whole until `limit` of their records are past where it starts. Any record
+  -- not read is in a later bucket, so after every one read.
+  if redis.call('EXISTS', BUCKET_INDEX) == 1 then
+    local lo_due, lo_seq = 0, 0
+    if from ~= '' then
+      lo_due, lo_seq = unbe7(from, 1), unbe6(from, 8) + 1
+    end
+    if state == 'delayed' and (from == '' or lo_due <= now) then
+      lo_due, lo_seq = now + 1, 0
+    end
+    local to = state == 'ready' and to_ms(now) or '+inf'
+    buckets().buckets_read(lo_due, to, limit, function(rec)
+      local d, q = unbe7(rec, 1), unbe6(rec, 8)
+      if d < lo_due or (d == lo_due and q < lo_seq) or (state == 'ready' and d > now) then
+        return false
+      end
+      found[#found + 1] = { due = d, seq = q, rec = rec }
+      return true
+    end)
+  end
   table.sort(found, function(a, b)
     if a.due ~= b.due then
       return a.due < b.due

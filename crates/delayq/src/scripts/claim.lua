@@ -89,9 +89,14 @@ for j, member in ipairs(expired) do
 end
 
 local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at', 'levels',
-  'push', 'grouped', 'ttl_ms', 'deadlines', 'retain_ms', 'events')
+  'push', 'grouped', 'ttl_ms', 'deadlines', 'retain_ms', 'events', 'format', 'bucket_horizon_ms')
 local prios = priorities(control[6])
 events_known(control[12])
+-- Messages due far ahead wait in buckets (buckets.lua) until a claim moves them.
+local bucketed = redis.call('EXISTS', BUCKET_INDEX) == 1
+if bucketed then
+  buckets().known(control[13], control[14])
+end
 
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
 local function nothing(not_before)
@@ -110,6 +115,11 @@ local function nothing(not_before)
   if lease and (next_us == nil or tonumber(lease) * 1000 < next_us) then
     next_us = tonumber(lease) * 1000
   end
+  -- The first bucket must be moved by then (past already: more is left to move).
+  local move_at = bucketed and buckets().next_move_us()
+  if move_at and (next_us == nil or move_at < next_us) then
+    next_us = move_at
+  end
   if next_us == nil then
     return { -1, 0, 0, now, retried, buried }
   end
@@ -118,6 +128,10 @@ end
 
 if control[1] or (control[7] ~= false) ~= (ARGV[7] == '1') then
   return { -1, 0, 0, now, retried, buried }
+end
+-- What a move brings may be of priorities not in use before: `levels` is read again.
+if bucketed and buckets().buckets_move(now) > 0 then
+  prios = priorities(redis.call('HGET', k.control, 'levels'))
 end
 -- A rate limit is a token bucket of `burst` tokens refilled at `rate` per second by the
 -- server's clock, one token per message claimed; with too few, nothing is claimed and the

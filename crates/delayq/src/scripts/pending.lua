@@ -1,11 +1,12 @@
 -- pending.lua: pending messages, grouped or not: put, found by id, taken out, retried or
--- buried. Not a script of its own: scripts.rs inserts it after expiry.lua.
+-- buried. Not a script of its own: scripts.rs inserts it after buckets.lua.
 
 -- Puts a parsed message pending at `due` (µs). Its id must stay findable: an id that no
 -- longer decodes to the sort key becomes explicit and gets an index entry. A grouped message
 -- goes where its group's messages wait (groups.lua), `keep` saying whether it keeps its
 -- group's slot, and wakes a waiting consumer when it must; for the others that is the
--- caller's (wake_for).
+-- caller's (wake_for). One due far enough ahead goes to its bucket (buckets.lua), waking a
+-- consumer when that must be moved before whatever it sleeps on.
 local function put_pending(m, due, now, keep)
   if due ~= m.due and not has(m.flags, F_ID) then
     m.flags = m.flags + F_ID
@@ -17,9 +18,16 @@ local function put_pending(m, due, now, keep)
     return
   end
   m.due = due
-  local p = priority_of(m.seq)
-  use_priority(p)
-  redis.call('ZADD', pending_key(p), 0, encode(m))
+  local B = buckets()
+  if B.far_enough(due, now) then
+    if B.put_in_buckets({ encode(m) }) then
+      wake()
+    end
+  else
+    local p = priority_of(m.seq)
+    use_priority(p)
+    redis.call('ZADD', pending_key(p), 0, encode(m))
+  end
   if has(m.flags, F_ID) then
     redis.call('HSET', k.index, m.id, sort_key(m))
   end
@@ -50,7 +58,8 @@ end
 
 
 -- The pending message of `id`, parsed (with `member` set; for a grouped one also `set` and
--- `keep`, groups.lua), or nil; and its sort key if known.
+-- `keep`, groups.lua; for a bucketed one `bucket`, its start), or nil; and its sort key if
+-- known.
 local function find_pending(id)
   local key, group = key_for(id)
   if not key then
@@ -69,6 +78,15 @@ local function find_pending(id)
       m.member = hit
       return m, key
     end
+    return nil, key
+  end
+  local rec, start = buckets().bucket_find(key)
+  if rec then
+    local m = parse(rec)
+    if m.id == id then
+      m.member, m.bucket = rec, start
+      return m, key
+    end
   end
   return nil, key
 end
@@ -78,7 +96,11 @@ local function remove_pending(m)
     groups().remove_grouped(m)
     return
   end
-  redis.call('ZREM', pending_key(priority_of(m.seq)), m.member)
+  if m.bucket then
+    buckets().bucket_remove(m.member, m.bucket)
+  else
+    redis.call('ZREM', pending_key(priority_of(m.seq)), m.member)
+  end
   if has(m.flags, F_ID) then
     redis.call('HDEL', k.index, m.id)
   end

@@ -1,5 +1,6 @@
 #!lua
--- send.lua: adds one or more messages to the pending sets.
+-- send.lua: adds one or more messages to the pending sets (those due far ahead to their
+-- buckets, buckets.lua).
 -- Refused at maxmemory (no allow-oom flag): the caller gets the OOM error.
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
@@ -166,7 +167,7 @@ if first + n * stride >= LEVEL then
 end
 local out = { now, first }
 -- Per pending set: the members to add, and its head before them (false: empty).
-local members, heads, indexed, taken = {}, {}, {}, {}
+local members, heads, indexed, taken, far = {}, {}, {}, {}, {}
 local wake_now = false
 -- Grouped messages: per group its ready members and count, in order of first appearance; and
 -- those not yet due.
@@ -276,22 +277,27 @@ for i = 1, n do
     end
   else
     local due, p = dues[i], prios[i]
-    local set = pending_key(p)
-    if members[set] == nil then
-      members[set] = {}
-      heads[set] = head_due(set) or false
-      use_priority(p)
-    end
     local key = key_of(due, level_base(p) + first + i * stride)
-    local list = members[set]
-    list[#list + 1] = '0'
-    list[#list + 1] = key .. body
+    if due > now and buckets().far_enough(due, now) then
+      -- Due far ahead: into its bucket (buckets.lua), below.
+      far[#far + 1] = key .. body
+    else
+      local set = pending_key(p)
+      if members[set] == nil then
+        members[set] = {}
+        heads[set] = head_due(set) or false
+        use_priority(p)
+      end
+      local list = members[set]
+      list[#list + 1] = '0'
+      list[#list + 1] = key .. body
+      wake_now = wake_now or wakes(due, heads[set] or nil, now)
+    end
     if id ~= '' then
       taken[id] = key
       indexed[#indexed + 1] = id
       indexed[#indexed + 1] = key
     end
-    wake_now = wake_now or wakes(due, heads[set] or nil, now)
   end
   if not existing and events_on() then
     local seq = level_base(prios[i]) + first + i * stride
@@ -311,6 +317,10 @@ end
 for set, list in pairs(members) do
   redis.call('ZADD', set, unpack(list))
   add_history(now, 's', #list / 2)
+end
+if #far > 0 then
+  wake_now = buckets().put_in_buckets(far) or wake_now
+  add_history(now, 's', #far)
 end
 if #indexed > 0 then
   redis.call('HSET', k.index, unpack(indexed))

@@ -27,6 +27,15 @@ local lag = 0
 if ready > 0 then
   lag = to_ms(now - earliest_due(prios))
 end
+-- Messages in buckets (buckets.lua): due ones wait there only while no claim runs.
+if redis.call('EXISTS', BUCKET_INDEX) == 1 then
+  local bucketed, bucketed_due, earliest = buckets().buckets_due(now)
+  pending = pending + bucketed
+  ready = ready + bucketed_due
+  if earliest then
+    lag = math.max(lag, to_ms(now - earliest))
+  end
+end
 -- Grouped messages: those in the groups' sets are ready; gdelayed holds the rest, some of
 -- them due already (a claim moves those).
 local grouped_due = redis.call('ZLEXCOUNT', groups().gk.delayed, '-', due_bound(now))

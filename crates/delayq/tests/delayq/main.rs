@@ -7,6 +7,7 @@ mod common;
 mod acl;
 mod bad_input;
 mod browse;
+mod buckets;
 mod cluster;
 mod data_set_groups;
 mod data_sets;

@@ -14,18 +14,32 @@ const LEASE: Duration = Duration::from_secs(30);
 
 /// The pending count of each partition of queue `name` on `server`, by hash tag.
 fn pending_per_partition(server: &RedisServer, name: &str) -> BTreeMap<String, u64> {
+    // Per partition, by its control hash: the pending set's members and the messages in its
+    // buckets (due far ahead, scripts/buckets.lua).
     let mut out = BTreeMap::new();
     for pattern in [
-        format!("dq:{{{name}}}:pending"),
-        format!("dq:{{{name}#*}}:pending"),
+        format!("dq:{{{name}}}:control"),
+        format!("dq:{{{name}#*}}:control"),
     ] {
-        for key in server
+        for control in server
             .cli(&["KEYS", &pattern])
             .lines()
             .filter(|k| !k.is_empty())
         {
-            let n = server.cli(&["ZCARD", key]).trim().parse().unwrap_or(0);
-            out.insert(key.to_owned(), n);
+            let prefix = control.trim_end_matches("control");
+            let set: u64 = server
+                .cli(&["ZCARD", &format!("{prefix}pending")])
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            let bucketed: u64 = server
+                .cli(&["HGET", control, "bucketed"])
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            if set + bucketed > 0 {
+                out.insert(format!("{prefix}pending"), set + bucketed);
+            }
         }
     }
     out

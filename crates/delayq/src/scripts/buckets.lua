@@ -1,0 +1,281 @@
+-- buckets.lua: the far-future tier of pending messages (data format 5). Not a script of its
+-- own: scripts.rs inserts it after expiry.lua, before pending.lua.
+--
+-- Why: a sorted set costs about 233 bytes per 124-byte record at ten million members, and
+-- inserting into one that large runs at less than half the rate of a small one (cache
+-- misses in its skiplist). A message due far ahead needs no order until shortly before it
+-- is due, so it waits in a plain list instead (about 127 bytes a record, appended at a flat
+-- rate), and moves into its pending set before it comes due.
+--
+-- Layout: a bucket is a LIST `b:<start ms>` under the partition's prefix, holding the
+-- records (unordered) of ungrouped messages due in [start, start + BUCKET_MS); the ZSET
+-- `buckets` scores each bucket's start by itself; the control field `bucketed` counts the
+-- records in all buckets (stats.lua). A bucket holds at most BUCKET_MAX records, so that a
+-- lookup by id (a scan of one bucket) and a move stay bounded; what does not fit goes to the
+-- pending set at once.
+--
+-- The rule that keeps delivery on time: a message goes to a bucket only when its bucket
+-- starts later than now + the horizon (control field `bucket_horizon_ms`, HORIZON_MS unless
+-- set: tests make it small), and every claim first moves each bucket that starts by now +
+-- the horizon (claim.lua), so a due message is always in a pending set when a claim looks.
+-- A consumer with nothing to claim sleeps no later than the first bucket's start - the
+-- horizon (next_move_us). Grouped messages never go to a bucket (groups.lua orders them).
+-- Only a partition of format 5 or later gets buckets: an older delayq would not look there.
+
+-- ZSET bucket start -> start: which buckets exist (claims look for it before anything else).
+local BUCKET_INDEX = PART_PREFIX .. 'buckets'
+
+-- Made on first use in a call, as groups() is: a call that meets no bucket pays nothing.
+local buckets_made = nil
+local function buckets()
+  if buckets_made then
+    return buckets_made
+  end
+  local BUCKET_MS, BUCKET_MAX, HORIZON_MS = 100, 1000, 60000
+  -- A claim moves whole buckets until it has moved this many records: the work of one call
+  -- stays near a millisecond.
+  local MOVE_MAX = 2000
+  local BUCKET_FORMAT = 5
+
+  -- The start (ms) of the bucket of a message due at `due` (µs).
+  local function bucket_start(due)
+    local ms = math.floor(due / 1000)
+    return ms - ms % BUCKET_MS
+  end
+
+  local function bucket_key(start)
+    return PART_PREFIX .. 'b:' .. string.format('%d', start)
+  end
+
+  -- The horizon (ms) from the control field's value (nil: the default).
+  local function horizon_of(value)
+    return tonumber(value or '') or HORIZON_MS
+  end
+
+  -- The partition's data format and horizon, read once per call (or told: known).
+  local format, horizon = nil, nil
+  local function known(format_value, horizon_value)
+    format, horizon = tonumber(format_value or '1'), horizon_of(horizon_value)
+  end
+  local function settings()
+    if not format then
+      local c = redis.call('HMGET', k.control, 'format', 'bucket_horizon_ms')
+      known(c[1], c[2])
+    end
+    return format, horizon
+  end
+
+  -- Whether a message due at `due` (µs) goes to a bucket now (µs).
+  local function far_enough(due, now)
+    local f, h = settings()
+    return f >= BUCKET_FORMAT and bucket_start(due) > math.floor(now / 1000) + h
+  end
+
+  -- The pending set of a record, by its sequence number's priority bits (the top 4 bits of
+  -- byte 8: see priority_of).
+  local function set_of_record(rec)
+    local level = math.floor((rec:byte(8) or 0) / 16)
+    return pending_key(level == 0 and DEFAULT_PRIORITY or level - 1), level
+  end
+
+  -- Adds records straight to their pending sets (those a bucket had no room for, or moves).
+  local function add_to_sets(recs)
+    local by_set, order = {}, {}
+    for _, rec in ipairs(recs) do
+      local set, level = set_of_record(rec)
+      if not by_set[set] then
+        by_set[set] = {}
+        order[#order + 1] = set
+        use_priority(level == 0 and DEFAULT_PRIORITY or level - 1)
+      end
+      local list = by_set[set]
+      list[#list + 1] = '0'
+      list[#list + 1] = rec
+    end
+    for _, set in ipairs(order) do
+      local list = by_set[set]
+      -- In slices: unpack has a limit on its results.
+      for i = 1, #list, 4000 do
+        redis.call('ZADD', set, unpack(list, i, math.min(i + 3999, #list)))
+      end
+    end
+  end
+
+  -- Appends `recs` (records of messages due in the bucket that starts at `start`) to their
+  -- bucket; those it has no room for go to their pending sets. Returns how many went into the
+  -- bucket, and whether the bucket is new. The caller adds the count to `bucketed`
+  -- (buckets_counted) once per call.
+  local function bucket_append(start, recs)
+    local key = bucket_key(start)
+    local len = redis.call('RPUSH', key, unpack(recs))
+    local over = len - BUCKET_MAX
+    if over > 0 then
+      -- The bucket held at most BUCKET_MAX before, so the records over are the last pushed.
+      redis.call('LTRIM', key, 0, BUCKET_MAX - 1)
+      add_to_sets({ unpack(recs, #recs - over + 1) })
+    end
+    local fresh = len == #recs
+    if fresh then
+      redis.call('ZADD', BUCKET_INDEX, start, string.format('%d', start))
+    end
+    return #recs - math.max(over, 0), fresh
+  end
+
+  local function buckets_counted(n)
+    if n ~= 0 then
+      redis.call('HINCRBY', k.control, 'bucketed', n)
+    end
+  end
+
+  -- The start (ms) of the first bucket, or nil.
+  local function first_bucket()
+    local first = redis.call('ZRANGE', BUCKET_INDEX, 0, 0, 'WITHSCORES')[2]
+    return first and tonumber(first)
+  end
+
+  -- When (µs) a claim must run to move the first bucket in time, or nil when there is none.
+  local function next_move_us()
+    local first = first_bucket()
+    local _, h = settings()
+    return first and (first - h) * 1000
+  end
+
+  -- Buckets the records `recs` (due far enough ahead, far_enough), grouped by bucket, and
+  -- counts them. Returns whether a consumer must be woken: a new first bucket may come due to
+  -- move before whatever a waiting consumer sleeps on.
+  local function put_in_buckets(recs)
+    local by_start, order = {}, {}
+    for _, rec in ipairs(recs) do
+      local start = bucket_start(unbe7(rec, 1))
+      if not by_start[start] then
+        by_start[start] = {}
+        order[#order + 1] = start
+      end
+      local list = by_start[start]
+      list[#list + 1] = rec
+    end
+    local first, wake_needed, added = first_bucket(), false, 0
+    for _, start in ipairs(order) do
+      local n, fresh = bucket_append(start, by_start[start])
+      added = added + n
+      wake_needed = wake_needed or (fresh and (first == nil or start < first))
+    end
+    buckets_counted(added)
+    return wake_needed
+  end
+
+  -- The record with sort key `key` in its bucket, and the bucket's start; nil if not there.
+  local function bucket_find(key)
+    local start = bucket_start(unbe7(key, 1))
+    for _, rec in ipairs(redis.call('LRANGE', bucket_key(start), 0, -1)) do
+      if rec:sub(1, 13) == key then
+        return rec, start
+      end
+    end
+    return nil
+  end
+
+  -- Takes record `rec` out of the bucket that starts at `start`.
+  local function bucket_remove(rec, start)
+    local key = bucket_key(start)
+    redis.call('LREM', key, 1, rec)
+    buckets_counted(-1)
+    if redis.call('EXISTS', key) == 0 then
+      redis.call('ZREM', BUCKET_INDEX, string.format('%d', start))
+    end
+  end
+
+  -- Moves every bucket that starts by now + the horizon into the pending sets, whole buckets
+  -- until about MOVE_MAX records moved (the next claim moves the rest: next_move_us is then
+  -- already past). Returns how many records moved.
+  local function buckets_move(now)
+    local _, h = settings()
+    local starts = redis.call('ZRANGEBYSCORE', BUCKET_INDEX, '-inf', math.floor(now / 1000) + h,
+      'LIMIT', 0, MOVE_MAX)
+    if #starts == 0 then
+      return 0
+    end
+    local recs, done = {}, {}
+    for _, start in ipairs(starts) do
+      if #recs >= MOVE_MAX then
+        break
+      end
+      local key = bucket_key(tonumber(start))
+      for _, rec in ipairs(redis.call('LRANGE', key, 0, -1)) do
+        recs[#recs + 1] = rec
+      end
+      redis.call('DEL', key)
+      done[#done + 1] = start
+    end
+    add_to_sets(recs)
+    redis.call('ZREM', BUCKET_INDEX, unpack(done))
+    buckets_counted(-#recs)
+    return #recs
+  end
+
+  -- The buckets that may hold messages due from `from` (µs) to `to` (ms, or '+inf'), in
+  -- order, read whole until `take(rec)` accepted `enough` records (the bucket that reached it
+  -- is finished). A bucket holds at least one record, so at most `enough` + 1 are read.
+  local function buckets_read(from, to, enough, take)
+    local read = 0
+    local starts = redis.call('ZRANGEBYSCORE', BUCKET_INDEX, bucket_start(from), to,
+      'LIMIT', 0, enough + 1)
+    for _, start in ipairs(starts) do
+      if read >= enough then
+        return
+      end
+      for _, rec in ipairs(redis.call('LRANGE', bucket_key(tonumber(start)), 0, -1)) do
+        if take(rec) then
+          read = read + 1
+        end
+      end
+    end
+  end
+
+  -- How many bucketed messages there are, how many are due by now (µs), and the earliest due
+  -- time (µs) among them (nil when none is due). Buckets that started by now hold messages
+  -- that no claim has moved yet (none ran); the first STATS_BUCKETS of them are counted
+  -- (over half an hour of buckets at 100 ms), a bound on the work of a call.
+  local STATS_BUCKETS = 20000
+  local function buckets_due(now)
+    local total = tonumber(redis.call('HGET', k.control, 'bucketed') or '0')
+    if total <= 0 then
+      return 0, 0, nil
+    end
+    local now_ms = math.floor(now / 1000)
+    local starts = redis.call('ZRANGEBYSCORE', BUCKET_INDEX, '-inf', now_ms, 'LIMIT', 0, STATS_BUCKETS)
+    local due, earliest = 0, nil
+    for i, start in ipairs(starts) do
+      local s = tonumber(start)
+      local key = bucket_key(s)
+      if i == 1 or s + BUCKET_MS > now_ms then
+        -- The first (for the earliest due) and the one still open: read record by record.
+        for _, rec in ipairs(redis.call('LRANGE', key, 0, -1)) do
+          local d = unbe7(rec, 1)
+          if d <= now then
+            due = due + 1
+            earliest = math.min(earliest or d, d)
+          end
+        end
+      else
+        due = due + redis.call('LLEN', key)
+      end
+    end
+    return total, due, earliest
+  end
+
+  buckets_made = {
+    bucket_start = bucket_start,
+    far_enough = far_enough,
+    settings = settings,
+    known = known,
+    put_in_buckets = put_in_buckets,
+    bucket_find = bucket_find,
+    bucket_remove = bucket_remove,
+    buckets_move = buckets_move,
+    next_move_us = next_move_us,
+    buckets_read = buckets_read,
+    buckets_due = buckets_due,
+  }
+  return buckets_made
+end
