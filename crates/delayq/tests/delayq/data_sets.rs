@@ -6,7 +6,10 @@
 //! `cargo test -p delayq --test delayq data_sets::write -- --ignored`) at `c99dcfc`, the
 //! last release before data sets carried a format version; `data_sets/format2.tsv` by the
 //! same writer once format 2 (the records' extension area) came; `data_sets/format3.tsv`
-//! once format 3 (groups) came, with a queue of groups (`data_set_groups.rs`). A format change adds its
+//! once format 3 (groups) came, with a queue of groups (`data_set_groups.rs`);
+//! `data_sets/format4.tsv` (deadlines) by the writer built to read up to format 4
+//! (`DELAYQ_NEWEST_FORMAT=4`) at `2ffd1a1`, and `data_sets/format5.tsv` (buckets: the message
+//! delayed an hour waits in one) at the same commit. A format change adds its
 //! own file, written the same way, and its own test; the older files and their tests stay,
 //! and each older one is also checked after an upgrade.
 //!
@@ -28,6 +31,8 @@ use crate::common::*;
 const FORMAT1: &str = include_str!("data_sets/format1.tsv");
 const FORMAT2: &str = include_str!("data_sets/format2.tsv");
 const FORMAT3: &str = include_str!("data_sets/format3.tsv");
+const FORMAT4: &str = include_str!("data_sets/format4.tsv");
+const FORMAT5: &str = include_str!("data_sets/format5.tsv");
 
 /// Where the writer puts the file it writes (copied into `data_sets/` by hand).
 const WRITTEN_TO: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/data-set-current.tsv");
@@ -202,8 +207,13 @@ async fn format3_loads_whole_and_delivers_each_message_once_in_its_groups_order(
 
 #[tokio::test]
 async fn format3_upgraded_loses_nothing_and_delivers_each_message_once_in_its_groups_order() {
+    upgraded_with_groups_loses_nothing(FORMAT3).await;
+}
+
+/// As [`upgraded_loses_nothing`], for a data set with a queue of groups (format 3 on).
+async fn upgraded_with_groups_loses_nothing(text: &str) {
     let (_server, dq) = setup().await;
-    load(&dq, FORMAT3).await;
+    load(&dq, text).await;
     for name in dq.queues().await.expect("queues") {
         let format = queue(&dq, name.as_str())
             .upgrade_format()
@@ -212,6 +222,31 @@ async fn format3_upgraded_loses_nothing_and_delivers_each_message_once_in_its_gr
         assert!(format.is_current(), "{name}: {format:?}");
     }
     whole_and_delivered_once(&dq, delayq::DATA_FORMAT, true).await;
+    crate::data_set_groups::check_and_deliver_once(&dq).await;
+}
+
+#[tokio::test]
+async fn format4_loads_whole_and_delivers_each_message_once_in_its_groups_order() {
+    let (_server, dq) = setup().await;
+    load(&dq, FORMAT4).await;
+    whole_and_delivered_once(&dq, 4, true).await;
+    crate::data_set_groups::check_and_deliver_once(&dq).await;
+}
+
+#[tokio::test]
+async fn format4_upgraded_loses_nothing_and_delivers_each_message_once_in_its_groups_order() {
+    upgraded_with_groups_loses_nothing(FORMAT4).await;
+}
+
+#[tokio::test]
+async fn format5_loads_whole_with_its_bucket_and_delivers_each_message_once() {
+    let (_server, dq) = setup().await;
+    assert!(
+        FORMAT5.lines().any(|l| l.starts_with("list\tdq:{orders}:b:")),
+        "the data set keeps the message delayed an hour in a bucket"
+    );
+    load(&dq, FORMAT5).await;
+    whole_and_delivered_once(&dq, 5, true).await;
     crate::data_set_groups::check_and_deliver_once(&dq).await;
 }
 
@@ -462,6 +497,23 @@ async fn dump(dq: &DelayQ) -> String {
                         .map(|(m, s)| line(format!("{}\t{s}", hex(m)))),
                 );
             }
+            "list" => {
+                // Buckets (format 5): each item with its position, so the order survives the
+                // sort below.
+                let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("lrange");
+                lines.extend(
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, item)| line(format!("{i:06}\t{}", hex(item)))),
+                );
+            }
             other => panic!("key {key} of type {other}: the writer knows no such type"),
         }
     }
@@ -490,11 +542,13 @@ async fn load(dq: &DelayQ, text: &str) {
             "set" => redis::cmd("SADD"),
             "hash" => redis::cmd("HSET"),
             "zset" => redis::cmd("ZADD"),
+            "list" => redis::cmd("RPUSH"),
             other => panic!("unknown kind {other}"),
         };
         cmd.arg(key);
         match kind {
             "zset" => cmd.arg(parts[4]).arg(unhex(parts[3])),
+            "list" => cmd.arg(unhex(parts[4])),
             "hash" => cmd.arg(unhex(parts[3])).arg(unhex(parts[4])),
             _ => cmd.arg(unhex(parts[3])),
         };
