@@ -14,9 +14,14 @@ pub(crate) const HORIZON_MS: u64 = 60_000;
 /// The width (ms) of a bucket's due times.
 const BUCKET_MS: u64 = 100;
 
+/// The start (ms) of the bucket of a message due at `due_us`.
+pub(crate) fn bucket_start(due_us: u64) -> u64 {
+    let due_ms = due_us / 1000;
+    due_ms - due_ms % BUCKET_MS
+}
+
 /// Whether a message due at `due_us` goes to a bucket at `now_us` (both µs of the server's
 /// clock), as `far_enough` in buckets.lua decides.
 pub(crate) fn far_enough(format: u32, horizon_ms: u64, due_us: u64, now_us: u64) -> bool {
-    let due_ms = due_us / 1000;
-    format >= BUCKET_FORMAT && due_ms - due_ms % BUCKET_MS > now_us / 1000 + horizon_ms
+    format >= BUCKET_FORMAT && bucket_start(due_us) > now_us / 1000 + horizon_ms
 }

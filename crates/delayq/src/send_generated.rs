@@ -2,6 +2,8 @@
 //! messages need no duplicate check, and Lua's string handling was most of a send's cost.
 //! Split from `send.rs`, which decides when this path is taken.
 
+use std::collections::BTreeMap;
+
 use redis::Value;
 
 use crate::buckets;
@@ -100,12 +102,18 @@ pub(crate) async fn send_generated<'p>(
     }
     let mut records = Vec::with_capacity(count as usize);
     let mut sent = Vec::with_capacity(count as usize);
-    let mut any_far = false;
+    // The records due far enough ahead for a bucket, by bucket (buckets.rs).
+    let mut far: BTreeMap<u64, Vec<Vec<u8>>> = BTreeMap::new();
     let mut packed = Vec::new();
+    let mut record_to = |bucket: Option<u64>, rec: Vec<u8>| match bucket {
+        Some(start) => far.entry(start).or_default().push(rec),
+        None => records.push(rec),
+    };
     for ((spec, body), i) in prepared.into_iter().zip(1..) {
         let seq = first_seq + i * stride;
         let due_us = spec.due_us(now_us);
-        any_far |= buckets::far_enough(format, horizon_ms, due_us, now_us);
+        let bucket = buckets::far_enough(format, horizon_ms, due_us, now_us)
+            .then(|| buckets::bucket_start(due_us));
         if events_cap.is_some() {
             crate::event_entries::pack_sent(&mut packed, due_us, seq);
         }
@@ -114,9 +122,9 @@ pub(crate) async fn send_generated<'p>(
             let sent = (now_us / 1000).to_be_bytes();
             let fields = [(TAG_SENT, &sent[..]), (TAG_FIRST, &[0u8; 8][..])];
             let body = record::with_extension(body, &fields);
-            records.push(record::with_sort_key(due_us, seq, &body));
+            record_to(bucket, record::with_sort_key(due_us, seq, &body));
         } else {
-            records.push(record::with_sort_key(due_us, seq, body));
+            record_to(bucket, record::with_sort_key(due_us, seq, body));
         }
         sent.push(Sent {
             id: record::generated_id(due_us, seq),
@@ -125,11 +133,18 @@ pub(crate) async fn send_generated<'p>(
             replaced: None,
         });
     }
-    if any_far {
-        // Some go to buckets: one script call decides where each goes (add_records.lua).
+    if !far.is_empty() {
+        // Some go to buckets: one script call, with them grouped by bucket (add_records.lua).
         let mut inv = invocation(keys, &SCRIPTS.add_records);
+        inv.arg(records.len());
         for rec in &records {
             inv.arg(rec.as_slice());
+        }
+        for (start, recs) in &far {
+            inv.arg(start).arg(recs.len());
+            for rec in recs {
+                inv.arg(rec.as_slice());
+            }
         }
         core.invoke(&inv).await?;
         return Ok(sent);

@@ -2,42 +2,68 @@
 -- add_records.lua: the second step of a batch without caller ids (src/send_generated.rs)
 -- when some of its messages are due far enough ahead for a bucket (buckets.lua): the
 -- records, built by the client with the sequence numbers and clock of its first step, go
--- to the pending set or to their buckets, in one call. A batch with none of them due that
--- far takes a MULTI transaction instead, which does the same without a bucket.
+-- to the pending set or, grouped by the client, to their buckets, in one call. A batch with
+-- none due that far takes a MULTI transaction instead, which does the same without buckets.
 -- Refused at maxmemory (no allow-oom flag), as send.lua is.
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
--- ARGV[1..]: the records (each starting with its 13-byte sort key; default priority)
+-- ARGV[1]: n, the number of records for the pending set; ARGV[2..n+1]: those records
+-- Then per bucket: its start (ms), the number of its records c, and those c records.
+-- Every record starts with its 13-byte sort key and is of the default priority.
 -- Returns: the number of records put in buckets.
 local now = now_us()
+local near = arg_number(1, 'records for the pending set')
+-- The runs of bucketed records, checked whole before the first write.
+local runs, i, far = {}, near + 2, 0
+while i <= #ARGV do
+  local start, count = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  if not start or not count or count < 1 or i + 1 + count > #ARGV then
+    error('delayq: add_records: a bucket is its start, a count and that many records (argument ' .. i .. ')')
+  end
+  runs[#runs + 1] = { start, ARGV, i + 2, i + 1 + count }
+  far = far + count
+  i = i + 2 + count
+end
+if near < 0 or near % 1 ~= 0 or near + 1 > #ARGV then
+  error('delayq: add_records: ' .. near .. ' records for the pending set, ' .. (#ARGV - 1) .. ' arguments')
+end
+local function check_record(j)
+  if #ARGV[j] < 13 then
+    error('delayq: add_records: argument ' .. j .. ' has no sort key')
+  end
+end
+for j = 2, near + 1 do
+  check_record(j)
+end
+for _, run in ipairs(runs) do
+  for j = run[3], run[4] do
+    check_record(j)
+  end
+end
 events_known(redis.call('HGET', k.control, 'events'))
-local B = buckets()
-local near, far = {}, {}
-for i, rec in ipairs(ARGV) do
-  if #rec < 13 then
-    error('delayq: add_records: record ' .. i .. ' has no sort key')
+if events_on() then
+  for j = 2, near + 1 do
+    event_packed('sent', '\0\0' .. ARGV[j]:sub(1, 13), '')
+  end
+  for _, run in ipairs(runs) do
+    for j = run[3], run[4] do
+      event_packed('sent', '\0\0' .. ARGV[j]:sub(1, 13), '')
+    end
   end
 end
-for _, rec in ipairs(ARGV) do
-  local due = unbe7(rec, 1)
-  if due > now and B.far_enough(due, now) then
-    far[#far + 1] = rec
-  else
-    near[#near + 1] = '0'
-    near[#near + 1] = rec
+if near > 0 then
+  local members = {}
+  for j = 2, near + 1 do
+    members[#members + 1] = '0'
+    members[#members + 1] = ARGV[j]
   end
-  if events_on() then
-    event_packed('sent', '\0\0' .. rec:sub(1, 13), '')
+  for j = 1, #members, 4000 do
+    redis.call('ZADD', k.pending, unpack(members, j, math.min(j + 3999, #members)))
   end
 end
-for i = 1, #near, 4000 do
-  redis.call('ZADD', k.pending, unpack(near, i, math.min(i + 3999, #near)))
-end
-if #far > 0 then
-  B.put_in_buckets(far)
-end
+buckets().put_runs(runs, now)
 flush_events()
-add_history(now, 's', #ARGV)
+add_history(now, 's', near + far)
 -- As the MULTI transaction does: one wake-up a batch.
 wake()
-return #far
+return far

@@ -101,24 +101,25 @@ local function buckets()
     end
   end
 
-  -- Appends `recs` (records of messages due in the bucket that starts at `start`) to their
-  -- bucket; those it has no room for go to their pending sets. Returns how many went into the
-  -- bucket, and whether the bucket is new. The caller adds the count to `bucketed`
-  -- (buckets_counted) once per call.
-  local function bucket_append(start, recs)
+  -- Appends `recs[from..to]` (records of messages due in the bucket that starts at `start`)
+  -- to their bucket; those it has no room for go to their pending sets. Returns how many
+  -- went into the bucket, and whether the bucket is new. The caller adds the count to
+  -- `bucketed` (buckets_counted) once per call.
+  local function bucket_append(start, recs, from, to)
     local key = bucket_key(start)
-    local len = redis.call('RPUSH', key, unpack(recs))
+    local n = to - from + 1
+    local len = redis.call('RPUSH', key, unpack(recs, from, to))
     local over = len - BUCKET_MAX
     if over > 0 then
       -- The bucket held at most BUCKET_MAX before, so the records over are the last pushed.
       redis.call('LTRIM', key, 0, BUCKET_MAX - 1)
-      add_to_sets({ unpack(recs, #recs - over + 1) })
+      add_to_sets({ unpack(recs, to - over + 1, to) })
     end
-    local fresh = len == #recs
+    local fresh = len == n
     if fresh then
       redis.call('ZADD', BUCKET_INDEX, start, string.format('%d', start))
     end
-    return #recs - math.max(over, 0), fresh
+    return n - math.max(over, 0), fresh
   end
 
   local function buckets_counted(n)
@@ -140,10 +141,33 @@ local function buckets()
     return first and (first - h) * 1000
   end
 
-  -- Buckets the records `recs` (due far enough ahead, far_enough), grouped by bucket, and
-  -- counts them. Returns whether a consumer must be woken: a new first bucket may come due to
-  -- move before whatever a waiting consumer sleeps on.
-  local function put_in_buckets(recs)
+  -- Puts runs of records into their buckets, each run `{ start, recs, from, to }`: the
+  -- records recs[from..to], all due in the bucket that starts at `start` (far enough ahead
+  -- when they were found so: a run whose bucket comes within the horizon meanwhile goes to
+  -- the pending sets), and counts them. Returns whether a consumer must be woken: a new first
+  -- bucket may come due to move before whatever a waiting consumer sleeps on.
+  local function put_runs(runs, now)
+    local _, h = settings()
+    local first, wake_needed, added = first_bucket(), false, 0
+    local horizon_end = math.floor(now / 1000) + h
+    for _, run in ipairs(runs) do
+      local start, recs, from, to = run[1], run[2], run[3], run[4]
+      if start > horizon_end then
+        local n, fresh = bucket_append(start, recs, from, to)
+        added = added + n
+        wake_needed = wake_needed or (fresh and (first == nil or start < first))
+      else
+        add_to_sets({ unpack(recs, from, to) })
+        wake_needed = true
+      end
+    end
+    buckets_counted(added)
+    return wake_needed
+  end
+
+  -- Buckets the records `recs` (due far enough ahead, far_enough): put_runs, one run per
+  -- bucket.
+  local function put_in_buckets(recs, now)
     local by_start, order = {}, {}
     for _, rec in ipairs(recs) do
       local start = bucket_start(unbe7(rec, 1))
@@ -154,14 +178,11 @@ local function buckets()
       local list = by_start[start]
       list[#list + 1] = rec
     end
-    local first, wake_needed, added = first_bucket(), false, 0
+    local runs = {}
     for _, start in ipairs(order) do
-      local n, fresh = bucket_append(start, by_start[start])
-      added = added + n
-      wake_needed = wake_needed or (fresh and (first == nil or start < first))
+      runs[#runs + 1] = { start, by_start[start], 1, #by_start[start] }
     end
-    buckets_counted(added)
-    return wake_needed
+    return put_runs(runs, now)
   end
 
   -- The record with sort key `key` in its bucket, and the bucket's start; nil if not there.
@@ -270,6 +291,7 @@ local function buckets()
     settings = settings,
     known = known,
     put_in_buckets = put_in_buckets,
+    put_runs = put_runs,
     bucket_find = bucket_find,
     bucket_remove = bucket_remove,
     buckets_move = buckets_move,

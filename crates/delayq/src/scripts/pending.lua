@@ -20,7 +20,7 @@ local function put_pending(m, due, now, keep)
   m.due = due
   local B = buckets()
   if B.far_enough(due, now) then
-    if B.put_in_buckets({ encode(m) }) then
+    if B.put_in_buckets({ encode(m) }, now) then
       wake()
     end
   else

@@ -319,7 +319,7 @@ for set, list in pairs(members) do
   add_history(now, 's', #list / 2)
 end
 if #far > 0 then
-  wake_now = buckets().put_in_buckets(far) or wake_now
+  wake_now = buckets().put_in_buckets(far, now) or wake_now
   add_history(now, 's', #far)
 end
 if #indexed > 0 then

@@ -9,7 +9,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use delayq::{
-    CancelOutcome, Message, OnDuplicate, Queue, ReceiveOptions, Schedule, SendOptions, State,
+    CancelOutcome, EventKind, Message, OnDuplicate, Queue, ReceiveOptions, Schedule, SendOptions,
+    Setting, State,
 };
 
 use crate::common::*;
@@ -304,6 +305,9 @@ async fn browse_lists_the_set_and_the_buckets_in_due_order() {
 async fn a_batch_without_ids_puts_each_message_where_its_due_time_says() {
     let (server, dq) = setup().await;
     let q = bucketed_queue(&server, &dq, "batch").await;
+    q.configure(&[Setting::Events(Some(10_000))])
+        .await
+        .expect("events on");
     let batch: Vec<Message> = (0..200u64)
         .map(|i| {
             let delay = if i % 2 == 0 { 50 } else { 1000 + i * 5 };
@@ -315,6 +319,18 @@ async fn a_batch_without_ids_puts_each_message_where_its_due_time_says() {
         .collect();
     let sent = q.send_batch(&batch).await.expect("batch");
     assert_eq!(sent.len(), 200);
+    // Each has its sent event, with the id and due time the send answered.
+    let events: HashSet<(String, Option<u64>)> = q
+        .latest_events(1000)
+        .await
+        .expect("events")
+        .into_iter()
+        .filter(|e| e.kind == EventKind::Sent)
+        .map(|e| (e.id, e.due_ms))
+        .collect();
+    let answered: HashSet<(String, Option<u64>)> =
+        sent.iter().map(|s| (s.id.clone(), s.due_ms)).collect();
+    assert_eq!(events, answered);
     assert_eq!(in_pending_set(&server, "batch"), 100);
     assert_eq!(in_buckets(&server, "batch"), (100, 100));
     for s in sent.iter().step_by(37) {

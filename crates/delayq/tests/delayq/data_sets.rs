@@ -242,7 +242,9 @@ async fn format4_upgraded_loses_nothing_and_delivers_each_message_once_in_its_gr
 async fn format5_loads_whole_with_its_bucket_and_delivers_each_message_once() {
     let (_server, dq) = setup().await;
     assert!(
-        FORMAT5.lines().any(|l| l.starts_with("list\tdq:{orders}:b:")),
+        FORMAT5
+            .lines()
+            .any(|l| l.starts_with("list\tdq:{orders}:b:")),
         "the data set keeps the message delayed an hour in a bucket"
     );
     load(&dq, FORMAT5).await;
