@@ -12,6 +12,7 @@ use redis::{Script, ScriptInvocation, Value};
 use tokio::sync::OnceCell;
 
 use crate::announcements::Announcer;
+use crate::buckets::FullBuckets;
 use crate::connection;
 use crate::error::{Error, InvalidInput, Result};
 use crate::formats::FormatGate;
@@ -51,6 +52,8 @@ pub(crate) struct QueueCore {
     layout: LayoutCell,
     shared: Shared,
     metrics: Arc<QueueMetrics>,
+    /// Buckets this process found full (buckets.rs).
+    full_buckets: FullBuckets,
 }
 
 impl QueueCore {
@@ -60,6 +63,7 @@ impl QueueCore {
             name,
             layout,
             shared,
+            full_buckets: FullBuckets::default(),
         }
     }
 
@@ -69,6 +73,10 @@ impl QueueCore {
 
     pub(crate) fn metrics(&self) -> &Arc<QueueMetrics> {
         &self.metrics
+    }
+
+    pub(crate) fn full_buckets(&self) -> &FullBuckets {
+        &self.full_buckets
     }
 
     /// The queue's partitions, read from Redis once, and recorded there for a queue not

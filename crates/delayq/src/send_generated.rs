@@ -15,6 +15,7 @@ use crate::options::DueSpec;
 use crate::partitions::Layout;
 use crate::queue_core::{invocation, QueueCore};
 use crate::record;
+use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
 
 /// A batch without caller ids (of the default priority) needs no duplicate check, so it skips Lua, whose string
@@ -113,7 +114,8 @@ pub(crate) async fn send_generated<'p>(
         let seq = first_seq + i * stride;
         let due_us = spec.due_us(now_us);
         let bucket = buckets::far_enough(format, horizon_ms, due_us, now_us)
-            .then(|| buckets::bucket_start(due_us));
+            .then(|| buckets::bucket_start(due_us))
+            .filter(|&start| !core.full_buckets().contains(k, start));
         if events_cap.is_some() {
             crate::event_entries::pack_sent(&mut packed, due_us, seq);
         }
@@ -146,7 +148,13 @@ pub(crate) async fn send_generated<'p>(
                 inv.arg(rec.as_slice());
             }
         }
-        core.invoke(&inv).await?;
+        let mut reply = Reply::new(core.invoke(&inv).await?)?;
+        reply.uint()?;
+        let mut full = Vec::with_capacity(reply.remaining());
+        while reply.remaining() > 0 {
+            full.push(reply.uint()?);
+        }
+        core.full_buckets().note(k, &full, now_us / 1000);
         return Ok(sent);
     }
     let mut zadd = redis::cmd("ZADD");

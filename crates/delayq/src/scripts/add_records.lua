@@ -10,7 +10,8 @@
 -- ARGV[1]: n, the number of records for the pending set; ARGV[2..n+1]: those records
 -- Then per bucket: its start (ms), the number of its records c, and those c records.
 -- Every record starts with its 13-byte sort key and is of the default priority.
--- Returns: the number of records put in buckets.
+-- Returns: { the number of records given for buckets, then the start of each bucket that is
+--   full (the client sends the records of those to the pending set from now on) }.
 local now = now_us()
 local near = arg_number(1, 'records for the pending set')
 -- The runs of bucketed records, checked whole before the first write.
@@ -61,9 +62,13 @@ if near > 0 then
     redis.call('ZADD', k.pending, unpack(members, j, math.min(j + 3999, #members)))
   end
 end
-buckets().put_runs(runs, now)
+local _, full = buckets().put_runs(runs, now)
 flush_events()
 add_history(now, 's', near + far)
 -- As the MULTI transaction does: one wake-up a batch.
 wake()
-return far
+local out = { far }
+for _, start in ipairs(full) do
+  out[#out + 1] = start
+end
+return out

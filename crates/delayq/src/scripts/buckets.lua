@@ -35,6 +35,8 @@ local function buckets()
   -- A claim moves whole buckets until it has moved this many records: the work of one call
   -- stays near a millisecond.
   local MOVE_MAX = 2000
+  -- A run of more records than this for one bucket checks the bucket's room first.
+  local LONG_RUN = 16
   local BUCKET_FORMAT = 5
 
   -- The start (ms) of the bucket of a message due at `due` (µs).
@@ -103,11 +105,24 @@ local function buckets()
 
   -- Appends `recs[from..to]` (records of messages due in the bucket that starts at `start`)
   -- to their bucket; those it has no room for go to their pending sets. Returns how many
-  -- went into the bucket, and whether the bucket is new. The caller adds the count to
+  -- went into the bucket, whether the bucket is new, and whether it is full. The caller adds the count to
   -- `bucketed` (buckets_counted) once per call.
   local function bucket_append(start, recs, from, to)
     local key = bucket_key(start)
     local n = to - from + 1
+    if n > LONG_RUN then
+      -- A long run (a burst of one due time) may not fit: what does is pushed, the rest
+      -- goes to the sets, rather than pushed and trimmed again.
+      local room = BUCKET_MAX - redis.call('LLEN', key)
+      if room < n then
+        add_to_sets({ unpack(recs, from + math.max(room, 0), to) })
+        if room <= 0 then
+          return 0, false, true
+        end
+        to = from + room - 1
+      end
+    end
+    local pushed = to - from + 1
     local len = redis.call('RPUSH', key, unpack(recs, from, to))
     local over = len - BUCKET_MAX
     if over > 0 then
@@ -115,11 +130,11 @@ local function buckets()
       redis.call('LTRIM', key, 0, BUCKET_MAX - 1)
       add_to_sets({ unpack(recs, to - over + 1, to) })
     end
-    local fresh = len == n
+    local fresh = len == pushed
     if fresh then
       redis.call('ZADD', BUCKET_INDEX, start, string.format('%d', start))
     end
-    return n - math.max(over, 0), fresh
+    return pushed - math.max(over, 0), fresh, len >= BUCKET_MAX
   end
 
   local function buckets_counted(n)
@@ -144,25 +159,29 @@ local function buckets()
   -- Puts runs of records into their buckets, each run `{ start, recs, from, to }`: the
   -- records recs[from..to], all due in the bucket that starts at `start` (far enough ahead
   -- when they were found so: a run whose bucket comes within the horizon meanwhile goes to
-  -- the pending sets), and counts them. Returns whether a consumer must be woken: a new first
-  -- bucket may come due to move before whatever a waiting consumer sleeps on.
+  -- the pending sets), and counts them. Returns whether a consumer must be woken (a new first
+  -- bucket may come due to move before whatever a waiting consumer sleeps on), and the
+  -- starts of the buckets now full.
   local function put_runs(runs, now)
     local _, h = settings()
-    local first, wake_needed, added = first_bucket(), false, 0
+    local first, wake_needed, added, full = first_bucket(), false, 0, {}
     local horizon_end = math.floor(now / 1000) + h
     for _, run in ipairs(runs) do
       local start, recs, from, to = run[1], run[2], run[3], run[4]
       if start > horizon_end then
-        local n, fresh = bucket_append(start, recs, from, to)
+        local n, fresh, is_full = bucket_append(start, recs, from, to)
         added = added + n
         wake_needed = wake_needed or (fresh and (first == nil or start < first))
+        if is_full then
+          full[#full + 1] = start
+        end
       else
         add_to_sets({ unpack(recs, from, to) })
         wake_needed = true
       end
     end
     buckets_counted(added)
-    return wake_needed
+    return wake_needed, full
   end
 
   -- Buckets the records `recs` (due far enough ahead, far_enough): put_runs, one run per
