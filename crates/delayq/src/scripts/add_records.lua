@@ -28,39 +28,30 @@ end
 if near < 0 or near % 1 ~= 0 or near + 1 > #ARGV then
   error('delayq: add_records: ' .. near .. ' records for the pending set, ' .. (#ARGV - 1) .. ' arguments')
 end
-local function check_record(j)
-  if #ARGV[j] < 13 then
-    error('delayq: add_records: argument ' .. j .. ' has no sort key')
-  end
-end
-for j = 2, near + 1 do
-  check_record(j)
-end
-for _, run in ipairs(runs) do
-  for j = run[3], run[4] do
-    check_record(j)
-  end
-end
-events_known(redis.call('HGET', k.control, 'events'))
-if events_on() then
+-- Calls f(j) for the index j of every record in ARGV, those for the set first.
+local function each_record(f)
   for j = 2, near + 1 do
-    event_packed('sent', '\0\0' .. ARGV[j]:sub(1, 13), '')
+    f(j)
   end
   for _, run in ipairs(runs) do
     for j = run[3], run[4] do
-      event_packed('sent', '\0\0' .. ARGV[j]:sub(1, 13), '')
+      f(j)
     end
   end
 end
+each_record(function(j)
+  if #ARGV[j] < 13 then
+    error('delayq: add_records: argument ' .. j .. ' has no sort key')
+  end
+end)
+events_known(redis.call('HGET', k.control, 'events'))
+if events_on() then
+  each_record(function(j)
+    event_packed('sent', '\0\0' .. ARGV[j]:sub(1, 13), '')
+  end)
+end
 if near > 0 then
-  local members = {}
-  for j = 2, near + 1 do
-    members[#members + 1] = '0'
-    members[#members + 1] = ARGV[j]
-  end
-  for j = 1, #members, 4000 do
-    redis.call('ZADD', k.pending, unpack(members, j, math.min(j + 3999, #members)))
-  end
+  buckets().add_to_sets({ unpack(ARGV, 2, near + 1) })
 end
 local _, full = buckets().put_runs(runs, now)
 flush_events()

@@ -73,22 +73,22 @@ local function buckets()
     return f >= BUCKET_FORMAT and bucket_start(due) > math.floor(now / 1000) + h
   end
 
-  -- The pending set of a record, by its sequence number's priority bits (the top 4 bits of
-  -- byte 8: see priority_of).
-  local function set_of_record(rec)
-    local level = math.floor((rec:byte(8) or 0) / 16)
-    return pending_key(level == 0 and DEFAULT_PRIORITY or level - 1), level
+  -- The priority of a record: priority_of its sequence number's level bits, the top 4 bits
+  -- of byte 8, read without struct so that it cannot fail half-way through a move.
+  local function priority_of_record(rec)
+    return priority_of(math.floor((rec:byte(8) or 0) / 16) * LEVEL)
   end
 
   -- Adds records straight to their pending sets (those a bucket had no room for, or moves).
   local function add_to_sets(recs)
     local by_set, order = {}, {}
     for _, rec in ipairs(recs) do
-      local set, level = set_of_record(rec)
+      local p = priority_of_record(rec)
+      local set = pending_key(p)
       if not by_set[set] then
         by_set[set] = {}
         order[#order + 1] = set
-        use_priority(level == 0 and DEFAULT_PRIORITY or level - 1)
+        use_priority(p)
       end
       local list = by_set[set]
       list[#list + 1] = '0'
@@ -235,7 +235,7 @@ local function buckets()
     if #starts == 0 then
       return 0
     end
-    local recs, done = {}, {}
+    local recs, done, keys = {}, {}, {}
     for _, start in ipairs(starts) do
       if #recs >= MOVE_MAX then
         break
@@ -244,10 +244,12 @@ local function buckets()
       for _, rec in ipairs(redis.call('LRANGE', key, 0, -1)) do
         recs[#recs + 1] = rec
       end
-      redis.call('DEL', key)
+      keys[#keys + 1] = key
       done[#done + 1] = start
     end
+    -- Into the sets before the buckets go: nothing is ever only in a deleted bucket.
     add_to_sets(recs)
+    redis.call('DEL', unpack(keys))
     redis.call('ZREM', BUCKET_INDEX, unpack(done))
     buckets_counted(-#recs)
     return #recs
@@ -309,6 +311,7 @@ local function buckets()
     far_enough = far_enough,
     settings = settings,
     known = known,
+    add_to_sets = add_to_sets,
     put_in_buckets = put_in_buckets,
     put_runs = put_runs,
     bucket_find = bucket_find,
