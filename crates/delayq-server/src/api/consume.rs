@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::access::{Authorized, ConsumeRole};
 use super::body::{parse, JsonBody, JsonPayload};
+use super::sized_json::SizedJson;
 use super::wire::{DurationArg, PayloadOut};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
@@ -181,7 +182,7 @@ async fn deliver(
     state: &AppState,
     set: QueueSet,
     options: &ReceiveOptions,
-) -> ApiResult<Json<ReceiveOut>> {
+) -> ApiResult<SizedJson<ReceiveOut>> {
     let mut consumer = set.consumer_for_one_receive().await?;
     let deliveries = consumer
         .receive_until(options, state.shutdown_started())
@@ -195,9 +196,19 @@ async fn deliver(
         }
     }
     let deliveries = deliveries?;
-    Ok(Json(ReceiveOut {
-        deliveries: deliveries.into_iter().map(DeliveryOut::from).collect(),
-    }))
+    // Each delivery's fields besides its id and payload take about 250 bytes; a bytes
+    // payload grows by a third in base64.
+    let capacity = deliveries
+        .iter()
+        .map(|d| 256 + d.id.len() + d.payload.len() * 4 / 3)
+        .sum::<usize>()
+        + 16;
+    Ok(SizedJson {
+        value: ReceiveOut {
+            deliveries: deliveries.into_iter().map(DeliveryOut::from).collect(),
+        },
+        capacity,
+    })
 }
 
 /// One receipt (`{"receipt": ...}`: the answer is about it alone, 409 when its lease was
@@ -264,6 +275,8 @@ fn settled(receipts: &[Receipt], oks: &[Option<u64>], single: bool) -> ApiResult
             .into()),
         };
     }
+    // `{"receipt":"<25 + id>","ok":true,"lease_deadline_ms":...},`
+    let capacity = receipts.iter().map(|r| 80 + r.id().len()).sum::<usize>() + 16;
     let results = receipts
         .iter()
         .zip(oks)
@@ -273,7 +286,11 @@ fn settled(receipts: &[Receipt], oks: &[Option<u64>], single: bool) -> ApiResult
             lease_deadline_ms: ok.filter(|d| *d > 0),
         })
         .collect();
-    Ok(Json(SettledOut { results }).into_response())
+    Ok(SizedJson {
+        value: SettledOut { results },
+        capacity,
+    }
+    .into_response())
 }
 
 /// Per receipt: `Some(0)` settled, `None` lease lost.

@@ -23,6 +23,7 @@
 
 pub mod access;
 mod admin;
+mod batch_reader;
 pub mod body;
 pub mod browse;
 mod consume;
@@ -34,6 +35,7 @@ mod produce;
 mod push;
 mod query;
 mod schedules;
+mod sized_json;
 pub mod upsert_args;
 mod webhooks;
 pub mod wire;

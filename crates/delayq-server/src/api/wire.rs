@@ -222,7 +222,14 @@ pub fn payload_of(
     base64: Option<String>,
 ) -> ApiResult<Option<(Vec<u8>, PayloadKind)>> {
     match (json, base64) {
-        (Some(json), None) => Ok(Some((json.get().as_bytes().to_vec(), PayloadKind::Json))),
+        (Some(json), None) => {
+            // The parsed text itself, not a copy of it.
+            let text: Box<str> = json.into();
+            Ok(Some((
+                text.into_boxed_bytes().into_vec(),
+                PayloadKind::Json,
+            )))
+        }
         (None, Some(b64)) => Ok(Some((decode_base64(&b64)?, PayloadKind::Bytes))),
         (None, None) => Ok(None),
         (Some(_), Some(_)) => Err(ApiError::bad_request(

@@ -116,6 +116,87 @@ async fn a_batch_is_sent_whole_or_not_at_all() {
     assert_eq!(stats["delayed"], 5, "nothing of the bad batch was written");
 }
 
+/// The batch route reads its messages as they are parsed (`batch_reader.rs`); what a client
+/// is told must stay what parsing the whole body first would say: JSON of the wrong shape
+/// anywhere, then a batch over the limit, then the first invalid message by its index.
+#[tokio::test]
+async fn a_bad_batch_is_refused_for_its_first_fault_in_a_fixed_order() {
+    let limits = delayq_server::limits::Limits {
+        max_batch: 3,
+        ..delayq_server::limits::Limits::default()
+    };
+    let s = TestServer::start_with(limits, delayq_server::auth::Tokens::default()).await;
+    let bad_delay = json!({ "payload": 1, "delay": "soon" });
+    let unknown_field = json!({ "payload": 1, "colour": "red" });
+    let ok = json!({ "payload": 1 });
+    let cases = [
+        // An unknown field after the limit and after an invalid message.
+        (
+            vec![
+                bad_delay.clone(),
+                ok.clone(),
+                ok.clone(),
+                ok.clone(),
+                unknown_field,
+            ],
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+        ),
+        (
+            vec![ok.clone(), bad_delay.clone(), ok.clone(), ok.clone()],
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "batch_too_large",
+        ),
+        (
+            vec![ok.clone(), ok.clone(), bad_delay.clone()],
+            StatusCode::BAD_REQUEST,
+            "invalid_duration",
+        ),
+    ];
+    for (messages, status, code) in cases {
+        let answer = s
+            .post("/v1/queues/order/batch", json!({ "messages": messages }))
+            .await;
+        assert_error(&answer, status, code);
+    }
+    let answer = s
+        .post(
+            "/v1/queues/order/batch",
+            json!({ "messages": [ok, ok, bad_delay] }),
+        )
+        .await;
+    assert!(
+        answer.1["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("messages[2]: ")),
+        "{}",
+        answer.1
+    );
+    let answer = s
+        .post(
+            "/v1/queues/order/batch",
+            json!({ "messages": (0..5).map(|i| json!({ "payload": i })).collect::<Vec<_>>() }),
+        )
+        .await;
+    assert!(
+        answer.1["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("not 5")),
+        "the error counts the whole batch: {}",
+        answer.1
+    );
+    for body in [
+        json!({}),
+        json!({ "messages": [], "extra": 1 }),
+        json!([ok]),
+    ] {
+        let answer = s.post("/v1/queues/order/batch", body).await;
+        assert_error(&answer, StatusCode::BAD_REQUEST, "malformed_json");
+    }
+    let (_, stats) = s.get("/v1/queues/order").await;
+    assert_eq!(stats["ready"], 0, "nothing was written");
+}
+
 #[tokio::test]
 async fn cancel_and_reschedule_by_id() {
     let s = TestServer::start().await;
