@@ -1,4 +1,5 @@
-//! The embedded Redis: a private, durable `redis-server` that `delayq serve` starts,
+//! The embedded Redis: a private, durable server (`redis-server`, or `valkey-server` where
+//! only Valkey is installed: `redis-binaries` finds it) that `delayq serve` starts,
 //! supervises and stops when it is given no Redis URL.
 //!
 //! * Its data lives in one directory (`--data-dir`, made private: 0700), with AOF on
@@ -43,7 +44,8 @@ pub struct EmbeddedOptions {
     pub data_dir: PathBuf,
     /// `appendfsync always` (every acknowledged write on disk) instead of `everysec`.
     pub fsync_always: bool,
-    /// The `redis-server` binary; by default the one on `PATH`.
+    /// The server binary; by default `$DELAYQ_REDIS_SERVER`, else `redis-server`, else
+    /// `valkey-server` on `PATH` (`redis-binaries`).
     pub redis_server: Option<PathBuf>,
     /// Its `maxmemory` in bytes; by default [`default_maxmemory`].
     pub maxmemory: Option<u64>,
@@ -53,12 +55,9 @@ pub struct EmbeddedOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EmbeddedError {
-    /// No `redis-server` to run.
-    #[error(
-        "redis-server not found on PATH: install it (Debian/Ubuntu: apt-get install redis-server; \
-         macOS: brew install redis) or pass --redis-url to use a Redis you already run"
-    )]
-    RedisServerMissing,
+    /// No server binary to run (neither `redis-server` nor `valkey-server`).
+    #[error("{0}; or pass --redis-url to use a server you already run")]
+    RedisServerMissing(redis_binaries::NotFound),
     /// Another `delayq serve` holds the data directory.
     #[error(
         "another delayq serve already uses {}: stop it, or pass another --data-dir",
@@ -103,7 +102,8 @@ impl EmbeddedRedis {
     /// Takes the data directory, stops an orphaned Redis of a crashed `serve` if there is
     /// one, starts Redis and waits until it has loaded its data.
     pub async fn start(options: EmbeddedOptions) -> Result<EmbeddedRedis, EmbeddedError> {
-        let binary = find_binary(options.redis_server.as_deref())?;
+        let binary = redis_binaries::find_server(options.redis_server.as_deref())
+            .map_err(EmbeddedError::RedisServerMissing)?;
         let dir = &options.data_dir;
         std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
         let dir = std::fs::canonicalize(dir).map_err(io("cannot resolve", dir))?;
@@ -415,7 +415,11 @@ async fn stop_orphan(dir: &Path) {
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return; // not running
     };
-    if !String::from_utf8_lossy(&cmdline).contains("redis-server") {
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    if !redis_binaries::SERVER_NAMES
+        .iter()
+        .any(|name| cmdline.contains(name))
+    {
         return; // the pid was reused by something else
     }
     tracing::warn!(
@@ -459,23 +463,6 @@ async fn signal(pid: &str, name: &str) {
         .stderr(Stdio::null())
         .status()
         .await;
-}
-
-fn find_binary(given: Option<&Path>) -> Result<PathBuf, EmbeddedError> {
-    if let Some(path) = given {
-        return if path.is_file() {
-            Ok(path.to_path_buf())
-        } else {
-            Err(EmbeddedError::RedisServerMissing)
-        };
-    }
-    std::env::var_os("PATH")
-        .and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join("redis-server"))
-                .find(|p| p.is_file())
-        })
-        .ok_or(EmbeddedError::RedisServerMissing)
 }
 
 /// The last lines of the server's log and stderr, for error messages.

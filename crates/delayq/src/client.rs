@@ -14,6 +14,7 @@ use crate::partitions;
 use crate::queue::Queue;
 use crate::queue_core::{LayoutCell, QueueCore, Shared};
 use crate::sentinel::Sentinels;
+use crate::server::ServerInfo;
 use crate::target::{NoPushes, Target};
 
 /// A connection to one Redis server, or to a Redis Cluster, shared by all queue handles made
@@ -21,13 +22,22 @@ use crate::target::{NoPushes, Target};
 #[derive(Clone)]
 pub struct DelayQ {
     shared: Shared,
+    /// The server it connected to (a cluster's oldest master), checked on connect.
+    server: Arc<ServerInfo>,
     /// Each queue's partitions, learnt once (they never change).
     layouts: Arc<Mutex<HashMap<QueueName, LayoutCell>>>,
 }
 
 impl DelayQ {
-    fn new(target: Target, conn: connection::Ordinary, config: Config) -> Self {
+    /// Checks the server (`server.rs`) before anything is written, then starts.
+    async fn start(target: Target, conn: connection::Ordinary, config: Config) -> Result<Self> {
+        let server = crate::server::check(&conn).await?;
+        Ok(DelayQ::new(target, conn, config, server))
+    }
+
+    fn new(target: Target, conn: connection::Ordinary, config: Config, server: ServerInfo) -> Self {
         DelayQ {
+            server: Arc::new(server),
             shared: Shared {
                 target,
                 announcer: Announcer::start(conn.clone(), DATA_FORMAT),
@@ -50,7 +60,7 @@ impl DelayQ {
     pub async fn connect_with(url: &str, config: Config) -> Result<Self> {
         let client = redis::Client::open(url)?;
         let conn = connection::Ordinary::connect(&client, &config).await?;
-        Ok(DelayQ::new(Target::Single(Box::new(client)), conn, config))
+        DelayQ::start(Target::Single(Box::new(client)), conn, config).await
     }
 
     /// Connects to a Redis Cluster through `nodes` (URLs of any of its nodes; the rest are
@@ -59,11 +69,12 @@ impl DelayQ {
     pub async fn connect_cluster(nodes: &[&str], config: Config) -> Result<Self> {
         let client = connection::cluster_client(nodes, &config, None::<NoPushes>)?;
         let conn = connection::Ordinary::connect_cluster(&client).await?;
-        Ok(DelayQ::new(
+        DelayQ::start(
             Target::Cluster(nodes.iter().map(|n| n.to_string()).collect()),
             conn,
             config,
-        ))
+        )
+        .await
     }
 
     /// Connects to the master of a Redis Sentinel deployment: `sentinels` are URLs of its
@@ -82,7 +93,14 @@ impl DelayQ {
     ) -> Result<Self> {
         let sentinels = Arc::new(Sentinels::new(sentinels, master_name, &config)?);
         let conn = connection::Ordinary::connect_sentinel(sentinels.clone(), &config).await?;
-        Ok(DelayQ::new(Target::Sentinel(sentinels), conn, config))
+        DelayQ::start(Target::Sentinel(sentinels), conn, config).await
+    }
+
+    /// The server this client connected to, as it described itself then (on a cluster, the
+    /// master with the oldest version). A server delayq cannot run on was refused then
+    /// ([`Error::ServerTooOld`](crate::Error::ServerTooOld)).
+    pub fn server(&self) -> &ServerInfo {
+        &self.server
     }
 
     /// The processes using this Redis, each with the newest data format it reads: every

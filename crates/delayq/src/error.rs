@@ -70,6 +70,15 @@ pub enum Error {
         /// The format needed.
         needed: u32,
     },
+    /// The server is older than delayq runs on ([`MINIMUM_REDIS`](crate::MINIMUM_REDIS)):
+    /// refused on connect, before anything was written.
+    #[error("{found} is too old for delayq, which needs {needed}: upgrade the server")]
+    ServerTooOld {
+        /// The server found, as `Redis 6.2.14`.
+        found: String,
+        /// What delayq needs.
+        needed: String,
+    },
     /// A send asked to be on `wanted` replicas ([`SendOptions::replicas`](crate::SendOptions::replicas))
     /// and only `replicas` had it within the timeout. The message was written; a failover now
     /// could lose it.

@@ -1,50 +1,20 @@
-//! What the fixture needs of this machine: the Redis binaries, and a free loopback port.
+//! What the fixture needs of this machine: the server binaries, and a free loopback port.
 
 use std::net::{Ipv4Addr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// Locates the `redis-server` binary: `$REDIS_SERVER_BIN` if set, else
-/// `redis-server` on `PATH`, else `/usr/bin/redis-server`. Panics if none
-/// exists.
+/// The server binary every fixture server runs: `$DELAYQ_REDIS_SERVER` if set, else
+/// `redis-server`, else `valkey-server` on `PATH` (`redis-binaries`). Panics, saying how
+/// to install one, if there is none.
 pub fn redis_server_binary() -> PathBuf {
-    find_binary("REDIS_SERVER_BIN", "redis-server", None).expect(
-        "redis-server not found: install Debian's redis-server package \
-         (apt-get install redis-server)",
-    )
+    redis_binaries::find_server(None).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Locates the `redis-cli` binary: `$REDIS_CLI_BIN` if set, else the
-/// `redis-cli` next to `$REDIS_SERVER_BIN` (a custom build comes with its
-/// own), else `redis-cli` on `PATH`, else `/usr/bin/redis-cli`. Panics if
-/// none exists.
+/// The command-line client that builds test clusters: `$DELAYQ_REDIS_CLI` if set, else the
+/// one beside the server binary, else `redis-cli` or `valkey-cli` on `PATH`. Panics if
+/// there is none.
 pub fn redis_cli_binary() -> PathBuf {
-    let beside_server = std::env::var_os("REDIS_SERVER_BIN")
-        .and_then(|bin| Some(Path::new(&bin).parent()?.join("redis-cli")));
-    find_binary("REDIS_CLI_BIN", "redis-cli", beside_server).expect(
-        "redis-cli not found: install Debian's redis-tools package \
-         (apt-get install redis-tools, which redis-server depends on)",
-    )
-}
-
-/// `$env_var` if set (panics if it names no file), else `preferred` if it
-/// exists, else `name` on `PATH`, else `/usr/bin/{name}`.
-fn find_binary(env_var: &str, name: &str, preferred: Option<PathBuf>) -> Option<PathBuf> {
-    if let Some(bin) = std::env::var_os(env_var) {
-        let bin = PathBuf::from(bin);
-        assert!(bin.is_file(), "{env_var}={} does not exist", bin.display());
-        return Some(bin);
-    }
-    let on_path = || {
-        std::env::var_os("PATH").and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join(name))
-                .find(|p| p.is_file())
-        })
-    };
-    preferred
-        .filter(|p| p.is_file())
-        .or_else(on_path)
-        .or_else(|| Some(Path::new("/usr/bin").join(name)).filter(|p| p.is_file()))
+    redis_binaries::find_cli(None).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Returns a port that was free a moment ago on 127.0.0.1. Another process

@@ -18,8 +18,12 @@
 //! [`RedisSentinel`] starts a master, a replica and three sentinels that
 //! fail the master over when it dies.
 //!
+//! The server binary is `redis-server`, or `valkey-server` where only Valkey is installed,
+//! or the one `DELAYQ_REDIS_SERVER` names (`redis-binaries`), so that the whole suite runs
+//! on another server unchanged.
+//!
 //! Every failure panics with a descriptive message (including the server
-//! log): a missing `redis-server` must fail the test run, not skip it.
+//! log): a missing server binary must fail the test run, not skip it.
 
 mod cluster;
 mod host;
@@ -27,6 +31,7 @@ mod proxy;
 mod resp;
 mod sentinel;
 mod server;
+mod tested_servers;
 
 pub use cluster::{key_slot, RedisCluster};
 pub use host::{free_port, redis_cli_binary, redis_server_binary};
@@ -34,3 +39,4 @@ pub use proxy::Proxy;
 pub use resp::Reply;
 pub use sentinel::RedisSentinel;
 pub use server::{RedisServer, ServerConfig};
+pub use tested_servers::{cannot_run, tested_server};

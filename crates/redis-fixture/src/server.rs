@@ -35,6 +35,9 @@ pub struct ServerConfig {
     pub cluster_node: bool,
     /// Extra `redis-server` arguments, appended after the fixture's own.
     pub extra_args: Vec<String>,
+    /// The server binary to run instead of the one [`redis_server_binary`] finds (an older
+    /// or another server: [`tested_server`](crate::tested_server)).
+    pub binary: Option<std::path::PathBuf>,
     /// Run as a sentinel (`redis-server sentinel.conf --sentinel`) with this text as the
     /// start of its config file, written into the server's directory before the first
     /// launch only: a sentinel rewrites the file with what it learns, and a restarted one
@@ -369,7 +372,12 @@ impl RedisServer {
         // Config errors are printed to stderr before the log file is opened.
         let stderr = std::fs::File::create(self.dir.path().join("redis.stderr"))
             .map_err(|e| LaunchError::Fatal(format!("cannot create redis.stderr: {e}")))?;
-        let child = Command::new(redis_server_binary())
+        let binary = self
+            .config
+            .binary
+            .clone()
+            .unwrap_or_else(redis_server_binary);
+        let child = Command::new(binary)
             .args(self.args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -39,7 +39,10 @@ impl Environment {
             cpu_model,
             nproc: std::thread::available_parallelism().ok().map(|n| n.get()),
             kernel: command_output("uname", &["-r"]),
-            redis_server_version: command_output("redis-server", &["--version"]),
+            // The binary every server of the run is started from (redis-fixture's lookup).
+            redis_server_version: redis_binaries::find_server(None)
+                .ok()
+                .and_then(|bin| command_output(&bin.to_string_lossy(), &["--version"])),
             args: std::env::args().collect(),
             redis_extra: redis_extra.to_vec(),
             loadavg_at_start: std::fs::read_to_string("/proc/loadavg")

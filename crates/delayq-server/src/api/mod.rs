@@ -169,9 +169,10 @@ async fn healthz() -> impl IntoResponse {
     Json(serde_json::json!({ "status": "ok" }))
 }
 
-/// Ready when Redis answers a read (a queue's stats) in time.
+/// Ready when Redis answers a read (a queue's stats) in time; names the server delayq
+/// connected to (checked then: `delayq::MINIMUM_REDIS`).
 #[utoipa::path(get, path = "/readyz", tag = "probes",
-    responses((status = 200, description = "Redis answers"), (status = 401, body = ErrorBody),
+    responses((status = 200, body = ReadyOut, description = "Redis answers"), (status = 401, body = ErrorBody),
         (status = 503, body = ErrorBody)))]
 async fn readyz(
     State(state): State<AppState>,
@@ -179,11 +180,40 @@ async fn readyz(
 ) -> impl IntoResponse {
     match state.queue("readyz") {
         Ok(q) => match q.stats().await {
-            Ok(_) => Json(serde_json::json!({ "status": "ready" })).into_response(),
+            Ok(_) => {
+                let server = state.dq().server();
+                Json(ReadyOut {
+                    status: "ready",
+                    server: ServerOut {
+                        kind: server.kind.as_str(),
+                        version: server.version.to_string(),
+                        redis_version: server.redis_version.to_string(),
+                    },
+                })
+                .into_response()
+            }
             Err(e) => ApiError::from(e).into_response(),
         },
         Err(e) => e.into_response(),
     }
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ReadyOut {
+    /// Always "ready".
+    status: &'static str,
+    /// The server delayq connected to (on a cluster, the master with the oldest version).
+    server: ServerOut,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ServerOut {
+    /// "redis" or "valkey".
+    kind: &'static str,
+    /// Its version.
+    version: String,
+    /// The Redis version it is compatible with (Redis: its version).
+    redis_version: String,
 }
 
 async fn method_not_allowed() -> ApiError {

@@ -34,6 +34,10 @@ pub struct ServeArgs {
     /// Embedded Redis: fsync every write (appendfsync always) instead of once a second.
     #[arg(long)]
     fsync_always: bool,
+    /// Embedded Redis: the server binary to run. Default: redis-server, else valkey-server,
+    /// on PATH.
+    #[arg(long, env = "DELAYQ_REDIS_SERVER")]
+    redis_server: Option<PathBuf>,
     /// Embedded Redis: its memory limit (e.g. 512mb, 4gb); sends are refused beyond it while
     /// draining goes on. Default: half of the machine's (or its cgroup's) memory.
     #[arg(long, value_parser = delayq_server::embedded::parse_size)]
@@ -185,7 +189,7 @@ async fn run_logged(args: ServeArgs) -> anyhow::Result<()> {
             EmbeddedRedis::start(EmbeddedOptions {
                 data_dir: args.redis.data_dir.clone(),
                 fsync_always: args.fsync_always,
-                redis_server: None,
+                redis_server: args.redis_server.clone(),
                 maxmemory: args.redis_maxmemory,
             })
             .await?,
@@ -227,6 +231,7 @@ async fn serve(
             None => bail!("no Redis"),
         },
     };
+    tracing::info!(server = %dq.server(), "connected to {}", dq.server());
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

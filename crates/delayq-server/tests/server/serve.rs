@@ -291,7 +291,9 @@ struct TlsRedis {
 }
 
 impl TlsRedis {
-    fn start() -> TlsRedis {
+    /// Starts a TLS-only server; `Err` with its log when it exits instead (a build without
+    /// TLS says "Failed finding TLS support").
+    fn start() -> Result<TlsRedis, String> {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let openssl = |args: &[&str]| {
@@ -378,7 +380,23 @@ impl TlsRedis {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn redis-server");
-        TlsRedis { child, port, dir }
+        let mut redis = TlsRedis { child, port, dir };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = redis.child.try_wait() {
+                let log =
+                    std::fs::read_to_string(redis.dir.path().join("redis.log")).unwrap_or_default();
+                return Err(format!("the server exited ({status}): {log}"));
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(redis);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the TLS server neither listened nor exited in time"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn ca(&self) -> std::path::PathBuf {
@@ -395,7 +413,20 @@ impl Drop for TlsRedis {
 
 #[tokio::test]
 async fn rediss_urls_reach_a_tls_redis() {
-    let redis = TlsRedis::start();
+    let redis = match TlsRedis::start() {
+        Ok(redis) => redis,
+        // Valkey's and Redis's own release builds leave TLS out unless built with it.
+        Err(log) if log.contains("TLS support") => {
+            return redis_fixture::cannot_run(
+                "rediss_urls_reach_a_tls_redis",
+                &format!(
+                    "{} was built without TLS",
+                    redis_fixture::redis_server_binary().display()
+                ),
+            );
+        }
+        Err(log) => panic!("the TLS server did not start: {log}"),
+    };
     let url = format!("rediss://127.0.0.1:{}/", redis.port);
     let port = redis_fixture::free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))

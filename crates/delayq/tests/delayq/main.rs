@@ -34,6 +34,7 @@ mod registry;
 mod retention;
 mod schedule_firing;
 mod schedules;
+mod servers;
 mod trace_context;
 mod upserts;
 
