@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use crate::error::Result;
@@ -130,25 +132,32 @@ impl Ordinary {
         match self {
             Ordinary::Single(_) => Ok(vec![Node::Any]),
             Ordinary::Cluster(conn) => {
-                let mut conn = conn.clone();
-                let slots: Vec<Value> = redis::cmd("CLUSTER")
-                    .arg("SLOTS")
-                    .query_async(&mut conn)
+                // Each master as redis-rs addresses it: a node's own address in `CLUSTER
+                // SLOTS` may be empty, meaning "the node that answered" (Valkey does so),
+                // which only redis-rs, which asked, knows.
+                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                let answers = conn
+                    .clone()
+                    .route_command(redis::cmd("PING"), routing)
                     .await?;
+                let Value::Map(answers) = answers else {
+                    return Err(crate::error::Error::Protocol(format!(
+                        "PING on every master answered {answers:?}"
+                    )));
+                };
                 let mut masters = std::collections::BTreeSet::new();
-                for range in slots {
-                    // [start, end, [host, port, id, ...] (the master), replicas...]
-                    if let Value::Array(parts) = range {
-                        if let Some(Value::Array(master)) = parts.get(2) {
-                            if let (Some(host), Some(Value::Int(port))) =
-                                (master.first(), master.get(1))
-                            {
-                                let host: String = redis::from_redis_value_ref(host)
-                                    .map_err(redis::RedisError::from)?;
-                                masters.insert((host, *port as u16));
-                            }
-                        }
-                    }
+                for (address, _) in answers {
+                    let address: String =
+                        redis::from_redis_value(address).map_err(redis::RedisError::from)?;
+                    let parsed = address.rsplit_once(':').and_then(|(host, port)| {
+                        Some((host.to_owned(), port.parse::<u16>().ok()?))
+                    });
+                    let Some(master) = parsed else {
+                        return Err(crate::error::Error::Protocol(format!(
+                            "a master's address {address:?} has no port"
+                        )));
+                    };
+                    masters.insert(master);
                 }
                 Ok(masters
                     .into_iter()

@@ -1,5 +1,10 @@
-//! Which server delayq is connected to (Redis or Valkey, and its version), read from `INFO
-//! server` when a client connects, and the oldest one delayq runs on.
+//! Which server delayq is connected to (Redis or Valkey, and its version), read when a
+//! client connects, and the oldest one delayq runs on.
+//!
+//! The server is read with `HELLO` (no arguments: nothing about the connection changes),
+//! which every user may run, the least-privilege ACL of the docs included (`-@dangerous`
+//! takes `INFO` away). A server without it (older than Redis 6.2) is read with `INFO
+//! server` to name it in the refusal.
 //!
 //! **The minimum is Redis 7.0.** Every script starts with `#!lua flags=...` (script flags,
 //! Redis 7.0: an older server cannot even compile them), consumers wait on sharded pub/sub
@@ -12,7 +17,7 @@
 
 use std::fmt;
 
-use crate::connection::Ordinary;
+use crate::connection::{Node, Ordinary};
 use crate::error::{Error, Result};
 
 /// The oldest Redis delayq runs on: 7.0.0.
@@ -81,11 +86,38 @@ pub struct ServerInfo {
     pub kind: ServerKind,
     /// Its own version (Valkey's, not the Redis version it reports for compatibility).
     pub version: Version,
-    /// The Redis version it is compatible with (for Redis, its version).
-    pub redis_version: Version,
 }
 
 impl ServerInfo {
+    /// Reads the reply of `HELLO`: a map (RESP3) or a flat list of fields and values
+    /// (RESP2) with `server` and `version`.
+    fn from_hello(reply: &redis::Value) -> Option<ServerInfo> {
+        use redis::Value;
+        let text = |v: &Value| match v {
+            Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            Value::SimpleString(s) => Some(s.clone()),
+            _ => None,
+        };
+        let pairs: Vec<(String, String)> = match reply {
+            Value::Map(pairs) => pairs
+                .iter()
+                .filter_map(|(k, v)| Some((text(k)?, text(v)?)))
+                .collect(),
+            Value::Array(flat) => flat
+                .chunks(2)
+                .filter_map(|kv| Some((text(kv.first()?)?, text(kv.get(1)?)?)))
+                .collect(),
+            _ => return None,
+        };
+        let field = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let version = Version::parse(field("version")?)?;
+        let kind = match field("server")?.as_str() {
+            "valkey" => ServerKind::Valkey,
+            _ => ServerKind::Redis,
+        };
+        Some(ServerInfo { kind, version })
+    }
+
     /// Reads the text of `INFO server`.
     pub fn parse(info: &str) -> Result<ServerInfo> {
         let field = |name: &str| {
@@ -102,25 +134,22 @@ impl ServerInfo {
             Some(version) => ServerInfo {
                 kind: ServerKind::Valkey,
                 version,
-                redis_version,
             },
             // Valkey 7.2 reported only `server_name` and `redis_version`.
             None if named_valkey => ServerInfo {
                 kind: ServerKind::Valkey,
                 version: redis_version,
-                redis_version,
             },
             None => ServerInfo {
                 kind: ServerKind::Redis,
                 version: redis_version,
-                redis_version,
             },
         })
     }
 
     /// Whether delayq runs on it.
     pub fn is_supported(&self) -> bool {
-        self.kind == ServerKind::Valkey || self.redis_version >= MINIMUM_REDIS
+        self.kind == ServerKind::Valkey || self.version >= MINIMUM_REDIS
     }
 }
 
@@ -138,24 +167,48 @@ impl fmt::Display for ServerInfo {
 pub(crate) async fn check(conn: &Ordinary) -> Result<ServerInfo> {
     let mut oldest: Option<ServerInfo> = None;
     for node in conn.scan_targets().await? {
-        let text: String = conn
-            .query_on(&node, redis::cmd("INFO").arg("server"))
-            .await?;
-        let info = ServerInfo::parse(&text)?;
+        let info = read(conn, &node).await?;
         if !info.is_supported() {
-            return Err(Error::ServerTooOld {
-                found: info.to_string(),
-                needed: format!("Redis {MINIMUM_REDIS} or later, or Valkey"),
-            });
+            return Err(too_old(info.to_string()));
         }
-        if oldest
-            .as_ref()
-            .is_none_or(|o| info.redis_version < o.redis_version)
-        {
+        if oldest.as_ref().is_none_or(|o| info.version < o.version) {
             oldest = Some(info);
         }
     }
-    oldest.ok_or_else(|| Error::Protocol("no server answered INFO".into()))
+    oldest.ok_or_else(|| Error::Protocol("no server answered HELLO".into()))
+}
+
+/// One server, by `HELLO`; by `INFO server` if it has no `HELLO` without arguments (older
+/// than Redis 6.2), and refused if neither tells.
+async fn read(conn: &Ordinary, node: &Node) -> Result<ServerInfo> {
+    match conn
+        .query_on::<redis::Value>(node, &redis::cmd("HELLO"))
+        .await
+    {
+        Ok(reply) => ServerInfo::from_hello(&reply)
+            .ok_or_else(|| Error::Protocol(format!("HELLO answered {reply:?}"))),
+        Err(Error::Redis(e))
+            if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+        {
+            match conn
+                .query_on::<String>(node, redis::cmd("INFO").arg("server"))
+                .await
+            {
+                Ok(text) => ServerInfo::parse(&text),
+                Err(_) => Err(too_old(
+                    "a server without HELLO (older than Redis 6.2)".into(),
+                )),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn too_old(found: String) -> Error {
+    Error::ServerTooOld {
+        found,
+        needed: format!("Redis {MINIMUM_REDIS} or later, or Valkey"),
+    }
 }
 
 #[cfg(test)]
@@ -174,7 +227,6 @@ mod tests {
         )
         .expect("valkey");
         assert_eq!(valkey.to_string(), "Valkey 9.1.2");
-        assert_eq!(valkey.redis_version.to_string(), "7.2.4");
         let old = ServerInfo::parse("redis_version:6.2.14\r\n").expect("old");
         assert!(!old.is_supported());
         assert_eq!(old.to_string(), "Redis 6.2.14");
@@ -182,5 +234,28 @@ mod tests {
             .expect("8")
             .is_supported());
         assert!(ServerInfo::parse("# Server\r\n").is_err());
+    }
+
+    #[test]
+    fn hello_is_read_in_either_protocol() {
+        use redis::Value;
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let resp2 = Value::Array(vec![
+            bulk("server"),
+            bulk("valkey"),
+            bulk("version"),
+            bulk("9.1.2"),
+            bulk("proto"),
+            Value::Int(2),
+        ]);
+        let valkey = ServerInfo::from_hello(&resp2).expect("resp2");
+        assert_eq!(valkey.to_string(), "Valkey 9.1.2");
+        let resp3 = Value::Map(vec![
+            (bulk("server"), bulk("redis")),
+            (bulk("version"), bulk("6.2.14")),
+        ]);
+        let old = ServerInfo::from_hello(&resp3).expect("resp3");
+        assert_eq!(old.to_string(), "Redis 6.2.14");
+        assert!(!old.is_supported());
     }
 }

@@ -182,7 +182,9 @@ mod tests {
         env.server = Some(redis.join("custom-server").into_os_string());
         assert_eq!(find_server_in(None, &env), Ok(redis.join("custom-server")));
         env.server = Some("/nonexistent/server".into());
-        let err = find_server_in(None, &env).unwrap_err().to_string();
+        let err = find_server_in(None, &env)
+            .expect_err("a missing file")
+            .to_string();
         assert!(
             err.contains(SERVER_ENV) && err.contains("/nonexistent/server"),
             "{err}"
@@ -196,7 +198,7 @@ mod tests {
     fn none_found_names_both_servers_and_how_to_install_them() {
         let empty = dir_with(&[]);
         let err = find_server_in(None, &env(&[&empty]))
-            .unwrap_err()
+            .expect_err("nothing on PATH")
             .to_string();
         for needed in [
             "redis-server",

@@ -187,7 +187,6 @@ async fn readyz(
                     server: ServerOut {
                         kind: server.kind.as_str(),
                         version: server.version.to_string(),
-                        redis_version: server.redis_version.to_string(),
                     },
                 })
                 .into_response()
@@ -212,8 +211,6 @@ struct ServerOut {
     kind: &'static str,
     /// Its version.
     version: String,
-    /// The Redis version it is compatible with (Redis: its version).
-    redis_version: String,
 }
 
 async fn method_not_allowed() -> ApiError {

@@ -153,7 +153,7 @@ pub async fn page(
         @if rows.is_empty() {
             p.muted { "No queues" @if !filter.is_empty() { " match “" (filter) "”" } "." }
         }
-        p.muted { (rows.len()) " queues · lateness over the last " (LATENESS_MINUTES) " minutes · rendered in "
+        p.muted #footnote { (rows.len()) " queues on " (state.dq().server()) " · lateness over the last " (LATENESS_MINUTES) " minutes · rendered in "
             (format!("{:.0}", started.elapsed().as_secs_f64() * 1000.0)) " ms" }
     };
     layout::page("Queues", Some(&session), true, body).into_response()

@@ -40,6 +40,7 @@ mod rolling_upgrade;
 mod schedule_firing;
 mod schedules;
 mod serve;
+mod servers;
 mod slow_clients;
 mod trace_context;
 mod ui;

@@ -27,6 +27,15 @@ impl Serve {
 
     /// [`start`](Self::start) with another build of `delayq` (a release before this one).
     pub(crate) async fn start_binary(binary: &Path, args: &[&str], env: &[(&str, &str)]) -> Serve {
+        Self::launch(binary, args, env, &[]).await
+    }
+
+    /// [`start`](Self::start) without the variables `unset` (as `DELAYQ_REDIS_SERVER`).
+    pub(crate) async fn start_unset(args: &[&str], env: &[(&str, &str)], unset: &[&str]) -> Serve {
+        Self::launch(Path::new(env!("CARGO_BIN_EXE_delayq")), args, env, unset).await
+    }
+
+    async fn launch(binary: &Path, args: &[&str], env: &[(&str, &str)], unset: &[&str]) -> Serve {
         let port = redis_fixture::free_port();
         let mut cmd = Command::new(binary);
         cmd.arg("serve")
@@ -37,6 +46,9 @@ impl Serve {
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         cmd.envs(env.iter().copied());
+        for name in unset {
+            cmd.env_remove(name);
+        }
         let child = cmd.spawn().expect("spawn delayq serve");
         let mut serve = Serve {
             child,
@@ -207,21 +219,26 @@ async fn a_second_serve_on_the_same_data_dir_is_refused() {
 }
 
 #[test]
-fn without_redis_server_on_the_path_it_says_how_to_get_one() {
+fn without_a_server_binary_on_the_path_it_says_how_to_get_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path().join("data"))
         .env("PATH", dir.path())
         .env_remove("DELAYQ_REDIS_URL")
+        .env_remove("DELAYQ_REDIS_SERVER")
         .output()
         .expect("run");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("redis-server") && err.contains("--redis-url"),
-        "{err}"
-    );
+    for named in [
+        "redis-server",
+        "valkey-server",
+        "apt-get install",
+        "--redis-url",
+    ] {
+        assert!(err.contains(named), "{named} missing from: {err}");
+    }
 }
 
 #[test]

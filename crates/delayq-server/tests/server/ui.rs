@@ -122,6 +122,17 @@ async fn the_dashboard_shows_the_queues_and_acts_on_them_in_a_real_browser() {
         assert_eq!(shown, api[state].to_string(), "{state}");
     }
     assert_eq!(api["dead"], 1);
+    // It names the server the queues are on, as /readyz does.
+    let (_, ready) = s.get("/readyz").await;
+    let server = ready["server"]["version"]
+        .as_str()
+        .expect("version")
+        .to_owned();
+    let footnote = browser.text("#footnote").await;
+    assert!(
+        footnote.contains(&server),
+        "{footnote} does not name {ready}"
+    );
     browser.screenshot("overview").await;
 
     // The dead letter: its page shows the error; Requeue makes it ready, and a consumer gets it.
