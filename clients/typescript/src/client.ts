@@ -7,7 +7,7 @@ import { CallOptions, Transport, TransportOptions } from './http.js';
 import { Route, route } from './routes.js';
 import type {
   BatchMessage, Bytes, Delivery, Duration, Json, MessageInfo, MessagePage, MessageState,
-  NackOptions, NackResult, ReceiveManyOptions, ReceiveOptions, SendOptions, Sent, Settled, Time,
+  NackOptions, NackResult, Ready, ReceiveManyOptions, ReceiveOptions, SendOptions, Sent, Settled, Time,
 } from './types.js';
 import { Worker, WorkerHandler, WorkerOptions } from './worker.js';
 
@@ -163,9 +163,9 @@ export class DelayqClient {
     return (await this.transport.call<{ status: string }>({ ...route('GET /healthz'), idempotent: true }, call)).data;
   }
 
-  /** `GET /readyz`: Redis answers (UnavailableError when not). */
-  async ready(call?: CallOptions): Promise<{ status: string }> {
-    return (await this.transport.call<{ status: string }>({ ...route('GET /readyz'), idempotent: true }, call)).data;
+  /** `GET /readyz`: Redis answers (UnavailableError when not), and which server it is. */
+  async ready(call?: CallOptions): Promise<Ready> {
+    return (await this.transport.call<Ready>({ ...route('GET /readyz'), idempotent: true }, call)).data;
   }
 
   /** The server's OpenAPI document. */

@@ -278,3 +278,9 @@ export interface PushTarget {
   follow_redirects: boolean;
   allow_message_urls: string[];
 }
+
+/** `GET /readyz`: ready, and the server delayq connected to (a cluster's oldest master). */
+export interface Ready {
+  status: 'ready';
+  server: { kind: 'redis' | 'valkey'; version: string };
+}
