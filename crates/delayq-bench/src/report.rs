@@ -142,6 +142,9 @@ pub fn summary(
         "B/msg",
         "pending",
         "redis_us/msg",
+        "main_us/msg",
+        "calls/msg",
+        "scripts/msg",
         "errors",
     ];
     let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
@@ -191,6 +194,14 @@ pub fn summary(
             num(m.bytes_per_msg, 1),
             int(m.pending_after),
             num(r.redis_cpu.as_ref().map(|c| c.total_us_per_msg), 2),
+            num(
+                r.redis_cpu
+                    .as_ref()
+                    .and_then(|c| c.total_main_thread_us_per_msg),
+                2,
+            ),
+            num(r.redis_cpu.as_ref().map(|c| c.calls_per_msg), 2),
+            num(r.redis_cpu.as_ref().map(|c| c.script_calls_per_msg), 2),
             r.errors.len().to_string(),
         ]);
     }
@@ -207,6 +218,18 @@ pub fn summary(
             let shown: Vec<String> = ids.iter().take(20).map(u64::to_string).collect();
             let more = if ids.len() > 20 { ", …" } else { "" };
             let _ = writeln!(s, "  {} dup_ids: {}{more}", r.label(), shown.join(", "));
+        }
+        if let Some(cpu) = r.redis_cpu.as_ref() {
+            // The commands behind calls/msg, most called first.
+            let top: Vec<String> = cpu
+                .calls_per_msg_by_command
+                .iter()
+                .take(8)
+                .map(|(name, n)| format!("{name} {n:.2}"))
+                .collect();
+            if !top.is_empty() {
+                let _ = writeln!(s, "  {} calls/msg: {}", r.label(), top.join(", "));
+            }
         }
         if let Some((w, d)) = r.metrics.bytes_per_msg.zip(r.metrics.dataset_bytes_per_msg) {
             let _ = writeln!(

@@ -5,11 +5,17 @@
 //! throughput than one node, but this shows whether the work is really spread over the
 //! nodes, and what the cluster costs on top.
 //!
+//! The same two samples read `INFO commandstats`: the commands the server ran per message
+//! (issue 33), in all and by command (a script call counts once, as `evalsha`; the
+//! commands it runs inside count under their own names, as Redis counts them), the
+//! driver's own `INFO` left out.
+//!
 //! Per node the figure is its CPU over its even share of the messages, `N / masters` (the
 //! partitions are placed evenly over the slots, and sends go round robin over them), so a
 //! node doing its share at a single node's cost shows the single node's figure. The total is
 //! every node's CPU over N.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use redis_fixture::{RedisServer, Reply};
@@ -34,25 +40,28 @@ impl Sample {
     }
 }
 
-/// One node's cumulative CPU seconds, from `INFO cpu`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// One node's cumulative CPU seconds, from `INFO cpu`, and commands run, from `INFO
+/// commandstats`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CpuTimes {
     /// `used_cpu_sys + used_cpu_user`: the whole process, seconds.
     pub process_s: f64,
     /// `used_cpu_sys_main_thread + used_cpu_user_main_thread`, where reported (Redis 6.2+).
     pub main_thread_s: Option<f64>,
+    /// Calls per command (lowercase, as `cmdstat_<name>` gives it), `info` left out.
+    pub calls: BTreeMap<String, u64>,
 }
 
 impl CpuTimes {
-    /// Reads `INFO cpu` of `server`.
+    /// Reads `INFO cpu commandstats` of `server`.
     pub fn read(server: &RedisServer) -> Result<CpuTimes> {
-        match server.command(&["INFO", "cpu"])? {
+        match server.command(&["INFO", "cpu", "commandstats"])? {
             Reply::Bulk(Some(text)) => CpuTimes::parse(&String::from_utf8_lossy(&text)),
             other => Err(format!("INFO cpu on port {} replied {other:?}", server.port()).into()),
         }
     }
 
-    /// The figures of an `INFO cpu` reply.
+    /// The figures of an `INFO cpu commandstats` reply.
     fn parse(info: &str) -> Result<CpuTimes> {
         let field = |name: &str| -> Result<Option<f64>> {
             match info
@@ -74,8 +83,45 @@ impl CpuTimes {
             process_s: sum("used_cpu_sys", "used_cpu_user")?
                 .ok_or("INFO cpu has no used_cpu_sys and used_cpu_user")?,
             main_thread_s: sum("used_cpu_sys_main_thread", "used_cpu_user_main_thread")?,
+            calls: command_calls(info)?,
         })
     }
+}
+
+/// The commands that run a script, as `INFO commandstats` names them.
+const SCRIPT_CALLS: [&str; 6] = [
+    "evalsha",
+    "eval",
+    "evalsha_ro",
+    "eval_ro",
+    "fcall",
+    "fcall_ro",
+];
+
+/// `cmdstat_<name>:calls=<n>,usec=...` lines, `info` (the driver's own samples) left out.
+fn command_calls(info: &str) -> Result<BTreeMap<String, u64>> {
+    let mut calls = BTreeMap::new();
+    for line in info.lines() {
+        let Some((name, stats)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|rest| rest.split_once(':'))
+        else {
+            continue;
+        };
+        if name == "info" {
+            continue;
+        }
+        let n = stats
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("calls="))
+            .ok_or_else(|| format!("INFO commandstats line without calls: {line:?}"))?;
+        let n: u64 = n
+            .trim()
+            .parse()
+            .map_err(|e| format!("INFO commandstats {line:?}: {e}"))?;
+        calls.insert(name.to_owned(), n);
+    }
+    Ok(calls)
 }
 
 /// One node's part of a measurement.
@@ -110,6 +156,13 @@ pub struct RedisCpu {
     pub total_us_per_msg: f64,
     /// The same for the main threads, where every node reports them.
     pub total_main_thread_us_per_msg: Option<f64>,
+    /// Commands every node ran in the phase, over N (those a script runs count too).
+    pub calls_per_msg: f64,
+    /// Of which script calls (`EVALSHA`, `EVAL`, `FCALL` and their read-only forms), over
+    /// N: the round trips that pay a script's fixed cost.
+    pub script_calls_per_msg: f64,
+    /// The same by command, most called first.
+    pub calls_per_msg_by_command: Vec<(String, f64)>,
 }
 
 impl RedisCpu {
@@ -118,9 +171,9 @@ impl RedisCpu {
         let samples = before
             .nodes
             .iter()
-            .map(|&(port, b)| {
-                let a = after.nodes.iter().find(|(p, _)| *p == port);
-                a.map(|&(_, a)| (port, b, a))
+            .map(|(port, b)| {
+                let a = after.nodes.iter().find(|(p, _)| p == port);
+                a.map(|(_, a)| (*port, b.clone(), a.clone()))
                     .ok_or_else(|| format!("node {port} was not sampled after the phase"))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -158,6 +211,25 @@ impl RedisCpu {
             .collect();
         let per_node = nodes.iter().map(|n| n.us_per_msg);
         let main_total: Option<f64> = nodes.iter().map(|n| n.main_thread_cpu_s).sum();
+        let mut by_command: BTreeMap<&str, u64> = BTreeMap::new();
+        for (_, before, after) in samples {
+            for (name, n) in &after.calls {
+                let ran = n.saturating_sub(before.calls.get(name).copied().unwrap_or(0));
+                *by_command.entry(name).or_default() += ran;
+            }
+        }
+        let calls: u64 = by_command.values().sum();
+        let script_calls: u64 = by_command
+            .iter()
+            .filter(|(name, _)| SCRIPT_CALLS.contains(name))
+            .map(|(_, n)| n)
+            .sum();
+        let mut calls_per_msg_by_command: Vec<(String, f64)> = by_command
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| (name.to_owned(), n as f64 / messages as f64))
+            .collect();
+        calls_per_msg_by_command.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         Ok(RedisCpu {
             messages,
             phase_s,
@@ -165,6 +237,9 @@ impl RedisCpu {
             node_max_us_per_msg: per_node.fold(f64::NEG_INFINITY, f64::max),
             total_us_per_msg: us(nodes.iter().map(|n| n.cpu_s).sum(), messages as f64),
             total_main_thread_us_per_msg: main_total.map(|s| us(s, messages as f64)),
+            calls_per_msg: calls as f64 / messages as f64,
+            script_calls_per_msg: script_calls as f64 / messages as f64,
+            calls_per_msg_by_command,
             nodes,
         })
     }
@@ -221,6 +296,7 @@ mod tests {
         let t = |process_s, main| CpuTimes {
             process_s,
             main_thread_s: main,
+            calls: BTreeMap::new(),
         };
         // 1000 messages over 2 nodes: shares of 500.
         let cpu = RedisCpu::compute(
@@ -244,6 +320,32 @@ mod tests {
         assert!((vs.node_max_ratio - 1.6).abs() < 1e-9);
         assert!((vs.total_ratio - 1.2).abs() < 1e-9);
         assert!(RedisCpu::compute(0, 1.0, &[]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn counts_the_commands_run_per_message() -> Result<()> {
+        let info = |evalsha: u64, exec: u64| {
+            format!(
+                "# CPU\r\nused_cpu_sys:1.0\r\nused_cpu_user:1.0\r\n# Commandstats\r\n\
+                 cmdstat_evalsha:calls={evalsha},usec=10,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n\
+                 cmdstat_exec:calls={exec},usec=5,usec_per_call=1.00\r\n\
+                 cmdstat_info:calls=99,usec=5,usec_per_call=1.00\r\n"
+            )
+        };
+        let before = CpuTimes::parse(&info(100, 10))?;
+        let after = CpuTimes::parse(&info(400, 60))?;
+        assert!(
+            !after.calls.contains_key("info"),
+            "the driver's own INFO is left out"
+        );
+        let cpu = RedisCpu::compute(100, 1.0, &[(1, before, after)])?;
+        assert!((cpu.calls_per_msg - 3.5).abs() < 1e-9);
+        assert!((cpu.script_calls_per_msg - 3.0).abs() < 1e-9);
+        assert_eq!(
+            cpu.calls_per_msg_by_command,
+            vec![("evalsha".to_owned(), 3.0), ("exec".to_owned(), 0.5)]
+        );
         Ok(())
     }
 }
