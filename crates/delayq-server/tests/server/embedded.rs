@@ -32,7 +32,7 @@ async fn at_its_maxmemory_sends_are_refused_and_draining_goes_on() {
             "--data-dir",
             data.to_str().expect("utf-8"),
             "--redis-maxmemory",
-            "4mb",
+            "16mb",
         ],
         &[],
     )
@@ -43,7 +43,7 @@ async fn at_its_maxmemory_sends_are_refused_and_draining_goes_on() {
             .nth(1)
             .map(str::to_owned)
     };
-    assert_eq!(setting("maxmemory").as_deref(), Some("4194304"));
+    assert_eq!(setting("maxmemory").as_deref(), Some("16777216"));
     assert_eq!(setting("maxmemory-policy").as_deref(), Some("noeviction"));
     let big = "x".repeat(100 * 1024);
     let mut sent = 0;
@@ -55,27 +55,40 @@ async fn at_its_maxmemory_sends_are_refused_and_draining_goes_on() {
             break (status, body);
         }
         sent += 1;
-        assert!(sent < 1_000, "4 MB never filled");
+        assert!(sent < 1_000, "16 MB never filled");
     };
     assert_eq!(refusal.0, StatusCode::SERVICE_UNAVAILABLE, "{}", refusal.1);
     assert_eq!(refusal.1["error"]["code"], "redis_full", "{}", refusal.1);
     assert!(sent > 0, "some sends went in first");
-    // Receiving and acking free memory, and work while Redis is full.
-    let (status, got) = serve
-        .post("/v1/queues/q/receive", json!({ "max": 5 }))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{got}");
-    let deliveries = got["deliveries"].as_array().expect("deliveries");
-    assert_eq!(deliveries.len(), 5.min(sent));
-    let receipts: Vec<_> = deliveries.iter().map(|d| d["receipt"].clone()).collect();
-    let (status, acked) = serve
-        .post("/v1/queues/q/ack", json!({ "receipts": receipts }))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{acked}");
-    let (status, _) = serve
-        .post("/v1/queues/q/messages", json!({ "payload": big }))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "room again after the acks");
+    // Receiving and acking work while Redis is full, and free memory: sends are taken again
+    // long before the queue is drained. (How much must be freed varies by server: Redis 7.4
+    // and later count the Lua VM, whose garbage comes and goes, in used_memory.)
+    let mut drained = 0;
+    loop {
+        let (status, got) = serve
+            .post("/v1/queues/q/receive", json!({ "max": 10 }))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{got}");
+        let deliveries = got["deliveries"].as_array().expect("deliveries");
+        assert!(!deliveries.is_empty(), "nothing to receive after {drained}");
+        let receipts: Vec<_> = deliveries.iter().map(|d| d["receipt"].clone()).collect();
+        let (status, acked) = serve
+            .post("/v1/queues/q/ack", json!({ "receipts": receipts }))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{acked}");
+        drained += receipts.len();
+        let (status, body) = serve
+            .post("/v1/queues/q/messages", json!({ "payload": big }))
+            .await;
+        if status == StatusCode::CREATED {
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(
+            drained < sent / 2,
+            "still no room after draining {drained} of {sent}"
+        );
+    }
 }
 
 #[tokio::test]
