@@ -18,6 +18,7 @@ mod depth;
 mod driver;
 mod error;
 mod fairness;
+mod idle;
 mod metrics;
 mod protocol;
 mod report;
@@ -57,6 +58,8 @@ enum Cmd {
     Debounce(debounce::DebounceArgs),
     /// What completed retention costs: memory per final record, rate and Redis CPU.
     Retention(retention::RetentionArgs),
+    /// What consumers waiting on empty queues cost Redis: 1,000 for 60 s by default.
+    Idle(idle::IdleArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Cmd::Depth(args) => block_on("depth", depth::run(args)),
         Cmd::Debounce(args) => block_on("debounce", debounce::run(args)),
         Cmd::Retention(args) => block_on("retention", retention::run(args)),
+        Cmd::Idle(args) => block_on("idle", idle::run(args)),
     }
 }
 
