@@ -84,13 +84,10 @@ pub async fn run(args: IdleArgs) -> Result<()> {
 
     let cpu_share = (after.process_s - before.process_s) / window_s;
     let mut by_command: Vec<(String, f64)> = after
-        .calls
-        .iter()
-        .map(|(name, n)| {
-            let ran = n.saturating_sub(before.calls.get(name).copied().unwrap_or(0));
-            (name.clone(), ran as f64 / window_s)
-        })
-        .filter(|(_, per_s)| *per_s > 0.0)
+        .calls_since(&before)
+        .into_iter()
+        .filter(|(_, ran)| *ran > 0)
+        .map(|(name, ran)| (name, ran as f64 / window_s))
         .collect();
     by_command.sort_by(|a, b| b.1.total_cmp(&a.1));
     let calls_per_s: f64 = by_command.iter().map(|(_, n)| n).sum();

@@ -13,7 +13,8 @@
 //! refused on connect ([`Error::ServerTooOld`]), before this client writes anything, rather
 //! than failing each call with a Lua compiler error.
 //!
-//! On a Redis Cluster every master is checked (as the slot map names them on connect).
+//! On a Redis Cluster every master is checked (each as the cluster client addresses it on
+//! connect).
 
 use std::fmt;
 

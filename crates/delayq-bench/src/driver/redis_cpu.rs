@@ -88,6 +88,19 @@ impl CpuTimes {
     }
 }
 
+impl CpuTimes {
+    /// Calls per command between `before` and this sample of the same node.
+    pub fn calls_since(&self, before: &CpuTimes) -> BTreeMap<String, u64> {
+        self.calls
+            .iter()
+            .map(|(name, n)| {
+                let ran = n.saturating_sub(before.calls.get(name).copied().unwrap_or(0));
+                (name.clone(), ran)
+            })
+            .collect()
+    }
+}
+
 /// The commands that run a script, as `INFO commandstats` names them.
 const SCRIPT_CALLS: [&str; 6] = [
     "evalsha",
@@ -211,23 +224,22 @@ impl RedisCpu {
             .collect();
         let per_node = nodes.iter().map(|n| n.us_per_msg);
         let main_total: Option<f64> = nodes.iter().map(|n| n.main_thread_cpu_s).sum();
-        let mut by_command: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut by_command: BTreeMap<String, u64> = BTreeMap::new();
         for (_, before, after) in samples {
-            for (name, n) in &after.calls {
-                let ran = n.saturating_sub(before.calls.get(name).copied().unwrap_or(0));
+            for (name, ran) in after.calls_since(before) {
                 *by_command.entry(name).or_default() += ran;
             }
         }
         let calls: u64 = by_command.values().sum();
         let script_calls: u64 = by_command
             .iter()
-            .filter(|(name, _)| SCRIPT_CALLS.contains(name))
+            .filter(|(name, _)| SCRIPT_CALLS.contains(&name.as_str()))
             .map(|(_, n)| n)
             .sum();
         let mut calls_per_msg_by_command: Vec<(String, f64)> = by_command
             .into_iter()
             .filter(|(_, n)| *n > 0)
-            .map(|(name, n)| (name.to_owned(), n as f64 / messages as f64))
+            .map(|(name, n)| (name, n as f64 / messages as f64))
             .collect();
         calls_per_msg_by_command.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         Ok(RedisCpu {
