@@ -22,7 +22,8 @@ pub(crate) struct Claim {
     /// What the claim made dead letters (expired leases on their last attempt, unreadable
     /// records).
     pub(crate) dead_lettered: Vec<DeadLettered>,
-    /// With no deliveries: time until something comes due or a lease expires, if anything.
+    /// When to claim again: the time until something comes due or a lease expires (zero if
+    /// more may be due now), `None` if nothing is pending or leased.
     pub(crate) next_event: Option<Duration>,
 }
 

@@ -340,13 +340,10 @@ impl Consumer {
             self.lead.observe(replied - sent);
             self.dead_lettered.extend(claim.dead_lettered);
             let lane = &mut self.lanes[i];
-            lane.quiet = if !claim.deliveries.is_empty() {
-                Quiet::Unknown
-            } else {
-                match claim.next_event {
-                    Some(next) => Quiet::Until(replied + next),
-                    None => Quiet::Idle,
-                }
+            // A claim that took messages says when to claim again too (0: at once).
+            lane.quiet = match claim.next_event {
+                Some(next) => Quiet::Until(replied + next),
+                None => Quiet::Idle,
             };
             if let Some(started) = started.filter(|_| !claim.deliveries.is_empty()) {
                 spans::record_receive(lane.queue.name().as_str(), started, &claim.deliveries);

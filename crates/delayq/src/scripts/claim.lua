@@ -23,10 +23,11 @@
 --   on their last attempt, records too short to read), then per message its record as it was pending (message j
 --   has token base + j, and this delivery is its attempts + 1), or false for a message of a
 --   repeated claim that is no longer held under its token }.
---   next_event_us: when nothing was claimed, microseconds until the next message comes due or
+--   next_event_us: when to claim again: microseconds until the next message comes due or
 --   the next lease expires, and not before the rate limit's next token (-1: nothing pending
 --   or leased, or the queue is paused or not for this kind of consumer (ARGV[7]): the
---   consumer waits for a wake-up, which resuming or changing the kind sends); 0 when something was claimed.
+--   consumer waits for a wake-up, which resuming or changing the kind sends); 0 when more
+--   may be due now: a claim that took all it could take says so (its consumer claims again).
 -- Smallest valid record: sort key 13, flags 1, attempts 2, max attempts 2, backoff varint 1.
 local MIN_RECORD = 19
 -- How the reply names a message that expired (expiry.lua), by what became of it.
@@ -456,5 +457,11 @@ local next_due = count == max and take == max and earliest_due(prios)
 if (next_due and next_due <= now)
     or (count == max and take == max and control[8] and redis.call('EXISTS', groups().gk.rotation) == 1) then
   wake()
+end
+-- It took fewer than it could: it took all that was due, and says when more comes, as a claim
+-- that found nothing would (0 if more is due already: some expired, or the groups' rounds
+-- ended). Its consumer need not make that claim, which would cost a call per message.
+if count < take then
+  out[1] = nothing(now)[1]
 end
 return out
