@@ -1,7 +1,7 @@
 //! One message by its id: look it up, cancel it, or move its due time. The id names the
 //! message's partition (`partitions.rs`), so each is one script call there.
 
-use redis::Script;
+use crate::scripts::QueueScript;
 
 use crate::error::{Error, Result};
 use crate::error_history;
@@ -17,7 +17,7 @@ use crate::scripts::SCRIPTS;
 
 /// The partition that holds the message `id`, with its keys: an invocation of `script`
 /// there.
-async fn by_id<'s>(core: &QueueCore, id: &str, script: &'s Script) -> Result<Call<'s>> {
+async fn by_id<'s>(core: &QueueCore, id: &str, script: &'s QueueScript) -> Result<Call<'s>> {
     check_lookup_id(id)?;
     let layout = core.known_layout().await?;
     let mut inv = invocation(layout.part(layout.for_id(id)), script);

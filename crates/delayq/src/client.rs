@@ -46,6 +46,7 @@ impl DelayQ {
                 subscriptions: Arc::default(),
                 durable: Arc::default(),
                 formats: Arc::default(),
+                scripting: Arc::default(),
             },
             layouts: Arc::default(),
         }

@@ -21,7 +21,7 @@ const MAX_OFFSET: u64 = 1 << 53;
 /// dead letters there are; a call of 1,000 held it for 10-15 ms.
 const CHUNK: usize = 100;
 use crate::reply::Reply;
-use crate::scripts::SCRIPTS;
+use crate::scripts::{QueueScript, SCRIPTS};
 
 /// The dead letters of one queue.
 pub struct DeadLetters<'a> {
@@ -191,7 +191,7 @@ impl<'a> DeadLetters<'a> {
     }
 
     /// Runs `script` on the oldest in chunks until none are left, partition by partition.
-    async fn drain(&self, script: &redis::Script) -> Result<u64> {
+    async fn drain(&self, script: &QueueScript) -> Result<u64> {
         let mut total = 0;
         for keys in self.queue.known_layout().await?.parts() {
             loop {
@@ -205,7 +205,7 @@ impl<'a> DeadLetters<'a> {
         Ok(total)
     }
 
-    async fn run(&self, keys: &Keys, script: &redis::Script, mode: &str, arg: &str) -> Result<u64> {
+    async fn run(&self, keys: &Keys, script: &QueueScript, mode: &str, arg: &str) -> Result<u64> {
         let mut inv = invocation(keys, script);
         inv.arg(mode).arg(arg);
         let value = self.queue.invoke(&inv).await?;

@@ -124,6 +124,7 @@ mod schedule_backfill;
 mod schedule_firing;
 mod scheduler;
 mod schedules;
+mod script_call;
 mod scripts;
 mod send;
 mod send_generated;

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 use tokio::sync::OnceCell;
 
 use crate::announcements::Announcer;
@@ -21,6 +21,8 @@ use crate::names::QueueName;
 use crate::options::{Config, MAX_REPLICA_WAIT};
 use crate::partitions::{self, Layout};
 use crate::recording::QueueMetrics;
+use crate::script_call::Scripting;
+pub(crate) use crate::script_call::{invocation, Call};
 use crate::scripts::SCRIPTS;
 use crate::target::Target;
 use crate::wakeup::{Subscription, Subscriptions};
@@ -44,6 +46,8 @@ pub(crate) struct Shared {
     pub(crate) announcer: Arc<Announcer>,
     /// The data formats of the partitions this client calls on.
     pub(crate) formats: Arc<FormatGate>,
+    /// How this client calls the queue scripts.
+    pub(crate) scripting: Arc<Scripting>,
 }
 
 /// One queue, as every handle on it sees it.
@@ -209,6 +213,11 @@ impl QueueCore {
             .await
     }
 
+    /// How this client calls the queue scripts.
+    pub(crate) fn scripting(&self) -> &Scripting {
+        &self.shared.scripting
+    }
+
     /// A connection from the client's shared pool.
     pub(crate) fn connection(&self) -> connection::Conn {
         self.shared.conn.get()
@@ -234,7 +243,7 @@ impl QueueCore {
     pub(crate) async fn invoke(&self, call: &Call<'_>) -> Result<Value> {
         self.admit_control(&call.control).await?;
         let mut conn = self.shared.conn.get();
-        Ok(call.inv.invoke_async(&mut conn).await?)
+        Ok(self.shared.scripting.invoke(&mut conn, call).await?)
     }
 
     /// A payload (sent, or given to a failed message for its next attempt) is held to the
@@ -249,38 +258,5 @@ impl QueueCore {
             .into());
         }
         Ok(())
-    }
-}
-
-/// A script call on one partition: its invocation, with the partition's keys in place.
-pub(crate) struct Call<'a> {
-    inv: ScriptInvocation<'a>,
-    /// The partition's control hash, which names its data format.
-    control: String,
-}
-
-impl<'a> std::ops::Deref for Call<'a> {
-    type Target = ScriptInvocation<'a>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.inv
-    }
-}
-
-impl std::ops::DerefMut for Call<'_> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.inv
-    }
-}
-
-/// A call of `script` on partition `keys`, its arguments still to add.
-pub(crate) fn invocation<'a>(keys: &Keys, script: &'a Script) -> Call<'a> {
-    let mut inv = script.prepare_invoke();
-    for key in keys.all() {
-        inv.key(key);
-    }
-    Call {
-        inv,
-        control: keys.control().to_owned(),
     }
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{ScriptInvocation, Value};
+use redis::Value;
 
 use crate::error::{Error, InvalidInput, Result};
 use crate::extension::{EXPIRY_FORMAT, EXTENSION_FORMAT, GROUPS_FORMAT};
@@ -20,9 +20,10 @@ use crate::options::{
     MAX_PRIORITY, MAX_REPLICA_WAIT,
 };
 use crate::partitions::{self, join_all, Layout};
-use crate::queue_core::{invocation, QueueCore};
+use crate::queue_core::{invocation, Call, QueueCore};
 use crate::record;
 use crate::reply::Reply;
+use crate::script_call::{self, Missing};
 use crate::scripts::SCRIPTS;
 use crate::state::State;
 use crate::telemetry::spans::OpSpan;
@@ -65,12 +66,13 @@ async fn send_one(
     let value = match options.replicas {
         None => {
             let mut inv = invocation(layout.part(k), &SCRIPTS.send);
-            send_args(&mut *inv, &layout, k, [(options, &prepared)]);
+            send_args(&mut inv, &layout, k, [(options, &prepared)]);
             core.invoke(&inv).await.map_err(refused_by_send)?
         }
         Some(replicas) => {
-            let cmd = replicated_send(&layout, k, [(options, &prepared)]);
-            send_and_wait(core, layout.part(k), cmd, replicas)
+            let mut call = invocation(layout.part(k), &SCRIPTS.send);
+            send_args(&mut call, &layout, k, [(options, &prepared)]);
+            send_and_wait(core, layout.part(k), &call, replicas)
                 .await
                 .map_err(refused_by_send)?
         }
@@ -164,8 +166,9 @@ async fn send_group(
         let items = positions
             .iter()
             .map(|&i| (&messages[i].options, &prepared[i]));
-        let cmd = replicated_send(layout, k, items);
-        let value = send_and_wait(core, layout.part(k), cmd, replicas)
+        let mut call = invocation(layout.part(k), &SCRIPTS.send);
+        send_args(&mut call, layout, k, items);
+        let value = send_and_wait(core, layout.part(k), &call, replicas)
             .await
             .map_err(refused_by_send)?;
         let specs: Vec<_> = positions
@@ -189,7 +192,7 @@ async fn send_group(
     let items = positions
         .iter()
         .map(|&i| (&messages[i].options, &prepared[i]));
-    send_args(&mut *inv, layout, k, items);
+    send_args(&mut inv, layout, k, items);
     let specs: Vec<_> = positions
         .iter()
         .map(|&i| (&messages[i].options, prepared[i].0))
@@ -232,44 +235,63 @@ pub(crate) fn count_sent(core: &QueueCore, sent: &[Sent]) {
     core.metrics().sent.increment(new as u64);
 }
 
-/// Runs `send` (an `EVALSHA` of `send.lua`) and `WAIT` for `replicas` in one pipeline on
-/// the connection to partition `keys`' master, so the `WAIT` covers the send. A master
-/// that lacks the script (a promoted replica) gets it and the pipeline is repeated: the
-/// `EVALSHA` that failed wrote nothing. `WAIT` blocks its connection until it returns, so
-/// these go over a connection of the client's own: they queue behind each other, never
-/// in front of other traffic.
+/// Runs `send` (`send.lua`, by `FCALL` or `EVALSHA`: script_call.rs) and `WAIT` for
+/// `replicas` in one pipeline on the connection to partition `keys`' master, so the `WAIT`
+/// covers the send. A master that lacks the function or script (a restart that kept nothing)
+/// gets it and the pipeline is repeated: the call that failed wrote nothing. `WAIT` blocks
+/// its connection until it returns, so these go over a connection of the client's own: they
+/// queue behind each other, never in front of other traffic.
 async fn send_and_wait(
     core: &QueueCore,
     keys: &Keys,
-    send: redis::Cmd,
+    send: &Call<'_>,
     replicas: Replicas,
 ) -> Result<Value> {
     let timeout_ms = checked_ms(replicas.timeout, "replica timeout")?;
     core.admit(keys).await?;
-    let mut pipe = redis::pipe();
-    pipe.add_command(send)
-        .cmd("WAIT")
-        .arg(replicas.count)
-        .arg(timeout_ms);
     let mut conn = core.durable_connection().await?;
-    let no_script = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+    let scripting = core.scripting();
     let mut loaded = false;
     loop {
-        let mut values = match conn.query_pipeline_at(keys.slot(), &pipe).await {
-            Err(e) if !loaded && e.kind() == no_script => Vec::new(),
-            result => result?,
+        let functions = scripting.functions();
+        let mut pipe = redis::pipe();
+        pipe.add_command(send.command(functions))
+            .cmd("WAIT")
+            .arg(replicas.count)
+            .arg(timeout_ms);
+        let (mut values, failed) = match conn.query_pipeline_at(keys.slot(), &pipe).await {
+            // A pipeline reports a command's error as its reply, or (a cluster's) as an error
+            // that lists them.
+            Ok(values) => {
+                let failed = match values.first() {
+                    Some(Value::ServerError(e)) => Some(redis::RedisError::from(e.clone())),
+                    _ => None,
+                };
+                (values, failed)
+            }
+            Err(e) => match first_failed(&e) {
+                Some(failed) => (Vec::new(), Some(failed)),
+                None => return Err(e.into()),
+            },
         };
-        // A pipeline reports a command's error as its reply.
-        let missing = values.is_empty()
-            || matches!(values.first(), Some(Value::ServerError(e))
-                if e.kind() == Some(redis::ServerErrorKind::NoScript));
-        if missing && !loaded {
-            SCRIPTS.send.prepare_invoke().load_async(&mut conn).await?;
-            loaded = true;
-            continue;
-        }
-        if let Some(Value::ServerError(e)) = values.first() {
-            return Err(redis::RedisError::from(e.clone()).into());
+        if let Some(e) = failed {
+            match script_call::missing(&e) {
+                Missing::Refused => {
+                    scripting.refuse(&e);
+                    continue;
+                }
+                Missing::Yes if !loaded => {
+                    loaded = true;
+                    if let Err(e) = send.load(&mut conn, functions).await {
+                        match script_call::missing(&e) {
+                            Missing::Refused if functions => scripting.refuse(&e),
+                            _ => return Err(e.into()),
+                        }
+                    }
+                    continue;
+                }
+                _ => return Err(e.into()),
+            }
         }
         let (Some(Value::Int(acked)), Some(sent), None) =
             (values.pop(), values.pop(), values.pop())
@@ -445,52 +467,29 @@ fn parse_sent(value: Value, sent: &[(&SendOptions, DueSpec)], stride: usize) -> 
     Ok(out)
 }
 
-/// `send.lua` on partition `k` as a plain `EVALSHA` command, to pipeline with `WAIT`.
-fn replicated_send<'m>(
-    layout: &Layout,
-    k: usize,
-    items: impl IntoIterator<Item = (&'m SendOptions, &'m (DueSpec, Vec<u8>))>,
-) -> redis::Cmd {
-    let keys = layout.part(k).all();
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(SCRIPTS.send.get_hash()).arg(keys.len()).arg(keys);
-    send_args(&mut cmd, layout, k, items);
-    cmd
-}
-
-/// Where `send.lua`'s arguments go: a script invocation, or an `EVALSHA` command.
-trait ArgSink {
-    fn push(&mut self, arg: impl redis::ToRedisArgs);
-}
-
-impl ArgSink for ScriptInvocation<'_> {
-    fn push(&mut self, arg: impl redis::ToRedisArgs) {
-        self.arg(arg);
-    }
-}
-
-impl ArgSink for redis::Cmd {
-    fn push(&mut self, arg: impl redis::ToRedisArgs) {
-        self.arg(arg);
-    }
+/// The error of the pipeline's first command, if a failed pipeline `e` names one.
+fn first_failed(e: &redis::RedisError) -> Option<redis::RedisError> {
+    let errors = e.clone().into_server_errors()?;
+    let (_, first) = errors.iter().find(|(index, _)| *index == 0)?;
+    Some(first.clone().into())
 }
 
 /// `send.lua`'s arguments for partition `k` (P and k: it numbers messages k modulo P), then
 /// each message's caller id (or ''), due time (and after a '/' its deadline, after a ';'
 /// its upsert), priority and record body.
 fn send_args<'m>(
-    args: &mut impl ArgSink,
+    args: &mut Call<'_>,
     layout: &Layout,
     k: usize,
     items: impl IntoIterator<Item = (&'m SendOptions, &'m (DueSpec, Vec<u8>))>,
 ) {
-    args.push(layout.count());
-    args.push(k);
+    args.arg(layout.count());
+    args.arg(k);
     // No tick guard (scheduler.rs sends with one).
-    args.push("");
-    args.push("");
+    args.arg("");
+    args.arg("");
     for (options, (due, body)) in items {
-        args.push(options.id.as_deref().unwrap_or(""));
+        args.arg(options.id.as_deref().unwrap_or(""));
         let mut spec = due.arg();
         if let Some(expiry) = options.expiry {
             spec = format!("{spec}/{}", expiry.arg());
@@ -498,8 +497,8 @@ fn send_args<'m>(
         if let Some(upsert) = options.on_duplicate.arg(options.if_in_flight) {
             spec = format!("{spec};{upsert}");
         }
-        args.push(spec);
-        args.push(options.priority);
-        args.push(body.as_slice());
+        args.arg(spec);
+        args.arg(options.priority);
+        args.arg(body.as_slice());
     }
 }

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 use tokio::time::Instant;
 
 use crate::delivery::Delivery;
@@ -15,9 +15,10 @@ use crate::error::{Error, InvalidInput, Result};
 use crate::message::{Amend, NackOutcome, Next};
 use crate::options::{check_count, checked_ms};
 use crate::partitions::{self, join_all};
-use crate::queue_core::{invocation, QueueCore};
+use crate::queue_core::{invocation, Call, QueueCore};
 use crate::receipt::Held;
 use crate::reply::Reply;
+use crate::scripts::QueueScript;
 use crate::scripts::SCRIPTS;
 use crate::telemetry::spans::OpSpan;
 
@@ -266,9 +267,9 @@ pub(crate) async fn extend(
 async fn per_partition<T: Held, R>(
     core: &QueueCore,
     items: &[T],
-    script: &Script,
-    start: impl Fn(&mut ScriptInvocation<'_>),
-    push: impl Fn(&mut ScriptInvocation<'_>, &T) -> Result<()>,
+    script: &QueueScript,
+    start: impl Fn(&mut Call<'_>),
+    push: impl Fn(&mut Call<'_>, &T) -> Result<()>,
     read: fn(Value) -> Result<Vec<R>>,
 ) -> Result<Vec<R>> {
     let layout = core.known_layout().await?;
@@ -302,7 +303,7 @@ async fn per_partition<T: Held, R>(
 
 /// The arguments `nack.lua` takes for one failed delivery.
 fn push_failure(
-    inv: &mut ScriptInvocation<'_>,
+    inv: &mut Call<'_>,
     held: &impl Held,
     error: &str,
     next: Next,

@@ -23,7 +23,8 @@
 -- Only a partition of format 5 or later gets buckets: an older delayq would not look there.
 
 -- ZSET bucket start -> start: which buckets exist (claims look for it before anything else).
-local BUCKET_INDEX = PART_PREFIX .. 'buckets'
+-- Per call (the partition's).
+local BUCKET_INDEX
 
 -- Made on first use in a call, as groups() is: a call that meets no bucket pays nothing.
 local buckets_made = nil

@@ -33,9 +33,10 @@
 -- readers wait for events without polling; the call is atomic, so whoever hears it reads the
 -- stream after everything the call wrote.
 
-local EVENTS = PART_PREFIX .. 'events'
+-- Per call: the partition's stream.
+local EVENTS
 local EVENT_ERROR_BYTES, PACK_MAX = 200, 100
--- The partition's cap as text, false when events are off, nil until read in this call.
+-- Per call: the partition's cap as text, false when events are off, nil until read.
 local events_cap = nil
 local events_published = false
 
@@ -74,7 +75,7 @@ local function event(kind, id, ...)
   publish_events()
 end
 
--- Packed events of this call by kind, in the order of their kinds' first event.
+-- Per call: packed events by kind, in the order of their kinds' first event.
 local packed, packed_kinds = {}, {}
 
 -- Adds an event of `kind` to this call's packed entry of that kind: `head` is the

@@ -42,9 +42,8 @@
 -- On a partition with groups the messages without one take turns as one more group, named
 -- '' (no group has an empty name).
 
--- Every script call runs its whole text anew, and making these helpers (closures over many
--- upvalues) costs Redis microseconds per call; so they are made on the first use in a call
--- (`groups()`), and a call on a partition without groups pays nothing for them.
+-- These helpers hold the call's partition (its keys), so they are made per call, on first
+-- use (`groups()`): a call on a partition without groups pays nothing for them. Per call.
 local groups_made = nil
 local function groups()
   if groups_made then

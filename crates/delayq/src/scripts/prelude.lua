@@ -40,12 +40,10 @@
 -- seq .. token by its deadline in ms, so a token is checked by one ZSCORE. Dead letters and
 -- errors are keyed by id.
 
--- Every script receives the queue's keys in the order of Keys::all() (src/keys.rs).
-local k = {
-  pending = KEYS[1], index = KEYS[2], leases = KEYS[3], held = KEYS[4], dead = KEYS[5],
-  dead_msgs = KEYS[6], errors = KEYS[7], seq = KEYS[8], wake = KEYS[9], control = KEYS[10],
-  gone = KEYS[11],
-}
+-- Per call: the call's KEYS and ARGV, and `k`, the queue's keys, which every script receives
+-- first, in the order of Keys::all() (src/keys.rs). begin_call (call_state.lua) sets them, and
+-- every other name marked "per call": the helpers are made once for every call (scripts.rs).
+local KEYS, ARGV, k
 
 local F_ID, F_EXP, F_FACTOR, F_JITTER = 1, 2, 4, 8
 local F_LINEAR, F_STEPS, F_TIMEOUT = 32, 64, 128
@@ -63,8 +61,8 @@ local LEVEL, DEFAULT_PRIORITY = 17592186044416, 5
 local HISTORY_TTL = 90000
 -- What every key of the partition starts with (`dq:{tag}:`): keys not passed in KEYS (the
 -- history, the groups' keys) are named from it, so they share the partition's slot.
-local PART_PREFIX = k.pending:sub(1, #k.pending - #'pending')
-local HISTORY_PREFIX = PART_PREFIX .. 'm:'
+-- Per call, as is HISTORY_PREFIX.
+local PART_PREFIX, HISTORY_PREFIX
 
 -- Adds `n` to field `field` of the minute of `now` (microseconds).
 local function add_history(now, field, n)

@@ -15,6 +15,7 @@ mod dead_letters;
 mod events;
 mod expiry;
 mod formats;
+mod functions;
 mod group_rates;
 mod group_settings;
 mod groups;

@@ -50,7 +50,7 @@ async fn a_malformed_call_fails_before_its_first_write() {
     let claim_record = keys.claim_record("test");
     let s = &*SCRIPTS;
     let b = |s: &str| s.as_bytes().to_vec();
-    let cases: Vec<(&str, &Script, Vec<Vec<u8>>)> = vec![
+    let cases: Vec<(&str, &crate::scripts::QueueScript, Vec<Vec<u8>>)> = vec![
         (
             "send: a bad due time",
             &s.send,
