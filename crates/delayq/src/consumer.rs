@@ -84,6 +84,13 @@ struct Lane {
     remember_claims: bool,
 }
 
+/// The longest a consumer trusts what a claim said of the time before anything comes due
+/// or a lease ends. Sends, releases, retries and requeues that make something due sooner
+/// wake consumers; what no wake-up announces (data restored from an older snapshot, a step
+/// of the server's clock) is seen within this time, as it was when every receive began
+/// with a claim and the worker runtime received at least every 5 s.
+const RECHECK_AFTER: Duration = Duration::from_secs(5);
+
 /// What a consumer knows of a queue's next due time, from its last claim there.
 #[derive(Debug, Clone, Copy)]
 enum Quiet {
@@ -245,9 +252,10 @@ impl Consumer {
         tokio::pin!(stop);
         // None: no end (a wait too long to represent is a wait without end).
         let deadline = Instant::now().checked_add(options.wait);
-        // The first round claims everywhere: a send just before this call may not have
-        // been heard yet. Later rounds claim where a wake-up or a due time says to.
-        let mut everywhere = true;
+        // Rounds claim where a wake-up or a due time says to. A call that does not wait
+        // claims everywhere first: a send just before it may not have been heard yet (one
+        // that waits hears it while waiting).
+        let mut everywhere = options.wait.is_zero();
         loop {
             let taken = self.claim_round(options, everywhere).await?;
             everywhere = false;
@@ -342,7 +350,7 @@ impl Consumer {
             let lane = &mut self.lanes[i];
             // A claim that took messages says when to claim again too (0: at once).
             lane.quiet = match claim.next_event {
-                Some(next) => Quiet::Until(replied + next),
+                Some(next) => Quiet::Until(replied + next.min(RECHECK_AFTER)),
                 None => Quiet::Idle,
             };
             if let Some(started) = started.filter(|_| !claim.deliveries.is_empty()) {
