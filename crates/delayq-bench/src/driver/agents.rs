@@ -82,6 +82,8 @@ pub struct Fleet {
     errors: Vec<String>,
     /// When the consumers' summed total last grew.
     last_delivery: Instant,
+    /// Another system's agent command line, run instead of this executable's `agent`.
+    command: Option<Vec<String>>,
 }
 
 impl AgentProc {
@@ -93,6 +95,14 @@ impl AgentProc {
 
 impl Fleet {
     /// No agents yet.
+    /// A fleet of another system's agents (`command`: program and first arguments), or of
+    /// delayq's own (`None`).
+    pub fn of(command: Option<Vec<String>>) -> Self {
+        let mut fleet = Fleet::new();
+        fleet.command = command;
+        fleet
+    }
+
     pub fn new() -> Self {
         let (tx, rx) = mpsc::channel();
         Fleet {
@@ -101,18 +111,31 @@ impl Fleet {
             rx,
             errors: Vec::new(),
             last_delivery: Instant::now(),
+            command: None,
         }
     }
 
-    /// Starts an agent (this same executable, `agent …`); returns its index.
+    /// Starts an agent (this same executable, `agent …`, or the fleet's command); returns
+    /// its index.
     pub fn spawn(&mut self, spec: &AgentSpec) -> Result<usize> {
-        let exe =
-            std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
         let log = File::create(&spec.log)
             .map_err(|e| format!("cannot create {}: {e}", spec.log.display()))?;
-        let mut cmd = Process::new(exe);
+        let mut cmd = match &self.command {
+            Some(command) => {
+                let (program, args) = command.split_first().ok_or("an empty --agent")?;
+                let mut cmd = Process::new(program);
+                cmd.args(args);
+                cmd
+            }
+            None => {
+                let exe = std::env::current_exe()
+                    .map_err(|e| format!("cannot locate this executable: {e}"))?;
+                let mut cmd = Process::new(exe);
+                cmd.arg("agent");
+                cmd
+            }
+        };
         cmd.args([
-            "agent",
             "--role",
             spec.role.as_str(),
             "--workload",
@@ -125,12 +148,14 @@ impl Fleet {
         if let Some(file) = &spec.deliveries {
             cmd.arg("--deliveries").arg(file);
         }
-        cmd.args(["--via", spec.via.as_str()]);
-        if let Some(port) = spec.http_port {
-            cmd.arg("--http-port").arg(port.to_string());
-        }
-        if spec.cluster {
-            cmd.arg("--cluster");
+        if self.command.is_none() {
+            cmd.args(["--via", spec.via.as_str()]);
+            if let Some(port) = spec.http_port {
+                cmd.arg("--http-port").arg(port.to_string());
+            }
+            if spec.cluster {
+                cmd.arg("--cluster");
+            }
         }
         let mut child = cmd
             .stdin(Stdio::piped())

@@ -83,6 +83,11 @@ pub struct RunArgs {
     /// process runs, to measure what tracing costs (`otlp.rs`).
     #[arg(long)]
     pub otlp: bool,
+    /// Another system's agent (its command line, e.g. `node bench/bullmq-agent/agent.js`),
+    /// driven through the same workloads, fresh Redis and measurements instead of delayq's
+    /// own agents: a side-by-side run. Single server, `--via library` only.
+    #[arg(long)]
+    pub agent: Option<String>,
 }
 
 /// Runs the benchmark; the exit code says whether it was clean.
@@ -113,6 +118,25 @@ fn scale(args: &RunArgs) -> Result<f64> {
         return Err(format!("scale must be a positive number, not {scale}").into());
     }
     Ok(scale)
+}
+
+/// `--agent`'s program and arguments, where its run can be made.
+fn other_agent(args: &RunArgs) -> Result<Option<Vec<String>>> {
+    let Some(command) = &args.agent else {
+        return Ok(None);
+    };
+    let words: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
+    if words.is_empty() {
+        return Err("--agent: an empty command line".into());
+    }
+    if args.via != [Via::Library] || args.cluster.is_some() || args.events.is_some() || args.otlp {
+        return Err(
+            "--agent runs another system on one server: without --via http/push, --cluster, \
+             --events or --otlp"
+                .into(),
+        );
+    }
+    Ok(Some(words))
 }
 
 /// The cluster runs asked for: `(masters, partition counts)`.
@@ -172,6 +196,7 @@ fn run_workloads(args: &RunArgs) -> Result<bool> {
         }
     };
 
+    let agent = other_agent(args)?;
     let delayq_bin = delayq_bin(args.delayq_bin.clone())?;
     let ctx = RunContext {
         scale,
@@ -182,6 +207,7 @@ fn run_workloads(args: &RunArgs) -> Result<bool> {
         ceiling,
         delayq_bin,
         events: args.events,
+        agent,
     };
     let mut results: Vec<WorkloadResult> = Vec::new();
     let mut cluster_results: Vec<WorkloadResult> = Vec::new();

@@ -39,6 +39,8 @@ pub struct RunContext {
     pub delayq_bin: PathBuf,
     /// Events recorded per partition of the workloads' queues (`--events`), if any.
     pub events: Option<u64>,
+    /// Another system's agent command line (`--agent`), if any.
+    pub agent: Option<Vec<String>>,
 }
 
 /// Consumer processes: delayq's recommended setup is one process running the worker runtime.
@@ -160,7 +162,7 @@ pub fn run(
         }
     };
     let hard_deadline = began + ctx.hard_timeout;
-    let mut fleet = Fleet::new();
+    let mut fleet = Fleet::of(ctx.agent.clone());
     let mut observed = Observed::default();
     let driven = server
         .before_agents()
@@ -205,7 +207,8 @@ pub fn run(
     drop(server);
 
     for agent in fleet.agents() {
-        if let Some((_, version, config)) = &agent.ready {
+        if let Some((system, version, config)) = &agent.ready {
+            result.system.clone_from(system);
             result.system_version.get_or_insert_with(|| version.clone());
             match agent.role {
                 Role::Producer => result.producer_config = config.clone(),
