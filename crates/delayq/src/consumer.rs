@@ -38,6 +38,7 @@ use tokio::time::Instant;
 
 use crate::choice::{Order, Picker};
 use crate::claim::{self, Claim};
+use crate::claim_news::Quiet;
 use crate::delivery::Delivery;
 use crate::error::Result;
 use crate::keys::Keys;
@@ -77,6 +78,8 @@ struct Lane {
     unanswered: Option<u64>,
     /// What the last claim said of the time before anything comes due here.
     quiet: Quiet,
+    /// The number of the latest claim news this lane took in (claim_news.rs).
+    news_seen: u64,
     /// Claims for push delivery ([`QueueSet::pushing`](crate::QueueSet::pushing)).
     push: bool,
     /// Whether claims write the claim record, for a repeat by a later `receive`: a
@@ -91,17 +94,6 @@ struct Lane {
 /// with a claim and the worker runtime received at least every 5 s.
 const RECHECK_AFTER: Duration = Duration::from_secs(5);
 
-/// What a consumer knows of a queue's next due time, from its last claim there.
-#[derive(Debug, Clone, Copy)]
-enum Quiet {
-    /// Claim to find out.
-    Unknown,
-    /// Nothing due (nor any lease ending) before this moment.
-    Until(Instant),
-    /// Nothing pending or leased at all.
-    Idle,
-}
-
 impl Lane {
     /// Whether a claim here could find something at `now`, with claims sent `lead` early.
     fn may_have_due(&self, now: Instant, lead: Duration) -> bool {
@@ -113,6 +105,26 @@ impl Lane {
                 Quiet::Until(at) => now + lead >= at,
                 Quiet::Idle => false,
             }
+    }
+
+    /// Takes in the news of a claim by another consumer of this client since this lane's
+    /// last (claim_news.rs): true if it says that no claim is needed now. News older than a
+    /// wake-up says nothing: the wake-up may announce what that claim did not see.
+    fn take_news(&mut self, now: Instant, lead: Duration) -> bool {
+        let Some(news) = self.subscription.news().latest() else {
+            return false;
+        };
+        if news.number == self.news_seen
+            || news.push != self.push
+            || self.unanswered.is_some()
+            || news.generation != self.subscription.generation()
+        {
+            return false;
+        }
+        self.news_seen = news.number;
+        self.seen = news.generation;
+        self.quiet = news.quiet;
+        !self.may_have_due(now, lead)
     }
 
     /// One claim; repeats the last one instead if its reply was never read.
@@ -177,6 +189,7 @@ impl Consumer {
                     seen: 0,
                     unanswered: None,
                     quiet: Quiet::Unknown,
+                    news_seen: 0,
                     push,
                     remember_claims,
                 });
@@ -334,6 +347,13 @@ impl Consumer {
                 max: wanted,
                 ..*options
             };
+            // One claim at a time per partition among this client's consumers: the news of
+            // a claim made meanwhile may make this one needless (claim_news.rs).
+            let subscription = self.lanes[i].subscription.clone();
+            let _turn = subscription.news().turn().await;
+            if !everywhere && self.lanes[i].take_news(Instant::now(), lead) {
+                continue;
+            }
             let sent = Instant::now();
             let started = spans::on().then(SystemTime::now);
             let claim = match self.lanes[i].claim(&lane_options).await {
@@ -353,6 +373,7 @@ impl Consumer {
                 Some(next) => Quiet::Until(replied + next.min(RECHECK_AFTER)),
                 None => Quiet::Idle,
             };
+            lane.news_seen = subscription.news().report(lane.seen, lane.push, lane.quiet);
             if let Some(started) = started.filter(|_| !claim.deliveries.is_empty()) {
                 spans::record_receive(lane.queue.name().as_str(), started, &claim.deliveries);
             }

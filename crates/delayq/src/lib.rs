@@ -88,6 +88,7 @@ mod buckets;
 mod by_id;
 mod choice;
 mod claim;
+mod claim_news;
 mod client;
 mod connection;
 mod consumer;

@@ -42,6 +42,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::{Mutex, Notify};
 
+use crate::claim_news::ClaimNews;
 use crate::error::Result;
 use crate::options::Config;
 use crate::target::Target;
@@ -84,6 +85,8 @@ pub(crate) struct Subscription {
     hub: Arc<Hub>,
     channel: String,
     signal: Arc<Signal>,
+    /// What claims on this partition by this client's consumers learned (claim_news.rs).
+    news: ClaimNews,
 }
 
 impl Drop for Subscription {
@@ -106,6 +109,11 @@ impl Subscription {
     /// returns on the next one.
     pub(crate) fn generation(&self) -> u64 {
         self.signal.generation.load(Ordering::SeqCst)
+    }
+
+    /// What claims on this partition by this client's consumers learned, and their turn.
+    pub(crate) fn news(&self) -> &ClaimNews {
+        &self.news
     }
 
     /// True once the connection has dropped; a new subscription is needed.
@@ -267,6 +275,7 @@ impl Hub {
             hub: self.clone(),
             channel: channel.to_owned(),
             signal: Arc::new(Signal::default()),
+            news: ClaimNews::default(),
         });
         self.registry.lock().insert(
             channel.to_owned(),

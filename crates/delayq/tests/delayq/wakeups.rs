@@ -183,3 +183,68 @@ async fn on_a_cluster_each_master_has_one_wake_up_connection_for_its_channels() 
         .await;
     }
 }
+
+/// How many FCALLs `server` ran since its stats were reset.
+fn fcalls(server: &RedisServer) -> u64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_fcall:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn consumers_of_one_client_waiting_together_make_one_claim_per_message_not_one_each() {
+    const CONSUMERS: usize = 8;
+    const MESSAGES: u64 = 20;
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "herd");
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let (done_tx, done_rx) = tokio::sync::watch::channel(false);
+    let mut loops = tokio::task::JoinSet::new();
+    for _ in 0..CONSUMERS {
+        let (q, done) = (q.clone(), done_rx.clone());
+        loops.spawn(async move {
+            let mut consumer = q.consumer().await.expect("consumer");
+            let mut got = Vec::new();
+            while !*done.borrow() {
+                let options = receiving(1, LEASE, Duration::from_millis(500));
+                for d in consumer.receive(&options).await.expect("receive") {
+                    q.ack(&d).await.expect("ack");
+                    got.push(d.id);
+                }
+            }
+            got
+        });
+    }
+    // Each message comes due on its own, while all of them wait.
+    for i in 0..MESSAGES {
+        let options = SendOptions::new()
+            .id(format!("m{i}"))
+            .delay(Duration::from_millis(100));
+        q.send(b"x", &options).await.expect("send");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    wait_until(Duration::from_secs(30), "every message handled", || async {
+        is_empty(&q).await
+    })
+    .await;
+    done_tx.send(true).expect("stop the loops");
+    let mut ids = Vec::new();
+    while let Some(got) = loops.join_next().await {
+        ids.extend(got.expect("consumer loop"));
+    }
+    ids.sort();
+    let mut expected: Vec<String> = (0..MESSAGES).map(|i| format!("m{i}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "each message once");
+    // Every send and ack is a call; the rest are claims. Eight consumers that each claimed
+    // when a message came due would make about eight per message (ten, measured).
+    let claims = fcalls(&server) - 2 * MESSAGES;
+    assert!(
+        claims <= 4 * MESSAGES,
+        "{claims} claims for {MESSAGES} messages"
+    );
+}
