@@ -4,9 +4,11 @@
 //! client that wait on the same partition (an HTTP server's concurrent long-polls, several
 //! workers in one process) would otherwise each learn it with a claim of their own: all of
 //! them wake at that due time and claim, and one gets the message while the rest come back
-//! empty, a call each. So a consumer claims on a partition only in its turn (one at a time
-//! per partition), and before it does, takes the news of a claim made since its own: if no
-//! wake-up came after that claim and it says nothing is due yet, no claim is needed.
+//! empty, a call each. So a claim that a due time brings on waits for its turn (one at a
+//! time per partition), and every claim first takes the news of a claim made since its
+//! consumer's last: if no wake-up came after that claim and it says nothing is due yet, no
+//! claim is needed. Claims for more that is due already (a wake-up, a claim that took all it
+//! could) take no turn: they go side by side, as a busy queue needs.
 
 use std::sync::Mutex;
 
@@ -18,6 +20,8 @@ use tokio::time::Instant;
 pub(crate) enum Quiet {
     /// Claim to find out.
     Unknown,
+    /// More may be due now: the last claim took all it could.
+    Now,
     /// Nothing due (nor any lease ending) before this moment.
     Until(Instant),
     /// Nothing pending or leased at all.

@@ -101,7 +101,7 @@ impl Lane {
             || self.subscription.is_lost()
             || self.subscription.generation() != self.seen
             || match self.quiet {
-                Quiet::Unknown => true,
+                Quiet::Unknown | Quiet::Now => true,
                 Quiet::Until(at) => now + lead >= at,
                 Quiet::Idle => false,
             }
@@ -125,6 +125,14 @@ impl Lane {
         self.seen = news.generation;
         self.quiet = news.quiet;
         !self.may_have_due(now, lead)
+    }
+
+    /// Whether the claim about to be made is one that a due time brought on: no wake-up
+    /// came, and the last claim said nothing was due before now.
+    fn waits_on_due_time(&self) -> bool {
+        matches!(self.quiet, Quiet::Until(_))
+            && self.unanswered.is_none()
+            && self.subscription.generation() == self.seen
     }
 
     /// One claim; repeats the last one instead if its reply was never read.
@@ -282,6 +290,9 @@ impl Consumer {
                 None => None,
             };
             for lane in &self.lanes {
+                if let Quiet::Now = lane.quiet {
+                    sleep = Some(Duration::ZERO);
+                }
                 if let Quiet::Until(at) = lane.quiet {
                     // Claim a little ahead so that the request reaches Redis as the message
                     // comes due; one that arrives early just comes back with a shorter wait.
@@ -347,10 +358,14 @@ impl Consumer {
                 max: wanted,
                 ..*options
             };
-            // One claim at a time per partition among this client's consumers: the news of
-            // a claim made meanwhile may make this one needless (claim_news.rs).
+            // Claims that a due time brings on go one at a time per partition among this
+            // client's consumers, and the news of a claim made meanwhile may make any claim
+            // needless (claim_news.rs).
             let subscription = self.lanes[i].subscription.clone();
-            let _turn = subscription.news().turn().await;
+            let _turn = match !everywhere && self.lanes[i].waits_on_due_time() {
+                true => Some(subscription.news().turn().await),
+                false => None,
+            };
             if !everywhere && self.lanes[i].take_news(Instant::now(), lead) {
                 continue;
             }
@@ -370,6 +385,7 @@ impl Consumer {
             let lane = &mut self.lanes[i];
             // A claim that took messages says when to claim again too (0: at once).
             lane.quiet = match claim.next_event {
+                Some(next) if next.is_zero() => Quiet::Now,
                 Some(next) => Quiet::Until(replied + next.min(RECHECK_AFTER)),
                 None => Quiet::Idle,
             };

@@ -27,7 +27,7 @@
 --   the next lease expires, and not before the rate limit's next token (-1: nothing pending
 --   or leased, or the queue is paused or not for this kind of consumer (ARGV[7]): the
 --   consumer waits for a wake-up, which resuming or changing the kind sends); 0 when more
---   may be due now: a claim that took all it could take says so (its consumer claims again).
+--   is due now (its consumer claims again).
 -- Smallest valid record: sort key 13, flags 1, attempts 2, max attempts 2, backoff varint 1.
 local MIN_RECORD = 19
 -- How the reply names a message that expired (expiry.lua), by what became of it.
@@ -458,10 +458,9 @@ if (next_due and next_due <= now)
     or (count == max and take == max and control[8] and redis.call('EXISTS', groups().gk.rotation) == 1) then
   wake()
 end
--- It took fewer than it could: it took all that was due, and says when more comes, as a claim
--- that found nothing would (0 if more is due already: some expired, or the groups' rounds
--- ended). Its consumer need not make that claim, which would cost a call per message.
-if count < take then
-  out[1] = nothing(now)[1]
-end
+-- Says when more comes, as a claim that found nothing would (0 if more is due already: it
+-- took all it could, some expired, or the groups' rounds ended). Its consumer need not make
+-- that claim, which would cost a call per message, and consumers that share its news (a
+-- process's long-polls, claim_news.rs) know that it took the last one due.
+out[1] = nothing(now)[1]
 return out
