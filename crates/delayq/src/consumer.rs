@@ -80,6 +80,8 @@ struct Lane {
     quiet: Quiet,
     /// The number of the latest claim news this lane took in (claim_news.rs).
     news_seen: u64,
+    /// When `quiet` was learned.
+    quiet_since: Instant,
     /// Claims for push delivery ([`QueueSet::pushing`](crate::QueueSet::pushing)).
     push: bool,
     /// Whether claims write the claim record, for a repeat by a later `receive`: a
@@ -124,13 +126,15 @@ impl Lane {
         self.news_seen = news.number;
         self.seen = news.generation;
         self.quiet = news.quiet;
+        self.quiet_since = now;
         !self.may_have_due(now, lead)
     }
 
-    /// Whether the claim about to be made is one that a due time brought on: no wake-up
-    /// came, and the last claim said nothing was due before now.
+    /// Whether the claim about to be made is one that a due time brought on after a wait
+    /// of [`TURN_AFTER`] or more: no wake-up came, and the last claim said nothing was due
+    /// for that long. Shorter gaps are a busy queue's, whose claims go side by side.
     fn waits_on_due_time(&self) -> bool {
-        matches!(self.quiet, Quiet::Until(_))
+        matches!(self.quiet, Quiet::Until(at) if at.saturating_duration_since(self.quiet_since) >= TURN_AFTER)
             && self.unanswered.is_none()
             && self.subscription.generation() == self.seen
     }
@@ -198,6 +202,7 @@ impl Consumer {
                     unanswered: None,
                     quiet: Quiet::Unknown,
                     news_seen: 0,
+                    quiet_since: Instant::now(),
                     push,
                     remember_claims,
                 });
@@ -384,6 +389,7 @@ impl Consumer {
             self.dead_lettered.extend(claim.dead_lettered);
             let lane = &mut self.lanes[i];
             // A claim that took messages says when to claim again too (0: at once).
+            lane.quiet_since = replied;
             lane.quiet = match claim.next_event {
                 Some(next) if next.is_zero() => Quiet::Now,
                 Some(next) => Quiet::Until(replied + next.min(RECHECK_AFTER)),
@@ -399,6 +405,11 @@ impl Consumer {
         Ok(taken)
     }
 }
+
+/// The least wait before a due time after which consumers of one client claim in turn
+/// (claim_news.rs): when messages come due further apart than this, consumers that waited
+/// for the same one would each claim it, one of them in vain per consumer and message.
+const TURN_AFTER: Duration = Duration::from_millis(1);
 
 /// Lease tokens are 48-bit.
 const TOKEN_LIMIT: u64 = 1 << 48;
