@@ -358,6 +358,11 @@ async function produceBulk(queue, workload, n) {
     }
     seq = end;
   }
+  return produced(startMs, n, minDue, maxDue);
+}
+
+/** The `produced` event's fields, once the last enqueue was acknowledged. */
+function produced(startMs, n, minDue, maxDue) {
   const endMs = nowMs();
   return {
     start_ms: startMs ?? endMs,
@@ -384,14 +389,7 @@ async function producePaced(queue, n) {
     if (due > maxDue) maxDue = due;
     await queue.add(JOB_NAME, payload(seq, due), { delay: W3_DELAY_MS });
   }
-  const endMs = nowMs();
-  return {
-    start_ms: startMs ?? endMs,
-    end_ms: endMs,
-    count: n,
-    min_due_ms: n ? minDue : endMs,
-    max_due_ms: n ? maxDue : endMs,
-  };
+  return produced(startMs, n, minDue, maxDue);
 }
 
 // ---------------------------------------------------------------------------------------------

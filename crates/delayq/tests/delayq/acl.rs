@@ -8,7 +8,7 @@ use delayq::{DelayQ, Message, SendOptions};
 use crate::common::*;
 
 /// The ACL the README gives for delayq's user.
-const ACL: &[&str] = &[
+pub const ACL: &[&str] = &[
     "on",
     ">a-long-secret-password",
     "~dq:*",

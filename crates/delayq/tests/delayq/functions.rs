@@ -21,17 +21,6 @@ fn libraries(server: &RedisServer) -> Vec<String> {
         .collect()
 }
 
-/// How many calls of `command` `server` ran since its stats were reset.
-fn calls(server: &RedisServer, command: &str) -> u64 {
-    let stats = server.cli(&["INFO", "commandstats"]);
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 fn is_delayq_library(name: &str) -> bool {
     name.strip_prefix("delayq_")
         .is_some_and(|hash| hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -60,9 +49,9 @@ async fn the_queue_scripts_run_as_one_library_loaded_on_first_use_beside_other_v
         libraries(&server).contains(&"delayq_0000000000000000".to_owned()),
         "the other version's library is gone"
     );
-    assert!(calls(&server, "fcall") > 0, "no FCALL ran");
+    assert!(command_calls(&server, "fcall") > 0, "no FCALL ran");
     // Loaded once, not per call.
-    assert_eq!(calls(&server, "function|load"), 1);
+    assert_eq!(command_calls(&server, "function|load"), 1);
 }
 
 #[tokio::test]
@@ -104,20 +93,10 @@ async fn a_server_that_lost_the_library_gets_it_again() {
 #[tokio::test]
 async fn a_server_that_refuses_functions_is_served_by_evalsha() {
     let server = RedisServer::start();
-    server.cli(&[
-        "ACL",
-        "SETUSER",
-        "nofunctions",
-        "on",
-        ">a-long-secret-password",
-        "~dq:*",
-        "&dq:*",
-        "+@all",
-        "-@dangerous",
-        "-function",
-        "-fcall",
-        "-fcall_ro",
-    ]);
+    let mut setuser = vec!["ACL", "SETUSER", "nofunctions"];
+    setuser.extend_from_slice(crate::acl::ACL);
+    setuser.extend_from_slice(&["-function", "-fcall", "-fcall_ro"]);
+    server.cli(&setuser);
     let url = format!(
         "redis://nofunctions:a-long-secret-password@127.0.0.1:{}/",
         server.port()
@@ -126,8 +105,8 @@ async fn a_server_that_refuses_functions_is_served_by_evalsha() {
     server.cli(&["CONFIG", "RESETSTAT"]);
     exercise_all_scripts(&dq).await;
     assert!(libraries(&server).is_empty());
-    assert_eq!(calls(&server, "fcall"), 0);
-    assert!(calls(&server, "evalsha") > 0, "no EVALSHA ran");
+    assert_eq!(command_calls(&server, "fcall"), 0);
+    assert!(command_calls(&server, "evalsha") > 0, "no EVALSHA ran");
 }
 
 #[tokio::test]

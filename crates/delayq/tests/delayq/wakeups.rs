@@ -184,17 +184,6 @@ async fn on_a_cluster_each_master_has_one_wake_up_connection_for_its_channels() 
     }
 }
 
-/// How many FCALLs `server` ran since its stats were reset.
-fn fcalls(server: &RedisServer) -> u64 {
-    server
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_fcall:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 #[tokio::test]
 async fn consumers_of_one_client_waiting_together_make_one_claim_per_message_not_one_each() {
     const CONSUMERS: usize = 8;
@@ -242,7 +231,7 @@ async fn consumers_of_one_client_waiting_together_make_one_claim_per_message_not
     assert_eq!(ids, expected, "each message once");
     // Every send and ack is a call; the rest are claims. Eight consumers that each claimed
     // when a message came due would make about eight per message (ten, measured).
-    let claims = fcalls(&server) - 2 * MESSAGES;
+    let claims = command_calls(&server, "fcall") - 2 * MESSAGES;
     assert!(
         claims <= 4 * MESSAGES,
         "{claims} claims for {MESSAGES} messages"
