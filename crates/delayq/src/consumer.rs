@@ -295,15 +295,14 @@ impl Consumer {
                 None => None,
             };
             for lane in &self.lanes {
-                if let Quiet::Now = lane.quiet {
-                    sleep = Some(Duration::ZERO);
-                }
-                if let Quiet::Until(at) = lane.quiet {
+                let next = match lane.quiet {
+                    Quiet::Now => Duration::ZERO,
                     // Claim a little ahead so that the request reaches Redis as the message
                     // comes due; one that arrives early just comes back with a shorter wait.
-                    let next = at.saturating_duration_since(now + self.lead.get());
-                    sleep = Some(sleep.map_or(next, |s| s.min(next)));
-                }
+                    Quiet::Until(at) => at.saturating_duration_since(now + self.lead.get()),
+                    Quiet::Unknown | Quiet::Idle => continue,
+                };
+                sleep = Some(sleep.map_or(next, |s| s.min(next)));
             }
             if sleep.is_some_and(|s| s.is_zero()) {
                 continue;

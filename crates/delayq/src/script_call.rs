@@ -98,20 +98,13 @@ impl Call<'_> {
 }
 
 /// Whether this client calls functions (until a server refuses them).
+#[derive(Default)]
 pub(crate) struct Scripting {
     refused: AtomicBool,
 }
 
-impl Default for Scripting {
-    fn default() -> Self {
-        Scripting {
-            refused: AtomicBool::new(false),
-        }
-    }
-}
-
 /// What the server said about a call.
-pub(crate) enum Missing {
+enum Missing {
     /// The call ran (or failed for a reason of its own).
     No,
     /// No such function or script: nothing ran.
@@ -127,7 +120,7 @@ impl Scripting {
     }
 
     /// Calls go by `EVALSHA` from now on, because of `e`.
-    pub(crate) fn refuse(&self, e: &RedisError) {
+    fn refuse(&self, e: &RedisError) {
         if !self.refused.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 error = %e,
@@ -146,53 +139,55 @@ impl Scripting {
         let mut loaded = false;
         loop {
             let functions = self.functions();
-            let result = call.command(functions).query_async::<Value>(conn).await;
-            let e = match result {
+            match call.command(functions).query_async::<Value>(conn).await {
                 Ok(value) => return Ok(value),
-                Err(e) => e,
-            };
-            match missing(&e) {
-                Missing::No => return Err(e),
-                Missing::Refused => self.refuse(&e),
-                Missing::Yes if loaded => return Err(e),
-                Missing::Yes => {
-                    loaded = true;
-                    if let Err(e) = call.load(conn, functions).await {
-                        if !functions || !matches!(missing(&e), Missing::Refused) {
-                            return Err(e);
-                        }
+                Err(e) => self.recover(conn, call, functions, e, &mut loaded).await?,
+            }
+        }
+    }
+
+    /// After `call`, sent by `FCALL` if `functions` (else `EVALSHA`), failed with `e`: `Ok`
+    /// if it may be sent again, because what the server lacked is loaded now (once per call,
+    /// `loaded`) or because the server refuses Functions; else the error to give up with.
+    pub(crate) async fn recover(
+        &self,
+        conn: &mut impl ConnectionLike,
+        call: &Call<'_>,
+        functions: bool,
+        e: RedisError,
+        loaded: &mut bool,
+    ) -> RedisResult<()> {
+        match missing(&e) {
+            Missing::Refused if functions => {
+                self.refuse(&e);
+                Ok(())
+            }
+            Missing::Yes if !*loaded => {
+                *loaded = true;
+                match call.load(conn, functions).await {
+                    Err(e) if functions && matches!(missing(&e), Missing::Refused) => {
                         self.refuse(&e);
+                        Ok(())
                     }
+                    loading => loading,
                 }
             }
+            _ => Err(e),
         }
     }
 }
 
 /// Whether error `e` of a call means that the function or script was not there to run.
-pub(crate) fn missing(e: &RedisError) -> Missing {
+fn missing(e: &RedisError) -> Missing {
+    let detail = e.detail().unwrap_or("").to_ascii_lowercase();
+    let names_functions = detail.contains("fcall") || detail.contains("function");
     match e.kind() {
         redis::ErrorKind::Server(ServerErrorKind::NoScript) => Missing::Yes,
-        redis::ErrorKind::Server(ServerErrorKind::NoPerm) => {
-            let detail = e.detail().unwrap_or("").to_ascii_lowercase();
-            if detail.contains("fcall") || detail.contains("function") {
-                Missing::Refused
-            } else {
-                Missing::No
-            }
-        }
-        _ => {
-            let detail = e.detail().unwrap_or("").to_ascii_lowercase();
-            if detail.contains("function not found") {
-                Missing::Yes
-            } else if detail.contains("unknown command") && detail.contains("function")
-                || detail.contains("unknown command") && detail.contains("fcall")
-            {
-                Missing::Refused
-            } else {
-                Missing::No
-            }
-        }
+        redis::ErrorKind::Server(ServerErrorKind::NoPerm) if names_functions => Missing::Refused,
+        redis::ErrorKind::Server(ServerErrorKind::NoPerm) => Missing::No,
+        _ if detail.contains("function not found") => Missing::Yes,
+        _ if detail.contains("unknown command") && names_functions => Missing::Refused,
+        _ => Missing::No,
     }
 }
 

@@ -23,7 +23,6 @@ use crate::partitions::{self, join_all, Layout};
 use crate::queue_core::{invocation, Call, QueueCore};
 use crate::record;
 use crate::reply::Reply;
-use crate::script_call::{self, Missing};
 use crate::scripts::SCRIPTS;
 use crate::state::State;
 use crate::telemetry::spans::OpSpan;
@@ -275,23 +274,10 @@ async fn send_and_wait(
             },
         };
         if let Some(e) = failed {
-            match script_call::missing(&e) {
-                Missing::Refused => {
-                    scripting.refuse(&e);
-                    continue;
-                }
-                Missing::Yes if !loaded => {
-                    loaded = true;
-                    if let Err(e) = send.load(&mut conn, functions).await {
-                        match script_call::missing(&e) {
-                            Missing::Refused if functions => scripting.refuse(&e),
-                            _ => return Err(e.into()),
-                        }
-                    }
-                    continue;
-                }
-                _ => return Err(e.into()),
-            }
+            scripting
+                .recover(&mut conn, send, functions, e, &mut loaded)
+                .await?;
+            continue;
         }
         let (Some(Value::Int(acked)), Some(sent), None) =
             (values.pop(), values.pop(), values.pop())

@@ -94,7 +94,6 @@ impl AgentProc {
 }
 
 impl Fleet {
-    /// No agents yet.
     /// A fleet of another system's agents (`command`: program and first arguments), or of
     /// delayq's own (`None`).
     pub fn of(command: Option<Vec<String>>) -> Self {
@@ -103,6 +102,7 @@ impl Fleet {
         fleet
     }
 
+    /// No agents yet.
     pub fn new() -> Self {
         let (tx, rx) = mpsc::channel();
         Fleet {
