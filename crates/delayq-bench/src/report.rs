@@ -228,7 +228,13 @@ pub fn summary(
                 .map(|(name, n)| format!("{name} {n:.2}"))
                 .collect();
             if !top.is_empty() {
-                let _ = writeln!(s, "  {} calls/msg: {}", r.label(), top.join(", "));
+                let _ = writeln!(
+                    s,
+                    "  {} calls/msg: {}; in scripts {:.2} µs/msg",
+                    r.label(),
+                    top.join(", "),
+                    cpu.script_us_per_msg
+                );
             }
         }
         if let Some((w, d)) = r.metrics.bytes_per_msg.zip(r.metrics.dataset_bytes_per_msg) {

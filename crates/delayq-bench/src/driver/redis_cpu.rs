@@ -50,6 +50,10 @@ pub struct CpuTimes {
     pub main_thread_s: Option<f64>,
     /// Calls per command (lowercase, as `cmdstat_<name>` gives it), `info` left out.
     pub calls: BTreeMap<String, u64>,
+    /// µs Redis spent running script calls (their `usec`, which includes the commands the
+    /// scripts ran): the rest of its CPU went to reading, parsing and answering requests
+    /// and to its event loop.
+    pub script_usec: u64,
 }
 
 impl CpuTimes {
@@ -83,7 +87,12 @@ impl CpuTimes {
             process_s: sum("used_cpu_sys", "used_cpu_user")?
                 .ok_or("INFO cpu has no used_cpu_sys and used_cpu_user")?,
             main_thread_s: sum("used_cpu_sys_main_thread", "used_cpu_user_main_thread")?,
-            calls: command_calls(info)?,
+            calls: command_calls(info, "calls=")?,
+            script_usec: command_calls(info, "usec=")?
+                .iter()
+                .filter(|(name, _)| SCRIPT_CALLS.contains(&name.as_str()))
+                .map(|(_, usec)| usec)
+                .sum(),
         })
     }
 }
@@ -111,8 +120,9 @@ const SCRIPT_CALLS: [&str; 6] = [
     "fcall_ro",
 ];
 
-/// `cmdstat_<name>:calls=<n>,usec=...` lines, `info` (the driver's own samples) left out.
-fn command_calls(info: &str) -> Result<BTreeMap<String, u64>> {
+/// One figure (`field`: `calls=` or `usec=`) of each `cmdstat_<name>:calls=<n>,usec=...`
+/// line, `info` (the driver's own samples) left out.
+fn command_calls(info: &str, field: &str) -> Result<BTreeMap<String, u64>> {
     let mut calls = BTreeMap::new();
     for line in info.lines() {
         let Some((name, stats)) = line
@@ -126,8 +136,8 @@ fn command_calls(info: &str) -> Result<BTreeMap<String, u64>> {
         }
         let n = stats
             .split(',')
-            .find_map(|kv| kv.strip_prefix("calls="))
-            .ok_or_else(|| format!("INFO commandstats line without calls: {line:?}"))?;
+            .find_map(|kv| kv.strip_prefix(field))
+            .ok_or_else(|| format!("INFO commandstats line without {field} {line:?}"))?;
         let n: u64 = n
             .trim()
             .parse()
@@ -174,6 +184,9 @@ pub struct RedisCpu {
     /// Of which script calls (`EVALSHA`, `EVAL`, `FCALL` and their read-only forms), over
     /// N: the round trips that pay a script's fixed cost.
     pub script_calls_per_msg: f64,
+    /// µs every node spent inside script calls, over N (`INFO commandstats`); the rest of
+    /// `total_us_per_msg` is the cost of requests and replies and of the event loop.
+    pub script_us_per_msg: f64,
     /// The same by command, most called first.
     pub calls_per_msg_by_command: Vec<(String, f64)>,
 }
@@ -231,6 +244,10 @@ impl RedisCpu {
             }
         }
         let calls: u64 = by_command.values().sum();
+        let script_usec: u64 = samples
+            .iter()
+            .map(|(_, before, after)| after.script_usec.saturating_sub(before.script_usec))
+            .sum();
         let script_calls: u64 = by_command
             .iter()
             .filter(|(name, _)| SCRIPT_CALLS.contains(&name.as_str()))
@@ -251,6 +268,7 @@ impl RedisCpu {
             total_main_thread_us_per_msg: main_total.map(|s| us(s, messages as f64)),
             calls_per_msg: calls as f64 / messages as f64,
             script_calls_per_msg: script_calls as f64 / messages as f64,
+            script_us_per_msg: script_usec as f64 / messages as f64,
             calls_per_msg_by_command,
             nodes,
         })
@@ -309,6 +327,7 @@ mod tests {
             process_s,
             main_thread_s: main,
             calls: BTreeMap::new(),
+            script_usec: 0,
         };
         // 1000 messages over 2 nodes: shares of 500.
         let cpu = RedisCpu::compute(
@@ -338,9 +357,10 @@ mod tests {
     #[test]
     fn counts_the_commands_run_per_message() -> Result<()> {
         let info = |evalsha: u64, exec: u64| {
+            let evalsha_us = evalsha * 2;
             format!(
                 "# CPU\r\nused_cpu_sys:1.0\r\nused_cpu_user:1.0\r\n# Commandstats\r\n\
-                 cmdstat_evalsha:calls={evalsha},usec=10,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n\
+                 cmdstat_evalsha:calls={evalsha},usec={evalsha_us},usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n\
                  cmdstat_exec:calls={exec},usec=5,usec_per_call=1.00\r\n\
                  cmdstat_info:calls=99,usec=5,usec_per_call=1.00\r\n"
             )
@@ -354,6 +374,8 @@ mod tests {
         let cpu = RedisCpu::compute(100, 1.0, &[(1, before, after)])?;
         assert!((cpu.calls_per_msg - 3.5).abs() < 1e-9);
         assert!((cpu.script_calls_per_msg - 3.0).abs() < 1e-9);
+        // evalsha's usec went from 200 to 800 (exec's is not a script's).
+        assert!((cpu.script_us_per_msg - 6.0).abs() < 1e-9);
         assert_eq!(
             cpu.calls_per_msg_by_command,
             vec![("evalsha".to_owned(), 3.0), ("exec".to_owned(), 0.5)]
