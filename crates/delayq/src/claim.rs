@@ -7,11 +7,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::delivery::Delivery;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys::Keys;
 use crate::message::DeadLettered;
 use crate::options::{checked_ms, ReceiveOptions};
 use crate::queue_core::{invocation, QueueCore};
+use crate::receipt::Held;
 use crate::record::{self, lease_member};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -25,6 +26,8 @@ pub(crate) struct Claim {
     /// When to claim again: the time until something comes due or a lease expires (zero if
     /// more may be due now), `None` if nothing is pending or leased.
     pub(crate) next_event: Option<Duration>,
+    /// Per ack the claim carried, whether it was acked (`false`: its lease was lost).
+    pub(crate) acked: Vec<bool>,
 }
 
 /// Most expired leases one claim reclaims; the rest follow on the next call.
@@ -35,7 +38,8 @@ const RECLAIM_PER_CLAIM: usize = 100;
 /// instead, if it ran (`claim.lua`); `push` for push delivery ([`QueueSet::pushing`](crate::QueueSet::pushing));
 /// `remember` writes the claim record that a repeat reads (a consumer that never repeats
 /// leaves none). A record that cannot be decoded is moved to the dead letters and left
-/// out; the rest of the claim is delivered.
+/// out; the rest of the claim is delivered. The call first acks `acks`, deliveries of this
+/// partition whose handlers finished (`ack_carry.rs`).
 pub(crate) async fn from_partition(
     core: &QueueCore,
     keys: &Keys,
@@ -43,6 +47,7 @@ pub(crate) async fn from_partition(
     options: &ReceiveOptions,
     (base, repeat, remember): (u64, bool, bool),
     push: bool,
+    acks: &[Delivery],
 ) -> Result<Claim> {
     let lease_ms = checked_ms(options.lease, "lease")?;
     let mut inv = invocation(keys, &SCRIPTS.claim);
@@ -55,6 +60,11 @@ pub(crate) async fn from_partition(
         .arg(if repeat { "1" } else { "0" })
         .arg(if push { "1" } else { "0" })
         .arg(if remember { "1" } else { "0" });
+    for d in acks {
+        inv.arg(&d.lease_member()[..])
+            .arg(&d.id)
+            .arg(if d.explicit_id { "1" } else { "0" });
+    }
     // The lease began after this moment in Redis, so it ends no earlier than this + lease.
     let expires = Instant::now() + options.lease;
     let mut r = Reply::new(core.invoke(&inv).await?)?;
@@ -82,6 +92,20 @@ pub(crate) async fn from_partition(
             }
         }
     }
+    let mut acks_reply = r.array()?;
+    let mut acked = Vec::with_capacity(acks.len());
+    while acks_reply.remaining() > 0 {
+        acked.push(acks_reply.int()? == 1);
+    }
+    if acked.len() != acks.len() {
+        return Err(Error::Protocol(format!(
+            "a claim carrying {} acks answered {}",
+            acks.len(),
+            acked.len()
+        )));
+    }
+    m.acked
+        .increment(acked.iter().filter(|a| **a).count() as u64);
     m.lease_expired.increment(reclaimed_retry + reclaimed_dead);
     m.retried.increment(reclaimed_retry);
     m.dead_lettered.increment(dead_lettered.len() as u64);
@@ -128,6 +152,7 @@ pub(crate) async fn from_partition(
         dead_lettered,
         deliveries,
         next_event: u64::try_from(next_event_us).ok().map(Duration::from_micros),
+        acked,
     })
 }
 

@@ -36,6 +36,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use crate::ack_carry::AckCarry;
 use crate::choice::{Order, Picker};
 use crate::claim::{self, Claim};
 use crate::claim_news::Quiet;
@@ -46,7 +47,8 @@ use crate::message::DeadLettered;
 use crate::names::QueueName;
 use crate::options::{ReceiveOptions, MAX_BATCH};
 use crate::queue_core::QueueCore;
-use crate::telemetry::spans;
+use crate::receipt::Held;
+use crate::telemetry::spans::{self, OpSpan};
 use crate::wakeup::Subscription;
 
 /// Receives messages from one queue, or from a [`QueueSet`](crate::QueueSet) (waiting on all its queues at
@@ -59,6 +61,8 @@ pub struct Consumer {
     lead: Lead,
     /// What its claims made dead letters, until taken.
     dead_lettered: Vec<DeadLettered>,
+    /// A worker's acks, which its claims carry (`ack_carry.rs`).
+    carry: Option<Arc<AckCarry>>,
 }
 
 /// One partition of one queue of a consumer.
@@ -139,8 +143,9 @@ impl Lane {
             && self.subscription.generation() == self.seen
     }
 
-    /// One claim; repeats the last one instead if its reply was never read.
-    async fn claim(&mut self, options: &ReceiveOptions) -> Result<Claim> {
+    /// One claim, first acking `acks` (deliveries of this partition); repeats the last one
+    /// instead if its reply was never read.
+    async fn claim(&mut self, options: &ReceiveOptions, acks: &[Delivery]) -> Result<Claim> {
         self.seen = self.subscribed().await?.generation();
         let (base, repeat) = match self.unanswered {
             Some(base) => (base, true),
@@ -160,6 +165,7 @@ impl Lane {
             options,
             (base, repeat, self.remember_claims),
             self.push,
+            acks,
         )
         .await?;
         self.unanswered = None;
@@ -215,7 +221,13 @@ impl Consumer {
             lanes,
             lead: Lead::default(),
             dead_lettered: Vec::new(),
+            carry: None,
         })
+    }
+
+    /// Makes every claim carry the acks `acks` holds for its partition (a worker's).
+    pub(crate) fn carry_acks(&mut self, acks: Arc<AckCarry>) {
+        self.carry = Some(acks);
     }
 
     /// The names of the queues this consumer receives from, in the order of its set. A
@@ -375,14 +387,31 @@ impl Consumer {
             }
             let sent = Instant::now();
             let started = spans::on().then(SystemTime::now);
-            let claim = match self.lanes[i].claim(&lane_options).await {
+            let acks = self.carried_acks(i);
+            let ack_span = (!acks.is_empty()).then(|| {
+                let traceparents = acks.iter().map(Held::traceparent);
+                OpSpan::settle("ack", self.lanes[i].queue.name().as_str(), traceparents)
+            });
+            let claim = self.lanes[i].claim(&lane_options, &acks).await;
+            if let Some(span) = ack_span {
+                span.end(&claim);
+            }
+            let claim = match claim {
                 Ok(claim) => claim,
-                Err(e) if taken.is_empty() => return Err(e),
                 Err(e) => {
+                    if let Some(carry) = &self.carry {
+                        carry.put_back(acks, &self.lanes[i].keys);
+                    }
+                    if taken.is_empty() {
+                        return Err(e);
+                    }
                     tracing::warn!(queue = %self.lanes[i].queue.name(), error = %e, "claim failed; returning what the other partitions gave");
                     return Ok(taken);
                 }
             };
+            for (d, _) in acks.iter().zip(&claim.acked).filter(|(_, acked)| !**acked) {
+                tracing::warn!(queue = %d.queue, id = %d.id, "could not ack delivery: its lease was lost; it will be delivered again");
+            }
             let replied = Instant::now();
             self.lead.observe(replied - sent);
             self.dead_lettered.extend(claim.dead_lettered);
@@ -402,6 +431,17 @@ impl Consumer {
             taken.extend(claim.deliveries.into_iter().map(|d| (group, d)));
         }
         Ok(taken)
+    }
+}
+
+impl Consumer {
+    /// The acks lane `i`'s next claim carries.
+    fn carried_acks(&self, i: usize) -> Vec<Delivery> {
+        let lane = &self.lanes[i];
+        self.carry
+            .as_ref()
+            .map(|c| c.take_for(lane.queue.name(), &lane.keys))
+            .unwrap_or_default()
     }
 }
 

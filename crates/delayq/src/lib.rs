@@ -82,6 +82,7 @@
 //!   messages), `schedule_firing.rs` (a schedule's jitter and overlap); `schedule_backfill.rs` (missed
 //!   ticks sent later) extends `schedules.rs`.
 
+mod ack_carry;
 mod announcements;
 mod browse;
 mod buckets;

@@ -6,7 +6,7 @@
 //! without a flag (send, reschedule, requeue) are refused at `maxmemory`.
 //!
 //! The *queue scripts* share helpers: `prelude.lua`, `events.lua`, `groups.lua`,
-//! `retention.lua`, `expiry.lua`, `buckets.lua` and `pending.lua`, then `call_state.lua`,
+//! `retention.lua`, `expiry.lua`, `buckets.lua`, `pending.lua` and `acking.lua`, then `call_state.lua`,
 //! whose `begin_call` sets what belongs to one call. They reach Redis in two forms, built
 //! here from the same text:
 //! * **One Functions library** (the normal way, `script_call.rs`): `delayq_<hash>`, every
@@ -25,7 +25,7 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// The helpers every queue script shares, in their order (each uses the ones before it).
-const HELPERS: [&str; 8] = [
+const HELPERS: [&str; 9] = [
     include_str!("scripts/prelude.lua"),
     include_str!("scripts/events.lua"),
     include_str!("scripts/groups.lua"),
@@ -33,6 +33,7 @@ const HELPERS: [&str; 8] = [
     include_str!("scripts/expiry.lua"),
     include_str!("scripts/buckets.lua"),
     include_str!("scripts/pending.lua"),
+    include_str!("scripts/acking.lua"),
     include_str!("scripts/call_state.lua"),
 ];
 

@@ -52,7 +52,7 @@ pub(super) async fn run(
             "concurrency": CONCURRENCY,
             "batch_size": BATCH_SIZE,
             "lease_s": LEASE.as_secs(),
-            "ack": "handler returns Ok; the worker acks finished handlers in batches (one ack script call each)",
+            "ack": "handler returns Ok; the worker's next claim carries the acks of finished handlers (ack linger 20 ms, the default); those no claim takes in time are acked in batches",
             "queue": crate::workload::QUEUE_NAME,
         }),
         Target::Http(_) => json!({

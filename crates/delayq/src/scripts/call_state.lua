@@ -1,5 +1,5 @@
 -- call_state.lua: what every call starts from. Not a script of its own: scripts.rs places it
--- after the other shared parts (prelude.lua to pending.lua).
+-- after the other shared parts (prelude.lua to acking.lua).
 -- Those parts' helpers are made once: when the Functions library is loaded (one per server),
 -- or, for a script run by EVALSHA, once per call. Either way what belongs to one call (its
 -- KEYS and ARGV, the partition's keys, what the call has read or made so far: the names

@@ -17,10 +17,14 @@
 --   ARGV[7] '1' for a claim by push delivery: a queue set to push (control field `push`) is
 --     claimed only by those, any other only by the rest
 --   ARGV[8] '0' for a consumer that never repeats a claim (one HTTP request's): no claim
---     record is written; absent or '1': it is, for the length of the lease
+--     record is written; '1': it is, for the length of the lease
+--   ARGV[9..]: acks this claim carries (a worker's handlers that finished since its last
+--     claim, ack_carry.rs), per delivery a triple as ack.lua takes; done first, so what they
+--     free (a group's slot) can be claimed by this call
 -- Returns: { next_event_us, lease_deadline_ms, token base, now µs, expired leases retried,
 --   what this call dead-lettered as a flat list { id, error, id, error, ... } (expired leases
---   on their last attempt, records too short to read), then per message its record as it was pending (message j
+--   on their last attempt, records too short to read), per carried ack 1 or 0 as ack.lua
+--   returns them, then per message its record as it was pending (message j
 --   has token base + j, and this delivery is its attempts + 1), or false for a message of a
 --   repeated claim that is no longer held under its token }.
 --   next_event_us: when to claim again: microseconds until the next message comes due or
@@ -39,20 +43,22 @@ local claim_record = KEYS[12]
 local now = now_us()
 local now_ms = to_ms(now)
 local deadline = now_ms + lease_ms
+check_groups(3, 'claim', 8)
+local acked = #ARGV > 8 and ack_leases(ARGV, 9, now) or {}
 
 if ARGV[6] == '1' then
   local rec = redis.call('GET', claim_record)
   if rec and rec:sub(1, 6) == be6(base) then
-    local out = { 0, deadline, base, now, 0, {} }
+    local out = { 0, deadline, base, now, 0, {}, acked }
     for j = 1, (#rec - 6) / 6 do
       local seq = rec:sub(6 * j + 1, 6 * j + 6)
       local member = seq .. be6(base + j)
       local v = redis.call('HGET', k.held, seq)
       if v and v:sub(1, 6) == member:sub(7) and leased(member, now_ms) then
         redis.call('ZADD', k.leases, 'XX', deadline, member)
-        out[6 + j] = v:sub(9)
+        out[7 + j] = v:sub(9)
       else
-        out[6 + j] = false
+        out[7 + j] = false
       end
     end
     return out
@@ -122,13 +128,13 @@ local function nothing(not_before)
     next_us = move_at
   end
   if next_us == nil then
-    return { -1, 0, 0, now, retried, buried }
+    return { -1, 0, 0, now, retried, buried, acked }
   end
-  return { math.max(next_us, not_before) - now, 0, 0, now, retried, buried }
+  return { math.max(next_us, not_before) - now, 0, 0, now, retried, buried, acked }
 end
 
 if control[1] or (control[7] ~= false) ~= (ARGV[7] == '1') then
-  return { -1, 0, 0, now, retried, buried }
+  return { -1, 0, 0, now, retried, buried, acked }
 end
 -- What a move brings may be of priorities not in use before: `levels` is read again.
 if bucketed and buckets().buckets_move(now) > 0 then
@@ -401,7 +407,7 @@ end
 
 -- Bulk arguments as strings: Lua would format a number argument for every element.
 local deadline_arg = string.format('%d', deadline)
-local out = { 0, deadline, base, now, retried, buried }
+local out = { 0, deadline, base, now, retried, buried, acked }
 local held, leases, seqs = {}, {}, { be6(base) }
 -- A queue that retains notes when each message was first delivered (retention.lua).
 local retained = control[11] and retention()
@@ -426,7 +432,7 @@ for j = 1, count do
     leases[#leases + 1] = seq .. token
     seqs[j + 1] = seq
   end
-  out[6 + j] = rec
+  out[7 + j] = rec
 end
 if #held > 0 then
   add_history(now, 'd', #held / 2)

@@ -26,10 +26,15 @@ pub struct WorkerBuilder {
     pub(crate) handler_timeout: Option<Duration>,
     pub(crate) on_failure: Option<FailureHook>,
     pub(crate) on_dead_letter: Option<DeadLetterHook>,
+    pub(crate) ack_linger: Duration,
 }
 
+/// Longest [`WorkerBuilder::ack_linger`].
+pub const MAX_ACK_LINGER: Duration = Duration::from_secs(1);
+
 impl WorkerBuilder {
-    /// A worker for `queue`: 8 handlers at once, 30 s leases, claims of up to 8, 10 s grace.
+    /// A worker for `queue`: 8 handlers at once, 30 s leases, claims of up to 8, 10 s grace,
+    /// acks that linger up to 20 ms for a claim to carry them.
     pub fn new(queue: Queue) -> Self {
         Self::serving(QueueSet::single(queue))
     }
@@ -48,6 +53,7 @@ impl WorkerBuilder {
             handler_timeout: None,
             on_failure: None,
             on_dead_letter: None,
+            ack_linger: Duration::from_millis(20),
         }
     }
 
@@ -115,6 +121,19 @@ impl WorkerBuilder {
         self
     }
 
+    /// How long a finished handler's ack may wait for the worker's next claim on its
+    /// partition, which then carries it: one script call acks and claims, so a message
+    /// costs Redis two calls instead of three. An ack no claim took by then (or near its
+    /// lease's end) is sent on its own; shutdown sends all that wait. Default 20 ms, at most
+    /// [`MAX_ACK_LINGER`]; zero acks at once.
+    ///
+    /// What lingering risks: a process that dies in that time has not acked, so the message
+    /// is delivered again after its lease, as if the process had died just before acking.
+    pub fn ack_linger(mut self, linger: Duration) -> Self {
+        self.ack_linger = linger;
+        self
+    }
+
     /// The worker, running `handler` on each delivery.
     pub fn build<H, Fut, E>(self, handler: H) -> Result<Worker<H>>
     where
@@ -134,6 +153,13 @@ impl WorkerBuilder {
             return Err(InvalidInput::Option("worker lease must be at least 30 ms".into()).into());
         }
         crate::options::checked_ms(self.lease, "lease")?;
+        if self.ack_linger > MAX_ACK_LINGER {
+            return Err(InvalidInput::Option(format!(
+                "ack linger is at most {MAX_ACK_LINGER:?}, not {:?}",
+                self.ack_linger
+            ))
+            .into());
+        }
         if let Some(timeout) = self.handler_timeout {
             crate::options::check_handler_timeout(timeout)?;
         }

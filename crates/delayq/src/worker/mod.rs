@@ -31,6 +31,6 @@ mod failure;
 mod runner;
 mod settle;
 
-pub use builder::{Worker, WorkerBuilder, MAX_CONCURRENCY};
+pub use builder::{Worker, WorkerBuilder, MAX_ACK_LINGER, MAX_CONCURRENCY};
 pub use failure::{FailedDelivery, Failure, Verdict};
 pub use runner::StopReason;

@@ -11,7 +11,7 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use super::builder::Worker;
 use super::catch_unwind::CatchUnwind;
-use super::settle::{self, Outcome, Running};
+use super::settle::{self, Carrying, Outcome, Running};
 use crate::consumer::Consumer;
 use crate::delivery::Delivery;
 use crate::error::Result;
@@ -61,12 +61,20 @@ where
     async fn work(self, mut stop: watch::Receiver<bool>) -> Result<StopReason> {
         let s = &self.settings;
         let mut consumer = reconnecting_consumer(&s.queues, &mut stop).await;
+        // Finished handlers' acks ride on the consumer's next claims (ack_carry.rs).
+        let carrying = (!s.ack_linger.is_zero()).then(|| Carrying {
+            acks: Arc::default(),
+            linger: s.ack_linger,
+        });
+        if let (Some(consumer), Some(carrying)) = (consumer.as_mut(), &carrying) {
+            consumer.carry_acks(carrying.acks.clone());
+        }
         // Bounds the handlers running at once; a permit travels with each handler task.
         let slots = Arc::new(Semaphore::new(s.concurrency));
         let lanes: Vec<Lane> = s
             .queues
             .queues()
-            .map(|(q, _)| Lane::start(q, s.lease, s.on_dead_letter.clone()))
+            .map(|(q, _)| Lane::start(q, s.lease, s.on_dead_letter.clone(), carrying.clone()))
             .collect();
         let mut tasks = JoinSet::new();
 
@@ -218,7 +226,12 @@ struct Lane {
 }
 
 impl Lane {
-    fn start(queue: &Queue, lease: Duration, on_dead_letter: Option<DeadLetterHook>) -> Lane {
+    fn start(
+        queue: &Queue,
+        lease: Duration,
+        on_dead_letter: Option<DeadLetterHook>,
+        carrying: Option<Carrying>,
+    ) -> Lane {
         let running = Running::new(queue.name().clone());
         let (outcomes, settle_rx) = mpsc::unbounded_channel();
         let settler = tokio::spawn(settle::settler(
@@ -226,6 +239,7 @@ impl Lane {
             settle_rx,
             lease,
             on_dead_letter,
+            carrying,
         ));
         let _heartbeat = {
             let (queue, running) = (queue.clone(), running.clone());

@@ -6,11 +6,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::failure::{report_dead, DeadLetterHook};
+use crate::ack_carry::AckCarry;
 use crate::delivery::Delivery;
 use crate::error::{Error, Result};
 use crate::message::{Amend, DeadLettered, NackOutcome, Next};
@@ -152,16 +153,41 @@ pub(crate) enum Outcome {
     Failed(String, Next, Amend),
 }
 
+/// Where a settler leaves acks for the worker's claims to carry (`ack_carry.rs`), and for
+/// how long at most.
+#[derive(Clone)]
+pub(crate) struct Carrying {
+    pub(crate) acks: Arc<AckCarry>,
+    pub(crate) linger: Duration,
+}
+
 /// Settles what handlers report until every sender is gone: all that arrived together in
-/// one ack call for the successes and one nack call for the failures.
+/// one nack call for the failures, and for the successes one ack call, or, `carrying`, acks
+/// left for the worker's next claims to carry, those no claim took acked after the linger.
 pub(crate) async fn settler(
     queue: Queue,
     mut outcomes: mpsc::UnboundedReceiver<(Delivery, Outcome)>,
     lease: Duration,
     on_dead_letter: Option<DeadLetterHook>,
+    carrying: Option<Carrying>,
 ) {
     let mut batch = Vec::new();
-    while outcomes.recv_many(&mut batch, MAX_BATCH).await > 0 {
+    let returned = carrying.as_ref().map(|c| c.acks.returns_of(queue.name()));
+    loop {
+        let flush_at = carrying
+            .as_ref()
+            .and_then(|c| c.acks.next_flush(queue.name()));
+        let received = tokio::select! {
+            n = outcomes.recv_many(&mut batch, MAX_BATCH) => n,
+            () = sleep_until(flush_at) => {
+                flush_carried(&queue, lease, carrying.as_ref(), false).await;
+                continue;
+            }
+            () = notified(returned.as_deref()) => continue,
+        };
+        if received == 0 {
+            break;
+        }
         let (mut done, mut failed, mut failures) = (Vec::new(), Vec::new(), Vec::new());
         for (delivery, outcome) in batch.drain(..) {
             match outcome {
@@ -194,16 +220,77 @@ pub(crate) async fn settler(
                 }
             }
         }
-        if !done.is_empty() {
-            retrying(
-                &queue,
-                lease,
-                &done,
-                |acked| *acked,
-                |q, d| async move { q.ack_many(d).await },
-            )
-            .await;
+        if let Some(carrying) = carrying.as_ref() {
+            done = carry(&queue, lease, carrying, done).await;
         }
+        if !done.is_empty() {
+            ack_now(&queue, lease, &done).await;
+        }
+    }
+    // Every handler has reported: what waits for a claim is acked now.
+    flush_carried(&queue, lease, carrying.as_ref(), true).await;
+}
+
+/// Leaves each delivery's ack for a claim to carry, unless its lease is too near its end;
+/// returns those to ack now.
+async fn carry(
+    queue: &Queue,
+    lease: Duration,
+    carrying: &Carrying,
+    done: Vec<Delivery>,
+) -> Vec<Delivery> {
+    let Ok(layout) = queue.core().known_layout().await else {
+        return done;
+    };
+    let now = Instant::now();
+    let mut now_due = Vec::new();
+    for d in done {
+        // Well before the lease ends: the settler may have to retry the ack on its own.
+        let flush_by = (now + carrying.linger).min(d.expires.checked_sub(lease / 2).unwrap_or(now));
+        if flush_by <= now {
+            now_due.push(d);
+        } else {
+            let partition = layout.part(layout.for_seq(d.seq)).clone();
+            carrying.acks.hold(d, partition, flush_by);
+        }
+    }
+    now_due
+}
+
+/// Acks what waits in `carrying` that is due by now (`all`: everything), in batches.
+async fn flush_carried(queue: &Queue, lease: Duration, carrying: Option<&Carrying>, all: bool) {
+    let Some(carrying) = carrying else { return };
+    loop {
+        let due = carrying.acks.take_due(queue.name(), Instant::now(), all);
+        if due.is_empty() {
+            return;
+        }
+        ack_now(queue, lease, &due).await;
+    }
+}
+
+async fn ack_now(queue: &Queue, lease: Duration, done: &[Delivery]) {
+    retrying(
+        queue,
+        lease,
+        done,
+        |acked| *acked,
+        |q, d| async move { q.ack_many(d).await },
+    )
+    .await;
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn notified(notify: Option<&Notify>) {
+    match notify {
+        Some(notify) => notify.notified().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -4,6 +4,7 @@
 mod common;
 
 // Queue operations, input checks, retries and dead letters, leases, cluster mode.
+mod ack_carry;
 mod acl;
 mod bad_input;
 mod browse;

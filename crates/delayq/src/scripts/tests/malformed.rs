@@ -193,6 +193,22 @@ async fn a_malformed_call_fails_before_its_first_write() {
             vec![b("1"), b("1000"), b("x"), b("10"), b("5"), b("0")],
         ),
         (
+            "claim: carried acks not in threes",
+            &s.claim,
+            vec![
+                b("1"),
+                b("1000"),
+                b("0.5"),
+                b("10"),
+                b("5"),
+                b("0"),
+                b("0"),
+                b("1"),
+                m1.clone(),
+                b("id"),
+            ],
+        ),
+        (
             "requeue: a bad count",
             &s.dead_requeue,
             vec![b("oldest"), b("many")],
