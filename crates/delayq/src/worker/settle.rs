@@ -11,7 +11,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::failure::{report_dead, DeadLetterHook};
-use crate::ack_carry::AckCarry;
+use crate::ack_carry::{AckCarry, CARRY_MOST};
 use crate::delivery::Delivery;
 use crate::error::{Error, Result};
 use crate::message::{Amend, DeadLettered, NackOutcome, Next};
@@ -250,11 +250,27 @@ async fn carry(
         if flush_by <= now {
             now_due.push(d);
         } else {
-            let partition = layout.part(layout.for_seq(d.seq)).clone();
+            let partition = layout.part(layout.for_seq(d.seq));
             carrying.acks.hold(d, partition, flush_by);
         }
     }
+    // More than a claim carries: a busy worker's, acked beside its claims.
+    if carrying.acks.waiting(queue.name()) > CARRY_MOST {
+        now_due.extend(drain_carried(queue, carrying));
+    }
     now_due
+}
+
+/// Every ack of `queue` that waits.
+fn drain_carried(queue: &Queue, carrying: &Carrying) -> Vec<Delivery> {
+    let mut all = Vec::new();
+    loop {
+        let due = carrying.acks.take_due(queue.name(), Instant::now(), true);
+        if due.is_empty() {
+            return all;
+        }
+        all.extend(due);
+    }
 }
 
 /// Acks what waits in `carrying` that is due by now (`all`: everything), in batches.
@@ -270,14 +286,16 @@ async fn flush_carried(queue: &Queue, lease: Duration, carrying: Option<&Carryin
 }
 
 async fn ack_now(queue: &Queue, lease: Duration, done: &[Delivery]) {
-    retrying(
-        queue,
-        lease,
-        done,
-        |acked| *acked,
-        |q, d| async move { q.ack_many(d).await },
-    )
-    .await;
+    for batch in done.chunks(MAX_BATCH) {
+        retrying(
+            queue,
+            lease,
+            batch,
+            |acked| *acked,
+            |q, d| async move { q.ack_many(d).await },
+        )
+        .await;
+    }
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -358,4 +376,47 @@ pub(crate) async fn release(queue: &Queue, deliveries: &[Delivery]) -> Result<us
             .count();
     }
     Ok(released)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use redis_fixture::RedisServer;
+
+    use super::{carry, Carrying};
+    use crate::ack_carry::CARRY_MOST;
+    use crate::options::ReceiveOptions;
+    use crate::{DelayQ, Message, SendOptions};
+
+    #[tokio::test]
+    async fn a_few_acks_wait_for_a_claim_and_a_busy_workers_go_at_once() {
+        let server = RedisServer::start();
+        let dq = DelayQ::connect(&server.url()).await.expect("connect");
+        let q = dq.queue("busy").expect("queue");
+        let n = CARRY_MOST + 6;
+        let batch: Vec<Message> = (0..n)
+            .map(|_| Message::new("m", SendOptions::new()))
+            .collect();
+        q.send_batch(&batch).await.expect("send");
+        let options = ReceiveOptions {
+            max: n,
+            lease: Duration::from_secs(60),
+            wait: Duration::ZERO,
+        };
+        let mut consumer = q.consumer().await.expect("consumer");
+        let mut done = consumer.receive(&options).await.expect("receive");
+        assert_eq!(done.len(), n);
+        let carrying = Carrying {
+            acks: Default::default(),
+            linger: Duration::from_secs(1),
+        };
+        let rest = done.split_off(10);
+        let lease = Duration::from_secs(60);
+        assert!(carry(&q, lease, &carrying, done).await.is_empty());
+        assert_eq!(carrying.acks.waiting(q.name()), 10, "left for a claim");
+        let now = carry(&q, lease, &carrying, rest).await;
+        assert_eq!(now.len(), n, "more than a claim carries: all at once");
+        assert_eq!(carrying.acks.waiting(q.name()), 0);
+    }
 }
