@@ -6,9 +6,10 @@
 //!
 //! An ack waits here no longer than the worker's *linger* (and never near its lease's end):
 //! what no claim took by then, the settler acks on its own, as it does everything on
-//! shutdown, and whenever more than a claim carries are waiting (a busy worker's batches). A process that dies meanwhile loses the ack, not the message: it is delivered
-//! again after its lease, as it would be had the process died just before acking. Acks the
-//! claim could not carry (the call failed) come back here, due at once.
+//! shutdown, and whenever more than a claim carries are waiting (a busy worker's batches).
+//! A process that dies meanwhile loses the ack, not the message: it is delivered again
+//! after its lease, as it would be had the process died just before acking. Acks the claim
+//! could not carry (the call failed) come back here, due at once.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,7 +20,6 @@ use tokio::time::Instant;
 use crate::delivery::Delivery;
 use crate::keys::Keys;
 use crate::names::QueueName;
-use crate::options::MAX_BATCH;
 
 /// Most acks one claim carries; a settler with more waiting acks them at once. Carrying
 /// saves a call's fixed cost, which matters for small claims; a big batch of acks is
@@ -102,22 +102,19 @@ impl AckCarry {
         p.acks.drain(..n).map(|(d, _)| d).collect()
     }
 
-    /// Acks of one partition of `queue` due to be flushed by `now` (all of them with
-    /// `all`): up to a batch.
+    /// Acks of `queue` due to be flushed by `now` (all of them with `all`), of every
+    /// partition.
     pub(crate) fn take_due(&self, queue: &QueueName, now: Instant, all: bool) -> Vec<Delivery> {
-        let mut held = self.held();
-        for p in held.iter_mut().filter(|p| p.queue == *queue) {
-            let due = p
+        let mut due = Vec::new();
+        for p in self.held().iter_mut().filter(|p| p.queue == *queue) {
+            let n = p
                 .acks
                 .iter()
-                .take(MAX_BATCH)
                 .take_while(|(_, flush_by)| all || *flush_by <= now)
                 .count();
-            if due > 0 {
-                return p.acks.drain(..due).map(|(d, _)| d).collect();
-            }
+            due.extend(p.acks.drain(..n).map(|(d, _)| d));
         }
-        Vec::new()
+        due
     }
 
     /// When the next ack of `queue` is due to be flushed.

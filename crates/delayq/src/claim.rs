@@ -12,10 +12,10 @@ use crate::keys::Keys;
 use crate::message::DeadLettered;
 use crate::options::{checked_ms, ReceiveOptions};
 use crate::queue_core::{invocation, QueueCore};
-use crate::receipt::Held;
 use crate::record::{self, lease_member};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
+use crate::settle;
 
 /// What one claim found.
 pub(crate) struct Claim {
@@ -61,9 +61,7 @@ pub(crate) async fn from_partition(
         .arg(if push { "1" } else { "0" })
         .arg(if remember { "1" } else { "0" });
     for d in acks {
-        inv.arg(&d.lease_member()[..])
-            .arg(&d.id)
-            .arg(if d.explicit_id { "1" } else { "0" });
+        settle::ack_args(&mut inv, d);
     }
     // The lease began after this moment in Redis, so it ends no earlier than this + lease.
     let expires = Instant::now() + options.lease;
@@ -92,11 +90,7 @@ pub(crate) async fn from_partition(
             }
         }
     }
-    let mut acks_reply = r.array()?;
-    let mut acked = Vec::with_capacity(acks.len());
-    while acks_reply.remaining() > 0 {
-        acked.push(acks_reply.int()? == 1);
-    }
+    let acked = r.array()?.flags()?;
     if acked.len() != acks.len() {
         return Err(Error::Protocol(format!(
             "a claim carrying {} acks answered {}",

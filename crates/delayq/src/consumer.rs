@@ -432,9 +432,7 @@ impl Consumer {
         }
         Ok(taken)
     }
-}
 
-impl Consumer {
     /// The acks lane `i`'s next claim carries.
     fn carried_acks(&self, i: usize) -> Vec<Delivery> {
         let lane = &self.lanes[i];

@@ -76,6 +76,15 @@ impl Reply {
     pub(crate) fn array(&mut self) -> Result<Reply> {
         Reply::new(self.next()?)
     }
+
+    /// The rest, each an integer that is 1 for yes (an ack's reply per delivery).
+    pub(crate) fn flags(mut self) -> Result<Vec<bool>> {
+        let mut out = Vec::with_capacity(self.remaining());
+        while self.remaining() > 0 {
+            out.push(self.int()? == 1);
+        }
+        Ok(out)
+    }
 }
 
 /// A state as scripts report it, where `missing` means no such message.

@@ -41,9 +41,7 @@ async fn ack_untraced(core: &QueueCore, held: &[impl Held]) -> Result<Vec<bool>>
         &SCRIPTS.ack,
         |_| {},
         |inv, d| {
-            inv.arg(&d.lease_member()[..])
-                .arg(d.id())
-                .arg(if d.explicit_id() { "1" } else { "0" });
+            ack_args(inv, d);
             Ok(())
         },
         flags,
@@ -52,6 +50,13 @@ async fn ack_untraced(core: &QueueCore, held: &[impl Held]) -> Result<Vec<bool>>
     let n = acked.iter().filter(|a| **a).count();
     core.metrics().acked.increment(n as u64);
     Ok(acked)
+}
+
+/// The arguments `ack.lua` (and a claim that carries acks) takes for one delivery.
+pub(crate) fn ack_args(inv: &mut Call<'_>, held: &impl Held) {
+    inv.arg(&held.lease_member()[..])
+        .arg(held.id())
+        .arg(if held.explicit_id() { "1" } else { "0" });
 }
 
 /// Reports one failed delivery; `next` says what comes of it, `amend` changes it for the
@@ -331,12 +336,7 @@ fn push_failure(
 }
 
 fn flags(value: Value) -> Result<Vec<bool>> {
-    let mut r = Reply::new(value)?;
-    let mut out = Vec::with_capacity(r.remaining());
-    while r.remaining() > 0 {
-        out.push(r.int()? == 1);
-    }
-    Ok(out)
+    Reply::new(value)?.flags()
 }
 
 fn strings(value: Value) -> Result<Vec<String>> {

@@ -256,33 +256,16 @@ async fn carry(
     }
     // More than a claim carries: a busy worker's, acked beside its claims.
     if carrying.acks.waiting(queue.name()) > CARRY_MOST {
-        now_due.extend(drain_carried(queue, carrying));
+        now_due.extend(carrying.acks.take_due(queue.name(), now, true));
     }
     now_due
-}
-
-/// Every ack of `queue` that waits.
-fn drain_carried(queue: &Queue, carrying: &Carrying) -> Vec<Delivery> {
-    let mut all = Vec::new();
-    loop {
-        let due = carrying.acks.take_due(queue.name(), Instant::now(), true);
-        if due.is_empty() {
-            return all;
-        }
-        all.extend(due);
-    }
 }
 
 /// Acks what waits in `carrying` that is due by now (`all`: everything), in batches.
 async fn flush_carried(queue: &Queue, lease: Duration, carrying: Option<&Carrying>, all: bool) {
     let Some(carrying) = carrying else { return };
-    loop {
-        let due = carrying.acks.take_due(queue.name(), Instant::now(), all);
-        if due.is_empty() {
-            return;
-        }
-        ack_now(queue, lease, &due).await;
-    }
+    let due = carrying.acks.take_due(queue.name(), Instant::now(), all);
+    ack_now(queue, lease, &due).await;
 }
 
 async fn ack_now(queue: &Queue, lease: Duration, done: &[Delivery]) {
