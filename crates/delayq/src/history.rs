@@ -97,6 +97,7 @@ impl Minute {
         self.acked += other.acked;
         self.failed += other.failed;
         self.dead_lettered += other.dead_lettered;
+        self.expired += other.expired;
         self.lateness.merge(&other.lateness);
         for (mine, theirs) in self.push_responses.iter_mut().zip(other.push_responses) {
             *mine += theirs;

@@ -25,6 +25,7 @@ async fn totals(q: &delayq::Queue) -> delayq::Minute {
         total.acked += m.acked;
         total.failed += m.failed;
         total.dead_lettered += m.dead_lettered;
+        total.expired += m.expired;
         total.lateness.merge(&m.lateness);
         for (sum, n) in total.push_responses.iter_mut().zip(m.push_responses) {
             *sum += n;
@@ -100,6 +101,29 @@ async fn every_change_is_counted_once_in_its_minute() {
             matches!(ttl, Ok(Reply::Int(t)) if t > 80_000 && t <= 90_000),
             "{key}: TTL {ttl:?}"
         );
+    }
+}
+
+#[tokio::test]
+async fn expired_messages_are_counted_on_every_partition() {
+    let (_server, dq) = setup().await;
+    for (name, partitions) in [("one", 1), ("five", 5)] {
+        let q = dq.create_queue(name, partitions).await.expect("create");
+        for i in 0..10 {
+            let opts = SendOptions::new().ttl(Duration::from_millis(50));
+            q.send(format!("m{i}"), &opts).await.expect("send");
+        }
+        // Past their deadline: the claims that meet them expire them, as dead letters.
+        tokio::time::sleep(Duration::from_millis(70)).await;
+        wait_until(Duration::from_secs(10), "all ten expire", || async {
+            assert!(claim(&q, 100).await.is_empty(), "{name}: delivered late");
+            counts(&q).await[3] == 10
+        })
+        .await;
+        let t = totals(&q).await;
+        assert_eq!(t.expired, 10, "{name}: expired");
+        assert_eq!(t.dead_lettered, 10, "{name}: dead");
+        assert_eq!(t.delivered, 0, "{name}: delivered");
     }
 }
 
