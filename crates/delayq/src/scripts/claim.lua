@@ -66,7 +66,22 @@ if ARGV[6] == '1' then
   -- The lost claim never ran (or took nothing): claim afresh under the same token base.
 end
 
-local expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, reclaim_max)
+-- The first lease's deadline (ms), read once: it tells whether any lease expired, and the
+-- reply's "when next" needs it too. nil: no lease.
+local lease_head, lease_head_read = nil, false
+local function first_lease()
+  if not lease_head_read then
+    local score = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
+    lease_head, lease_head_read = score and tonumber(score), true
+  end
+  return lease_head
+end
+local expired = {}
+if (first_lease() or math.huge) <= now_ms then
+  expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, reclaim_max)
+  -- What the reclaim leaves first is read again when needed.
+  lease_head_read = false
+end
 local retried, buried = 0, {}
 local function buried_as(id, err)
   buried[#buried + 1] = id
@@ -105,9 +120,28 @@ if bucketed then
   buckets().known(control[13], control[14])
 end
 
+-- The due time (µs) of each pending set's first member once this call took from it (false:
+-- the set is empty), so that saying when more comes reads it no second time. Nothing but a
+-- take changes a set after the takes begin.
+local heads = {}
+local function earliest_pending()
+  local earliest = nil
+  for _, p in ipairs(prios) do
+    local set = pending_key(p)
+    local due = heads[set]
+    if due == nil then
+      due = head_due(set)
+    end
+    if due and (earliest == nil or due < earliest) then
+      earliest = due
+    end
+  end
+  return earliest
+end
+
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
 local function nothing(not_before)
-  local next_us = earliest_due(prios)
+  local next_us = earliest_pending()
   if control[8] then
     local G = groups()
     local rate_held = redis.call('ZRANGE', G.gk.wait, 0, 0, 'WITHSCORES')[2]
@@ -118,9 +152,9 @@ local function nothing(not_before)
       end
     end
   end
-  local lease = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
-  if lease and (next_us == nil or tonumber(lease) * 1000 < next_us) then
-    next_us = tonumber(lease) * 1000
+  local lease = first_lease()
+  if lease and (next_us == nil or lease * 1000 < next_us) then
+    next_us = lease * 1000
   end
   -- The first bucket must be moved by then (past already: more is left to move).
   local move_at = bucketed and buckets().next_move_us()
@@ -177,27 +211,67 @@ local function count_lateness(late, run, i, j)
   end
 end
 
+-- A claim reads a set's first READ_AHEAD + 1 members by rank: in a claim of a few messages,
+-- that is all that is due and the first member that is not, whose due time the reply needs
+-- (one command where a read of the due ones and one of the head were two). A claim of more
+-- reads the rest by due time.
+local READ_AHEAD = 4
+-- True when pending member `rec` is due by now, exactly as ZRANGEBYLEX to due_bound(now)
+-- would find it (a record too short to hold a due time sorts first: it is taken, and buried).
+local function is_due(rec)
+  return #rec < 7 or unbe7(rec, 1) <= now
+end
+
+-- Takes up to `wanted` (at least 1) due members of pending set `set`, its lowest. Returns them,
+-- and the due time of the set's first member after them: false when none is left, nil when
+-- not read.
+local function take_from(set, wanted)
+  local asked = math.min(wanted, READ_AHEAD) + 1
+  local read = redis.call('ZRANGE', set, 0, asked - 1)
+  local got = {}
+  while #got < wanted and #got < #read and is_due(read[#got + 1]) do
+    got[#got + 1] = read[#got + 1]
+  end
+  local after = read[#got + 1]
+  if after then
+    after = #after < 7 and 0 or unbe7(after, 1)
+  elseif #read < asked then
+    after = false
+  elseif #got < wanted then
+    -- All that was read is due, and more is wanted: the rest that is due, by due time.
+    local more = redis.call('ZRANGEBYLEX', set, '(' .. got[#got], due_bound(now), 'LIMIT', 0, wanted - #got)
+    for _, rec in ipairs(more) do
+      got[#got + 1] = rec
+    end
+  end
+  if #got > 0 then
+    -- The claimed messages are exactly the set's lowest members.
+    redis.call('ZREMRANGEBYRANK', set, 0, #got - 1)
+  end
+  return got, after
+end
+
 -- Takes up to `n` due messages without a group into `due`: highest priority first, from each
 -- set its lowest members (due order, then send order). Returns how many it took.
-local due, bound, late = {}, due_bound(now), {}
+local due, late = {}, {}
 local function take_ungrouped(n)
   local before, kept = #due, {}
   for _, p in ipairs(prios) do
     local set = pending_key(p)
-    local got, wanted = nil, before + n - #due
+    local wanted = before + n - #due
     if wanted > 0 then
-      got = redis.call('ZRANGEBYLEX', set, '-', bound, 'LIMIT', 0, wanted)
-    end
-    if got and #got > 0 then
-      -- The claimed messages are exactly the set's lowest members, up to the last one taken.
-      redis.call('ZREMRANGEBYLEX', set, '-', '[' .. got[#got])
+      local got, after = take_from(set, wanted)
+      heads[set] = after
       for _, rec in ipairs(got) do
         due[#due + 1] = rec
       end
-      count_lateness(late, got, 1, #got)
+      if #got > 0 then
+        count_lateness(late, got, 1, #got)
+      end
     end
     -- A priority whose set is gone leaves `levels`, so claims stop looking at it.
-    if p == DEFAULT_PRIORITY or not got or #got == wanted or redis.call('EXISTS', set) == 1 then
+    local head = heads[set]
+    if p == DEFAULT_PRIORITY or head or (head == nil and (wanted <= 0 or redis.call('EXISTS', set) == 1)) then
       kept[#kept + 1] = p
     end
   end
@@ -293,7 +367,7 @@ end
 
 -- True when a message without a group is due.
 local function ungrouped_due()
-  local earliest = earliest_due(prios)
+  local earliest = earliest_pending()
   return earliest ~= nil and earliest <= now
 end
 
@@ -441,6 +515,9 @@ if #held > 0 then
   end
   redis.call('HSET', k.held, unpack(held))
   redis.call('ZADD', k.leases, unpack(leases))
+  if lease_head_read then
+    lease_head = math.min(lease_head or deadline, deadline)
+  end
   if events_on() then
     -- `held` alternates seq and held value (token, attempts, record): the value's bytes
     -- 7-21 are this delivery's attempts and the sort key.
@@ -459,7 +536,7 @@ if #held > 0 then
 end
 -- Pass the wake-up on: another consumer can take what this call left behind (unless the rate
 -- limit left it: then there are no tokens for it).
-local next_due = count == max and take == max and earliest_due(prios)
+local next_due = count == max and take == max and earliest_pending()
 if (next_due and next_due <= now)
     or (count == max and take == max and control[8] and redis.call('EXISTS', groups().gk.rotation) == 1) then
   wake()

@@ -9,6 +9,7 @@ mod acl;
 mod bad_input;
 mod browse;
 mod buckets;
+mod claim_cost;
 mod cluster;
 mod data_set_groups;
 mod data_sets;
