@@ -95,9 +95,19 @@ for i = 1, n do
 end
 -- The queue's longest delay: a send due further out is refused, nothing written (the client
 -- knows the error by its prefix).
-local settings = redis.call('HMGET', k.control, 'max_delay_ms', 'retain_ms', 'events')
+local settings = redis.call('HMGET', k.control, 'max_delay_ms', 'retain_ms', 'events', 'format',
+  'bucket_horizon_ms')
 local max_delay = tonumber(settings[1] or '')
 events_known(settings[3])
+-- Whether a message due at `due` goes to a bucket (buckets.lua), told the settings read above.
+local buckets_told = false
+local function far_ahead(due)
+  if not buckets_told then
+    buckets().known(settings[4], settings[5])
+    buckets_told = true
+  end
+  return buckets().far_enough(due, now)
+end
 -- A queue that retains: each message notes when it was sent (retention.lua).
 local retained = settings[2] and retention()
 if max_delay then
@@ -148,7 +158,7 @@ for i = 1, n do
   end
 end
 if needed > 1 then
-  local format = tonumber(redis.call('HGET', k.control, 'format') or '1')
+  local format = tonumber(settings[4] or '1')
   if format < needed then
     error('delayq: fields (trace context, debounces) need data format 2, groups 3, deadlines 4, and this partition is format '
       .. format)
@@ -278,7 +288,7 @@ for i = 1, n do
   else
     local due, p = dues[i], prios[i]
     local key = key_of(due, level_base(p) + first + i * stride)
-    if due > now and buckets().far_enough(due, now) then
+    if due > now and far_ahead(due) then
       -- Due far ahead: into its bucket (buckets.lua), below.
       far[#far + 1] = key .. body
     else

@@ -1,11 +1,11 @@
-//! What a claim costs Redis, counted in the commands its script runs (`INFO commandstats`
-//! counts those too): a claim reads each set it needs once, whether it finds nothing or the
-//! one message due with more to come, so the claims a worker makes per message stay cheap.
+//! What the calls a message needs cost Redis, counted in the commands their scripts run
+//! (`INFO commandstats` counts those too): a send or a claim reads each key it needs once,
+//! whether the claim finds nothing or the one message due with more to come.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use delayq::{Consumer, Delivery, SendOptions};
+use delayq::{Consumer, Delivery, Queue, SendOptions};
 
 use crate::common::*;
 
@@ -24,10 +24,29 @@ fn calls_by_command(server: &RedisServer) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// One receive that makes one claim call, and the commands that call ran. `EXPIRE` is left
-/// out: the history's first count of a minute sets its key's expiry, whichever claim that is.
-/// A window that caught another call (the process's announcement, renewed in the
-/// background) is measured again.
+/// The commands run inside the one script call made since `CONFIG RESETSTAT`, or `None` when
+/// the window caught another call too (the process's announcement, renewed in the
+/// background): it is measured again. `EXPIRE` is left out: the history's first count of a
+/// minute sets its key's expiry, whichever call that is.
+fn inside_one_call(server: &RedisServer) -> Option<u64> {
+    let calls = calls_by_command(server);
+    let scripts: u64 = ["fcall", "evalsha", "eval"]
+        .iter()
+        .filter_map(|c| calls.get(*c))
+        .sum();
+    (scripts == 1).then(|| {
+        calls
+            .iter()
+            .filter(|(name, _)| {
+                !["fcall", "evalsha", "eval", "config|resetstat", "info", "expire"]
+                    .contains(&name.as_str())
+            })
+            .map(|(_, n)| n)
+            .sum()
+    })
+}
+
+/// One receive that makes one claim call, and the commands that call ran.
 async fn one_claim(server: &RedisServer, consumer: &mut Consumer) -> (Vec<Delivery>, u64) {
     for _ in 0..5 {
         server.cli(&["CONFIG", "RESETSTAT"]);
@@ -35,21 +54,20 @@ async fn one_claim(server: &RedisServer, consumer: &mut Consumer) -> (Vec<Delive
             .receive(&receiving(10, LEASE, Duration::ZERO))
             .await
             .expect("receive");
-        let calls = calls_by_command(server);
-        let scripts: u64 = ["fcall", "evalsha", "eval"]
-            .iter()
-            .filter_map(|c| calls.get(*c))
-            .sum();
-        if scripts == 1 {
-            let inside = calls
-                .iter()
-                .filter(|(name, _)| {
-                    !["fcall", "evalsha", "eval", "config|resetstat", "info", "expire"]
-                        .contains(&name.as_str())
-                })
-                .map(|(_, n)| n)
-                .sum();
+        if let Some(inside) = inside_one_call(server) {
             return (got, inside);
+        }
+    }
+    panic!("no window held exactly one script call");
+}
+
+/// The commands one send ran.
+async fn one_send(server: &RedisServer, q: &Queue, options: &SendOptions) -> u64 {
+    for _ in 0..5 {
+        server.cli(&["CONFIG", "RESETSTAT"]);
+        q.send("x", options).await.expect("send");
+        if let Some(inside) = inside_one_call(server) {
+            return inside;
         }
     }
     panic!("no window held exactly one script call");
@@ -84,4 +102,19 @@ async fn a_claim_reads_each_set_it_needs_once() {
     let (got, held) = one_claim(&server, &mut consumer).await;
     assert!(got.is_empty());
     assert!(held <= 5, "a claim beside a lease ran {held} commands");
+}
+
+#[tokio::test]
+async fn a_send_reads_the_queue_settings_once() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "cost");
+    q.send("warm", &SendOptions::new()).await.expect("send");
+    // The clock, the settings, the sequence number, the pending set's head (does it wake a
+    // consumer?), the message, the history's count.
+    let delayed = SendOptions::new().delay(Duration::from_secs(30));
+    let ran = one_send(&server, &q, &delayed).await;
+    assert!(ran <= 6, "a delayed send ran {ran} commands");
+    // Due now: and the wake-up of the consumers waiting.
+    let ran = one_send(&server, &q, &SendOptions::new()).await;
+    assert!(ran <= 7, "an immediate send ran {ran} commands");
 }
