@@ -12,6 +12,7 @@ use crate::keys::Keys;
 use crate::message::DeadLettered;
 use crate::options::{checked_ms, ReceiveOptions};
 use crate::queue_core::{invocation, QueueCore};
+use crate::receipt::Held;
 use crate::record::{self, lease_member};
 use crate::reply::Reply;
 use crate::scripts::SCRIPTS;
@@ -47,7 +48,7 @@ pub(crate) async fn from_partition(
     options: &ReceiveOptions,
     (base, repeat, remember): (u64, bool, bool),
     push: bool,
-    acks: &[Delivery],
+    acks: &[impl Held],
 ) -> Result<Claim> {
     let lease_ms = checked_ms(options.lease, "lease")?;
     let mut inv = invocation(keys, &SCRIPTS.claim);

@@ -41,13 +41,15 @@ use crate::choice::{Order, Picker};
 use crate::claim::{self, Claim};
 use crate::claim_news::Quiet;
 use crate::delivery::Delivery;
-use crate::error::Result;
+use crate::error::{InvalidInput, Result};
 use crate::keys::Keys;
 use crate::message::DeadLettered;
 use crate::names::QueueName;
-use crate::options::{ReceiveOptions, MAX_BATCH};
+use crate::options::{check_count, ReceiveOptions, MAX_BATCH};
 use crate::queue_core::QueueCore;
-use crate::receipt::Held;
+use crate::receipt::{Held, Receipt};
+use crate::receipt_acks::{self, CarriedAck, ReceiptAcks};
+use crate::settle;
 use crate::telemetry::spans::{self, OpSpan};
 use crate::wakeup::Subscription;
 
@@ -63,6 +65,8 @@ pub struct Consumer {
     dead_lettered: Vec<DeadLettered>,
     /// A worker's acks, which its claims carry (`ack_carry.rs`).
     carry: Option<Arc<AckCarry>>,
+    /// The receipts this receive acks on its way ([`Self::ack_then_receive_until`]).
+    receipts: Option<ReceiptAcks>,
 }
 
 /// One partition of one queue of a consumer.
@@ -72,6 +76,8 @@ struct Lane {
     keys: Arc<Keys>,
     /// The position of the queue in the consumer's set.
     group: usize,
+    /// The partition's index in its queue.
+    partition: usize,
     /// This consumer's claim record in Redis: what its last claim took (see the module docs).
     claim_record: String,
     /// The queue's wake-up subscription (shared); renewed once lost.
@@ -145,7 +151,7 @@ impl Lane {
 
     /// One claim, first acking `acks` (deliveries of this partition); repeats the last one
     /// instead if its reply was never read.
-    async fn claim(&mut self, options: &ReceiveOptions, acks: &[Delivery]) -> Result<Claim> {
+    async fn claim(&mut self, options: &ReceiveOptions, acks: &[impl Held]) -> Result<Claim> {
         self.seen = self.subscribed().await?.generation();
         let (base, repeat) = match self.unanswered {
             Some(base) => (base, true),
@@ -197,8 +203,9 @@ impl Consumer {
         let name = format!("{:016x}", rand::random::<u64>());
         for (group, (queue, _)) in queues.iter().enumerate() {
             let layout = queue.layout().await?;
-            for keys in layout.parts() {
+            for (partition, keys) in layout.parts().iter().enumerate() {
                 lanes.push(Lane {
+                    partition,
                     claim_record: keys.claim_record(&name),
                     subscription: queue.subscription(keys).await?,
                     keys: keys.clone(),
@@ -222,6 +229,7 @@ impl Consumer {
             lead: Lead::default(),
             dead_lettered: Vec::new(),
             carry: None,
+            receipts: None,
         })
     }
 
@@ -279,6 +287,41 @@ impl Consumer {
             .collect())
     }
 
+    /// Like [`receive_until`](Self::receive_until), and first acks `acks`: receipts of
+    /// deliveries of this consumer's queue (a consumer of one queue), such as an HTTP client
+    /// sends with its next receive for what it finished. Those of a partition the receive
+    /// claims from go with that claim, in the same call to Redis; the rest are acked on
+    /// their own right after the receive's first claims, so none waits for the receive's
+    /// wait. Returns per receipt, in order, whether it was acked (`false`: its lease was
+    /// lost, or it was acked before), and the deliveries.
+    ///
+    /// An error may come after some acks were made: acking those again answers `false`.
+    pub async fn ack_then_receive_until(
+        &mut self,
+        acks: &[Receipt],
+        options: &ReceiveOptions,
+        stop: impl Future<Output = ()>,
+    ) -> Result<(Vec<bool>, Vec<Delivery>)> {
+        if acks.is_empty() {
+            return Ok((Vec::new(), self.receive_until(options, stop).await?));
+        }
+        check_count("a batch of acks", acks.len())?;
+        let Some(lane) = self.lanes.first() else {
+            return Err(InvalidInput::Option("a consumer of no queue".into()).into());
+        };
+        if self.lanes.iter().any(|l| l.group != lane.group) {
+            return Err(InvalidInput::Option(
+                "acks go with a receive from one queue: receipts do not name their queue".into(),
+            )
+            .into());
+        }
+        let layout = lane.queue.known_layout().await?;
+        self.receipts = Some(ReceiptAcks::new(acks, |r| layout.for_seq(r.seq)));
+        let received = self.receive_until(options, stop).await;
+        let acked = self.receipts.take().map(ReceiptAcks::results);
+        Ok((acked.unwrap_or_default(), received?))
+    }
+
     /// [`receive_until`](Self::receive_until), each delivery with the position of its queue
     /// in the set.
     pub(crate) async fn receive_from_lanes(
@@ -295,7 +338,10 @@ impl Consumer {
         // that waits hears it while waiting).
         let mut everywhere = options.wait.is_zero();
         loop {
-            let taken = self.claim_round(options, everywhere).await?;
+            let taken = self.claim_round(options, everywhere).await;
+            // Receipts to ack that no claim carried go now, before any wait.
+            self.ack_leftover_receipts().await?;
+            let taken = taken?;
             everywhere = false;
             if !taken.is_empty() {
                 return Ok(taken);
@@ -399,9 +445,7 @@ impl Consumer {
             let claim = match claim {
                 Ok(claim) => claim,
                 Err(e) => {
-                    if let Some(carry) = &self.carry {
-                        carry.put_back(acks, &self.lanes[i].keys);
-                    }
+                    self.put_back(i, acks);
                     if taken.is_empty() {
                         return Err(e);
                     }
@@ -409,8 +453,18 @@ impl Consumer {
                     return Ok(taken);
                 }
             };
-            for (d, _) in acks.iter().zip(&claim.acked).filter(|(_, acked)| !**acked) {
-                tracing::warn!(queue = %d.queue, id = %d.id, "could not ack delivery: its lease was lost; it will be delivered again");
+            for (ack, acked) in acks.iter().zip(&claim.acked) {
+                match ack {
+                    CarriedAck::Delivery(d) if !*acked => {
+                        tracing::warn!(queue = %d.queue, id = %d.id, "could not ack delivery: its lease was lost; it will be delivered again");
+                    }
+                    CarriedAck::Receipt(position, _) => {
+                        if let Some(receipts) = &mut self.receipts {
+                            receipts.record(*position, *acked);
+                        }
+                    }
+                    CarriedAck::Delivery(_) => {}
+                }
             }
             let replied = Instant::now();
             self.lead.observe(replied - sent);
@@ -433,13 +487,53 @@ impl Consumer {
         Ok(taken)
     }
 
-    /// The acks lane `i`'s next claim carries.
-    fn carried_acks(&self, i: usize) -> Vec<Delivery> {
+    /// The acks lane `i`'s next claim carries: its worker's, and the receipts of its
+    /// partition this receive acks (a consumer with receipts has one queue).
+    fn carried_acks(&mut self, i: usize) -> Vec<CarriedAck> {
         let lane = &self.lanes[i];
-        self.carry
+        let mut acks: Vec<CarriedAck> = self
+            .carry
             .as_ref()
             .map(|c| c.take_for(lane.queue.name(), &lane.keys))
             .unwrap_or_default()
+            .into_iter()
+            .map(CarriedAck::Delivery)
+            .collect();
+        if let Some(receipts) = &mut self.receipts {
+            acks.extend(receipts.take_for(lane.partition));
+        }
+        acks
+    }
+
+    /// The acks of lane `i`'s claim that failed: each waits again where it came from.
+    fn put_back(&mut self, i: usize, acks: Vec<CarriedAck>) {
+        let (deliveries, receipts) = receipt_acks::split(acks);
+        if let Some(carry) = &self.carry {
+            carry.put_back(deliveries, &self.lanes[i].keys);
+        }
+        if let Some(waiting) = &mut self.receipts {
+            waiting.put_back(self.lanes[i].partition, receipts);
+        }
+    }
+
+    /// Acks on their own the receipts no claim of this receive carried.
+    async fn ack_leftover_receipts(&mut self) -> Result<()> {
+        let Some(receipts) = &mut self.receipts else {
+            return Ok(());
+        };
+        let rest = receipts.take_rest();
+        if rest.is_empty() {
+            return Ok(());
+        }
+        let Some(lane) = self.lanes.first() else {
+            return Ok(());
+        };
+        let held: Vec<Receipt> = rest.iter().map(|(_, r)| r.clone()).collect();
+        let acked = settle::ack(&lane.queue, &held).await?;
+        for ((position, _), acked) in rest.iter().zip(acked) {
+            receipts.record(*position, acked);
+        }
+        Ok(())
     }
 }
 

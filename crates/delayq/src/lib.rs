@@ -117,6 +117,7 @@ mod queue;
 mod queue_core;
 mod queue_set;
 mod receipt;
+mod receipt_acks;
 mod record;
 mod recording;
 mod recurrence;

@@ -1,6 +1,7 @@
 //! A worker's acks ride on its next claim (`ack_carry.rs`): one script call acks what its
 //! handlers finished and claims what comes next. What no claim takes is acked on its own
-//! within the linger, and shutdown acks everything that waits.
+//! within the linger, and shutdown acks everything that waits. A receive given receipts to
+//! ack (an HTTP client's) carries them the same way.
 
 use std::time::Duration;
 
@@ -115,4 +116,49 @@ async fn a_linger_over_a_second_is_refused() {
         .build(|_| async { Ok::<(), String>(()) });
     let error = built.err().expect("refused").to_string();
     assert!(error.contains("ack linger"), "{error}");
+}
+
+#[tokio::test]
+async fn receipts_acked_with_a_receive_ride_on_its_claim() {
+    let (server, dq) = setup().await;
+    for (name, partitions) in [("one", 1), ("three", 3)] {
+        let q = dq.create_queue(name, partitions).await.expect("create");
+        for i in 0..6 {
+            q.send(format!("m{i}"), &SendOptions::new())
+                .await
+                .expect("send");
+        }
+        let mut consumer = q.consumer().await.expect("consumer");
+        let lease = Duration::from_secs(30);
+        let first = consumer
+            .receive(&receiving(3, lease, Duration::ZERO))
+            .await
+            .expect("receive");
+        assert_eq!(first.len(), 3);
+        let mut acks: Vec<delayq::Receipt> = first.iter().map(|d| d.receipt()).collect();
+        // A receipt under another token (the first 12 hex digits) acks nothing.
+        let text = acks[0].to_string();
+        let token = u64::from_str_radix(&text[..12], 16).expect("hex");
+        let stale = format!("{:012x}{}", token ^ 1, &text[12..]);
+        acks.push(stale.parse().expect("a receipt"));
+        log_every_call(&server);
+        let (acked, second) = consumer
+            .ack_then_receive_until(
+                &acks,
+                &receiving(3, lease, Duration::ZERO),
+                std::future::pending(),
+            )
+            .await
+            .expect("ack and receive");
+        assert_eq!(acked, [true, true, true, false], "{name}");
+        assert_eq!(second.len(), 3, "{name}");
+        // With one partition the acks went with the claim; with three, any the receive's
+        // claims did not carry went in one call beside them.
+        let ack_calls = function_calls(&server, "ack");
+        assert!(
+            ack_calls <= usize::from(partitions > 1),
+            "{name}: {ack_calls} ack calls"
+        );
+        assert_eq!(counts(&q).await, [0, 0, 3, 0], "{name}");
+    }
 }
