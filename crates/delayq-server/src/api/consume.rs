@@ -34,6 +34,11 @@ struct ReceiveBody {
     lease: Option<DurationArg>,
     /// Longest wait for something to come due (default 0: answer at once).
     wait: Option<DurationArg>,
+    /// Receipts of deliveries of this queue to ack first, as `ack` does (most 1000): a
+    /// client that finished them saves a request, and Redis a call where they go with this
+    /// receive's claim. Acked before the receive waits; `acked` says how each went.
+    #[schema(max_items = 1000, value_type = Option<Vec<String>>)]
+    acks: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -102,9 +107,14 @@ impl From<Delivery> for DeliveryOut {
 #[derive(Serialize, ToSchema)]
 struct ReceiveOut {
     deliveries: Vec<DeliveryOut>,
+    /// Per receipt in `acks`, in order: whether it was acked (`ok: false`: its lease was
+    /// lost, or it was acked before). Only when `acks` were given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acked: Option<Vec<Settled>>,
 }
 
-/// `POST /v1/queues/{queue}/receive`: `{"max", "lease", "wait"}`. Answers as soon as
+/// `POST /v1/queues/{queue}/receive`: `{"max", "lease", "wait", "acks"}`, acks first (see
+/// `ack_then_receive_until`). Answers as soon as
 /// something is claimed, or empty when `wait` runs out or the server shuts down.
 #[utoipa::path(post, path = "/v1/queues/{queue}/receive", tag = "consume", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = ReceiveBody,
     responses((status = 200, body = ReceiveOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
@@ -117,7 +127,18 @@ pub async fn receive(
     let q = state.queue(&queue)?;
     let req: ReceiveBody = parse(&body)?;
     let options = receive_options(&state, req.max, req.lease.as_ref(), req.wait.as_ref())?;
-    deliver(&state, QueueSet::single(q), &options).await
+    let acks = match req.acks {
+        Some(texts) => {
+            state.limits().check_batch(texts.len())?;
+            let receipts = texts
+                .iter()
+                .map(|t| t.parse::<Receipt>().map_err(ApiError::from))
+                .collect::<ApiResult<Vec<_>>>()?;
+            Some(receipts)
+        }
+        None => None,
+    };
+    deliver(&state, QueueSet::single(q), &options, acks).await
 }
 
 /// `POST /v1/receive`: one receive over several queues, `{"queues": [...]}` in strict
@@ -152,7 +173,7 @@ pub async fn receive_many(
         }
     };
     let options = receive_options(&state, req.max, req.lease.as_ref(), req.wait.as_ref())?;
-    deliver(&state, set, &options).await
+    deliver(&state, set, &options, None).await
 }
 
 /// Receive options from a request, within the server's limits.
@@ -178,14 +199,20 @@ fn receive_options(
     Ok(ReceiveOptions { max, lease, wait })
 }
 
+/// One receive of `set`, first acking `acks` (receipts of its one queue) if given.
 async fn deliver(
     state: &AppState,
     set: QueueSet,
     options: &ReceiveOptions,
+    acks: Option<Vec<Receipt>>,
 ) -> ApiResult<SizedJson<ReceiveOut>> {
     let mut consumer = set.consumer_for_one_receive().await?;
-    let deliveries = consumer
-        .receive_until(options, state.shutdown_started())
+    let received = consumer
+        .ack_then_receive_until(
+            acks.as_deref().unwrap_or_default(),
+            options,
+            state.shutdown_started(),
+        )
         .await;
     // This request's claim caused these deaths; nobody else will report them: a push
     // queue's get their failure callbacks from here.
@@ -195,17 +222,34 @@ async fn deliver(
             callbacks.report(&dead);
         }
     }
-    let deliveries = deliveries?;
+    let (acked, deliveries) = received?;
     // Each delivery's fields besides its id and payload take about 250 bytes; a bytes
-    // payload grows by a third in base64.
+    // payload grows by a third in base64. An ack's result, about 40 and its receipt.
     let capacity = deliveries
         .iter()
         .map(|d| 256 + d.id.len() + d.payload.len() * 4 / 3)
         .sum::<usize>()
-        + 16;
+        + acks
+            .iter()
+            .flatten()
+            .map(|r| 64 + r.id().len())
+            .sum::<usize>()
+        + 32;
+    let acked = acks.map(|receipts| {
+        receipts
+            .iter()
+            .zip(acked.into_iter().chain(std::iter::repeat(false)))
+            .map(|(r, ok)| Settled {
+                receipt: r.to_string(),
+                ok,
+                lease_deadline_ms: None,
+            })
+            .collect()
+    });
     Ok(SizedJson {
         value: ReceiveOut {
             deliveries: deliveries.into_iter().map(DeliveryOut::from).collect(),
+            acked,
         },
         capacity,
     })

@@ -34,6 +34,7 @@ mod push_restarts;
 mod push_signature;
 mod push_targets;
 mod push_urls;
+mod receive_acks;
 mod receiver;
 mod retention;
 mod rolling_upgrade;
