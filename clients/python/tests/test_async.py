@@ -51,6 +51,12 @@ def test_async_send_receive_ack(server: ServerProcess, queue: str) -> None:
                 assert err.code == "lease_lost"
             assert await gone(client, queue, "a1")
             assert (await client.stats(queue)).in_flight == 0
+            # An ack that goes with the next receive.
+            await client.send(queue, "b")
+            [b] = await client.receive(queue)
+            acked, got = await client.ack_and_receive(queue, [b.receipt], wait=0.2)
+            assert [a.ok for a in acked] == [True] and got == []
+            assert (await client.stats(queue)).in_flight == 0
 
     asyncio.run(main())
 

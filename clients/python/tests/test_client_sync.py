@@ -24,6 +24,20 @@ def test_send_receive_ack(client: Client, queue: str) -> None:
     assert client.stats(queue).in_flight == 0
 
 
+def test_ack_and_receive_acks_then_receives_in_one_request(client: Client, queue: str) -> None:
+    for n in range(3):
+        client.send(queue, {"n": n})
+    first = client.receive(queue, max=2)
+    client.ack(queue, first[1].receipt)
+    acked, got = client.ack_and_receive(queue, [d.receipt for d in first], max=5, wait=1)
+    assert [(a.receipt, a.ok) for a in acked] == [(first[0].receipt, True), (first[1].receipt, False)]
+    assert [d.payload for d in got] == [{"n": 2}]
+    acked, got = client.ack_and_receive(queue, [got[0].receipt])
+    assert [a.ok for a in acked] == [True] and got == []
+    stats = client.stats(queue)
+    assert stats.in_flight + stats.ready + stats.delayed == 0
+
+
 def test_a_repeated_caller_id_is_a_duplicate(client: Client, queue: str) -> None:
     first = client.send(queue, "a", id="only-once")
     second = client.send(queue, "b", id="only-once")

@@ -103,6 +103,26 @@ export class DelayqClient {
     return r.data.deliveries;
   }
 
+  /**
+   * Acks `receipts` (deliveries of `queue` this client finished), then receives as
+   * `receive` does, in one request: the acks go before any wait, and where they share a
+   * partition with the receive's claim, in the same call to Redis. `acked` says per
+   * receipt, in order, whether it was acked (`ok: false`: its lease was lost, or it was
+   * acked before).
+   */
+  async ackAndReceive(
+    queue: string, receipts: string[], options: ReceiveOptions = {}, call?: CallOptions,
+  ): Promise<{ acked: Settled[]; deliveries: Delivery[] }> {
+    const r = await this.transport.call<{ deliveries: Delivery[]; acked?: Settled[] }>(
+      {
+        ...route('POST /v1/queues/{queue}/receive'), params: { queue }, body: { ...options, acks: receipts },
+        extraTimeoutMs: waitMs(options.wait),
+      },
+      call,
+    );
+    return { acked: r.data.acked ?? [], deliveries: r.data.deliveries };
+  }
+
   /** One receive over several queues (`queues` in strict order, or `weights`). */
   async receiveMany(options: ReceiveManyOptions, call?: CallOptions): Promise<Delivery[]> {
     const r = await this.transport.call<{ deliveries: Delivery[] }>(

@@ -31,6 +31,22 @@ test('send -> receive -> ack', async () => {
   assert.equal(stats.in_flight + stats.ready + stats.delayed, 0);
 });
 
+test('ackAndReceive acks what was finished and receives the next, in one request', async () => {
+  const q = uniqueQueue('carried');
+  for (const n of [1, 2, 3]) await client.send(q, { n });
+  const first = await client.receive(q, { max: 2 });
+  assert.equal(first.length, 2);
+  await client.ack(q, first[1].receipt);
+  const { acked, deliveries } = await client.ackAndReceive(q, first.map((d) => d.receipt), { max: 5, wait: '1s' });
+  assert.deepEqual(acked.map((a) => a.ok), [true, false], 'the second was acked already');
+  assert.equal(acked[0].receipt, first[0].receipt);
+  assert.deepEqual(deliveries.map((d) => d.payload), [{ n: 3 }]);
+  const last = await client.ackAndReceive(q, [deliveries[0].receipt]);
+  assert.deepEqual(last, { acked: [{ receipt: deliveries[0].receipt, ok: true }], deliveries: [] });
+  const stats = await client.admin.stats(q);
+  assert.equal(stats.in_flight + stats.ready + stats.delayed, 0);
+});
+
 test('a delayed message is not delivered before it is due, then is', async () => {
   const q = uniqueQueue('delayed');
   const sent = await client.send(q, 'later', { delay: 1500 });

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import httpx
 
@@ -47,6 +47,26 @@ def receive(queue: str, max: Optional[int] = None, lease: Optional[Duration] = N
     come due (a long-poll). Never retried: a claim whose answer was lost would sit unseen
     until its lease ran out."""
     return Spec(_deliveries, {"queue": queue}, json=_receive_json(max, lease, wait),
+                holds_for=rough_seconds(wait, 30.0) if wait is not None else 0.0)
+
+
+def _acked_and_received(response: httpx.Response) -> Tuple[List[SettleResult], List[Delivery]]:
+    body = response.json()
+    acked = [SettleResult.from_json(r) for r in body.get("acked", [])]
+    return acked, [Delivery.from_json(d) for d in body["deliveries"]]
+
+
+@operation("POST /v1/queues/{queue}/receive")
+def ack_and_receive(queue: str, receipts: Sequence[str], max: Optional[int] = None,
+                    lease: Optional[Duration] = None,
+                    wait: Optional[Duration] = None
+                    ) -> Spec[Tuple[List[SettleResult], List[Delivery]]]:
+    """Acks ``receipts`` (deliveries of ``queue`` this client finished), then receives as
+    :func:`receive` does, in one request: the acks go before any wait. Never retried, as a
+    receive is not."""
+    body = _receive_json(max, lease, wait)
+    body["acks"] = list(receipts)
+    return Spec(_acked_and_received, {"queue": queue}, json=body,
                 holds_for=rough_seconds(wait, 30.0) if wait is not None else 0.0)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, List, Mapping, Optional, Sequence, Type, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import httpx
 
@@ -137,6 +137,17 @@ class AsyncClient:
         """Claims up to ``max`` (default 1) due messages, each under ``lease`` (default
         30 s), waiting up to ``wait`` (default 0) for one to come due."""
         return await self._call(_consume.receive(queue, max, lease, wait))
+
+    async def ack_and_receive(self, queue: str, receipts: Sequence[str], *,
+                          max: Optional[int] = None, lease: Optional[Duration] = None,
+                          wait: Optional[Duration] = None
+                          ) -> Tuple[List[SettleResult], List[Delivery]]:
+        """Acks ``receipts`` (deliveries of ``queue`` this client finished), then receives as
+        :meth:`receive` does, in one request: the acks go before any wait, and in the same
+        call to Redis where they share its claim's partition. Answers per receipt, in order,
+        whether it was acked (``ok`` False: its lease was lost, or it was acked before), and
+        the deliveries."""
+        return await self._call(_consume.ack_and_receive(queue, receipts, max, lease, wait))
 
     async def receive_many(self, *, queues: Optional[Sequence[str]] = None,
                            weights: Optional[Mapping[str, int]] = None, max: Optional[int] = None,
