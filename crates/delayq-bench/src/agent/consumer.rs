@@ -56,7 +56,7 @@ pub(super) async fn run(
             "queue": crate::workload::QUEUE_NAME,
         }),
         Target::Http(_) => json!({
-            "runtime": "HTTP long-poll loops (POST receive, then POST ack of the whole batch)",
+            "runtime": "HTTP long-poll loops (POST receive, carrying the acks of the loop's last batch)",
             "pollers": HTTP_POLLERS,
             "batch_size": BATCH_SIZE,
             "lease_s": LEASE.as_secs(),
@@ -145,33 +145,36 @@ async fn consume(queues: Vec<Queue>, log: &Arc<Log>, commands: &mut Commands) ->
     Ok(())
 }
 
-/// HTTP consumers: long-poll loops in flight at once, so that one loop's ack overlaps
+/// HTTP consumers: long-poll loops in flight at once, so that one loop's handling overlaps
 /// another's receive.
 const HTTP_POLLERS: usize = 4;
 /// How long one long-poll waits.
 const HTTP_WAIT: Duration = Duration::from_secs(1);
 
 /// Consumes over HTTP until `stop`: each loop receives up to a batch, logs each delivery as
-/// "handled" when it is read, and acks the batch in one call.
+/// "handled" when it is read, and acks the batch with its next receive (`"acks"`); the
+/// last batch's acks go on their own.
 async fn consume_http(http: HttpQueue, log: &Arc<Log>, commands: &mut Commands) -> Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut loops = tokio::task::JoinSet::new();
     for _ in 0..HTTP_POLLERS {
         let (http, log, mut stop) = (http.clone(), log.clone(), stop_rx.clone());
         loops.spawn(async move {
+            let mut receipts = Vec::new();
             while !*stop.borrow() {
+                let acks = std::mem::take(&mut receipts);
                 let got = tokio::select! {
-                    got = http.receive(BATCH_SIZE, HTTP_WAIT) => got?,
+                    got = http.receive(BATCH_SIZE, HTTP_WAIT, acks) => got?,
                     _ = stop.changed() => break,
                 };
-                let mut receipts = Vec::with_capacity(got.len());
+                receipts.reserve(got.len());
                 for d in got {
                     log.record(now_ms(), &d.payload);
                     receipts.push(d.receipt);
                 }
-                if !receipts.is_empty() {
-                    http.ack(receipts).await?;
-                }
+            }
+            if !receipts.is_empty() {
+                http.ack(receipts).await?;
             }
             Ok::<(), crate::error::BoxError>(())
         });

@@ -91,9 +91,17 @@ impl HttpQueue {
         Ok(())
     }
 
-    /// A long-poll for up to `max` deliveries.
-    pub(crate) async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<HttpDelivery>> {
-        let body = json!({ "max": max, "lease": "30s", "wait": wait.as_millis() as u64 });
+    /// A long-poll for up to `max` deliveries, first acking `acks` (receipts).
+    pub(crate) async fn receive(
+        &self,
+        max: usize,
+        wait: Duration,
+        acks: Vec<String>,
+    ) -> Result<Vec<HttpDelivery>> {
+        let mut body = json!({ "max": max, "lease": "30s", "wait": wait.as_millis() as u64 });
+        if !acks.is_empty() {
+            body["acks"] = json!(acks);
+        }
         let got: Received = self.post("/receive", &body).await?;
         Ok(got
             .deliveries
