@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Awaitable, Callable, List, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, List, Sequence, Tuple, TypeVar
 
 from delayq import (
     AsyncClient, AsyncWorker, Delivery, LeaseLostError, NotFoundError, PermanentFailure,
-    RetryLater,
+    RetryLater, SettleResult,
 )
 from serverproc import ServerProcess
 
@@ -81,6 +81,48 @@ def test_async_worker_acks_retries_and_dead_letters(server: ServerProcess, queue
             await worker.stop()
             await task
             assert sorted(seen) == [("ok", 1), ("poison", 1), ("retry", 1), ("retry", 2)]
+
+    asyncio.run(main())
+
+
+class CountingClient(AsyncClient):
+    """The real client, with the acks the worker makes on their own and with a receive
+    counted."""
+
+    acks_alone = 0
+    acks_carried = 0
+
+    async def ack(self, queue: str, receipt: str) -> None:
+        self.acks_alone += 1
+        await super().ack(queue, receipt)
+
+    async def ack_many(self, queue: str, receipts: Sequence[str]) -> List[SettleResult]:
+        self.acks_alone += len(receipts)
+        return await super().ack_many(queue, receipts)
+
+    async def ack_and_receive(self, queue: str, receipts: Sequence[str], **kw: Any
+                              ) -> Tuple[List[SettleResult], List[Delivery]]:
+        self.acks_carried += len(receipts)
+        return await super().ack_and_receive(queue, receipts, **kw)
+
+
+def test_async_worker_that_goes_on_acks_with_its_next_receive(server: ServerProcess,
+                                                              queue: str) -> None:
+    async def main() -> None:
+        async with CountingClient(server.url) as client:
+            await client.send_batch(queue, [{"n": i} for i in range(5)])
+            seen: List[int] = []
+
+            async def handle(d: Delivery) -> None:
+                seen.append(d.payload["n"])
+
+            worker = AsyncWorker(client, queue, handle, poll_wait=1)
+            task = asyncio.create_task(worker.run())
+            await eventually(lambda: drained(client, queue), 10, "every message acked")
+            await worker.stop()
+            await task
+            assert sorted(seen) == list(range(5))
+            assert (client.acks_alone, client.acks_carried) == (0, 5)
 
     asyncio.run(main())
 

@@ -7,12 +7,14 @@ import os
 import signal
 import threading
 import time
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import pytest
 
-from delayq import Client, Delivery, NotFoundError, PermanentFailure, RetryLater, Worker
-from serverproc import wait_until
+from delayq import (
+    Client, Delivery, NotFoundError, PermanentFailure, RetryLater, SettleResult, Worker,
+)
+from serverproc import ServerProcess, wait_until
 
 
 def gone(client: Client, queue: str, id: str) -> bool:
@@ -21,6 +23,43 @@ def gone(client: Client, queue: str, id: str) -> bool:
         return False
     except NotFoundError:
         return True
+
+
+class CountingClient(Client):
+    """The real client, with the acks the worker makes on their own and with a receive
+    counted."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url, timeout=10.0)
+        self.acks_alone = 0
+        self.acks_carried = 0
+
+    def ack(self, queue: str, receipt: str) -> None:
+        self.acks_alone += 1
+        super().ack(queue, receipt)
+
+    def ack_many(self, queue: str, receipts: Sequence[str]) -> List[SettleResult]:
+        self.acks_alone += len(receipts)
+        return super().ack_many(queue, receipts)
+
+    def ack_and_receive(self, queue: str, receipts: Sequence[str], **kw: Any
+                        ) -> Tuple[List[SettleResult], List[Delivery]]:
+        self.acks_carried += len(receipts)
+        return super().ack_and_receive(queue, receipts, **kw)
+
+
+def test_a_worker_that_goes_on_acks_with_its_next_receive(server: ServerProcess,
+                                                          client: Client, queue: str) -> None:
+    client.send_batch(queue, [{"n": i} for i in range(5)])
+    seen: List[int] = []
+    with CountingClient(server.url) as counting:
+        worker = Worker(counting, queue, lambda d: seen.append(d.payload["n"]), poll_wait=1)
+        worker.start()
+        wait_until(lambda: len(seen) == 5 and client.stats(queue).in_flight == 0, 10,
+                   "every message handled and acked")
+        assert worker.stop(timeout=15)
+    assert sorted(seen) == list(range(5))
+    assert (counting.acks_alone, counting.acks_carried) == (0, 5)
 
 
 def test_handles_each_message_once_with_concurrency(client: Client, queue: str) -> None:

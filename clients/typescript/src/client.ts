@@ -104,11 +104,11 @@ export class DelayqClient {
   }
 
   /**
-   * Acks `receipts` (deliveries of `queue` this client finished), then receives as
-   * `receive` does, in one request: the acks go before any wait, and where they share a
-   * partition with the receive's claim, in the same call to Redis. `acked` says per
-   * receipt, in order, whether it was acked (`ok: false`: its lease was lost, or it was
-   * acked before).
+   * Acks `receipts` (deliveries of `queue` this client finished) and receives as
+   * `receive` does, in one request: the acks go with the receive's claim, in the same
+   * call to Redis (waiting at most 20 ms for it), never after its long poll. `acked` says
+   * per receipt, in order, whether it was acked (`ok: false`: its lease was lost, or it
+   * was acked before).
    */
   async ackAndReceive(
     queue: string, receipts: string[], options: ReceiveOptions = {}, call?: CallOptions,

@@ -1,5 +1,6 @@
 // The worker: long-polls a queue, runs a handler on each message with bounded concurrency,
-// extends the leases of running handlers, acks on success, nacks on failure (retry after a
+// extends the leases of running handlers, acks on success (with the next receive when that
+// starts as the handler ends: one request for both), nacks on failure (retry after a
 // given time, or a dead letter now for a PermanentError), and stops gracefully: it stops
 // claiming, lets running handlers finish within a grace period, then releases the rest so
 // another consumer gets them at once. Each message's outcome is decided once: by its handler
@@ -15,6 +16,9 @@ import type { Delivery, Duration, NackOptions, NackResult, ReceiveOptions, Settl
  */
 export interface ConsumeCalls {
   receive(queue: string, options?: ReceiveOptions, call?: CallOptions): Promise<Delivery[]>;
+  ackAndReceive(
+    queue: string, receipts: string[], options?: ReceiveOptions, call?: CallOptions,
+  ): Promise<{ acked: Settled[]; deliveries: Delivery[] }>;
   ack(queue: string, receipt: string): Promise<void>;
   nack(queue: string, receipt: string, options?: NackOptions): Promise<NackResult>;
   extend(
@@ -76,6 +80,10 @@ export class Worker {
   private readonly jobs = new Set<Job>();
   private state: 'idle' | 'running' | 'stopping' | 'stopped' = 'idle';
   private slotFreed?: () => void;
+  /** Set while the loop waits for a free slot: the receive it makes next starts at once. */
+  private waitingForSlot = false;
+  /** Deliveries whose handlers succeeded, acked by that next receive. */
+  private carried: Delivery[] = [];
   private poll?: AbortController;
   private loopDone: Promise<void> = Promise.resolve();
   private stopping?: Promise<void>;
@@ -140,6 +148,7 @@ export class Worker {
 
   private async shutDown(graceMs: number): Promise<void> {
     await this.loopDone;
+    await this.ackOnTheirOwn(this.carried.splice(0));
     const running = [...this.jobs];
     let timer: ReturnType<typeof setTimeout> | undefined;
     const finished = await Promise.race([
@@ -166,19 +175,29 @@ export class Worker {
   private async loop(): Promise<void> {
     while (this.state === 'running') {
       if (this.jobs.size >= this.concurrency) {
+        this.waitingForSlot = true;
         await new Promise<void>((resolve) => (this.slotFreed = resolve));
+        this.waitingForSlot = false;
         continue;
       }
       const poll = (this.poll = new AbortController());
       const sentAt = Date.now();
+      const acks = this.carried.splice(0);
+      const options = { max: this.concurrency - this.jobs.size, lease: this.leaseMs, wait: this.waitMs };
       let deliveries: Delivery[];
       try {
-        deliveries = await this.client.receive(
-          this.queue,
-          { max: this.concurrency - this.jobs.size, lease: this.leaseMs, wait: this.waitMs },
-          { signal: poll.signal },
-        );
+        if (acks.length > 0) {
+          const r = await this.client.ackAndReceive(this.queue, acks.map((d) => d.receipt), options, { signal: poll.signal });
+          r.acked.forEach((a, i) => {
+            if (!a.ok) this.report(new LeaseLostError(409, 'lease_lost', `lease of ${acks[i].id} lost before its ack`), acks[i]);
+          });
+          deliveries = r.deliveries;
+        } else {
+          deliveries = await this.client.receive(this.queue, options, { signal: poll.signal });
+        }
       } catch (error) {
+        // Whether the acks were made is unknown: sent again, on their own.
+        await this.ackOnTheirOwn(acks);
         if (this.state !== 'running') break;
         this.report(error);
         await sleep(this.errorBackoffMs, poll.signal);
@@ -201,6 +220,18 @@ export class Worker {
         deliveries = await this.renew(deliveries);
       }
       for (const d of deliveries) this.runJob(d, claimedAt);
+    }
+  }
+
+  /**
+   * Acks `deliveries` one by one. One acked already (by a request whose answer was lost)
+   * answers lease lost, which is not reported.
+   */
+  private async ackOnTheirOwn(deliveries: Delivery[]): Promise<void> {
+    for (const d of deliveries) {
+      await this.client.ack(this.queue, d.receipt).catch((error) => {
+        if (!(error instanceof LeaseLostError)) this.report(error, d);
+      });
     }
   }
 
@@ -235,7 +266,9 @@ export class Worker {
         });
         const outcome = await Promise.race([handled, timedOut]);
         if (!this.decide(job, outcome.ok ? undefined : outcome.error)) return;
-        if (outcome.ok) await this.client.ack(this.queue, delivery.receipt);
+        // The loop waits for this job's slot: the receive it makes as this job ends acks it.
+        if (outcome.ok && this.waitingForSlot && this.state === 'running') this.carried.push(delivery);
+        else if (outcome.ok) await this.client.ack(this.queue, delivery.receipt);
         else await this.client.nack(this.queue, delivery.receipt, nackOptions(outcome.error));
       } catch (error) {
         this.report(error, delivery);

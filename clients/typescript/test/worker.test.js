@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { DelayqClient, PermanentError, RetryLaterError } from 'delayq';
+import { DelayqClient, PermanentError, RetryLaterError, Worker } from 'delayq';
 import { startServer } from './helpers/server.js';
 import { signal, uniqueQueue, waitFor, within } from './helpers/wait.js';
 
@@ -45,6 +45,40 @@ test('a handler that resolves acks its message', async () => {
   assert.equal((await client.admin.stats(q)).ready, 0);
   await w.stop();
   assert.deepEqual(w.errors, []);
+});
+
+test('a worker that goes on acks each message with its next receive', async () => {
+  const q = uniqueQueue('carried');
+  // The real client, with the calls the worker makes counted.
+  const calls = { ack: 0, receive: 0, ackAndReceive: 0, carried: 0 };
+  const counted = new Proxy(client, {
+    get(target, name) {
+      const value = target[name];
+      if (typeof value !== 'function') return value;
+      return (...args) => {
+        if (name in calls) calls[name] += 1;
+        if (name === 'ackAndReceive') calls.carried += args[1].length;
+        return value.apply(target, args);
+      };
+    },
+  });
+  for (let i = 0; i < 5; i++) await client.send(q, { i });
+  const handled = [];
+  const errors = [];
+  const w = new Worker(counted, q, (d) => handled.push(d.payload.i), { waitMs: 1000, onError: (e) => errors.push(e) });
+  workers.push(w);
+  w.start();
+  await waitFor(async () => {
+    const s = await client.admin.stats(q);
+    return handled.length === 5 && s.in_flight + s.ready === 0;
+  }, { what: 'every message handled and acked' });
+  await w.stop();
+  assert.deepEqual(handled.sort(), [0, 1, 2, 3, 4]);
+  assert.equal(calls.carried, 5, 'each ack went with a receive');
+  // The stop aborts the long poll that carried the last ack: not knowing whether the server
+  // made it, the worker sends it again on its own (a repeat answers lease lost, not reported).
+  assert.ok(calls.ack <= 1, `${calls.ack} acks on their own`);
+  assert.deepEqual(errors, []);
 });
 
 test('a failed handler is nacked with its error and retried after retry_after', async () => {

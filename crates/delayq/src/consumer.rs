@@ -290,10 +290,11 @@ impl Consumer {
     /// Like [`receive_until`](Self::receive_until), and first acks `acks`: receipts of
     /// deliveries of this consumer's queue (a consumer of one queue), such as an HTTP client
     /// sends with its next receive for what it finished. Those of a partition the receive
-    /// claims from go with that claim, in the same call to Redis; the rest are acked on
-    /// their own right after the receive's first claims, so none waits for the receive's
-    /// wait. Returns per receipt, in order, whether it was acked (`false`: its lease was
-    /// lost, or it was acked before), and the deliveries.
+    /// claims from go with that claim, in the same call to Redis. The rest wait up to 20 ms
+    /// for one (the claim that takes the next message, if it comes due by then), then are
+    /// acked on their own, as is all that is left when the receive ends: none waits for the
+    /// receive's wait. Returns per receipt, in order, whether it was acked (`false`: its
+    /// lease was lost, or it was acked before), and the deliveries.
     ///
     /// An error may come after some acks were made: acking those again answers `false`.
     pub async fn ack_then_receive_until(
@@ -316,8 +317,14 @@ impl Consumer {
             .into());
         }
         let layout = lane.queue.known_layout().await?;
-        self.receipts = Some(ReceiptAcks::new(acks, |r| layout.for_seq(r.seq)));
+        let flush_by = Instant::now() + RECEIPT_LINGER;
+        self.receipts = Some(ReceiptAcks::new(acks, flush_by, |r| layout.for_seq(r.seq)));
         let received = self.receive_until(options, stop).await;
+        // What no claim carried is acked now. A failure here leaves those acks `false`; the
+        // deliveries are returned all the same (nothing claimed goes unreturned).
+        if let Err(e) = self.ack_leftover_receipts(None).await {
+            tracing::warn!(error = %e, "acks given with a receive failed");
+        }
         let acked = self.receipts.take().map(ReceiptAcks::results);
         Ok((acked.unwrap_or_default(), received?))
     }
@@ -338,10 +345,9 @@ impl Consumer {
         // that waits hears it while waiting).
         let mut everywhere = options.wait.is_zero();
         loop {
-            let taken = self.claim_round(options, everywhere).await;
-            // Receipts to ack that no claim carried go now, before any wait.
-            self.ack_leftover_receipts().await?;
-            let taken = taken?;
+            let taken = self.claim_round(options, everywhere).await?;
+            // Receipts to ack that no claim carried wait their linger for one.
+            self.ack_leftover_receipts(Some(Instant::now())).await?;
             everywhere = false;
             if !taken.is_empty() {
                 return Ok(taken);
@@ -352,6 +358,10 @@ impl Consumer {
                 Some(deadline) => Some(deadline - now),
                 None => None,
             };
+            if let Some(by) = self.receipts.as_ref().and_then(ReceiptAcks::next_flush) {
+                let by = by.saturating_duration_since(now);
+                sleep = Some(sleep.map_or(by, |s| s.min(by)));
+            }
             for lane in &self.lanes {
                 let next = match lane.quiet {
                     Quiet::Now => Duration::ZERO,
@@ -516,11 +526,17 @@ impl Consumer {
         }
     }
 
-    /// Acks on their own the receipts no claim of this receive carried.
-    async fn ack_leftover_receipts(&mut self) -> Result<()> {
+    /// Acks on their own the receipts no claim of this receive carried: all of them, or
+    /// with `now`, only if they waited their linger by then.
+    async fn ack_leftover_receipts(&mut self, now: Option<Instant>) -> Result<()> {
         let Some(receipts) = &mut self.receipts else {
             return Ok(());
         };
+        if let (Some(now), Some(by)) = (now, receipts.next_flush()) {
+            if now < by {
+                return Ok(());
+            }
+        }
         let rest = receipts.take_rest();
         if rest.is_empty() {
             return Ok(());
@@ -536,6 +552,11 @@ impl Consumer {
         Ok(())
     }
 }
+
+/// The longest receipts given to a receive wait for a claim to go with: the one that takes
+/// the next message, for a client that acks as it goes on (as a worker's acks wait,
+/// `WorkerBuilder::ack_linger`).
+const RECEIPT_LINGER: Duration = Duration::from_millis(20);
 
 /// The least wait before a due time after which consumers of one client claim in turn
 /// (claim_news.rs): when messages come due further apart than this, consumers that waited

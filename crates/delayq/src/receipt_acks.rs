@@ -3,10 +3,13 @@
 //! how an HTTP client acks what it finished with its next receive).
 //!
 //! A receive's receipts of a partition it claims from ride on that claim, one script call
-//! for both (`claim.lua` acks first); the rest are acked on their own right after the
-//! receive's first claims, so no ack waits for a long poll to end.
+//! for both (`claim.lua` acks first). Those no claim takes wait a short linger for one (the
+//! claim that takes the next message, when it comes due soon), and are then acked on their
+//! own; so are all that are left when the receive ends. None waits for a long poll.
 //!
 //! [`Consumer::ack_then_receive_until`]: crate::Consumer::ack_then_receive_until
+
+use tokio::time::Instant;
 
 use crate::delivery::Delivery;
 use crate::receipt::{Held, Receipt};
@@ -70,12 +73,19 @@ pub(crate) fn split(acks: Vec<CarriedAck>) -> (Vec<Delivery>, Vec<(usize, Receip
 pub(crate) struct ReceiptAcks {
     waiting: Vec<(usize, usize, Receipt)>,
     acked: Vec<bool>,
+    flush_by: Instant,
 }
 
 impl ReceiptAcks {
-    /// `receipts` to ack, each in the partition `partition_of` names.
-    pub(crate) fn new(receipts: &[Receipt], partition_of: impl Fn(&Receipt) -> usize) -> Self {
+    /// `receipts` to ack, each in the partition `partition_of` names, on their own from
+    /// `flush_by` if no claim took them.
+    pub(crate) fn new(
+        receipts: &[Receipt],
+        flush_by: Instant,
+        partition_of: impl Fn(&Receipt) -> usize,
+    ) -> Self {
         ReceiptAcks {
+            flush_by,
             waiting: receipts
                 .iter()
                 .enumerate()
@@ -83,6 +93,11 @@ impl ReceiptAcks {
                 .collect(),
             acked: vec![false; receipts.len()],
         }
+    }
+
+    /// When the receipts no claim took are acked on their own; `None` once none waits.
+    pub(crate) fn next_flush(&self) -> Option<Instant> {
+        (!self.waiting.is_empty()).then_some(self.flush_by)
     }
 
     /// Takes the waiting receipts of `partition`, for its claim to carry.
@@ -140,7 +155,7 @@ mod tests {
     #[test]
     fn each_partition_takes_its_own_and_results_keep_the_order_given() {
         let receipts: Vec<Receipt> = (0..5).map(|i| receipt(i, 7)).collect();
-        let mut acks = ReceiptAcks::new(&receipts, |r| usize::from(r.seq[5] % 2));
+        let mut acks = ReceiptAcks::new(&receipts, Instant::now(), |r| usize::from(r.seq[5] % 2));
         let odd = acks.take_for(1);
         let positions: Vec<usize> = odd
             .iter()

@@ -62,7 +62,7 @@ def ack_and_receive(queue: str, receipts: Sequence[str], max: Optional[int] = No
                     wait: Optional[Duration] = None
                     ) -> Spec[Tuple[List[SettleResult], List[Delivery]]]:
     """Acks ``receipts`` (deliveries of ``queue`` this client finished), then receives as
-    :func:`receive` does, in one request: the acks go before any wait. Never retried, as a
+    :func:`receive` does, in one request: the acks never wait for its long poll. Never retried, as a
     receive is not."""
     body = _receive_json(max, lease, wait)
     body["acks"] = list(receipts)

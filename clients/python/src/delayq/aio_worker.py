@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional
 from ._convert import Duration
 from .aio import AsyncClient
 from .errors import DelayqError, LeaseLostError
-from .handling import Job, JobState, nack_args
+from .handling import Job, JobState, nack_args, report_lost_acks
 from .models import Delivery
 from .worker import EXTEND_CHUNK, Seconds, seconds
 
@@ -53,6 +53,9 @@ class AsyncWorker:
         self.retry_after = retry_after
         self.handler_timeout = seconds(handler_timeout) if handler_timeout else None
         self._jobs: Dict[str, Job] = {}
+        # Receipts of handlers that succeeded while the poller waited for their slot: its
+        # next receive acks them (one request for both).
+        self._carried: List[str] = []
         self._tasks: Dict[str, "asyncio.Task[None]"] = {}
         self._closed = False
         self._stop_asked = False
@@ -152,20 +155,41 @@ class AsyncWorker:
         while not self._stopping.is_set():
             while len(self._jobs) >= self.concurrency and not self._stopping.is_set():
                 await self._wait_change(0.2)
+            acks, self._carried = self._carried, []
             if self._stopping.is_set():
+                await self._ack_on_their_own(acks)
                 break
             claimed_at = time.monotonic()
+            free = self.concurrency - len(self._jobs)
             try:
-                deliveries = await self.client.receive(
-                    self.queue, max=self.concurrency - len(self._jobs), lease=self.lease,
-                    wait=self.poll_wait)
+                if acks:
+                    acked, deliveries = await self.client.ack_and_receive(
+                        self.queue, acks, max=free, lease=self.lease, wait=self.poll_wait)
+                    report_lost_acks(acked)
+                else:
+                    deliveries = await self.client.receive(
+                        self.queue, max=free, lease=self.lease, wait=self.poll_wait)
                 failures = 0
             except Exception as exc:  # noqa: BLE001 - a worker outlives a bad answer
                 failures += 1
                 log.warning("receive from %s failed: %s", self.queue, exc)
+                # Whether its acks were made is unknown: sent again, on their own.
+                await self._ack_on_their_own(acks)
                 await asyncio.sleep(min(5.0, 0.1 * 2 ** failures))
                 continue
             await self._accept(deliveries, claimed_at)
+        acks, self._carried = self._carried, []
+        await self._ack_on_their_own(acks)
+
+    async def _ack_on_their_own(self, receipts: List[str]) -> None:
+        if not receipts:
+            return
+        try:
+            # One acked already (by a request whose answer was lost) answers ok False.
+            await self.client.ack_many(self.queue, receipts)
+        except DelayqError as exc:
+            log.error("acking %d deliveries failed (they return after their leases): %s",
+                      len(receipts), exc)
 
     async def _accept(self, deliveries: List[Delivery], claimed_at: float) -> None:
         assert self._stopping is not None
@@ -251,6 +275,11 @@ class AsyncWorker:
         if not job.decide(JobState.FINISHED):
             log.info("%s: handler ended after its delivery was %s; result dropped",
                      d.id, job.state.value)
+            return
+        # The poller waits for this job's slot: the receive it makes as this job ends acks it.
+        running = self._stopping is not None and not self._stopping.is_set()
+        if exc is None and len(self._jobs) >= self.concurrency and running:
+            self._carried.append(d.receipt)
             return
         try:
             if exc is None:

@@ -150,8 +150,8 @@ class Client:
                     wait: Optional[Duration] = None
                     ) -> Tuple[List[SettleResult], List[Delivery]]:
         """Acks ``receipts`` (deliveries of ``queue`` this client finished), then receives as
-        :meth:`receive` does, in one request: the acks go before any wait, and in the same
-        call to Redis where they share its claim's partition. Answers per receipt, in order,
+        :meth:`receive` does, in one request: the acks go with the receive's claim (in the
+        same call to Redis, waiting at most 20 ms for it), never after its long poll. Answers per receipt, in order,
         whether it was acked (``ok`` False: its lease was lost, or it was acked before), and
         the deliveries."""
         return self._call(_consume.ack_and_receive(queue, receipts, max, lease, wait))

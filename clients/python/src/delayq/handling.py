@@ -1,5 +1,5 @@
-"""What the two workers share: how a handler says how it failed, and the bookkeeping of one
-delivery in their hands.
+"""What the two workers share: how a handler says how it failed, the bookkeeping of one
+delivery in their hands, and what an ack that went with a receive says.
 
 A handler that returns acks its delivery. One that raises nacks it with the error's text:
 retried by the message's backoff, or after ``retry_after`` when it raises :class:`RetryLater`,
@@ -8,16 +8,31 @@ or a dead letter at once when it raises :class:`PermanentFailure`.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
 from enum import Enum
-from typing import Optional
+from typing import List, Optional
 
 from ._convert import Duration
-from .models import Delivery
+from .models import Delivery, SettleResult
 
-__all__ = ["RetryLater", "PermanentFailure", "NackArgs", "nack_args", "Job", "JobState"]
+__all__ = ["RetryLater", "PermanentFailure", "NackArgs", "nack_args", "Job", "JobState",
+           "report_lost_acks"]
+
+log = logging.getLogger("delayq.worker")
+
+# A receipt is 25 characters, then the message id.
+_RECEIPT_HEAD = 25
+
+
+def report_lost_acks(acked: List[SettleResult]) -> None:
+    """Logs each ack that went with a receive and found its lease lost."""
+    for result in acked:
+        if not result.ok:
+            log.warning("%s: lease lost before it could be settled",
+                        result.receipt[_RECEIPT_HEAD:])
 
 # The server keeps an error's first 512 bytes; send a little more and let it cut.
 _MAX_ERROR_CHARS = 1000

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 from ._convert import Duration
 from .client import Client
 from .errors import DelayqError, LeaseLostError
-from .handling import Job, JobState, nack_args
+from .handling import Job, JobState, nack_args, report_lost_acks
 from .models import Delivery
 
 __all__ = ["Worker", "Handler"]
@@ -68,6 +68,9 @@ class Worker:
         self.retry_after = retry_after
         self._cond = threading.Condition()
         self._jobs: Dict[str, Job] = {}
+        # Receipts of handlers that succeeded while the poller waited for their slot: its
+        # next receive acks them (one request for both).
+        self._carried: List[str] = []
         self._closed = False
         self._stopping = threading.Event()
         self._extender_stop = threading.Event()
@@ -170,19 +173,41 @@ class Worker:
                 while len(self._jobs) >= self.concurrency and not self._stopping.is_set():
                     self._cond.wait(0.2)
                 free = self.concurrency - len(self._jobs)
+                acks, self._carried = self._carried, []
             if self._stopping.is_set():
+                self._ack_on_their_own(acks)
                 break
             claimed_at = time.monotonic()
             try:
-                deliveries = self.client.receive(self.queue, max=free, lease=self.lease,
-                                                 wait=self.poll_wait)
+                if acks:
+                    acked, deliveries = self.client.ack_and_receive(
+                        self.queue, acks, max=free, lease=self.lease, wait=self.poll_wait)
+                    report_lost_acks(acked)
+                else:
+                    deliveries = self.client.receive(self.queue, max=free, lease=self.lease,
+                                                     wait=self.poll_wait)
                 failures = 0
             except Exception as exc:  # noqa: BLE001 - a worker outlives a bad answer
                 failures += 1
                 log.warning("receive from %s failed: %s", self.queue, exc)
+                # Whether its acks were made is unknown: sent again, on their own.
+                self._ack_on_their_own(acks)
                 self._stopping.wait(min(5.0, 0.1 * 2 ** failures))
                 continue
             self._accept(deliveries, claimed_at, pool)
+        with self._cond:
+            acks, self._carried = self._carried, []
+        self._ack_on_their_own(acks)
+
+    def _ack_on_their_own(self, receipts: List[str]) -> None:
+        if not receipts:
+            return
+        try:
+            # One acked already (by a request whose answer was lost) answers ok False.
+            self.client.ack_many(self.queue, receipts)
+        except DelayqError as exc:
+            log.error("acking %d deliveries failed (they return after their leases): %s",
+                      len(receipts), exc)
 
     def _accept(self, deliveries: List[Delivery], claimed_at: float,
                 pool: ThreadPoolExecutor) -> None:
@@ -248,6 +273,13 @@ class Worker:
             log.info("%s: handler ended after its delivery was %s; result dropped",
                      d.id, job.state.value)
             return
+        if exc is None:
+            with self._cond:
+                # The poller waits for this job's slot: the receive it makes as this job
+                # ends acks it.
+                if len(self._jobs) >= self.concurrency and not self._stopping.is_set():
+                    self._carried.append(d.receipt)
+                    return
         try:
             if exc is None:
                 self.client.ack(d.queue, d.receipt)

@@ -34,9 +34,10 @@ struct ReceiveBody {
     lease: Option<DurationArg>,
     /// Longest wait for something to come due (default 0: answer at once).
     wait: Option<DurationArg>,
-    /// Receipts of deliveries of this queue to ack first, as `ack` does (most 1000): a
-    /// client that finished them saves a request, and Redis a call where they go with this
-    /// receive's claim. Acked before the receive waits; `acked` says how each went.
+    /// Receipts of deliveries of this queue to ack, as `ack` does (most 1000): a client
+    /// that finished them saves a request, and Redis a call where they go with this
+    /// receive's claim (one at once, or the one that takes the next message within 20 ms;
+    /// the rest are acked on their own then). `acked` says how each went.
     #[schema(max_items = 1000, value_type = Option<Vec<String>>)]
     acks: Option<Vec<String>>,
 }
@@ -113,8 +114,8 @@ struct ReceiveOut {
     acked: Option<Vec<Settled>>,
 }
 
-/// `POST /v1/queues/{queue}/receive`: `{"max", "lease", "wait", "acks"}`, acks first (see
-/// `ack_then_receive_until`). Answers as soon as
+/// `POST /v1/queues/{queue}/receive`: `{"max", "lease", "wait", "acks"}`, acking `acks` on
+/// the way (`Consumer::ack_then_receive_until`). Answers as soon as
 /// something is claimed, or empty when `wait` runs out or the server shuts down.
 #[utoipa::path(post, path = "/v1/queues/{queue}/receive", tag = "consume", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = ReceiveBody,
     responses((status = 200, body = ReceiveOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]

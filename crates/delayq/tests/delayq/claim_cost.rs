@@ -18,7 +18,12 @@ fn calls_by_command(server: &RedisServer) -> BTreeMap<String, u64> {
         .lines()
         .filter_map(|line| {
             let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest.strip_prefix("calls=")?.split(',').next()?.parse().ok()?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
             Some((name.to_owned(), calls))
         })
         .collect()
@@ -38,8 +43,15 @@ fn inside_one_call(server: &RedisServer) -> Option<u64> {
         calls
             .iter()
             .filter(|(name, _)| {
-                !["fcall", "evalsha", "eval", "config|resetstat", "info", "expire"]
-                    .contains(&name.as_str())
+                ![
+                    "fcall",
+                    "evalsha",
+                    "eval",
+                    "config|resetstat",
+                    "info",
+                    "expire",
+                ]
+                .contains(&name.as_str())
             })
             .map(|(_, n)| n)
             .sum()
