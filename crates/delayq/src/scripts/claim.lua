@@ -125,18 +125,7 @@ end
 -- take changes a set after the takes begin.
 local heads = {}
 local function earliest_pending()
-  local earliest = nil
-  for _, p in ipairs(prios) do
-    local set = pending_key(p)
-    local due = heads[set]
-    if due == nil then
-      due = head_due(set)
-    end
-    if due and (earliest == nil or due < earliest) then
-      earliest = due
-    end
-  end
-  return earliest
+  return earliest_due(prios, heads)
 end
 
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).

@@ -401,11 +401,16 @@ local function head_due(set)
   return nil
 end
 
--- Due time of the earliest pending message of any of `list` (priorities), or nil.
-local function earliest_due(list)
+-- Due time of the earliest pending message of any of `list` (priorities), or nil. `known`
+-- (optional): heads already read, by set (false: the set is empty).
+local function earliest_due(list, known)
   local earliest = nil
   for _, p in ipairs(list) do
-    local due = head_due(pending_key(p))
+    local set = pending_key(p)
+    local due = known and known[set]
+    if due == nil then
+      due = head_due(set)
+    end
     if due and (earliest == nil or due < earliest) then
       earliest = due
     end
