@@ -346,12 +346,13 @@ impl Consumer {
         let mut everywhere = options.wait.is_zero();
         loop {
             let taken = self.claim_round(options, everywhere).await?;
-            // Receipts to ack that no claim carried wait their linger for one.
-            self.ack_leftover_receipts(Some(Instant::now())).await?;
             everywhere = false;
             if !taken.is_empty() {
                 return Ok(taken);
             }
+            // Receipts to ack that no claim carried wait their linger for one. (Acked only
+            // when nothing was claimed: a failure then loses no delivery.)
+            self.ack_leftover_receipts(Some(Instant::now())).await?;
             let now = Instant::now();
             let mut sleep = match deadline {
                 Some(deadline) if now >= deadline => return Ok(Vec::new()),
