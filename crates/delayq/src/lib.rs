@@ -90,6 +90,7 @@ mod by_id;
 mod choice;
 mod claim;
 mod claim_news;
+mod claim_timing;
 mod client;
 mod connection;
 mod consumer;
