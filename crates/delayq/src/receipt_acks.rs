@@ -37,10 +37,7 @@ impl Held for CarriedAck {
     }
 
     fn id(&self) -> &str {
-        match self {
-            CarriedAck::Delivery(d) => &d.id,
-            CarriedAck::Receipt(_, r) => r.id(),
-        }
+        self.held().id()
     }
 
     fn explicit_id(&self) -> bool {
@@ -48,10 +45,7 @@ impl Held for CarriedAck {
     }
 
     fn traceparent(&self) -> Option<&str> {
-        match self {
-            CarriedAck::Delivery(d) => d.traceparent.as_deref(),
-            CarriedAck::Receipt(..) => None,
-        }
+        self.held().traceparent()
     }
 }
 
