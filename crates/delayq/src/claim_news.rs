@@ -9,8 +9,16 @@
 //! consumer's last: if no wake-up came after that claim and it says nothing is due yet, no
 //! claim is needed. Claims for more that is due already (a wake-up, a claim that took all it
 //! could) take no turn: they go side by side, as a busy queue needs.
+//!
+//! The news also say when the latest claim was sent, so that claims on a busy partition are
+//! spaced ([`Config::claim_spacing`](crate::Config::claim_spacing)): messages that come due
+//! a few microseconds apart are taken by one claim each millisecond rather than by one claim
+//! each, every claim costing Redis the same fixed work however few it takes. A claim that
+//! took all it could says more is due now: the next goes at once, so a backlog is never
+//! spaced.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::sync::{Mutex as TurnLock, MutexGuard};
 use tokio::time::Instant;
@@ -44,7 +52,15 @@ pub(crate) struct News {
 #[derive(Default)]
 pub(crate) struct ClaimNews {
     turn: TurnLock<()>,
-    latest: Mutex<Option<News>>,
+    latest: Mutex<Latest>,
+}
+
+/// The latest claim's news, and when the latest claim was sent (they differ while a claim
+/// is under way).
+#[derive(Default)]
+struct Latest {
+    news: Option<News>,
+    sent: Option<Instant>,
 }
 
 impl ClaimNews {
@@ -55,14 +71,37 @@ impl ClaimNews {
 
     /// The news of the latest claim, if any.
     pub(crate) fn latest(&self) -> Option<News> {
-        *self.lock()
+        self.lock().news
+    }
+
+    /// Notes that a claim is being sent now.
+    pub(crate) fn sending(&self, now: Instant) {
+        self.lock().sent = Some(now);
+    }
+
+    /// The earliest moment the next claim may go, `spacing` after the latest was sent;
+    /// `None` when it may go now: no claim yet, spacing passed, or the latest claim's news
+    /// say more is due already.
+    pub(crate) fn spaced_until(&self, now: Instant, spacing: Duration) -> Option<Instant> {
+        let latest = self.lock();
+        if matches!(
+            latest.news,
+            Some(News {
+                quiet: Quiet::Now,
+                ..
+            })
+        ) {
+            return None;
+        }
+        let at = latest.sent? + spacing;
+        (at > now).then_some(at)
     }
 
     /// Reports what a claim learned; returns its number.
     pub(crate) fn report(&self, generation: u64, push: bool, quiet: Quiet) -> u64 {
         let mut latest = self.lock();
-        let number = latest.map_or(1, |n| n.number + 1);
-        *latest = Some(News {
+        let number = latest.news.map_or(1, |n| n.number + 1);
+        latest.news = Some(News {
             number,
             generation,
             push,
@@ -71,7 +110,7 @@ impl ClaimNews {
         number
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<News>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Latest> {
         // A poisoned lock only means a panic elsewhere while holding it; a copy in and out
         // cannot leave the value half written.
         self.latest

@@ -59,6 +59,7 @@ impl DelayQ {
 
     /// Connects with `config`.
     pub async fn connect_with(url: &str, config: Config) -> Result<Self> {
+        config.validate()?;
         let client = redis::Client::open(url)?;
         let conn = connection::Ordinary::connect(&client, &config).await?;
         DelayQ::start(Target::Single(Box::new(client)), conn, config).await
@@ -68,6 +69,7 @@ impl DelayQ {
     /// found from them). Commands follow `MOVED` and `ASK`, so a queue works whichever node
     /// owns its slot, through resharding and failover. Fails if no node answers now.
     pub async fn connect_cluster(nodes: &[&str], config: Config) -> Result<Self> {
+        config.validate()?;
         let client = connection::cluster_client(nodes, &config, None::<NoPushes>)?;
         let conn = connection::Ordinary::connect_cluster(&client).await?;
         DelayQ::start(
@@ -92,6 +94,7 @@ impl DelayQ {
         master_name: &str,
         config: Config,
     ) -> Result<Self> {
+        config.validate()?;
         let sentinels = Arc::new(Sentinels::new(sentinels, master_name, &config)?);
         let conn = connection::Ordinary::connect_sentinel(sentinels.clone(), &config).await?;
         DelayQ::start(Target::Sentinel(sentinels), conn, config).await

@@ -110,14 +110,31 @@ const RECHECK_AFTER: Duration = Duration::from_secs(5);
 impl Lane {
     /// Whether a claim here could find something at `now`, with claims sent `lead` early.
     fn may_have_due(&self, now: Instant, lead: Duration) -> bool {
-        self.unanswered.is_some()
-            || self.subscription.is_lost()
-            || self.subscription.generation() != self.seen
+        self.woken()
             || match self.quiet {
                 Quiet::Unknown | Quiet::Now => true,
                 Quiet::Until(at) => now + lead >= at,
                 Quiet::Idle => false,
             }
+    }
+
+    /// Whether a wake-up came, or the subscription was lost, since the last claim here (or
+    /// that claim's reply was never read): a claim is owed now.
+    fn woken(&self) -> bool {
+        self.unanswered.is_some()
+            || self.subscription.is_lost()
+            || self.subscription.generation() != self.seen
+    }
+
+    /// Until when the next claim here waits for claims on the partition to be spaced
+    /// ([`Config::claim_spacing`](crate::Config::claim_spacing), claim_news.rs); `None`: it
+    /// may go now. A claim whose reply was lost is repeated at once.
+    fn spaced_until(&self, now: Instant) -> Option<Instant> {
+        let spacing = self.queue.config().claim_spacing;
+        if spacing.is_zero() || self.unanswered.is_some() {
+            return None;
+        }
+        self.subscription.news().spaced_until(now, spacing)
     }
 
     /// Takes in the news of a claim by another consumer of this client since this lane's
@@ -366,11 +383,17 @@ impl Consumer {
             }
             for lane in &self.lanes {
                 let next = match lane.quiet {
+                    _ if lane.woken() => Duration::ZERO,
                     Quiet::Now => Duration::ZERO,
                     // Claim a little ahead so that the request reaches Redis as the message
                     // comes due; one that arrives early just comes back with a shorter wait.
                     Quiet::Until(at) => at.saturating_duration_since(now + self.lead.get()),
                     Quiet::Unknown | Quiet::Idle => continue,
+                };
+                // A claim owed now waits out the spacing of claims on its partition.
+                let next = match lane.spaced_until(now) {
+                    Some(until) => next.max(until - now),
+                    None => next,
                 };
                 sleep = Some(sleep.map_or(next, |s| s.min(next)));
             }
@@ -379,6 +402,10 @@ impl Consumer {
             }
             let mut woken = Vec::with_capacity(self.lanes.len());
             for lane in &mut self.lanes {
+                // One woken already is waiting out the spacing (the timer above).
+                if lane.woken() && !lane.subscription.is_lost() {
+                    continue;
+                }
                 let subscription = lane.subscribed().await?;
                 let seen = lane.seen;
                 woken.push(Box::pin(
@@ -420,7 +447,7 @@ impl Consumer {
         let eligible: Vec<bool> = self
             .lanes
             .iter()
-            .map(|l| everywhere || l.may_have_due(now, lead))
+            .map(|l| everywhere || (l.may_have_due(now, lead) && l.spaced_until(now).is_none()))
             .collect();
         let mut taken = Vec::new();
         for i in self.picker.order(&eligible) {
@@ -440,10 +467,15 @@ impl Consumer {
                 true => Some(subscription.news().turn().await),
                 false => None,
             };
-            if !everywhere && self.lanes[i].take_news(Instant::now(), lead) {
+            // (Claims made while this one waited its turn may space it, or make it needless.)
+            let now = Instant::now();
+            if !everywhere
+                && (self.lanes[i].take_news(now, lead) || self.lanes[i].spaced_until(now).is_some())
+            {
                 continue;
             }
             let sent = Instant::now();
+            subscription.news().sending(sent);
             let started = spans::on().then(SystemTime::now);
             let acks = self.carried_acks(i);
             let ack_span = (!acks.is_empty()).then(|| {

@@ -172,8 +172,8 @@ pub use message::{
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
     Backoff, Config, Message, PayloadKind, ReceiveOptions, Schedule, SendOptions, StepDelays,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, MAX_BACKOFF_STEPS, MAX_BATCH, MAX_DELAY, MAX_PRIORITY,
-    MAX_REPLICA_WAIT,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, MAX_BACKOFF_STEPS, MAX_BATCH, MAX_CLAIM_SPACING,
+    MAX_DELAY, MAX_PRIORITY, MAX_REPLICA_WAIT,
 };
 pub use partitions::MAX_PARTITIONS;
 pub use queue::Queue;

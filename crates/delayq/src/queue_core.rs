@@ -75,6 +75,11 @@ impl QueueCore {
         &self.name
     }
 
+    /// The client's settings.
+    pub(crate) fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
     pub(crate) fn metrics(&self) -> &Arc<QueueMetrics> {
         &self.metrics
     }

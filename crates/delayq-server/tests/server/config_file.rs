@@ -94,6 +94,27 @@ fn a_setting_that_is_not_a_flag_is_refused_by_name() {
     }
 }
 
+#[test]
+fn a_claim_spacing_over_the_longest_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "serve",
+            "--claim-spacing",
+            "101ms",
+            "--listen",
+            "127.0.0.1:1",
+        ])
+        .env_remove("DELAYQ_REDIS_URL")
+        .output()
+        .expect("run delayq serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--claim-spacing is at most 100ms"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn the_example_config_in_deploy_starts_a_server() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/delayq.toml");
