@@ -384,11 +384,13 @@ impl Consumer {
             for lane in &self.lanes {
                 let next = match lane.quiet {
                     _ if lane.woken() => Duration::ZERO,
-                    Quiet::Now => Duration::ZERO,
+                    // (A lane still Unknown after a round is one whose first claim the
+                    // spacing held back.)
+                    Quiet::Now | Quiet::Unknown => Duration::ZERO,
                     // Claim a little ahead so that the request reaches Redis as the message
                     // comes due; one that arrives early just comes back with a shorter wait.
                     Quiet::Until(at) => at.saturating_duration_since(now + self.lead.get()),
-                    Quiet::Unknown | Quiet::Idle => continue,
+                    Quiet::Idle => continue,
                 };
                 // A claim owed now waits out the spacing of claims on its partition.
                 let next = match lane.spaced_until(now) {

@@ -127,3 +127,36 @@ async fn a_spacing_over_the_longest_is_refused() {
         Ok(_) => panic!("a claim spacing of {too_long:?} was taken"),
     }
 }
+
+#[tokio::test]
+async fn a_consumer_made_while_claims_are_spaced_still_claims() {
+    let server = RedisServer::start();
+    let dq = client(&server, MAX_CLAIM_SPACING).await;
+    let q = queue(&dq, "fresh");
+    // Sent before anyone listens: no wake-up is ever heard on this partition.
+    q.send("x", &SendOptions::new().delay(Duration::from_millis(300)))
+        .await
+        .expect("send");
+    let mut first = q.consumer().await.expect("consumer");
+    let got = first
+        .receive(&receiving(1, LEASE, Duration::ZERO))
+        .await
+        .expect("receive");
+    assert!(got.is_empty());
+    // A consumer made within that claim's spacing (as an HTTP server makes one per
+    // request) waits out the spacing, then for the due time, and takes the message.
+    let mut second = q.consumer().await.expect("consumer");
+    let started = Instant::now();
+    let wait = Duration::from_secs(10);
+    let got = second
+        .receive(&receiving(1, LEASE, wait))
+        .await
+        .expect("receive");
+    assert_eq!(payloads(&got), ["x"]);
+    // Due 300 ms after the send: not at the end of the receive's wait.
+    assert!(
+        started.elapsed() < wait / 2,
+        "the message came after {:?} of a {wait:?} wait",
+        started.elapsed()
+    );
+}
