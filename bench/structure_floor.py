@@ -1,0 +1,173 @@
+"""What the structure work of a batched message costs Redis, with no script around it: the
+floor under W2a and W2b, whatever a script does besides.
+
+Starts its own redis-server on a free loopback port (no persistence), then runs, for
+100,000 messages of W2's shape, the commands delayq's batches run for each message, in
+batches as big as theirs, each phase sent pipelined (built first, then written in one go,
+so the server never waits on this client), and prints the server's CPU (INFO cpu, user +
+sys) per message for each phase:
+
+    send     ZADD pending (1,000 records of 120 bytes a command)
+    claim    ZRANGE + ZREMRANGEBYRANK pending, HSET held, ZADD leases (500 a claim)
+    ack      ZMSCORE leases, HMGET held, ZREM leases, HDEL held (500 an ack)
+
+and, for comparison, the least any sorted-set queue does: ZADD, then ZPOPMIN.
+BENCHMARKS.md, "Issue 33, fifth step", quotes it.
+
+    python3 bench/structure_floor.py [runs]        # default 3
+"""
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+N = 100_000
+SEND_BATCH, CLAIM_BATCH = 1000, 500
+# A W2 record: a 13-byte sort key (due µs, sequence), flags and attempts, the 100-byte payload.
+RECORD = 120
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def command(*args: bytes) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Conn:
+    """A RESP connection: enough of the protocol to read any reply."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.file = self.sock.makefile("rb")
+
+    def pipeline(self, commands: list) -> None:
+        self.sock.sendall(b"".join(commands))
+        for _ in commands:
+            self.reply()
+
+    def call(self, *args: bytes):
+        self.sock.sendall(command(*args))
+        return self.reply()
+
+    def reply(self):
+        line = self.file.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self.file.read(n + 2)[:-2]
+        if kind == b"*":
+            return [self.reply() for _ in range(int(rest))]
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        return rest
+
+
+def cpu_seconds(conn: Conn) -> float:
+    text = conn.call(b"INFO", b"cpu").decode()
+    info = dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def records() -> list:
+    # Sort keys in due order, then payload bytes; distinct, as delayq's are.
+    return [i.to_bytes(13, "big") + os.urandom(RECORD - 13) for i in range(N)]
+
+
+def seq(rec: bytes) -> bytes:
+    return rec[7:13]
+
+
+def run(conn: Conn) -> dict:
+    conn.call(b"FLUSHALL")
+    recs = records()
+    deadline = b"%d" % (int(time.time() * 1000) + 30_000)
+    phases = {}
+
+    def measure(name: str, commands: list) -> None:
+        before = cpu_seconds(conn)
+        conn.pipeline(commands)
+        phases[name] = (cpu_seconds(conn) - before) * 1e6 / N
+
+    sends = []
+    for i in range(0, N, SEND_BATCH):
+        args = [b"ZADD", b"pending"]
+        for r in recs[i:i + SEND_BATCH]:
+            args += [b"0", r]
+        sends.append(command(*args))
+    measure("send: ZADD pending", sends)
+
+    claims = []
+    for i in range(0, N, CLAIM_BATCH):
+        batch = recs[i:i + CLAIM_BATCH]
+        held = [b"HSET", b"held"]
+        leases = [b"ZADD", b"leases"]
+        for r in batch:
+            held += [seq(r), b"tokenA\x00\x01" + r]
+            leases += [deadline, seq(r) + b"tokenA"]
+        claims += [
+            command(b"ZRANGE", b"pending", b"0", b"%d" % (CLAIM_BATCH - 1)),
+            command(b"ZREMRANGEBYRANK", b"pending", b"0", b"%d" % (CLAIM_BATCH - 1)),
+            command(*held),
+            command(*leases),
+        ]
+    measure("claim: ZRANGE, ZREMRANGEBYRANK, HSET held, ZADD leases", claims)
+
+    acks = []
+    for i in range(0, N, CLAIM_BATCH):
+        batch = recs[i:i + CLAIM_BATCH]
+        members = [seq(r) + b"tokenA" for r in batch]
+        seqs = [seq(r) for r in batch]
+        acks += [
+            command(b"ZMSCORE", b"leases", *members),
+            command(b"HMGET", b"held", *seqs),
+            command(b"ZREM", b"leases", *members),
+            command(b"HDEL", b"held", *seqs),
+        ]
+    measure("ack: ZMSCORE, HMGET, ZREM, HDEL", acks)
+
+    conn.call(b"FLUSHALL")
+    measure("least: ZADD", sends)
+    pops = [command(b"ZPOPMIN", b"pending", b"%d" % CLAIM_BATCH) for _ in range(0, N, CLAIM_BATCH)]
+    measure("least: ZPOPMIN", pops)
+    return phases
+
+
+def main() -> None:
+    port = free_port()
+    with tempfile.TemporaryDirectory() as data:
+        server = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", data], stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    conn = Conn(port)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+            for r in range(RUNS):
+                phases = run(conn)
+                delayq = sum(v for k, v in phases.items() if not k.startswith("least"))
+                least = sum(v for k, v in phases.items() if k.startswith("least"))
+                print(f"run {r + 1}: " + "; ".join(f"{k} {v:.2f}" for k, v in phases.items()))
+                print(f"run {r + 1}: delayq's structures {delayq:.2f} us/msg, the least {least:.2f} us/msg")
+        finally:
+            server.terminate()
+            server.wait()
+
+
+if __name__ == "__main__":
+    main()
