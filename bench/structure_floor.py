@@ -17,65 +17,16 @@ BENCHMARKS.md, "Issue 33, fifth step", quotes it.
     python3 bench/structure_floor.py [runs]        # default 3
 """
 import os
-import socket
-import subprocess
 import sys
-import tempfile
 import time
+
+from resp import Conn, command, cpu_seconds, redis_server
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 N = 100_000
 SEND_BATCH, CLAIM_BATCH = 1000, 500
 # A W2 record: a 13-byte sort key (due µs, sequence), flags and attempts, the 100-byte payload.
 RECORD = 120
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def command(*args: bytes) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
-class Conn:
-    """A RESP connection: enough of the protocol to read any reply."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.file = self.sock.makefile("rb")
-
-    def pipeline(self, commands: list) -> None:
-        self.sock.sendall(b"".join(commands))
-        for _ in commands:
-            self.reply()
-
-    def call(self, *args: bytes):
-        self.sock.sendall(command(*args))
-        return self.reply()
-
-    def reply(self):
-        line = self.file.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self.file.read(n + 2)[:-2]
-        if kind == b"*":
-            return [self.reply() for _ in range(int(rest))]
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        return rest
-
-
-def cpu_seconds(conn: Conn) -> float:
-    text = conn.call(b"INFO", b"cpu").decode()
-    info = dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def records() -> list:
@@ -88,7 +39,7 @@ def seq(rec: bytes) -> bytes:
 
 
 def run(conn: Conn) -> dict:
-    conn.call(b"FLUSHALL")
+    conn.call("FLUSHALL")
     recs = records()
     deadline = b"%d" % (int(time.time() * 1000) + 30_000)
     phases = {}
@@ -135,7 +86,7 @@ def run(conn: Conn) -> dict:
         ]
     measure("ack: ZMSCORE, HMGET, ZREM, HDEL", acks)
 
-    conn.call(b"FLUSHALL")
+    conn.call("FLUSHALL")
     measure("least: ZADD", sends)
     pops = [command(b"ZPOPMIN", b"pending", b"%d" % CLAIM_BATCH) for _ in range(0, N, CLAIM_BATCH)]
     measure("least: ZPOPMIN", pops)
@@ -143,30 +94,14 @@ def run(conn: Conn) -> dict:
 
 
 def main() -> None:
-    port = free_port()
-    with tempfile.TemporaryDirectory() as data:
-        server = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", data], stdout=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    conn = Conn(port)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
-            for r in range(RUNS):
-                phases = run(conn)
-                delayq = sum(v for k, v in phases.items() if not k.startswith("least"))
-                least = sum(v for k, v in phases.items() if k.startswith("least"))
-                print(f"run {r + 1}: " + "; ".join(f"{k} {v:.2f}" for k, v in phases.items()))
-                print(f"run {r + 1}: delayq's structures {delayq:.2f} us/msg, the least {least:.2f} us/msg")
-        finally:
-            server.terminate()
-            server.wait()
+    with redis_server() as port:
+        conn = Conn(port)
+        for r in range(RUNS):
+            phases = run(conn)
+            delayq = sum(v for k, v in phases.items() if not k.startswith("least"))
+            least = sum(v for k, v in phases.items() if k.startswith("least"))
+            print(f"run {r + 1}: " + "; ".join(f"{k} {v:.2f}" for k, v in phases.items()))
+            print(f"run {r + 1}: delayq's structures {delayq:.2f} us/msg, the least {least:.2f} us/msg")
 
 
 if __name__ == "__main__":
