@@ -4,12 +4,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::announcements::{self, Announcer, Process};
+use crate::config::Config;
 use crate::connection;
 use crate::error::{InvalidInput, Result};
 use crate::formats::DATA_FORMAT;
 use crate::keys::Keys;
 use crate::names::QueueName;
-use crate::options::Config;
 use crate::partitions;
 use crate::queue::Queue;
 use crate::queue_core::{LayoutCell, QueueCore, Shared};

@@ -36,8 +36,8 @@ use redis::cluster_routing::{
 };
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use crate::config::Config;
 use crate::error::Result;
-use crate::options::Config;
 use crate::sentinel::{master_may_have_moved, Sentinels};
 
 /// The least time between two sentinel lookups of one connection: every call fails while

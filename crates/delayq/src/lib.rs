@@ -54,8 +54,9 @@
 //!   `queue_set.rs` ([`QueueSet`]) puts several queues before one consumer.
 //! * Handles by concern, each built on the core: `send.rs` (send, batches), `by_id.rs`
 //!   (get, cancel, reschedule), `settle.rs` (ack, nack, fail, release, extend),
-//!   `consumer.rs` ([`Consumer`]: receive, waiting without polling) with `claim.rs` (one
-//!   claim) and `choice.rs` (which lane next), `dead_letters.rs` ([`DeadLetters`]), `groups.rs` ([`Groups`]),
+//!   `consumer.rs` ([`Consumer`]: receive, waiting without polling) with `lane.rs` (one
+//!   partition of it: what it knows, when it may claim), `claim.rs` (one claim) and
+//!   `choice.rs` (which lane next), `dead_letters.rs` ([`DeadLetters`]), `groups.rs` ([`Groups`]),
 //!   `browse.rs` (list, search), `history.rs` (per-minute counts), `events.rs` (each
 //!   message's changes of state, read from a stream) with `event_lookback.rs` (the latest
 //!   events, a message's timeline) over `event_entries.rs` (stream entries taken apart), `stats.rs`,
@@ -72,7 +73,7 @@
 //!   `sentinel.rs` (finding the master); `partitions.rs` (one queue over several hash
 //!   tags) over `keys.rs` (every Redis key and its slot); `scripts.rs` and `scripts/*.lua`
 //!   (the atomic operations).
-//! * What goes in and comes out: `options.rs`, `settings.rs`, `message.rs`, `delivery.rs`,
+//! * What goes in and comes out: `options.rs`, `config.rs` (the client's settings), `settings.rs`, `message.rs`, `delivery.rs`,
 //!   `receipt.rs`, `state.rs`, `names.rs`, `recurrence/`, `error.rs`, `error_history.rs` (a message's
 //!   last failures), `record.rs` (the stored message layout) with `extension.rs` (the fields added since), `buckets.rs` (which messages wait in buckets), `reply.rs` (reading script
 //!   replies), `recording.rs` (the metrics delayq records), `expiry.rs` (deadlines),
@@ -92,6 +93,7 @@ mod claim;
 mod claim_news;
 mod claim_timing;
 mod client;
+mod config;
 mod connection;
 mod consumer;
 mod control;
@@ -109,6 +111,7 @@ mod formats;
 mod groups;
 mod history;
 mod keys;
+mod lane;
 mod message;
 mod names;
 mod options;
@@ -150,6 +153,7 @@ pub use announcements::{Process, LEASE as ANNOUNCEMENT_LEASE};
 pub use browse::{Cursor, Page, BROWSE_PAYLOAD_BYTES};
 pub use choice::Order;
 pub use client::{DelayQ, RedisConnection};
+pub use config::{Config, MAX_CLAIM_SPACING};
 pub use consumer::Consumer;
 pub use dead_letters::DeadLetters;
 pub use delivery::Delivery;
@@ -171,9 +175,9 @@ pub use message::{
 };
 pub use names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use options::{
-    Backoff, Config, Message, PayloadKind, ReceiveOptions, Schedule, SendOptions, StepDelays,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, MAX_BACKOFF_STEPS, MAX_BATCH, MAX_CLAIM_SPACING,
-    MAX_DELAY, MAX_PRIORITY, MAX_REPLICA_WAIT,
+    Backoff, Message, PayloadKind, ReceiveOptions, Schedule, SendOptions, StepDelays,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, MAX_BACKOFF_STEPS, MAX_BATCH, MAX_DELAY, MAX_PRIORITY,
+    MAX_REPLICA_WAIT,
 };
 pub use partitions::MAX_PARTITIONS;
 pub use queue::Queue;

@@ -13,12 +13,13 @@ use tokio::sync::OnceCell;
 
 use crate::announcements::Announcer;
 use crate::buckets::FullBuckets;
+use crate::config::Config;
 use crate::connection;
 use crate::error::{Error, InvalidInput, Result};
 use crate::formats::FormatGate;
 use crate::keys::Keys;
 use crate::names::QueueName;
-use crate::options::{Config, MAX_REPLICA_WAIT};
+use crate::options::MAX_REPLICA_WAIT;
 use crate::partitions::{self, Layout};
 use crate::recording::QueueMetrics;
 use crate::script_call::Scripting;

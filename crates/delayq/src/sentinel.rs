@@ -19,8 +19,8 @@ use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{ConnectionAddr, IntoConnectionInfo, TlsMode};
 use tokio::sync::Mutex;
 
+use crate::config::Config;
 use crate::error::Result;
-use crate::options::Config;
 
 /// The sentinels of one monitored master, and how to reach the master they name.
 pub(crate) struct Sentinels {

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
+use crate::config::Config;
 use crate::connection;
 use crate::error::Result;
-use crate::options::Config;
 use crate::sentinel::Sentinels;
 
 /// Where Redis is.

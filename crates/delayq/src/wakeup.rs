@@ -43,8 +43,8 @@ use redis::{AsyncConnectionConfig, ProtocolVersion, PushInfo, PushKind};
 use tokio::sync::{Mutex, Notify};
 
 use crate::claim_news::ClaimNews;
+use crate::config::Config;
 use crate::error::Result;
-use crate::options::Config;
 use crate::target::Target;
 
 /// How often the hub checks that its connection still carries anything.
