@@ -4,7 +4,8 @@
 //! # Layout
 //! * `server.rs`: [`server::run`], the entry point (listener, state, shutdown).
 //! * `state.rs`: what handlers share; `limits.rs`, `auth.rs`: what a request may do;
-//!   `front_door.rs`: what every request passes first (Host, origin) and every answer carries.
+//!   `front_door.rs`: what every request passes first (Host, origin) and every answer carries;
+//!   `body_guard.rs`: what holds every request body (a deadline, the bytes in flight).
 //! * `api/`: the routes (`produce.rs`, `consume.rs`, `admin.rs`) and `wire.rs`, the JSON
 //!   shapes; `error.rs`: the one error shape every route answers with.
 //! * `metrics.rs`: Prometheus text at `/metrics`; `request_spans.rs`: a span per request,
@@ -15,6 +16,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod body_guard;
 pub mod embedded;
 pub mod error;
 pub mod front_door;

@@ -26,8 +26,12 @@ pub struct Limits {
     /// Longest a client may take to send a request's headers; also how long a connection
     /// may sit idle between requests.
     pub header_timeout: Duration,
-    /// Longest a client may take to send a request's body, once its headers are in.
+    /// Longest a client may take to send a request's body, once its headers are in; holds
+    /// for every route, whatever reads the body (`body_guard.rs`).
     pub body_timeout: Duration,
+    /// Most bytes of request bodies read and not yet answered, across the server: a body
+    /// that would go beyond is refused (503 `server_busy`) instead of buffered.
+    pub max_body_bytes_in_flight: usize,
     /// Largest request head (request line and headers), in bytes.
     pub max_header_bytes: usize,
     /// Most connections open at once; more are closed as soon as they are accepted.
@@ -45,8 +49,9 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// 16 MiB bodies (256 KiB where no payload is carried), batches of 1000, 30 s waits, 12 h leases, delays up to delayq's own
-    /// ten-year limit; 10 s for headers, 30 s for a body, 16 KiB heads, 4096 connections.
+    /// 16 MiB bodies (256 KiB where no payload is carried), 256 MiB of bodies in flight,
+    /// batches of 1000, 30 s waits, 12 h leases, delays up to delayq's own ten-year limit;
+    /// 10 s for headers, 30 s for a body, 16 KiB heads, 4096 connections.
     fn default() -> Self {
         Limits {
             max_body_bytes: 16 * 1024 * 1024,
@@ -57,6 +62,7 @@ impl Default for Limits {
             max_delay: delayq::MAX_DELAY,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            max_body_bytes_in_flight: 256 * 1024 * 1024,
             max_header_bytes: 16 * 1024,
             max_connections: 4096,
             max_connections_per_peer: None,

@@ -9,7 +9,9 @@
 //! within the body timeout (408, in `api/wire.rs`); and beyond `max_connections` new
 //! connections are closed as soon as they are accepted, so a flood of them costs one file
 //! descriptor each for an instant, not a slot; likewise beyond `max_connections_per_peer`
-//! from one address, so that one client cannot take every slot from the others.
+//! from one peer, so that one client cannot take every slot from the others. A peer is an
+//! IPv4 address, or an IPv6 /64: one host is routinely given a whole /64, so counting its
+//! addresses one by one would give it 2^64 caps.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -146,9 +148,23 @@ pub async fn run(
     Ok(())
 }
 
-/// Connections open per client address.
+/// Connections open per peer (see [`peer_of`]).
 #[derive(Default)]
 struct PeerCounts(Mutex<HashMap<IpAddr, usize>>);
+
+/// The peer an address counts against: an IPv4 address itself (also when it comes mapped
+/// into IPv6), an IPv6 address's /64.
+fn peer_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from_bits(
+                v6.to_bits() & !((1u128 << 64) - 1),
+            )),
+        },
+    }
+}
 
 /// One connection's place in its address's count, given back when dropped.
 struct PeerSlot {
@@ -157,8 +173,9 @@ struct PeerSlot {
 }
 
 impl PeerCounts {
-    /// A slot for a connection from `ip`, if it has fewer than `cap` open.
+    /// A slot for a connection from `ip`, if its peer has fewer than `cap` open.
     fn take(counts: &Arc<PeerCounts>, ip: IpAddr, cap: usize) -> Option<PeerSlot> {
+        let ip = peer_of(ip);
         let mut open = counts.0.lock().unwrap_or_else(|p| p.into_inner());
         let n = open.entry(ip).or_insert(0);
         if *n >= cap {
@@ -183,5 +200,35 @@ impl Drop for PeerSlot {
                 open.remove(&self.ip);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_peers_of_one_64_share_a_count_and_ipv4_ones_do_not() {
+        let counts = Arc::new(PeerCounts::default());
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff:0:0:9".parse().unwrap();
+        let other_net: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        let held_a = PeerCounts::take(&counts, a, 2);
+        let held_b = PeerCounts::take(&counts, b, 2);
+        assert!(held_a.is_some() && held_b.is_some());
+        assert!(
+            PeerCounts::take(&counts, "2001:db8:1:2::77".parse().unwrap(), 2).is_none(),
+            "a third address of the same /64 is over the cap of 2"
+        );
+        assert!(PeerCounts::take(&counts, other_net, 2).is_some());
+        drop(held_a);
+        assert!(PeerCounts::take(&counts, b, 2).is_some());
+
+        // IPv4 addresses count one by one, and an IPv4-mapped IPv6 peer as its IPv4 address.
+        let v4: IpAddr = "192.0.2.1".parse().unwrap();
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        let _one = PeerCounts::take(&counts, v4, 1).expect("first");
+        assert!(PeerCounts::take(&counts, mapped, 1).is_none());
+        assert!(PeerCounts::take(&counts, "192.0.2.2".parse().unwrap(), 1).is_some());
     }
 }

@@ -5,27 +5,31 @@
 //! * [`JsonPayload`]: JSON carrying payloads (a batch, a schedule), up to the payload limit.
 //! * [`JsonBody`]: JSON that never carries a payload (receipts, settings, filters), up to the
 //!   small control limit, so that no such route makes the server hold megabytes.
+//! * [`FormBody`]: a dashboard form (`application/x-www-form-urlencoded`), up to
+//!   [`FORM_LIMIT`]: a token, a CSRF token and a few fields.
 //!
 //! A JSON route refuses any other content type with 415: a web page can make a browser send
 //! a form or `text/plain` body anywhere without asking first, but not `application/json`.
-//! A body over its limit is a 413 (from its `Content-Length` alone, when it gives one), one
-//! that does not arrive within [`BodyRules::timeout`] a 408.
-
-use std::time::Duration;
+//! A body over its limit is a 413 (from its `Content-Length` alone, when it gives one, before
+//! a byte of it is read). The deadline and the budget of bytes in flight hold for every body
+//! (`body_guard.rs`); here they become a 408 and a 503.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderMap, StatusCode};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+use crate::body_guard::BodyRefused;
 use crate::error::{ApiError, ApiResult};
+
+/// Largest dashboard form: the longest form (a queue's settings) is well under 1 KiB.
+pub const FORM_LIMIT: usize = 8 * 1024;
 
 /// How bodies are read (a request extension set by the router from the server's limits).
 #[derive(Debug, Clone, Copy)]
 pub struct BodyRules {
-    /// Longest a body may take to arrive once the head is in.
-    pub timeout: Duration,
     /// Largest body of a route that carries payloads.
     pub payload_limit: usize,
     /// Largest body of a route that does not.
@@ -65,6 +69,36 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     }
 }
 
+/// A dashboard form's fields.
+pub struct FormBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for FormBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
+        let is_form = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|v| {
+                v.trim()
+                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            });
+        if !is_form {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "this route takes a form: application/x-www-form-urlencoded",
+            ));
+        }
+        let bytes = read(req, |_| FORM_LIMIT, false).await?;
+        serde_urlencoded::from_bytes(&bytes)
+            .map(FormBody)
+            .map_err(|e| ApiError::bad_request("malformed_form", e.to_string()))
+    }
+}
+
 async fn read(
     req: Request,
     limit_of: fn(&BodyRules) -> usize,
@@ -88,23 +122,10 @@ async fn read(
         return Err(not_json());
     }
     let json_needed = json_only && !is_json(req.headers());
-    let collect = Limited::new(req.into_body(), limit).collect();
-    let collected = tokio::time::timeout(rules.timeout, collect)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
-                format!(
-                    "the request body did not arrive within {}",
-                    humantime::format_duration(rules.timeout)
-                ),
-            )
-        })?;
-    let bytes = match collected {
+    let bytes = match Limited::new(req.into_body(), limit).collect().await {
         Ok(body) => body.to_bytes(),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large(limit)),
-        Err(e) => return Err(ApiError::bad_request("bad_body", e.to_string())),
+        Err(e) => return Err(refused(e.as_ref())),
     };
     // A body sent with no content type at all (as a browser's fetch of a bare blob does) is
     // refused too, once it turns out not to be empty.
@@ -128,6 +149,22 @@ pub fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|v| {
             v == "application/json" || (v.starts_with("application/") && v.ends_with("+json"))
         })
+}
+
+/// Why reading a body failed, as an answer: the deadline and the budget of `body_guard.rs`,
+/// or a body that broke off.
+fn refused(error: &(dyn std::error::Error + 'static)) -> ApiError {
+    match BodyRefused::find(error) {
+        Some(e @ BodyRefused::Deadline(_)) => {
+            ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", e.to_string())
+        }
+        Some(e @ BodyRefused::Busy) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_busy",
+            e.to_string(),
+        ),
+        None => ApiError::bad_request("bad_body", error.to_string()),
+    }
 }
 
 fn too_large(limit: usize) -> ApiError {

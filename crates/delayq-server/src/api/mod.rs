@@ -59,8 +59,9 @@ use crate::state::AppState;
 pub fn router(state: AppState) -> Router {
     let limits = state.limits();
     let body_limit = limits.max_body_bytes;
+    let body_guard =
+        crate::body_guard::BodyGuard::new(limits.body_timeout, limits.max_body_bytes_in_flight);
     let body_rules = body::BodyRules {
-        timeout: limits.body_timeout,
         payload_limit: limits.max_body_bytes,
         control_limit: limits.max_control_body_bytes.min(limits.max_body_bytes),
     };
@@ -85,6 +86,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::front_door::guard,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            body_guard,
+            crate::body_guard::guard,
         ))
         .with_state(state)
 }

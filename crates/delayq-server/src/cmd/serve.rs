@@ -79,9 +79,13 @@ pub struct ServeArgs {
     /// Longest a client may take to send a request's headers (and may idle between requests).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     header_timeout: Duration,
-    /// Longest a client may take to send a request's body.
+    /// Longest a client may take to send a request's body (every route).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     body_timeout: Duration,
+    /// Most bytes of request bodies the server holds at once, across all requests; a body
+    /// beyond is refused with 503 server_busy.
+    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    max_body_bytes_in_flight: usize,
     /// Most connections open at once.
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
@@ -90,8 +94,8 @@ pub struct ServeArgs {
     /// changes are taken from pages of these origins (behind a proxy, its public name).
     #[arg(long, env = "DELAYQ_ALLOW_HOST", value_delimiter = ',')]
     allow_host: Vec<String>,
-    /// Most connections from one client address at once, when listening on a non-loopback
-    /// address (0: no cap of its own).
+    /// Most connections from one client at once (an IPv4 address, an IPv6 /64), when
+    /// listening on a non-loopback address (0: no cap of its own).
     #[arg(long, default_value_t = 256)]
     max_connections_per_peer: usize,
     /// Networks push targets may be in although they are loopback, private or link-local
@@ -183,6 +187,7 @@ async fn run_logged(args: ServeArgs) -> anyhow::Result<()> {
         max_delay: args.max_delay.min(delayq::MAX_DELAY),
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
+        max_body_bytes_in_flight: args.max_body_bytes_in_flight,
         max_connections: args.max_connections,
         max_connections_per_peer: (!args.listen.ip().is_loopback()
             && args.max_connections_per_peer > 0)

@@ -6,7 +6,6 @@
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Form;
 use delayq::Schedule;
 use maud::html;
 use serde::Deserialize;
@@ -15,6 +14,7 @@ use super::layout;
 use super::session::Session;
 use super::text::{group_path, queue_path, segment};
 use super::visitor::Visitor;
+use crate::api::body::FormBody;
 use crate::state::AppState;
 
 #[derive(Deserialize)]
@@ -159,7 +159,7 @@ pub async fn queue_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
     axum::extract::Path(name): axum::extract::Path<String>,
-    Form(form): Form<ActionForm>,
+    FormBody(form): FormBody<ActionForm>,
 ) -> Response {
     let queue = match queue_to_act_on(&app, &session, &form, &name) {
         Ok(q) => q,
@@ -276,7 +276,7 @@ pub async fn group_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
     axum::extract::Path((name, group)): axum::extract::Path<(String, String)>,
-    Form(form): Form<ActionForm>,
+    FormBody(form): FormBody<ActionForm>,
 ) -> Response {
     let queue = match queue_to_act_on(&app, &session, &form, &name) {
         Ok(q) => q,
@@ -369,7 +369,7 @@ pub async fn message_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
     axum::extract::Path((name, id)): axum::extract::Path<(String, String)>,
-    Form(form): Form<ActionForm>,
+    FormBody(form): FormBody<ActionForm>,
 ) -> Response {
     let queue = match queue_to_act_on(&app, &session, &form, &name) {
         Ok(q) => q,

@@ -4,12 +4,12 @@
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Form;
 use maud::html;
 use serde::Deserialize;
 
 use super::layout;
 use super::session::{self, COOKIE, LIFETIME};
+use crate::api::body::FormBody;
 use crate::state::AppState;
 
 /// `GET /ui/login`.
@@ -45,7 +45,10 @@ pub struct LoginForm {
 }
 
 /// `POST /ui/login`: a known token gets the cookie; anything else the form again, with 401.
-pub async fn submit(State(state): State<AppState>, Form(form): Form<LoginForm>) -> Response {
+pub async fn submit(
+    State(state): State<AppState>,
+    FormBody(form): FormBody<LoginForm>,
+) -> Response {
     match session::issue(state.tokens(), &form.token) {
         Some(cookie) => {
             let set = format!(
@@ -70,7 +73,7 @@ pub struct LogoutForm {
 pub async fn logout(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Form(form): Form<LogoutForm>,
+    FormBody(form): FormBody<LogoutForm>,
 ) -> Response {
     let valid =
         super::visitor::session_of(&headers, &state).is_some_and(|s| s.csrf_matches(&form.csrf));

@@ -4,6 +4,7 @@
 mod common;
 
 mod auth;
+mod body_guard;
 mod browse;
 mod browser;
 mod cli;
