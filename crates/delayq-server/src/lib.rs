@@ -13,6 +13,7 @@
 //! * `ui/`: the web dashboard at `/ui`.
 //! * `embedded.rs`: the private `redis-server` that `serve` runs when given no Redis URL.
 //! * `webhooks/`: URLs called with a queue's events, by one server at a time.
+//! * `redact.rs`: how secrets in URLs are shown to those who must not read them whole.
 
 pub mod api;
 pub mod auth;
@@ -23,6 +24,7 @@ pub mod front_door;
 pub mod limits;
 pub mod metrics;
 pub mod push;
+pub mod redact;
 pub mod request_spans;
 pub mod rfc3339;
 pub mod server;

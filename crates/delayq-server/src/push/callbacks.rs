@@ -192,10 +192,13 @@ async fn send(dq: &DelayQ, clients: &Clients, report: &Report) {
         Ok(parsed) => {
             match tokio::time::timeout(TIMEOUT, check_url(clients.policy(), &parsed)).await {
                 Ok(checked) => checked.err().map(|r| r.detailed()),
-                Err(_) => Some(format!("resolving {url:?} took over {TIMEOUT:?}")),
+                Err(_) => Some(format!(
+                    "resolving {} took over {TIMEOUT:?}",
+                    crate::redact::origin(&parsed)
+                )),
             }
         }
-        Err(e) => Some(format!("{url:?} is not a URL: {e}")),
+        Err(e) => Some(format!("it is not a URL: {e}")),
     };
     if let Some(why) = refused {
         counter(queue.name().as_str(), "refused").increment(1);
@@ -254,7 +257,13 @@ async fn send(dq: &DelayQ, clients: &Clients, report: &Report) {
             Ok(r) => {
                 tracing::warn!(id = %report.id, status = %r.status(), "failure callback refused")
             }
-            Err(e) => tracing::warn!(id = %report.id, "failure callback failed: {e}"),
+            Err(e) => {
+                let why = match reqwest::Url::parse(url) {
+                    Ok(parsed) => crate::redact::request_error("no answer", &parsed, &e),
+                    Err(_) => "no answer".to_owned(),
+                };
+                tracing::warn!(id = %report.id, "failure callback failed: {why}")
+            }
         }
     }
     counter(queue.name().as_str(), "failed").increment(1);

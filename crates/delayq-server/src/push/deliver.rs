@@ -162,7 +162,8 @@ impl Pusher {
         let outcome = match result {
             Err(e) => {
                 count(5);
-                Err(Failure::retry(transport_error(&e)))
+                let url = own_url.as_ref().unwrap_or(&self.url);
+                Err(Failure::retry(transport_error(url, &e)))
             }
             Ok(mut response) => {
                 let status = response.status().as_u16();
@@ -269,8 +270,9 @@ fn push_span(delivery: &Delivery) -> tracing::Span {
     )
 }
 
-/// What went wrong below HTTP, in words a person reading the error history understands.
-fn transport_error(e: &reqwest::Error) -> String {
+/// What went wrong below HTTP, in words a person reading the error history understands. A
+/// send token reads it: the URL's origin only (`redact.rs`).
+fn transport_error(url: &reqwest::Url, e: &reqwest::Error) -> String {
     let kind = if e.is_timeout() {
         "timed out"
     } else if e.is_connect() {
@@ -280,14 +282,7 @@ fn transport_error(e: &reqwest::Error) -> String {
     } else {
         "request failed"
     };
-    // The source chain holds the cause (refused, TLS, refused address).
-    let mut text = format!("{kind}: {e}");
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    text
+    crate::redact::request_error(kind, url, e)
 }
 
 /// `Retry-After`: seconds, or an HTTP date.

@@ -91,7 +91,10 @@ fn render(session: &Session, queue: &str, m: &MessageInfo, done: Option<&str>) -
                 dt { "Ended" } dd #finished { (utc(done.finished_at_ms)) }
             }
             @if let Some(d) = destination {
-                @if let Some(url) = &d.url { dt { "Pushed to" } dd { (url) } }
+                @if let Some(url) = &d.url {
+                    dt { "Pushed to" }
+                    dd { @if session.can_act() { (url) } @else { (crate::redact::origin_of(url)) } }
+                }
             }
             @if m.completion.is_none() {
                 dt { "Payload" } dd { (body.len()) " bytes, " (kind_name(m.kind, body)) }

@@ -67,13 +67,19 @@ pub async fn page(
 ) -> Response {
     let started = std::time::Instant::now();
     let result = rows(&state, query.q.as_deref()).await;
-    let (mut rows, targets) = match result {
+    let (mut rows, mut targets) = match result {
         Ok(r) => r,
         Err(e) => {
             let body = html! { p.notice.error role="alert" { "Redis: " (e) } };
             return layout::page("Queues", Some(&session), true, body).into_response();
         }
     };
+    if !session.can_act() {
+        // A target's path and query are its receiver's credential, often (`redact.rs`).
+        for url in targets.values_mut() {
+            *url = crate::redact::origin_of(url);
+        }
+    }
     let sort = query.sort.as_deref().unwrap_or("name");
     let key = |r: &Row| -> f64 {
         match sort {

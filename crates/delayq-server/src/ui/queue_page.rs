@@ -89,7 +89,18 @@ async fn render(
     let history = history.map_err(|e| e.to_string())?;
     let page = page.map_err(|e| e.to_string())?;
     let schedules = schedules.map_err(|e| e.to_string())?;
-    let target = target.map_err(|e| e.to_string())?;
+    let mut target = target.map_err(|e| e.to_string())?;
+    let mut webhooks = webhooks;
+    if !session.can_act() {
+        // Their paths and queries are the receivers' credentials, often (`redact.rs`).
+        if let Some(t) = target.as_mut() {
+            t.url = crate::redact::origin_of(&t.url);
+            t.failure_callback = t.failure_callback.as_deref().map(crate::redact::origin_of);
+        }
+        for hook in webhooks.iter_mut().flat_map(|w| w.hooks.iter_mut()) {
+            hook.url = crate::redact::origin_of(&hook.url);
+        }
+    }
     let base = queue_path(name);
     let count_of = |s: MessageState| match s {
         MessageState::Delayed => stats.delayed,

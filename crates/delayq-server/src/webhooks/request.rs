@@ -36,7 +36,10 @@ pub async fn send(
     match tokio::time::timeout(TIMEOUT, check_url(policy, url)).await {
         Ok(Ok(())) => {}
         Ok(Err(refused)) => return Err(refused.detailed()),
-        Err(_) => return Err(format!("resolving {url} took over {TIMEOUT:?}")),
+        Err(_) => {
+            let origin = crate::redact::origin(url);
+            return Err(format!("resolving {origin} took over {TIMEOUT:?}"));
+        }
     }
     let signed = signature::Signed {
         queue,
@@ -63,6 +66,6 @@ pub async fn send(
     match sent {
         Ok(r) if r.status().is_success() => Ok(()),
         Ok(r) => Err(format!("HTTP {}", r.status().as_u16())),
-        Err(e) => Err(format!("no answer: {e}")),
+        Err(e) => Err(crate::redact::request_error("no answer", url, &e)),
     }
 }

@@ -215,7 +215,7 @@ async fn dispatch(
             reader = match open(&dq, &queue, &hook).await {
                 Ok(r) => Some(r),
                 Err(e) => {
-                    tracing::warn!(queue = %queue, url = %hook.url, "webhook cannot read events: {e}");
+                    tracing::warn!(queue = %queue, url = %crate::redact::origin_of(&hook.url), "webhook cannot read events: {e}");
                     pause(&mut stop, REFRESH).await;
                     continue;
                 }
@@ -232,7 +232,7 @@ async fn dispatch(
         let batch = match read {
             Ok(batch) => batch,
             Err(e) => {
-                tracing::warn!(queue = %queue, url = %hook.url, "webhook cannot read events: {e}");
+                tracing::warn!(queue = %queue, url = %crate::redact::origin_of(&hook.url), "webhook cannot read events: {e}");
                 reader = None;
                 pause(&mut stop, REFRESH).await;
                 continue;
@@ -263,7 +263,7 @@ async fn dispatch(
         let after = events.cursor();
         if after != before {
             if let Err(e) = config::set_cursor(&dq, &queue, &hook.url, &after).await {
-                tracing::warn!(queue = %queue, url = %hook.url, "webhook cannot save its place: {e}");
+                tracing::warn!(queue = %queue, url = %crate::redact::origin_of(&hook.url), "webhook cannot save its place: {e}");
             }
         }
     }
@@ -314,10 +314,10 @@ async fn deliver(
             }
             Err(why) => {
                 counter(queue, "failed").increment(1);
-                tracing::debug!(queue = %queue, url = %url, id = %event.id, attempt, "webhook request failed: {why}");
+                tracing::debug!(queue = %queue, url = %crate::redact::origin(&url), id = %event.id, attempt, "webhook request failed: {why}");
                 if attempt == ATTEMPTS {
                     counter(queue, "gave_up").increment(1);
-                    tracing::warn!(queue = %queue, url = %url, id = %event.id, kind = %event.kind, "webhook gave up on an event after {ATTEMPTS} tries: {why}");
+                    tracing::warn!(queue = %queue, url = %crate::redact::origin(&url), id = %event.id, kind = %event.kind, "webhook gave up on an event after {ATTEMPTS} tries: {why}");
                     return;
                 }
             }

@@ -41,6 +41,7 @@ mod retention;
 mod rolling_upgrade;
 mod schedule_firing;
 mod schedules;
+mod secret_urls;
 mod serve;
 mod servers;
 mod slow_clients;
