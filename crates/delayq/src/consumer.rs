@@ -83,7 +83,15 @@ impl Consumer {
         let mut shape = Vec::with_capacity(queues.len());
         let name = format!("{:016x}", rand::random::<u64>());
         for (group, (queue, _)) in queues.iter().enumerate() {
-            let layout = queue.layout().await?;
+            // A consumer that lives on records the layout, so that the queue cannot be
+            // created later with partitions it would not watch. One made for a single
+            // receive (an HTTP long-poll) records nothing: a receive is a read, and a queue
+            // name a client invents must not leave keys behind (its next receive reads the
+            // layout afresh).
+            let layout = match remember_claims {
+                true => queue.layout().await?,
+                false => queue.known_layout().await?,
+            };
             for (partition, keys) in layout.parts().iter().enumerate() {
                 lanes.push(Lane {
                     partition,

@@ -16,6 +16,12 @@
 //! | `delayq_messages_expired_total` | counter | queue |
 //! | `delayq_delivery_lateness_seconds` | histogram | queue: claim time minus due time, server clock |
 //! | `delayq_handler_duration_seconds` | histogram | queue (worker handlers) |
+//!
+//! A queue's series are made when it first counts something, for at most
+//! [`MAX_QUEUES_WITH_SERIES`] queues per process.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use metrics::{counter, histogram, Counter, Histogram};
 
@@ -33,36 +39,160 @@ pub const HANDLER_BUCKETS: &[f64] = &[
     300.0, 600.0,
 ];
 
-/// One queue's metric handles, registered once when the queue handle is made.
+/// Most queues one process makes series for. A queue beyond it counts nothing (with one
+/// warning), so that a process handed ever new queue names (an HTTP server whose clients
+/// invent them) cannot grow its metrics without bound.
+pub const MAX_QUEUES_WITH_SERIES: usize = 10_000;
+
+/// The queues with series in this process.
+static WITH_SERIES: SeriesBudget = SeriesBudget::new(MAX_QUEUES_WITH_SERIES);
+
+/// Whether `queue` may have series: it has some already, or there is room for it.
+fn admit(queue: &str) -> bool {
+    let admitted = WITH_SERIES.admit(queue);
+    if !admitted {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                "{MAX_QUEUES_WITH_SERIES} queues have metric series in this process: \
+                 queues beyond them are not counted"
+            )
+        });
+    }
+    admitted
+}
+
+/// The queues that have series, up to a cap.
+struct SeriesBudget {
+    cap: usize,
+    names: Mutex<Option<HashSet<String>>>,
+}
+
+impl SeriesBudget {
+    const fn new(cap: usize) -> Self {
+        SeriesBudget {
+            cap,
+            names: Mutex::new(None),
+        }
+    }
+
+    /// True if `queue` has series or may have them now (then it is counted in).
+    fn admit(&self, queue: &str) -> bool {
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        let names = names.get_or_insert_with(HashSet::new);
+        if names.contains(queue) {
+            return true;
+        }
+        if names.len() >= self.cap {
+            return false;
+        }
+        names.insert(queue.to_owned());
+        true
+    }
+}
+
+/// A counter of one queue, registered when it first counts something: a queue handle made
+/// only to read (or for a name a client invented) makes no series.
+pub(crate) struct LazyCounter {
+    name: &'static str,
+    queue: Arc<str>,
+    handle: OnceLock<Option<Counter>>,
+}
+
+impl LazyCounter {
+    fn new(name: &'static str, queue: &Arc<str>) -> Self {
+        LazyCounter {
+            name,
+            queue: queue.clone(),
+            handle: OnceLock::new(),
+        }
+    }
+
+    /// Adds `n` (nothing is registered for 0).
+    pub(crate) fn increment(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let handle = self.handle.get_or_init(|| {
+            admit(&self.queue).then(|| counter!(self.name, "queue" => self.queue.to_string()))
+        });
+        if let Some(counter) = handle {
+            counter.increment(n);
+        }
+    }
+}
+
+/// A histogram of one queue, registered at its first sample (see [`LazyCounter`]).
+pub(crate) struct LazyHistogram {
+    name: &'static str,
+    queue: Arc<str>,
+    handle: OnceLock<Option<Histogram>>,
+}
+
+impl LazyHistogram {
+    fn new(name: &'static str, queue: &Arc<str>) -> Self {
+        LazyHistogram {
+            name,
+            queue: queue.clone(),
+            handle: OnceLock::new(),
+        }
+    }
+
+    /// Records one sample.
+    pub(crate) fn record(&self, value: f64) {
+        let handle = self.handle.get_or_init(|| {
+            admit(&self.queue).then(|| histogram!(self.name, "queue" => self.queue.to_string()))
+        });
+        if let Some(histogram) = handle {
+            histogram.record(value);
+        }
+    }
+}
+
+/// One queue's metric handles, each registered when it first counts.
 pub(crate) struct QueueMetrics {
-    pub(crate) sent: Counter,
-    pub(crate) delivered: Counter,
-    pub(crate) acked: Counter,
-    pub(crate) nacked: Counter,
-    pub(crate) retried: Counter,
-    pub(crate) dead_lettered: Counter,
-    pub(crate) lease_expired: Counter,
-    pub(crate) cancelled: Counter,
-    pub(crate) expired: Counter,
-    pub(crate) lateness: Histogram,
-    pub(crate) handler_duration: Histogram,
+    pub(crate) sent: LazyCounter,
+    pub(crate) delivered: LazyCounter,
+    pub(crate) acked: LazyCounter,
+    pub(crate) nacked: LazyCounter,
+    pub(crate) retried: LazyCounter,
+    pub(crate) dead_lettered: LazyCounter,
+    pub(crate) lease_expired: LazyCounter,
+    pub(crate) cancelled: LazyCounter,
+    pub(crate) expired: LazyCounter,
+    pub(crate) lateness: LazyHistogram,
+    pub(crate) handler_duration: LazyHistogram,
 }
 
 impl QueueMetrics {
     pub(crate) fn new(queue: &QueueName) -> Self {
-        let q = queue.as_str().to_owned();
+        let q: Arc<str> = Arc::from(queue.as_str());
         QueueMetrics {
-            sent: counter!("delayq_messages_sent_total", "queue" => q.clone()),
-            delivered: counter!("delayq_messages_delivered_total", "queue" => q.clone()),
-            acked: counter!("delayq_messages_acked_total", "queue" => q.clone()),
-            nacked: counter!("delayq_messages_nacked_total", "queue" => q.clone()),
-            retried: counter!("delayq_messages_retried_total", "queue" => q.clone()),
-            dead_lettered: counter!("delayq_messages_dead_lettered_total", "queue" => q.clone()),
-            lease_expired: counter!("delayq_messages_lease_expired_total", "queue" => q.clone()),
-            cancelled: counter!("delayq_messages_cancelled_total", "queue" => q.clone()),
-            expired: counter!("delayq_messages_expired_total", "queue" => q.clone()),
-            lateness: histogram!("delayq_delivery_lateness_seconds", "queue" => q.clone()),
-            handler_duration: histogram!("delayq_handler_duration_seconds", "queue" => q),
+            sent: LazyCounter::new("delayq_messages_sent_total", &q),
+            delivered: LazyCounter::new("delayq_messages_delivered_total", &q),
+            acked: LazyCounter::new("delayq_messages_acked_total", &q),
+            nacked: LazyCounter::new("delayq_messages_nacked_total", &q),
+            retried: LazyCounter::new("delayq_messages_retried_total", &q),
+            dead_lettered: LazyCounter::new("delayq_messages_dead_lettered_total", &q),
+            lease_expired: LazyCounter::new("delayq_messages_lease_expired_total", &q),
+            cancelled: LazyCounter::new("delayq_messages_cancelled_total", &q),
+            expired: LazyCounter::new("delayq_messages_expired_total", &q),
+            lateness: LazyHistogram::new("delayq_delivery_lateness_seconds", &q),
+            handler_duration: LazyHistogram::new("delayq_handler_duration_seconds", &q),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SeriesBudget;
+
+    #[test]
+    fn queues_beyond_the_budget_get_no_series_and_those_within_keep_theirs() {
+        let budget = SeriesBudget::new(2);
+        assert!(budget.admit("a"));
+        assert!(budget.admit("b"));
+        assert!(!budget.admit("c"), "a third queue is over a budget of 2");
+        assert!(budget.admit("a"), "a queue with series keeps them");
     }
 }

@@ -23,6 +23,7 @@ mod front_door;
 mod frozen_redis;
 mod group_admin;
 mod groups;
+mod invented_queues;
 mod metrics;
 mod openapi;
 mod otlp;
