@@ -87,6 +87,23 @@ impl Tokens {
         found
     }
 
+    /// Which token the request's bearer token is (its place in the list), `None` when auth
+    /// is off or it is none of them: what counts a token's open streams.
+    pub fn holder_of(&self, headers: &HeaderMap) -> Option<usize> {
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)?;
+        let mut found = None;
+        for (n, (_, token)) in self.0.iter().enumerate() {
+            if constant_time_eq(token, presented.as_bytes()) {
+                found = Some(n);
+            }
+        }
+        found
+    }
+
     /// Every token with its role.
     pub fn iter(&self) -> impl Iterator<Item = (Role, &[u8])> {
         self.0.iter().map(|(r, t)| (*r, t.as_slice()))

@@ -29,6 +29,12 @@ pub struct Limits {
     /// Longest a client may take to send a request's body, once its headers are in; holds
     /// for every route, whatever reads the body (`body_guard.rs`).
     pub body_timeout: Duration,
+    /// Most event streams open at once on this server, and per token (beyond: 429).
+    pub max_event_streams: usize,
+    /// Most event streams open at once per token (a dashboard session counts as its token).
+    pub max_event_streams_per_token: usize,
+    /// Most events one page of events looks at, those its filter drops included.
+    pub max_events_scanned: usize,
     /// Most bytes of request bodies read and not yet answered, across the server: a body
     /// that would go beyond is refused (503 `server_busy`) instead of buffered.
     pub max_body_bytes_in_flight: usize,
@@ -50,6 +56,7 @@ pub struct Limits {
 
 impl Default for Limits {
     /// 16 MiB bodies (256 KiB where no payload is carried), 256 MiB of bodies in flight,
+    /// 1024 event streams (64 per token), pages of events that look at 10,000,
     /// batches of 1000, 30 s waits, 12 h leases, delays up to delayq's own ten-year limit;
     /// 10 s for headers, 30 s for a body, 16 KiB heads, 4096 connections.
     fn default() -> Self {
@@ -63,6 +70,9 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             max_body_bytes_in_flight: 256 * 1024 * 1024,
+            max_event_streams: 1024,
+            max_event_streams_per_token: 64,
+            max_events_scanned: 10_000,
             max_header_bytes: 16 * 1024,
             max_connections: 4096,
             max_connections_per_peer: None,

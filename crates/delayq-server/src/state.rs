@@ -8,6 +8,8 @@ use delayq::{DelayQ, Queue};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
+use crate::api::event_hub::EventHubs;
+use crate::api::stream_slots::{Holder, StreamSlot, StreamSlots};
 use crate::auth::{Role, Tokens};
 use crate::error::ApiResult;
 use crate::limits::Limits;
@@ -35,6 +37,10 @@ struct Inner {
     /// Where deaths found by any request go for their failure callbacks (set by the server
     /// when push delivery runs).
     callbacks: OnceLock<Callbacks>,
+    /// The one reader of each queue's events that its streams follow.
+    event_hubs: EventHubs,
+    /// The event streams open, by token.
+    stream_slots: Arc<StreamSlots>,
 }
 
 impl AppState {
@@ -54,6 +60,8 @@ impl AppState {
             metrics,
             gauges: GaugeCache::default(),
             callbacks: OnceLock::new(),
+            event_hubs: EventHubs::default(),
+            stream_slots: Arc::default(),
         }))
     }
 
@@ -93,6 +101,22 @@ impl AppState {
             queues.insert(name.to_owned(), q.clone());
         }
         Ok(q)
+    }
+
+    /// The event hubs of this server.
+    pub fn event_hubs(&self) -> &EventHubs {
+        &self.0.event_hubs
+    }
+
+    /// A place for one more event stream of `holder` (429 beyond the caps).
+    pub fn take_stream_slot(&self, holder: Holder) -> ApiResult<StreamSlot> {
+        let limits = &self.0.limits;
+        StreamSlots::take(
+            &self.0.stream_slots,
+            holder,
+            limits.max_event_streams_per_token,
+            limits.max_event_streams,
+        )
     }
 
     /// Checks the request's token for `role` (see [`Tokens::authorize`]).

@@ -38,6 +38,11 @@ pub(crate) struct Position {
 }
 
 impl Position {
+    /// Where this is in its stream: entry, then events of it read (all of them: `None`).
+    fn order_key(&self) -> (StreamId, u32) {
+        (self.id, self.within.unwrap_or(u32::MAX))
+    }
+
     /// After entry `id`.
     pub(crate) fn after(id: StreamId) -> Position {
         Position { id, within: None }
@@ -68,6 +73,19 @@ impl Position {
             }),
             None => Some(Position::after(StreamId::parse(text)?)),
         }
+    }
+}
+
+impl PartialOrd for Position {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Position {
+    /// Further along its stream is greater.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.order_key().cmp(&other.order_key())
     }
 }
 
@@ -245,6 +263,37 @@ impl EventCursor {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(EventCursor { positions })
     }
+
+    /// For a cursor that follows another reader's events (a server fanning one reader's
+    /// events out to many listeners): `before` and `after` are that reader's cursors just
+    /// before and after one of its events. Where the event moved it (its partition), this
+    /// cursor moves to `after` if that is further along; true if it moved, that is, if the
+    /// event is new to this cursor. Cursors of different partition counts are not
+    /// comparable: nothing moves.
+    pub fn advance_with(&mut self, before: &EventCursor, after: &EventCursor) -> bool {
+        let n = self.positions.len();
+        if before.positions.len() != n || after.positions.len() != n {
+            return false;
+        }
+        let mut moved = false;
+        for ((mine, was), now) in self
+            .positions
+            .iter_mut()
+            .zip(&before.positions)
+            .zip(&after.positions)
+        {
+            if now != was && *now > *mine {
+                *mine = *now;
+                moved = true;
+            }
+        }
+        moved
+    }
+
+    /// How many partitions it names positions in.
+    pub fn partitions(&self) -> usize {
+        self.positions.len()
+    }
 }
 
 impl fmt::Display for EventCursor {
@@ -299,7 +348,8 @@ impl EventFilter {
         self
     }
 
-    pub(crate) fn matches(&self, event: &Event) -> bool {
+    /// Whether `event` passes the filter.
+    pub fn matches(&self, event: &Event) -> bool {
         (self.kinds.is_empty() || self.kinds.contains(&event.kind))
             && self.id.as_ref().is_none_or(|id| *id == event.id)
     }
@@ -318,5 +368,31 @@ mod tests {
         for text in ["1-0~0", "1-0~", "1~2", "x-0"] {
             assert!(Position::parse(text).is_none(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn a_cursor_advances_where_another_is_further_along() {
+        let cursor = |text: &str| EventCursor::parse(text).expect("valid");
+        let mut mine = cursor("5-0.7-0~2");
+        // Another reader's event in partition 1, one this cursor has seen.
+        assert!(!mine.advance_with(&cursor("9-0.6-0"), &cursor("9-0.7-0~1")));
+        assert_eq!(
+            mine.to_string(),
+            "5-0.7-0~2",
+            "partition 0 did not move with it"
+        );
+        assert!(!mine.advance_with(&cursor("9-0.7-0~1"), &cursor("9-0.7-0~2")));
+        assert!(mine.advance_with(&cursor("9-0.7-0~2"), &cursor("9-0.7-0")));
+        assert_eq!(
+            mine.to_string(),
+            "5-0.7-0",
+            "the rest of the packed entry is new"
+        );
+        assert!(mine.advance_with(&cursor("5-0.7-0"), &cursor("6-1.7-0")));
+        assert_eq!(mine.to_string(), "6-1.7-0");
+        assert!(
+            !mine.advance_with(&cursor("1-0"), &cursor("9-0")),
+            "another count"
+        );
     }
 }

@@ -8,7 +8,9 @@
 //! own restarts or the server's: the events are in Redis, not in the reader. It waits for new
 //! events without polling, on the shard channel their scripts publish to (`wakeup.rs`).
 //! Events of one partition come in the order they happened; those of several are merged by
-//! the Redis server's time of each.
+//! the Redis server's time of each. A reader reads only the partitions that may have more
+//! for it: those whose channel woke it, and those whose last read it did not finish; a
+//! partition it read to its end costs nothing until its channel wakes the reader again.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -50,12 +52,27 @@ pub struct EventReader {
     /// Per partition, its channel's subscription (made on first wait, and again after it
     /// was lost) and the wake-ups heard before the last read.
     lanes: Vec<Lane>,
+    /// Most events one [`next`](Self::next) looks at (the filter's drops included) before
+    /// it returns, with or without any; `None`: no limit.
+    scan_limit: Option<usize>,
 }
 
-#[derive(Default)]
 struct Lane {
     subscription: Option<Arc<Subscription>>,
     seen: u64,
+    /// It may hold events after the reader's position: not read to its end since it was
+    /// last woken (or since the reader opened).
+    unread: bool,
+}
+
+impl Default for Lane {
+    fn default() -> Self {
+        Lane {
+            subscription: None,
+            seen: 0,
+            unread: true,
+        }
+    }
 }
 
 impl EventReader {
@@ -72,6 +89,7 @@ impl EventReader {
             filter,
             positions: vec![Position::default(); count],
             lanes: (0..count).map(|_| Lane::default()).collect(),
+            scan_limit: None,
         };
         match start {
             EventStart::Oldest => {}
@@ -100,6 +118,21 @@ impl EventReader {
         Ok(reader)
     }
 
+    /// Bounds what one [`next`](Self::next) looks at: after `events` events (those its
+    /// filter drops included) it returns what it found, perhaps nothing, and its
+    /// [`cursor`](Self::cursor) is past them all. A filter that matches little then cannot
+    /// make one call read a whole retained stream.
+    pub fn with_scan_limit(mut self, events: usize) -> Self {
+        self.scan_limit = Some(events.max(1));
+        self
+    }
+
+    /// True when its last read reached the end of every partition: nothing was kept after
+    /// its cursor then.
+    pub fn caught_up(&self) -> bool {
+        self.lanes.iter().all(|l| !l.unread)
+    }
+
     /// Where the reader is: a reader opened [`After`](EventStart::After) it reads nothing
     /// this one has read.
     pub fn cursor(&self) -> EventCursor {
@@ -115,20 +148,30 @@ impl EventReader {
         crate::options::check_count("an event read", max)?;
         let max = max.min(MAX_EVENTS_READ);
         let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+        let mut looked_at = 0;
         loop {
             for lane in &mut self.lanes {
                 if let Some(s) = &lane.subscription {
-                    lane.seen = s.generation();
+                    let generation = s.generation();
+                    lane.unread |= generation != lane.seen;
+                    lane.seen = generation;
                 }
             }
-            let (events, moved) = self.read(max).await?;
+            // Within the scan limit, a read looks at no more than is left of it.
+            let room = self
+                .scan_limit
+                .map_or(max, |limit| max.min(limit.saturating_sub(looked_at)).max(1));
+            let (events, looked) = self.read(room).await?;
             if !events.is_empty() {
                 return Ok(events);
             }
-            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            looked_at += looked;
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d)
+                || self.scan_limit.is_some_and(|limit| looked_at >= limit)
+            {
                 return Ok(events);
             }
-            if moved {
+            if looked > 0 {
                 // All the filter dropped: there may be more behind them.
                 continue;
             }
@@ -171,27 +214,35 @@ impl EventReader {
                 let s = self.core.subscription_to(&keys.events()).await?;
                 lane.seen = s.generation();
                 lane.subscription = Some(s);
+                // What came before the subscription was not heard.
+                lane.unread = true;
                 made = true;
             }
         }
         Ok(made)
     }
 
-    /// Reads what follows the reader's positions, up to `max` events, merged in time order,
-    /// and moves past them (past those the filter drops, too); and whether it moved.
-    async fn read(&mut self, max: usize) -> Result<(Vec<Event>, bool)> {
-        let reads = self
-            .layout
-            .parts()
+    /// Reads what follows the reader's positions in the partitions that may have more, up
+    /// to `max` events, merged in time order, and moves past them (past those the filter
+    /// drops, too); and how many it moved past (0: it did not move).
+    async fn read(&mut self, max: usize) -> Result<(Vec<Event>, usize)> {
+        let unread: Vec<usize> = (0..self.lanes.len())
+            .filter(|k| self.lanes[*k].unread)
+            .collect();
+        let parts = self.layout.parts();
+        let reads = unread
             .iter()
-            .zip(&self.positions)
-            .map(|(keys, from)| read_after(&self.core, keys, from, max));
+            .map(|&k| read_after(&self.core, &parts[k], &self.positions[k], max));
         // Per event: its entry's id, its partition, its place in its entry and the entry's
         // event count; each partition's at most `max` (no more can be returned).
         let mut events = Vec::new();
-        for (k, read) in join_all(reads).await.into_iter().enumerate() {
+        for (&k, read) in unread.iter().zip(join_all(reads).await) {
+            let read = read?;
+            // A read of fewer entries than it asked for reached the end, unless some of
+            // them are not returned below.
+            self.lanes[k].unread = read.len() >= max.min(READ_ENTRIES);
             let mut taken = 0;
-            for (id, fields) in read? {
+            for (id, fields) in read {
                 let skip = self.positions[k].skip_in(id);
                 let all = events_of((id, fields));
                 let total = all.len();
@@ -203,14 +254,19 @@ impl EventReader {
                     if taken < max {
                         events.push((id, k, i, total, event));
                         taken += 1;
+                    } else {
+                        self.lanes[k].unread = true;
                     }
                 }
             }
         }
         // Each partition's events are in order already; a stable sort by time keeps that.
         events.sort_by_key(|(id, k, i, _, _)| (*id, *k, *i));
+        for (_, k, _, _, _) in events.iter().skip(max) {
+            self.lanes[*k].unread = true;
+        }
         events.truncate(max);
-        let moved = !events.is_empty();
+        let moved = events.len();
         let mut out = Vec::new();
         for (id, k, i, total, mut event) in events {
             self.positions[k] = match i + 1 < total {

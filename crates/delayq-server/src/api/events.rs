@@ -10,8 +10,12 @@
 //! out, and a stream started at `now` has one before its first event.
 //!
 //! Any valid token may read, as it may browse messages: an event names a message and what
-//! happened to it, never its payload. A stream holds one connection and a reader (a few
-//! positions), and ends when the client goes or the server shuts down.
+//! happened to it, never its payload. A stream holds one connection and a place among the
+//! streams a token and the server may have open (`stream_slots.rs`; beyond, 429); it catches
+//! up on its own reader, then follows the queue's one reader on this server
+//! (`event_hub.rs`), and ends when the client goes or the server shuts down. A page looks at
+//! up to `Limits::max_events_scanned` events: a filter that matches little answers with what
+//! it found, perhaps nothing, and the cursor to go on from.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -23,17 +27,20 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use delayq::{Event, EventCursor, EventFilter, EventKind, EventReader, EventStart};
+use delayq::{Event, EventCursor, EventFilter, EventKind, EventReader, EventStart, Queue};
 use hyper::body::Frame;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use utoipa::{IntoParams, ToSchema};
 
 use super::access::{AnyRole, Authorized};
+use super::event_hub::{self, Batch, EventHubs};
 use super::path::Path;
 use super::query::Query;
+use super::stream_slots::{Holder, StreamSlot};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
+use std::sync::Arc;
 
 /// How long a stream stays silent before it says where it is.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -110,7 +117,9 @@ impl From<Event> for EventOut {
 #[derive(Serialize, ToSchema)]
 struct EventsOut {
     events: Vec<EventOut>,
-    /// Where the next page starts (`from=`): after every event this read looked at.
+    /// Where the next page starts (`from=`): after every event this read looked at. A
+    /// filtered read looks at a bounded number of events (10,000 by default), then answers
+    /// with what matched, perhaps nothing: go on from here.
     cursor: String,
 }
 
@@ -142,10 +151,14 @@ pub async fn events(
         _ => None,
     };
     let start = start_of(resume.or(query.from.as_deref()))?;
-    let mut reader = q.events(start, filter).await?;
     if stream {
-        return Ok(event_stream(reader, state));
+        let holder = state.tokens().holder_of(&headers);
+        return open_stream(&state, &q, start, filter, holder).await;
     }
+    let mut reader = q
+        .events(start, filter)
+        .await?
+        .with_scan_limit(state.limits().max_events_scanned);
     let limit = query.limit.unwrap_or(DEFAULT_PAGE);
     let wait = Duration::from_millis(query.wait_ms.unwrap_or(0));
     state.limits().check_wait(wait)?;
@@ -201,35 +214,79 @@ fn filter_of(query: &EventsQuery) -> ApiResult<EventFilter> {
     Ok(filter)
 }
 
-/// The stream's response: a task reads the queue's events and hands each frame to the body
-/// through a channel of a few frames, so a slow client holds the reader back rather than
-/// piling frames up in memory.
-pub fn event_stream(mut reader: EventReader, state: AppState) -> Response {
+/// A stream of `q`'s events from `start` that pass `filter`, for `holder` (429 when it, or
+/// the server, has as many open as it may).
+pub async fn open_stream(
+    state: &AppState,
+    q: &Queue,
+    start: EventStart,
+    filter: EventFilter,
+    holder: Holder,
+) -> ApiResult<Response> {
+    let slot = state.take_stream_slot(holder)?;
+    // The hub first: what it read before is in Redis before the catch-up's reads.
+    let hub = EventHubs::subscribe(state, q).await?;
+    let reader = q.events(start, filter.clone()).await?;
+    Ok(event_stream(
+        state.clone(),
+        q.clone(),
+        (reader, hub),
+        filter,
+        slot,
+    ))
+}
+
+/// The stream's response: a task catches up on `reader`, then follows the hub, and hands
+/// each frame to the body through a channel of a few frames, so a slow client holds the
+/// task back rather than piling frames up in memory.
+fn event_stream(
+    state: AppState,
+    q: Queue,
+    (mut reader, mut hub): (EventReader, broadcast::Receiver<Arc<Batch>>),
+    filter: EventFilter,
+    slot: StreamSlot,
+) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     tokio::spawn(async move {
+        let _slot = slot;
         // Opens the stream: how soon to reconnect, and where it starts.
         let opening = format!("retry: 1000\nid: {}\n\n", reader.cursor());
         if tx.send(Bytes::from(opening)).await.is_err() {
             return;
         }
         loop {
-            let read = tokio::select! {
-                read = reader.next(STREAM_READ, Some(KEEP_ALIVE)) => read,
-                () = state.shutdown_started() => return,
-                () = tx.closed() => return,
-            };
-            let frames = match read {
-                Ok(events) if events.is_empty() => format!("id: {}\n\n", reader.cursor()),
-                Ok(events) => events.into_iter().map(frame).collect(),
+            // Catching up, on its own reader, to the end of what Redis keeps.
+            while !reader.caught_up() {
+                let read = tokio::select! {
+                    read = reader.next(STREAM_READ, Some(Duration::ZERO)) => read,
+                    () = state.shutdown_started() => return,
+                    () = tx.closed() => return,
+                };
+                let events = match read {
+                    Ok(events) => events,
+                    Err(e) => {
+                        // The client reconnects after its last event; Redis may be back then.
+                        tracing::warn!(error = %e, "an event stream ends: Redis did not answer");
+                        return;
+                    }
+                };
+                if !events.is_empty() && !send(&tx, events).await {
+                    return;
+                }
+            }
+            // Following the hub, until it leaves this stream behind.
+            let mut cursor = reader.cursor();
+            let followed = follow(&state, &tx, &mut hub, &mut cursor, &filter).await;
+            if !followed {
+                return;
+            }
+            reader = match q.events(EventStart::After(cursor), filter.clone()).await {
+                Ok(reader) => reader,
                 Err(e) => {
-                    // The client reconnects after its last event; Redis may be back then.
                     tracing::warn!(error = %e, "an event stream ends: Redis did not answer");
                     return;
                 }
             };
-            if tx.send(Bytes::from(frames)).await.is_err() {
-                return;
-            }
         }
     });
     let mut response = Body::new(FrameBody(rx)).into_response();
@@ -240,6 +297,50 @@ pub fn event_stream(mut reader: EventReader, state: AppState) -> Response {
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// Sends the hub's new events at `cursor` on; true when the stream fell behind the hub's
+/// backlog (it catches up on its own from `cursor`), false when it ends.
+async fn follow(
+    state: &AppState,
+    tx: &mpsc::Sender<Bytes>,
+    hub: &mut broadcast::Receiver<Arc<Batch>>,
+    cursor: &mut EventCursor,
+    filter: &EventFilter,
+) -> bool {
+    loop {
+        let received = tokio::select! {
+            received = tokio::time::timeout(KEEP_ALIVE, hub.recv()) => received,
+            () = state.shutdown_started() => return false,
+            () = tx.closed() => return false,
+        };
+        let batch = match received {
+            // A quiet spell: where the stream is (past what the filter left out).
+            Err(_) => {
+                let keep_alive = format!("id: {cursor}\n\n");
+                if tx.send(Bytes::from(keep_alive)).await.is_err() {
+                    return false;
+                }
+                continue;
+            }
+            Ok(Ok(batch)) => batch,
+            Ok(Err(broadcast::error::RecvError::Lagged(_))) => return true,
+            // The hub stopped (Redis failed): the client reconnects after its last event.
+            Ok(Err(broadcast::error::RecvError::Closed)) => return false,
+        };
+        let Some(events) = event_hub::new_events(&batch, cursor, filter) else {
+            return false;
+        };
+        if !events.is_empty() && !send(tx, events).await {
+            return false;
+        }
+    }
+}
+
+/// Sends `events` as frames; false when the client is gone.
+async fn send(tx: &mpsc::Sender<Bytes>, events: Vec<Event>) -> bool {
+    let frames: String = events.into_iter().map(frame).collect();
+    tx.send(Bytes::from(frames)).await.is_ok()
 }
 
 /// One event as an SSE message. Its JSON has no newline, so one `data` line carries it.

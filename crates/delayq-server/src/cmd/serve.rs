@@ -82,6 +82,12 @@ pub struct ServeArgs {
     /// Longest a client may take to send a request's body (every route).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     body_timeout: Duration,
+    /// Most event streams (SSE) open at once on this server; beyond, 429 too_many_streams.
+    #[arg(long, default_value_t = 1024)]
+    max_event_streams: usize,
+    /// Most event streams open at once per token (a dashboard session counts as its token).
+    #[arg(long, default_value_t = 64)]
+    max_event_streams_per_token: usize,
     /// Most bytes of request bodies the server holds at once, across all requests; a body
     /// beyond is refused with 503 server_busy.
     #[arg(long, default_value_t = 256 * 1024 * 1024)]
@@ -188,6 +194,8 @@ async fn run_logged(args: ServeArgs) -> anyhow::Result<()> {
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
         max_body_bytes_in_flight: args.max_body_bytes_in_flight,
+        max_event_streams: args.max_event_streams,
+        max_event_streams_per_token: args.max_event_streams_per_token,
         max_connections: args.max_connections,
         max_connections_per_peer: (!args.listen.ip().is_loopback()
             && args.max_connections_per_peer > 0)

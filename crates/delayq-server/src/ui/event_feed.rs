@@ -120,18 +120,15 @@ fn details(e: &Event) -> String {
 /// visitor with a session (the page's script follows it).
 pub async fn stream(
     State(app): State<AppState>,
-    Visitor(_): Visitor,
+    Visitor(session): Visitor,
     axum::extract::Path(name): axum::extract::Path<String>,
 ) -> Response {
     let opened = match app.queue(&name) {
-        Ok(q) => q
-            .events(EventStart::Now, EventFilter::new())
-            .await
-            .map_err(crate::error::ApiError::from),
+        Ok(q) => {
+            let filter = EventFilter::new();
+            crate::api::events::open_stream(&app, &q, EventStart::Now, filter, session.token).await
+        }
         Err(e) => Err(e),
     };
-    match opened {
-        Ok(reader) => crate::api::events::event_stream(reader, app),
-        Err(e) => e.into_response(),
-    }
+    opened.unwrap_or_else(|e| e.into_response())
 }

@@ -32,6 +32,9 @@ pub struct Session {
     pub csrf: String,
     /// False when auth is off: there is nothing to log out of.
     pub logged_in: bool,
+    /// The token logged in with (its place in the tokens file): what the session's event
+    /// streams count against.
+    pub token: Option<usize>,
 }
 
 impl Session {
@@ -61,6 +64,7 @@ pub fn verify(tokens: &Tokens, cookie: Option<&str>) -> Option<Session> {
             role: Role::Admin,
             csrf: mac(open_key(), "csrf", 0),
             logged_in: false,
+            token: None,
         });
     }
     let (expiry, signature) = cookie?.split_once('.')?;
@@ -70,12 +74,13 @@ pub fn verify(tokens: &Tokens, cookie: Option<&str>) -> Option<Session> {
     }
     // Every token is tried, so the time taken does not tell which one matched.
     let mut found = None;
-    for (role, key) in tokens.iter() {
+    for (n, (role, key)) in tokens.iter().enumerate() {
         if constant_time_eq(mac(key, "session", expiry).as_bytes(), signature.as_bytes()) {
             found = Some(Session {
                 role,
                 csrf: mac(key, "csrf", expiry),
                 logged_in: true,
+                token: Some(n),
             });
         }
     }

@@ -15,7 +15,7 @@ use delayq_server::limits::Limits;
 
 use crate::common::*;
 
-async fn record_events(s: &Endpoint, queue: &str) {
+pub async fn record_events(s: &Endpoint, queue: &str) {
     let (status, stats) = s
         .call(
             Method::PATCH,
@@ -37,7 +37,7 @@ fn kinds(page: &Value) -> Vec<&str> {
 }
 
 /// An open SSE stream, read frame by frame.
-struct Stream {
+pub struct Stream {
     resp: reqwest::Response,
     buffer: String,
     frames: VecDeque<Frame>,
@@ -45,14 +45,14 @@ struct Stream {
 
 /// One SSE message: its fields as sent.
 #[derive(Debug, Default)]
-struct Frame {
-    id: Option<String>,
-    event: Option<String>,
-    data: Option<Value>,
+pub struct Frame {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: Option<Value>,
 }
 
 impl Stream {
-    async fn open(s: &Endpoint, path: &str, last_event_id: Option<&str>) -> Stream {
+    pub async fn open(s: &Endpoint, path: &str, last_event_id: Option<&str>) -> Stream {
         let mut req = s
             .http
             .get(format!("{}{path}", s.base))
@@ -74,7 +74,7 @@ impl Stream {
     }
 
     /// The next frame, failing the test if none comes within 10 s.
-    async fn next(&mut self) -> Frame {
+    pub async fn next(&mut self) -> Frame {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(frame) = self.frames.pop_front() {
@@ -106,7 +106,7 @@ impl Stream {
     }
 
     /// The next frame that carries an event.
-    async fn next_event(&mut self) -> Frame {
+    pub async fn next_event(&mut self) -> Frame {
         loop {
             let frame = self.next().await;
             if frame.data.is_some() {

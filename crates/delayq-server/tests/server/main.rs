@@ -14,6 +14,7 @@ mod consume;
 mod deploy;
 mod embedded;
 mod errors;
+mod event_fanout;
 mod event_pages;
 mod events;
 mod expiry;
