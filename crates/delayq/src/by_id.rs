@@ -46,7 +46,14 @@ pub(crate) async fn reschedule(core: &QueueCore, id: &str, schedule: Schedule) -
     let spec = schedule.to_spec()?;
     let mut inv = by_id(core, id, &SCRIPTS.reschedule).await?;
     inv.arg(spec.arg());
-    let mut r = Reply::new(core.invoke(&inv).await?)?;
+    let reply = core.invoke(&inv).await.map_err(|e| {
+        e.refused_schedule("delayq: over the max delay: ", "over the queue's max delay")
+            .refused_schedule(
+                "delayq: past its deadline: ",
+                "past the message's deadline (it would expire unrun)",
+            )
+    })?;
+    let mut r = Reply::new(reply)?;
     let state = parse_state(&r.string()?)?;
     let due = r.int()?;
     match state {

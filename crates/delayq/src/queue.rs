@@ -96,7 +96,9 @@ impl Queue {
     /// Moves a delayed or ready message to a new due time, keeping its id. Returns the new due
     /// time (ms since the Unix epoch, server clock). An in-flight or dead message gives
     /// [`Error::WrongState`](crate::Error::WrongState); an unknown id
-    /// [`Error::NotFound`](crate::Error::NotFound).
+    /// [`Error::NotFound`](crate::Error::NotFound). A due time further out than the queue's
+    /// max delay, or at or after the message's deadline, is refused as a send's would be
+    /// (`Error::Invalid(InvalidInput::Schedule)`), and the message stays where it was.
     pub async fn reschedule(&self, id: &str, schedule: Schedule) -> Result<u64> {
         by_id::reschedule(&self.core, id, schedule).await
     }

@@ -39,6 +39,7 @@ mod push_targets;
 mod push_urls;
 mod receive_acks;
 mod receiver;
+mod reschedule_limits;
 mod retention;
 mod rolling_upgrade;
 mod schedule_firing;
