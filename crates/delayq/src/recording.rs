@@ -16,6 +16,7 @@
 //! | `delayq_messages_expired_total` | counter | queue |
 //! | `delayq_delivery_lateness_seconds` | histogram | queue: claim time minus due time, server clock |
 //! | `delayq_handler_duration_seconds` | histogram | queue (worker handlers) |
+//! | `delayq_schedule_ticks_refused_total` | counter | queue (ticks the queue refused: skipped) |
 //!
 //! A queue's series are made when it first counts something, for at most
 //! [`MAX_QUEUES_WITH_SERIES`] queues per process.
@@ -160,6 +161,7 @@ pub(crate) struct QueueMetrics {
     pub(crate) lease_expired: LazyCounter,
     pub(crate) cancelled: LazyCounter,
     pub(crate) expired: LazyCounter,
+    pub(crate) schedule_ticks_refused: LazyCounter,
     pub(crate) lateness: LazyHistogram,
     pub(crate) handler_duration: LazyHistogram,
 }
@@ -177,6 +179,7 @@ impl QueueMetrics {
             lease_expired: LazyCounter::new("delayq_messages_lease_expired_total", &q),
             cancelled: LazyCounter::new("delayq_messages_cancelled_total", &q),
             expired: LazyCounter::new("delayq_messages_expired_total", &q),
+            schedule_ticks_refused: LazyCounter::new("delayq_schedule_ticks_refused_total", &q),
             lateness: LazyHistogram::new("delayq_delivery_lateness_seconds", &q),
             handler_duration: LazyHistogram::new("delayq_handler_duration_seconds", &q),
         }

@@ -12,6 +12,10 @@
 //!
 //! Failures (Redis away, a definition that cannot be read) are logged and retried at the
 //! next refresh; a tick that could not be sent is tried again then, under the same policy.
+//! A tick the queue refuses (due further out than its max delay, lowered under the
+//! schedule's jitter since it was put) is logged once, counted
+//! (`delayq_schedule_ticks_refused_total`) and skipped: trying it again would be refused
+//! again.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,7 +24,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::DelayQ;
-use crate::error::Result;
+use crate::error::{Error, InvalidInput, Result};
 use crate::keys::Keys;
 use crate::names::QueueName;
 use crate::options::now_ms as local_ms;
@@ -28,6 +32,10 @@ use crate::queue::Queue;
 use crate::recurrence::ticks_to_fire;
 use crate::schedule_firing::Overlap;
 use crate::schedules::{server_ms, Definition};
+
+/// How long before its tick a scheduler sends a tick's message, unless told otherwise
+/// ([`Scheduler::lead`]).
+pub const DEFAULT_LEAD: Duration = Duration::from_secs(1);
 
 /// Runs recurring schedules: see the module documentation.
 pub struct Scheduler {
@@ -44,6 +52,8 @@ struct Entry {
     def: Definition,
     /// Ticks up to here are settled: sent (by this scheduler or another) or skipped.
     done_ms: Option<u64>,
+    /// A tick could not be sent: the entry waits for the next refresh (no tight retry).
+    failed: bool,
 }
 
 impl Scheduler {
@@ -54,7 +64,7 @@ impl Scheduler {
             dq: dq.clone(),
             queues: None,
             refresh: Duration::from_secs(1),
-            lead: Duration::from_secs(1),
+            lead: DEFAULT_LEAD,
             grace: Duration::from_secs(10),
         }
     }
@@ -102,8 +112,11 @@ impl Scheduler {
             }
             let horizon = server_now(offset_ms) + lead_ms;
             let mut wake_at = None;
-            for entry in entries.values_mut().filter(|e| !e.def.paused) {
-                entry.fire(horizon, grace_ms).await;
+            for entry in entries.values_mut().filter(|e| !e.def.paused && !e.failed) {
+                entry.failed = !entry.fire(horizon, grace_ms).await;
+                if entry.failed {
+                    continue;
+                }
                 let from = entry.done_ms.unwrap_or(0).max(entry.def.created_ms);
                 if let Some(next) = entry.def.recurrence.next_after(from) {
                     wake_at = Some(wake_at.map_or(next, |w: u64| w.min(next)));
@@ -143,7 +156,10 @@ impl Scheduler {
                 let key = (queue.name().clone(), def.name.clone());
                 seen.insert(key.clone());
                 match entries.get_mut(&key) {
-                    Some(entry) => entry.def = def,
+                    Some(entry) => {
+                        entry.def = def;
+                        entry.failed = false;
+                    }
                     None => {
                         let done_ms = schedules.last_tick(&def.name).await?;
                         let queue = queue.clone();
@@ -153,6 +169,7 @@ impl Scheduler {
                                 queue,
                                 def,
                                 done_ms,
+                                failed: false,
                             },
                         );
                     }
@@ -165,8 +182,9 @@ impl Scheduler {
 }
 
 impl Entry {
-    /// Sends what is due up to `horizon` (server ms), as the policy says.
-    async fn fire(&mut self, horizon: u64, grace_ms: u64) {
+    /// Sends what is due up to `horizon` (server ms), as the policy says; false when a tick
+    /// could not be sent (it is tried again after the next refresh).
+    async fn fire(&mut self, horizon: u64, grace_ms: u64) -> bool {
         let def = &self.def;
         let ticks = ticks_to_fire(
             &def.recurrence,
@@ -190,21 +208,37 @@ impl Entry {
                     Err(e) => {
                         tracing::warn!(queue = %self.queue.name(), schedule = %def.name, tick,
                             "scheduler: cannot tell whether the last tick still runs: {e}");
-                        return;
+                        return false;
                     }
                 }
             }
-            if let Err(e) = schedules.send_tick(def, tick).await {
-                tracing::warn!(
-                    queue = %self.queue.name(), schedule = %def.name, tick,
-                    "scheduler: cannot send a tick: {e}"
-                );
-                return;
+            match schedules.send_tick(def, tick).await {
+                Ok(_) => {}
+                Err(Error::Invalid(InvalidInput::Schedule(why))) => {
+                    // The queue refuses this tick, and would refuse it every time.
+                    tracing::warn!(
+                        queue = %self.queue.name(), schedule = %def.name, tick,
+                        "scheduler: the queue refused a tick, skipped: {why}"
+                    );
+                    self.queue
+                        .core()
+                        .metrics()
+                        .schedule_ticks_refused
+                        .increment(1);
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        queue = %self.queue.name(), schedule = %def.name, tick,
+                        "scheduler: cannot send a tick: {e}"
+                    );
+                    return false;
+                }
             }
             self.done_ms = Some(tick);
         }
         // Whatever the policy skipped up to the horizon stays skipped.
         self.done_ms = Some(self.done_ms.unwrap_or(0).max(horizon));
+        true
     }
 }
 

@@ -175,8 +175,9 @@ impl<'a> Schedules<'a> {
         }
         let (_, body) = crate::send::prepare(self.queue, payload.as_ref(), options)?;
         // The layout fixes the partition count, as a send would.
-        self.queue.layout().await?;
+        let layout = self.queue.layout().await?;
         let mut conn = self.queue.connection();
+        check_jitter_fits(&mut conn, layout.part(0), &firing).await?;
         let created_ms = server_ms(&mut conn).await?;
         let key = Keys::schedule(self.queue.name(), name);
         let mut fields: Vec<(&str, Vec<u8>)> = Vec::new();
@@ -474,7 +475,10 @@ impl<'a> Schedules<'a> {
             .arg(format!("@{due_ms}"))
             .arg(def.priority)
             .arg(body);
-        let mut r = Reply::new(self.queue.invoke(&inv).await?)?;
+        let reply = self.queue.invoke(&inv).await.map_err(|e| {
+            e.refused_schedule("delayq: over the max delay: ", "over the queue's max delay")
+        })?;
+        let mut r = Reply::new(reply)?;
         let (_now, _first) = (r.uint()?, r.uint()?);
         let sent = r.remaining() == 0;
         if sent {
@@ -489,6 +493,34 @@ impl<'a> Schedules<'a> {
             );
         }
         Ok(sent)
+    }
+}
+
+/// Refuses a jitter that reaches past the queue's max delay, less the scheduler's default
+/// lead (a tick is sent that long before it is due): its ticks would be refused by the
+/// queue.
+async fn check_jitter_fits(
+    conn: &mut crate::connection::Conn,
+    keys: &Keys,
+    firing: &Firing,
+) -> Result<()> {
+    let Some(jitter) = firing.jitter else {
+        return Ok(());
+    };
+    let max_delay_ms: Option<u64> = redis::cmd("HGET")
+        .arg(keys.control())
+        .arg("max_delay_ms")
+        .query_async(conn)
+        .await?;
+    let reach = jitter + crate::scheduler::DEFAULT_LEAD;
+    match max_delay_ms.map(Duration::from_millis) {
+        Some(max_delay) if reach > max_delay => Err(InvalidInput::Schedule(format!(
+            "a jitter of {jitter:?} (and the scheduler's lead of {:?}) reaches past the \
+             queue's max delay of {max_delay:?}: its ticks would be refused",
+            crate::scheduler::DEFAULT_LEAD
+        ))
+        .into()),
+        _ => Ok(()),
     }
 }
 

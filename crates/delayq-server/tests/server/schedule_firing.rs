@@ -218,3 +218,83 @@ async fn the_dashboard_backfills_a_schedule() {
     assert!(!got.is_empty(), "a missed tick backfilled");
     s.shutdown().await;
 }
+
+/// Calls of every script (`FCALL` and `EVALSHA`) Redis ran since its stats were reset.
+fn script_calls(s: &TestServer) -> u64 {
+    let stats = s.redis.cli(&["INFO", "commandstats"]);
+    ["fcall", "evalsha"]
+        .iter()
+        .filter_map(|command| {
+            stats
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn a_jitter_past_the_max_delay_is_refused_and_a_refused_tick_is_skipped_not_spun_on() {
+    let s = TestServer::start().await;
+    let (status, body) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/spin",
+            Some(json!({ "max_delay": "1h" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let refused = s
+        .call(
+            Method::PUT,
+            "/v1/queues/spin/schedules/far",
+            Some(json!({ "every": "1s", "payload": 1, "jitter": "2h" })),
+        )
+        .await;
+    assert_error(&refused, StatusCode::BAD_REQUEST, "invalid_schedule");
+    assert_eq!(
+        s.get("/v1/queues/spin/schedules/far").await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    // Accepted under the max delay, then the max delay is lowered under it: most ticks are
+    // now refused by the queue. Each is skipped, counted, and not tried again.
+    let (status, body) = s
+        .call(
+            Method::PUT,
+            "/v1/queues/spin/schedules/near",
+            Some(json!({ "every": "1s", "payload": 1, "jitter": "50m" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/spin",
+            Some(json!({ "max_delay": "1m" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let refused_ticks = || async {
+        let (_, metrics) = s.get_text("/metrics").await;
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("delayq_schedule_ticks_refused_total{queue=\"spin\"} "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    wait_until(
+        std::time::Duration::from_secs(20),
+        "a refused tick to be counted",
+        || async { refused_ticks().await >= 1.0 },
+    )
+    .await;
+    // Over two seconds the scheduler sends about two ticks (one a second) and reads its
+    // definitions twice: tens of script calls at most. Spinning on a refused tick it made
+    // hundreds a second.
+    s.redis.cli(&["CONFIG", "RESETSTAT"]);
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let calls = script_calls(&s);
+    assert!(calls < 100, "{calls} script calls in 2 s");
+}
