@@ -197,3 +197,36 @@ async fn the_dashboard_shows_how_long_a_message_may_be_debounced() {
     let message = page_as(&http, &s, &admin, "/ui/queues/ui/messages/m1").await;
     assert!(message.contains("id=\"debounce-until\""), "{message}");
 }
+
+/// Issue 49, item 6: within one batch an upsert of an id given earlier in it applies as if
+/// the messages were sent one after the other: the later one wins.
+#[tokio::test]
+async fn within_one_batch_the_later_upsert_of_an_id_wins() {
+    let s = TestServer::start().await;
+    let batch = json!({ "messages": [
+        { "payload": 4, "id": "bx", "delay": "1h", "on_duplicate": "replace" },
+        { "payload": 5, "id": "bx", "delay": "2h", "on_duplicate": "replace" },
+        // A plain send after them is the winner's duplicate.
+        { "payload": 6, "id": "bx", "delay": "3h" },
+        { "payload": 1, "id": "db", "delay": "1h", "on_duplicate": "debounce", "max_wait": "10m" },
+        { "payload": 2, "id": "db", "delay": "1h", "on_duplicate": "debounce", "max_wait": "10m" },
+    ] });
+    let (status, sent) = s.post("/v1/queues/batched/batch", batch).await;
+    assert!(status.is_success(), "{sent}");
+    let results = sent["results"].as_array().cloned().unwrap_or_default();
+    assert_eq!(results.len(), 5, "{sent}");
+    assert_ne!(results[1]["duplicate"], true, "{sent}");
+    assert_eq!(results[1]["replaced"], "delayed", "{sent}");
+    assert_eq!(results[2]["duplicate"], true, "{sent}");
+    assert_eq!(results[2]["due_ms"], results[1]["due_ms"], "{sent}");
+    assert_ne!(results[4]["duplicate"], true, "{sent}");
+
+    let (_, bx) = s.get("/v1/queues/batched/messages/bx").await;
+    assert_eq!(bx["payload"], 5, "{bx}");
+    assert_eq!(bx["due_ms"], results[1]["due_ms"]);
+    let (_, db) = s.get("/v1/queues/batched/messages/db").await;
+    assert_eq!(db["payload"], 2, "{db}");
+    // A debounce keeps the max wait of the first send it replaced: due within 10 minutes.
+    assert_eq!(db["due_ms"], db["debounce_until_ms"], "{db}");
+    assert_eq!(stats(&s, "batched").await, [2, 0, 0], "one message per id");
+}

@@ -27,6 +27,9 @@
 --   body      the record without its 13-byte sort key (flags .. payload; src/record.rs); a
 --             message with a group (groups.lua) carries it in the body's extension area, and
 --             is refused unless the partition's data is format 3 or later
+-- An id given more than once in one call is as if its messages were sent one after the other:
+--   an upsert replaces the message of its id given earlier in the call (which is then never
+--   written; it answers as sent), and a plain send after one is a duplicate of it.
 -- Returns: { now µs, sequence before the first message, then per caller id that already
 --   existed a triple: its position (1-based), a due ms, and what happened: 0 a duplicate
 --   (nothing written; the due ms is the existing message's, or -1 if in flight, dead or gone
@@ -168,6 +171,18 @@ if needed > 1 then
     redis.call('HSET', k.control, 'deadlines', '1')
   end
 end
+-- Messages an upsert later in this call replaces: each stands in for its id until then, and
+-- is never written.
+local replaced_in_call, upsert_later = {}, {}
+for i = n, 1, -1 do
+  local id = ARGV[4 * i + 1]
+  if id ~= '' then
+    replaced_in_call[i] = upsert_later[id]
+    if modes[i] then
+      upsert_later[id] = true
+    end
+  end
+end
 if stride > 1 then
   redis.call('SET', k.seq, offset, 'NX')
 end
@@ -182,6 +197,9 @@ local wake_now = false
 -- Grouped messages: per group its ready members and count, in order of first appearance; and
 -- those not yet due.
 local group_sends, group_order, grouped_ready, grouped_later, earliest_later = {}, {}, 0, {}, nil
+-- Per id, the message of this call that stands in for it unwritten (replaced_in_call): its
+-- due time (µs) and a debounce's latest due time (unix ms).
+local in_call = {}
 -- An upsert (`mode`, of a caller id: 'replace' or 'debounce') meets `existing`, what its id
 -- names: a sort key, or true (dead, or gone within the idempotency window). Returns true
 -- when it is a duplicate after all (nothing written), else what the new message takes the
@@ -220,9 +238,14 @@ for i = 1, n do
     -- A grouped message's index entry carries its group after the sort key.
     existing = existing:sub(1, 13)
   end
-  -- In one call an id's second message is its first's duplicate, whatever the mode.
+  -- An id's later message in one call: an upsert replaces the one that stands in for it
+  -- (never written); a plain send is its duplicate.
   local mode, replaced, until_ms = modes[i], nil, nil
-  if existing and mode and not taken[id] then
+  if existing and mode and in_call[id] then
+    local prev = in_call[id]
+    existing, replaced, until_ms = false, prev.due > now and 1 or 2, prev.until_ms
+    in_call[id] = nil
+  elseif existing and mode and not taken[id] then
     existing, replaced, until_ms = upsert(id, existing, mode)
   end
   local debounce = not existing and mode and mode.max_wait
@@ -258,6 +281,10 @@ for i = 1, n do
     out[#out + 1] = i
     out[#out + 1] = existing_due
     out[#out + 1] = 0
+  elseif replaced_in_call[i] then
+    -- Replaced later in this call: it stands in for its id until then, unwritten.
+    taken[id] = key_of(dues[i], level_base(prios[i]) + first + i * stride)
+    in_call[id] = { due = dues[i], until_ms = debounce and until_ms or nil }
   elseif grouped[i] then
     -- Into its group's set when due, else gdelayed (groups.lua); each set is written once
     -- below, each group counted and let into the rotation once.
@@ -309,7 +336,7 @@ for i = 1, n do
       indexed[#indexed + 1] = key
     end
   end
-  if not existing and events_on() then
+  if not existing and not replaced_in_call[i] and events_on() then
     local seq = level_base(prios[i]) + first + i * stride
     if replaced then
       -- An upsert's send says what it replaced: an entry of its own.
