@@ -455,7 +455,9 @@ pub async fn nack(
     let mut amend = delayq::Amend::default().extra_attempts(req.extra_attempts.unwrap_or(0));
     // The message keeps the kind it was sent with, whichever form the new payload takes.
     if let Some((payload, _kind)) = super::wire::payload_of(req.payload, req.payload_base64)? {
-        amend = amend.payload(payload);
+        // Stored as a send's payload is: one that could be mistaken for a push envelope goes
+        // in an empty one, so a consumer cannot give the message a push destination.
+        amend = amend.payload(super::wire::sealed(payload, None)?);
     }
     let error = req.error.as_deref().unwrap_or("failed");
     let outcome = match q.fail_receipt(&receipt, error, next, &amend).await? {

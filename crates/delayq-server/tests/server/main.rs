@@ -33,6 +33,7 @@ mod pause;
 mod produce;
 mod push;
 mod push_callbacks;
+mod push_envelopes;
 mod push_restarts;
 mod push_signature;
 mod push_targets;

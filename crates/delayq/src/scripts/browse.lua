@@ -10,8 +10,8 @@
 --   sort key of the last message already seen (the step starts after it, so messages that
 --   leave meanwhile shift nothing); for in_flight and dead the number of messages to skip
 -- ARGV[3]: most messages the step looks at, 1 to 1000
--- ARGV[4]: '' to return every message looked at; else only those whose payload or id
---   contains these bytes
+-- ARGV[4]: '' to return every message looked at; else only those whose payload (after a push
+--   envelope: never the message's push headers) or id contains these bytes
 -- ARGV[5]: most bytes of each payload returned ('' or absent: all of it); a search still
 --   looks through all of each payload. What a step returns is then bounded, whatever the
 --   payloads' sizes.
@@ -32,9 +32,20 @@ if limit == nil or limit < 1 or limit > 1000 or limit % 1 ~= 0 then
 end
 
 local out = { 0, false }
+-- Where a search looks in a payload: after its push envelope, if it is in one (delayq
+-- serve's `push/envelope.rs`: a 9-byte magic, a u32 length, that much JSON). The envelope
+-- holds the message's push URL and headers, which no role but admin may read.
+local ENVELOPE = '\0dq-push\1'
+local function searched_from(payload)
+  if #payload >= 13 and payload:sub(1, 9) == ENVELOPE then
+    return 14 + struct.unpack('>I4', payload, 10)
+  end
+  return 1
+end
 local function add(m, extra, key)
   out[1] = out[1] + 1
-  if needle ~= '' and not string.find(m.payload, needle, 1, true) and not string.find(m.id, needle, 1, true) then
+  if needle ~= '' and not string.find(m.payload, needle, searched_from(m.payload), true)
+      and not string.find(m.id, needle, 1, true) then
     return
   end
   local n = #out
