@@ -111,3 +111,16 @@ def test_known_answers_match_the_servers() -> None:
     assert not verify_push({**headers, "Delayq-Signature": v1_only}, b"body", "key", now=1)
     assert not verify_push({**headers, "Delayq-Signature": "t=x,v2=zz"}, b"body", "key")
     assert not verify_push({}, b"body", "key")
+
+
+def test_a_signature_that_is_not_ascii_is_false_not_an_error() -> None:
+    # Issue 49, item 16: hmac.compare_digest raises TypeError on a str that is not ASCII.
+    headers = {
+        "Delayq-Queue": "orders",
+        "Delayq-Message-Id": "close-1234",
+        "Delayq-Attempt": "2",
+    }
+    for signature in ["t=1,v2=é" + "0" * 63, "t=١,v2=" + "0" * 64, "t=1,v2=\udcff\ud800"]:
+        assert not verify_push({**headers, "Delayq-Signature": signature}, b"body", "key", now=1)
+    lone = {**headers, "Delayq-Message-Id": "\ud800"}
+    assert not verify_push({**lone, "Delayq-Signature": "t=1,v2=" + "0" * 64}, b"body", "key", now=1)

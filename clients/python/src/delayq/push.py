@@ -69,7 +69,7 @@ def verify_push(headers: Headers, raw_body: bytes, keys: Keys,
             t = value
         elif name == "v2":
             candidates.append(value)
-    if t is None or not t.isdigit() or not candidates:
+    if t is None or not (t.isascii() and t.isdigit()) or not candidates:
         return False
     clock = time.time() if now is None else now
     if abs(clock - int(t)) > tolerance_seconds:
@@ -79,9 +79,16 @@ def verify_push(headers: Headers, raw_body: bytes, keys: Keys,
     # Every key against every v2, without stopping early: how long this takes says nothing
     # about which comparison came close.
     for key in _key_list(keys):
-        expected = _v2(key, t, queue, id, attempt, body)
+        try:
+            expected = _v2(key, t, queue, id, attempt, body)
+        except UnicodeError:
+            # A header no sender could have signed (a lone surrogate, say).
+            return False
         for candidate in candidates:
-            matched |= hmac.compare_digest(expected, candidate.lower())
+            # As bytes: compare_digest raises TypeError on a str that is not ASCII, and a
+            # header may hold anything.
+            given = candidate.lower().encode("utf-8", "replace")
+            matched |= hmac.compare_digest(expected.encode("ascii"), given)
     return matched
 
 
