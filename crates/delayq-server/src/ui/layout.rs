@@ -8,6 +8,24 @@ use super::session::Session;
 const STYLE: &str = include_str!("assets/style.css");
 const SCRIPT: &str = include_str!("assets/app.js");
 
+/// The Content Security Policy of every dashboard answer: nothing loads but what the page
+/// carries; the one script that may run is the page's own, by its hash (no other inline
+/// script, injected or not, runs); the inline styles (the stylesheet, the charts' colours)
+/// may apply; fetches and the event stream go to this server only; forms post to it only.
+pub fn content_security_policy() -> &'static str {
+    static POLICY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    POLICY.get_or_init(|| {
+        use base64::Engine;
+        use sha2::{Digest, Sha256};
+        let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(SCRIPT));
+        format!(
+            "default-src 'none'; script-src 'sha256-{hash}'; style-src 'unsafe-inline'; \
+             img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; \
+             frame-ancestors 'none'"
+        )
+    })
+}
+
 /// How often a page marked for it refreshes itself, ms.
 pub const REFRESH_MS: u32 = 5_000;
 

@@ -44,16 +44,43 @@ pub struct LoginForm {
     token: String,
 }
 
+/// `; Secure` when the request came over HTTPS, as a proxy in front says
+/// (`X-Forwarded-Proto: https`, or `proto=https` in `Forwarded`): the browser then sends the
+/// cookie over HTTPS only. Plain HTTP (the default, on loopback) gets none, or the cookie
+/// would never come back. A client that lies about it only keeps its own cookie from
+/// coming back.
+fn secure_attribute(headers: &HeaderMap) -> &'static str {
+    let said = |name: &str| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| {
+                v.split([',', ';']).any(|part| {
+                    let part = part.trim().to_ascii_lowercase();
+                    part == "https" || part == "proto=https"
+                })
+            })
+    };
+    if said("x-forwarded-proto") || said("forwarded") {
+        "; Secure"
+    } else {
+        ""
+    }
+}
+
 /// `POST /ui/login`: a known token gets the cookie; anything else the form again, with 401.
 pub async fn submit(
     State(state): State<AppState>,
+    headers: HeaderMap,
     FormBody(form): FormBody<LoginForm>,
 ) -> Response {
     match session::issue(state.tokens(), &form.token) {
         Some(cookie) => {
             let set = format!(
-                "{COOKIE}={cookie}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}",
-                LIFETIME.as_secs()
+                "{COOKIE}={cookie}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{}",
+                LIFETIME.as_secs(),
+                secure_attribute(&headers)
             );
             ([(header::SET_COOKIE, set)], Redirect::to("/ui")).into_response()
         }
@@ -80,6 +107,9 @@ pub async fn logout(
     if !valid {
         return (StatusCode::FORBIDDEN, "bad or missing CSRF token").into_response();
     }
-    let clear = format!("{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
+    let clear = format!(
+        "{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0{}",
+        secure_attribute(&headers)
+    );
     ([(header::SET_COOKIE, clear)], Redirect::to("/ui/login")).into_response()
 }

@@ -28,7 +28,10 @@ mod visitor;
 
 pub use text::segment;
 
-use axum::response::Redirect;
+use axum::extract::Request;
+use axum::http::{header, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
@@ -56,4 +59,15 @@ pub fn routes() -> Router<AppState> {
             "/ui/queues/{queue}/messages/{id}/act",
             post(actions::message_action),
         )
+        .layer(axum::middleware::from_fn(with_policy))
+}
+
+/// Adds the dashboard's Content Security Policy (`layout.rs`) to each of its answers.
+async fn with_policy(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    response.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(layout::content_security_policy()),
+    );
+    response
 }

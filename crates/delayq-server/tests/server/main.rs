@@ -51,5 +51,6 @@ mod servers;
 mod slow_clients;
 mod trace_context;
 mod ui;
+mod ui_headers;
 mod upserts;
 mod webhooks;
