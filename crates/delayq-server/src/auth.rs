@@ -1,6 +1,7 @@
 //! Bearer tokens and their roles. A token is `send` (produce and read messages), `consume`
-//! (receive and settle) or `admin` (everything); `/readyz` and `/openapi.json` take any
-//! token, `/healthz` none. With no tokens configured every request is allowed; the server
+//! (receive and settle), `admin` (everything) or `monitor` (`/metrics` and `/readyz` only:
+//! what a scraper or a load balancer needs, without an admin secret); `/readyz` takes any
+//! token, `/openapi.json` and the lists and events any but a monitor's, `/healthz` none. With no tokens configured every request is allowed; the server
 //! then binds loopback only unless told otherwise (`cmd/serve.rs`).
 
 use std::fmt;
@@ -18,6 +19,8 @@ pub enum Role {
     Consume,
     /// Everything, including queue stats and dead letters.
     Admin,
+    /// `/metrics` and `/readyz`, nothing else.
+    Monitor,
 }
 
 impl Role {
@@ -26,12 +29,19 @@ impl Role {
             "send" => Some(Role::Send),
             "consume" => Some(Role::Consume),
             "admin" => Some(Role::Admin),
+            "monitor" => Some(Role::Monitor),
             _ => None,
         }
     }
 
     fn allows(self, needed: Role) -> bool {
         self == Role::Admin || self == needed
+    }
+
+    /// Whether it reads messages (their lists, events, the dashboard): every role but a
+    /// monitor's.
+    pub fn reads_messages(self) -> bool {
+        self != Role::Monitor
     }
 }
 
@@ -60,7 +70,10 @@ impl Tokens {
                 .split_once(':')
                 .ok_or_else(|| format!("token entry {}: expected role:token", n + 1))?;
             let role = Role::parse(role.trim()).ok_or_else(|| {
-                format!("token entry {}: role must be send, consume or admin", n + 1)
+                format!(
+                    "token entry {}: role must be send, consume, admin or monitor",
+                    n + 1
+                )
             })?;
             let token = token.trim();
             if token.len() < 16 {

@@ -19,6 +19,8 @@ use crate::state::AppState;
 pub trait Needs {
     /// The role; `None` for any token.
     const ROLE: Option<Role>;
+    /// With `ROLE` `None`: whether a monitor's token may too.
+    const MONITOR_TOO: bool = false;
 }
 
 /// Send, get, cancel, reschedule.
@@ -27,8 +29,13 @@ pub struct SendRole;
 pub struct ConsumeRole;
 /// Everything else.
 pub struct AdminRole;
-/// Any valid token (reads every role may do).
+/// `/metrics`: a monitor's token, or an admin's.
+pub struct MonitorRole;
+/// Any valid token but a monitor's (reads every role that works with messages may do:
+/// lists, events, the OpenAPI document).
 pub struct AnyRole;
+/// Any valid token at all (`/readyz`).
+pub struct ProbeRole;
 
 impl Needs for SendRole {
     const ROLE: Option<Role> = Some(Role::Send);
@@ -39,8 +46,15 @@ impl Needs for ConsumeRole {
 impl Needs for AdminRole {
     const ROLE: Option<Role> = Some(Role::Admin);
 }
+impl Needs for MonitorRole {
+    const ROLE: Option<Role> = Some(Role::Monitor);
+}
 impl Needs for AnyRole {
     const ROLE: Option<Role> = None;
+}
+impl Needs for ProbeRole {
+    const ROLE: Option<Role> = None;
+    const MONITOR_TOO: bool = true;
 }
 
 /// Proof that the request's token allows `R`; extracting it is the check.
@@ -52,7 +66,16 @@ impl<R: Needs> FromRequestParts<AppState> for Authorized<R> {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         match R::ROLE {
             Some(role) => state.authorize(&parts.headers, role)?,
-            None => state.authenticate(&parts.headers)?,
+            None => {
+                let role = state.tokens().authenticate(&parts.headers)?;
+                if !R::MONITOR_TOO && role.is_some_and(|r| !r.reads_messages()) {
+                    return Err(ApiError::new(
+                        axum::http::StatusCode::FORBIDDEN,
+                        "forbidden",
+                        "a Monitor token reads /metrics and /readyz only",
+                    ));
+                }
+            }
         }
         Ok(Authorized(PhantomData))
     }

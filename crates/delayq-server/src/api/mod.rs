@@ -16,9 +16,10 @@
 //! | `PUT /v1/queues/{queue}/webhooks` (URLs called with its events), `GET`, `DELETE` | admin |
 //! | `GET /v1/queues/{queue}/schedules`; `PUT`, `GET`, `PATCH`, `DELETE .../schedules/{name}` | admin |
 //! | `GET /v1/queues/{queue}/format`, `POST .../upgrade`; `GET /v1/processes` | admin |
-//! | `GET /metrics` (Prometheus text) | admin |
-//! | `GET /v1/queues/{queue}/messages?state=` (browse), `GET .../events` (JSON or SSE) | any |
-//! | `GET /openapi.json` (this table, as OpenAPI 3.1), `GET /readyz` (Redis answers) | any |
+//! | `GET /metrics` (Prometheus text) | admin or monitor |
+//! | `GET /v1/queues/{queue}/messages?state=` (browse), `GET .../events` (JSON or SSE) | any but monitor |
+//! | `GET /openapi.json` (this table, as OpenAPI 3.1) | any but monitor |
+//! | `GET /readyz` (Redis answers) | any |
 //! | `GET /healthz` (process up) | none |
 
 pub mod access;
@@ -151,7 +152,7 @@ fn routes() -> OpenApiRouter<AppState> {
         (name = "consume", description = "Receive and settle by receipt (role consume)"),
         (name = "admin", description = "Queues, stats, pause and resume, dead letters, data formats and upgrades, metrics (role admin)"),
         (name = "browse", description = "Lists and searches of messages by state, and the event stream (any token)"),
-        (name = "probes", description = "Health (no token) and readiness (any token)"),
+        (name = "probes", description = "Health (no token) and readiness (any token, a monitor's too)"),
     )
 )]
 struct ApiDoc;
@@ -183,7 +184,7 @@ async fn healthz() -> impl IntoResponse {
         (status = 503, body = ErrorBody)))]
 async fn readyz(
     State(state): State<AppState>,
-    _: access::Authorized<access::AnyRole>,
+    _: access::Authorized<access::ProbeRole>,
 ) -> impl IntoResponse {
     match state.queue("readyz") {
         Ok(q) => match q.stats().await {
@@ -228,13 +229,13 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-/// Prometheus text format (admin role).
+/// Prometheus text format (role admin or monitor).
 #[utoipa::path(get, path = "/metrics", tag = "admin",
     responses((status = 200, description = "Prometheus text", content_type = "text/plain"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn metrics(
     State(state): State<AppState>,
-    _: access::Authorized<access::AdminRole>,
+    _: access::Authorized<access::MonitorRole>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Some(handle) = state.metrics() else {
         return Err(ApiError::not_found("metrics are off"));

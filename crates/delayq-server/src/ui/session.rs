@@ -51,7 +51,11 @@ impl Session {
 
 /// The cookie value for a login with `token`, or `None` when it is not a configured token.
 pub fn issue(tokens: &Tokens, token: &str) -> Option<String> {
-    let (_, key) = tokens.find(token.trim().as_bytes())?;
+    let (role, key) = tokens.find(token.trim().as_bytes())?;
+    if !role.reads_messages() {
+        // The dashboard shows messages; a monitor's token reads metrics only.
+        return None;
+    }
     let expiry = unix_now() + LIFETIME.as_secs();
     Some(format!("{expiry}.{}", mac(key, "session", expiry)))
 }
@@ -75,7 +79,9 @@ pub fn verify(tokens: &Tokens, cookie: Option<&str>) -> Option<Session> {
     // Every token is tried, so the time taken does not tell which one matched.
     let mut found = None;
     for (n, (role, key)) in tokens.iter().enumerate() {
-        if constant_time_eq(mac(key, "session", expiry).as_bytes(), signature.as_bytes()) {
+        if role.reads_messages()
+            && constant_time_eq(mac(key, "session", expiry).as_bytes(), signature.as_bytes())
+        {
             found = Some(Session {
                 role,
                 csrf: mac(key, "csrf", expiry),

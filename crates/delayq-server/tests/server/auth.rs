@@ -184,3 +184,62 @@ async fn state_of(s: &TestServer) -> (serde_json::Value, serde_json::Value) {
     let (_, message) = s.get("/v1/queues/q/messages/m1").await;
     (stats, message)
 }
+
+const MONITOR: &str = "monitor-token-0123456789";
+
+/// Issue 49, item 14: a scraper or a load balancer needs no admin secret. A `monitor` token
+/// reads `/metrics` and `/readyz`, and nothing else: no route of the API, no dashboard.
+#[tokio::test]
+async fn a_monitor_token_reads_metrics_and_readiness_and_nothing_else() {
+    let tokens = Tokens::parse(&format!("monitor:{MONITOR}\nadmin:{ADMIN}")).expect("tokens");
+    let mut s = TestServer::start_with(Limits::default(), tokens).await;
+    s.token = Some(ADMIN.into());
+    let (_, doc) = s.get("/openapi.json").await;
+    let sent = s
+        .post(
+            "/v1/queues/q/messages",
+            json!({ "payload": 1, "id": "m1", "delay": "1h" }),
+        )
+        .await;
+    assert_eq!(sent.0, StatusCode::CREATED);
+    let before = state_of(&s).await;
+
+    s.token = Some(MONITOR.into());
+    assert_eq!(s.get("/readyz").await.0, StatusCode::OK);
+    let (status, metrics) = s.get_text("/metrics").await;
+    assert_eq!(status, StatusCode::OK, "{metrics}");
+    let mut refused = 0;
+    for (template, operations) in doc["paths"].as_object().expect("paths") {
+        if ["/readyz", "/metrics", "/healthz"].contains(&template.as_str()) {
+            continue;
+        }
+        let path = template.replace("{queue}", "q").replace("{id}", "m1");
+        for method in operations.as_object().expect("operations").keys() {
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
+            let body = (method == Method::POST)
+                .then(|| json!({ "all": true, "receipts": [], "messages": [] }));
+            let answer = s.call(method.clone(), &path, body).await;
+            assert_error(&answer, StatusCode::FORBIDDEN, "forbidden");
+            refused += 1;
+        }
+    }
+    assert!(refused >= 30, "only {refused} routes refused");
+    s.token = Some(ADMIN.into());
+    assert_eq!(
+        state_of(&s).await,
+        before,
+        "refused requests changed nothing"
+    );
+
+    // The dashboard shows messages: no session for a monitor token.
+    let login = s
+        .http
+        .post(format!("{}/ui/login", s.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={MONITOR}"))
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(login.status(), StatusCode::UNAUTHORIZED);
+    assert!(login.headers().get("set-cookie").is_none());
+}
