@@ -50,15 +50,24 @@ pub async fn send(
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    let event_id = event.cursor.to_string();
+    let signed_event = signature::SignedEvent {
+        queue,
+        event_id: &event_id,
+        body,
+    };
     let sent = client
         .post(url.clone())
         .header("content-type", "application/json")
         .header("delayq-queue", queue)
         .header("delayq-message-id", &event.id)
         .header("delayq-event", event.kind.as_str())
-        .header("delayq-event-id", event.cursor.to_string())
+        .header("delayq-event-id", &event_id)
         .header("delayq-attempt", attempt.to_string())
-        .header(signature::HEADER, signature::sign(keys, secs, &signed))
+        .header(
+            signature::HEADER,
+            signature::sign_event(keys, secs, &signed, &signed_event),
+        )
         .timeout(TIMEOUT)
         .body(body.to_vec())
         .send()

@@ -113,6 +113,20 @@ async fn an_acked_event_reaches_its_webhook_signed() {
         now_ms() / 1000,
         300
     ));
+    // Issue 49, item 15: the event id is signed (w1), so a receiver that drops events it
+    // has seen by their id cannot be fooled by a replay under another id.
+    let event = signature::SignedEvent {
+        queue: "orders",
+        event_id: request.header("delayq-event-id"),
+        body: &request.body,
+    };
+    let header = request.header(signature::HEADER);
+    assert!(signature::verify_event(&key, header, &event, now_ms() / 1000, 300));
+    let renamed = signature::SignedEvent {
+        event_id: "1-0",
+        ..event
+    };
+    assert!(!signature::verify_event(&key, header, &renamed, now_ms() / 1000, 300));
 
     let (status, got) = s.get("/v1/queues/orders/webhooks").await;
     assert_eq!(status, StatusCode::OK);
