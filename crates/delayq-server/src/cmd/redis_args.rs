@@ -8,7 +8,8 @@ use std::path::PathBuf;
 pub struct RedisArgs {
     /// Use this Redis (redis://, rediss:// for TLS, redis+unix://; user:password@ for ACLs;
     /// /N for a database). Without it: the embedded Redis of --data-dir.
-    #[arg(long, env = "DELAYQ_REDIS_URL", global = true)]
+    // Env values hidden from --help: a URL's user:password@ is a secret.
+    #[arg(long, env = "DELAYQ_REDIS_URL", global = true, hide_env_values = true)]
     pub(super) redis_url: Option<String>,
     /// Use this Redis Cluster: URLs of some of its nodes, comma-separated (the rest are
     /// found from them). Commands follow MOVED and ASK through resharding and failover.
@@ -16,6 +17,7 @@ pub struct RedisArgs {
         long,
         env = "DELAYQ_REDIS_CLUSTER",
         global = true,
+        hide_env_values = true,
         value_delimiter = ',',
         conflicts_with = "redis_url"
     )]
@@ -26,6 +28,7 @@ pub struct RedisArgs {
         long,
         env = "DELAYQ_REDIS_SENTINEL",
         global = true,
+        hide_env_values = true,
         value_delimiter = ',',
         conflicts_with_all = ["redis_url", "redis_cluster"],
         requires = "sentinel_master"

@@ -112,7 +112,7 @@ pub struct ServeArgs {
     /// Export OpenTelemetry spans (HTTP requests; send, receive, process, ack, nack; push)
     /// over OTLP/HTTP to this base URL, e.g. http://127.0.0.1:4318 (spans go to
     /// /v1/traces). Off when unset.
-    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", hide_env_values = true)]
     otlp_endpoint: Option<String>,
     /// The service name spans are exported under.
     #[arg(long, env = "OTEL_SERVICE_NAME", default_value = "delayq")]
@@ -161,6 +161,8 @@ fn start_logs_and_traces(args: &ServeArgs) -> anyhow::Result<Option<Telemetry>> 
     });
     tracing_subscriber::registry().with(spans).with(logs).init();
     if let Some(endpoint) = endpoint {
+        // Its scheme, host and port only: a collector's URL may carry credentials.
+        let endpoint = delayq_server::redact::origin_of(&endpoint);
         tracing::info!(endpoint, "exporting spans over OTLP");
     }
     Ok(telemetry)
@@ -316,13 +318,28 @@ async fn check_redis_config(url: &str) {
     }
 }
 
-async fn shutdown_signal() {
+/// Completes at SIGINT or SIGTERM. The SIGTERM handler is installed when this is called,
+/// not when the future is first polled: the server may answer (and a supervisor send
+/// SIGTERM) before its accept loop polls it.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    #[cfg(unix)]
+    let term_signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    async move {
+        shutdown_on(
+            #[cfg(unix)]
+            term_signal,
+        )
+        .await
+    }
+}
+
+async fn shutdown_on(#[cfg(unix)] term_signal: std::io::Result<tokio::signal::unix::Signal>) {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
     #[cfg(unix)]
     let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        match term_signal {
             Ok(mut s) => {
                 s.recv().await;
             }

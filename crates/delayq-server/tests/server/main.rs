@@ -40,6 +40,7 @@ mod push_targets;
 mod push_urls;
 mod receive_acks;
 mod receiver;
+mod redaction;
 mod reschedule_limits;
 mod retention;
 mod rolling_upgrade;

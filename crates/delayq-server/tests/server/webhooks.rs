@@ -121,12 +121,24 @@ async fn an_acked_event_reaches_its_webhook_signed() {
         body: &request.body,
     };
     let header = request.header(signature::HEADER);
-    assert!(signature::verify_event(&key, header, &event, now_ms() / 1000, 300));
+    assert!(signature::verify_event(
+        &key,
+        header,
+        &event,
+        now_ms() / 1000,
+        300
+    ));
     let renamed = signature::SignedEvent {
         event_id: "1-0",
         ..event
     };
-    assert!(!signature::verify_event(&key, header, &renamed, now_ms() / 1000, 300));
+    assert!(!signature::verify_event(
+        &key,
+        header,
+        &renamed,
+        now_ms() / 1000,
+        300
+    ));
 
     let (status, got) = s.get("/v1/queues/orders/webhooks").await;
     assert_eq!(status, StatusCode::OK);
