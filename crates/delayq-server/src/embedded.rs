@@ -347,13 +347,14 @@ fn make_private_dir(path: &Path, owner_of: &Path) -> Result<(), EmbeddedError> {
     Ok(())
 }
 
-/// Half the memory this process may use: its cgroup's limit if it has one, else the
-/// machine's (1 GiB if neither can be read). The other half is for the copy-on-write of an
-/// AOF rewrite, the server and everything else on the machine.
+/// Half the memory this process may use: its cgroup's limit if it has one (a systemd
+/// unit's `MemoryMax=`, a container's), else the machine's (1 GiB if neither can be read).
+/// The other half is for the copy-on-write of an AOF rewrite, the server and everything
+/// else on the machine.
 pub fn default_maxmemory() -> u64 {
-    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup")
         .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok());
+        .and_then(|own| cgroup_limit(&own, Path::new("/sys/fs/cgroup")));
     let machine = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
         m.lines()
             .find_map(|l| l.strip_prefix("MemTotal:"))
@@ -365,6 +366,47 @@ pub fn default_maxmemory() -> u64 {
         (Some(one), None) | (None, Some(one)) => one / 2,
         (None, None) => 1 << 30,
     }
+}
+
+/// The memory limit of the cgroup that `own` (this process's `/proc/self/cgroup`) names,
+/// under `mount`: the tightest of its own and its parents' (a unit's `MemoryMax=` sits on
+/// the unit's cgroup, a slice's on the slice's), on cgroup v2 (`memory.max`) or v1
+/// (`memory.limit_in_bytes` of the memory controller). Not the top-level file: a service's
+/// limit is on its own cgroup, and the root has none.
+fn cgroup_limit(own: &str, mount: &Path) -> Option<u64> {
+    // v1 marks "no limit" with a huge number near i64::MAX.
+    const UNLIMITED: u64 = 1 << 60;
+    let tightest = |dir: PathBuf, top: &Path, file: &str| {
+        let mut limit: Option<u64> = None;
+        let mut at = Some(dir.as_path());
+        while let Some(d) = at.filter(|d| d.starts_with(top)) {
+            let value = std::fs::read_to_string(d.join(file)).ok();
+            if let Some(n) = value.and_then(|v| v.trim().parse::<u64>().ok()) {
+                if n < UNLIMITED {
+                    limit = Some(limit.map_or(n, |l| l.min(n)));
+                }
+            }
+            at = d.parent();
+        }
+        limit
+    };
+    let relative = |path: &str| path.trim_start_matches('/').to_owned();
+    for line in own.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        if controllers.is_empty() {
+            // cgroup v2, if it is what is mounted there (not only beside v1, as "unified").
+            if mount.join("cgroup.controllers").exists() {
+                return tightest(mount.join(relative(path)), mount, "memory.max");
+            }
+            continue;
+        }
+        if controllers.split(',').any(|c| c == "memory") {
+            let top = mount.join("memory");
+            return tightest(top.join(relative(path)), &top, "memory.limit_in_bytes");
+        }
+    }
+    None
 }
 
 /// A size as people write it: `4mb`, `2GB`, `512k`, or bytes.
@@ -499,5 +541,38 @@ mod tests {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
         assert!(default_maxmemory() > 0);
+    }
+    #[test]
+    fn the_memory_limit_is_the_tightest_of_the_own_cgroup_and_its_parents() {
+        let mount = tempfile::tempdir().expect("tempdir");
+        let root = mount.path();
+        let write = |dir: &str, file: &str, value: &str| {
+            let dir = root.join(dir);
+            std::fs::create_dir_all(&dir).expect("dir");
+            std::fs::write(dir.join(file), value).expect("write");
+        };
+        // cgroup v2: the unit's MemoryMax= on its own cgroup, a looser one on its slice,
+        // and the root's none. The top-level file is not the service's.
+        write("", "cgroup.controllers", "cpu memory");
+        write("system.slice", "memory.max", "8589934592");
+        write("system.slice/delayq.service", "memory.max", "2147483648");
+        let own = "0::/system.slice/delayq.service\n";
+        assert_eq!(cgroup_limit(own, root), Some(2 << 30));
+        write("system.slice/delayq.service", "memory.max", "max");
+        assert_eq!(cgroup_limit(own, root), Some(8 << 30), "the slice's, then");
+        assert_eq!(cgroup_limit("0::/\n", root), None, "the root has none");
+
+        // cgroup v1 (beside a unified hierarchy that holds no memory controller).
+        let v1 = tempfile::tempdir().expect("tempdir");
+        let top = v1.path().join("memory/docker/abc");
+        std::fs::create_dir_all(&top).expect("dir");
+        std::fs::write(top.join("memory.limit_in_bytes"), "1073741824").expect("write");
+        std::fs::write(
+            v1.path().join("memory/memory.limit_in_bytes"),
+            "9223372036854771712",
+        )
+        .expect("write");
+        let own = "4:memory:/docker/abc\n1:name=systemd:/docker/abc\n0::/docker/abc\n";
+        assert_eq!(cgroup_limit(own, v1.path()), Some(1 << 30));
     }
 }
