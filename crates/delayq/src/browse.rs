@@ -6,9 +6,9 @@
 //! than a given number of messages, however many there are, and returns no more than
 //! [`BROWSE_PAYLOAD_BYTES`] of each payload (a preview's worth; `get` gives a whole one), so
 //! a page of big payloads costs a bounded reply. Where a step stopped is a
-//! [`Cursor`]: delayed and ready messages resume after the sort key of the last one seen, so
-//! messages that leave meanwhile shift nothing; in-flight and dead messages resume at an
-//! offset (their sets are small, or change slowly).
+//! [`Cursor`]: delayed and ready messages resume after the sort key of the last one seen, and
+//! dead letters after the death time and id of the last one seen, so messages that leave
+//! meanwhile shift nothing; in-flight messages resume at an offset (their set is small).
 
 use std::fmt;
 
@@ -39,8 +39,10 @@ enum Position {
     Start,
     /// After the message with this sort key (delayed, ready).
     After([u8; 13]),
-    /// Skipping this many (in flight, dead).
+    /// Skipping this many (in flight; dead, from a cursor of an older delayq).
     Skip(u64),
+    /// After the dead letter that died at this time (ms) with this id.
+    AfterDeath(u64, String),
     /// Nothing more.
     End,
 }
@@ -62,6 +64,11 @@ impl Cursor {
             .map(|part| match part {
                 "s" => Ok(Position::Start),
                 "e" => Ok(Position::End),
+                _ if part.starts_with('d') => {
+                    let (ms, id) = part[1..].split_once('-').ok_or_else(bad)?;
+                    let id = unhex(id).ok_or_else(bad)?;
+                    Ok(Position::AfterDeath(ms.parse().map_err(|_| bad())?, id))
+                }
                 _ if part.len() == 26 => {
                     let mut key = [0u8; 13];
                     for (i, byte) in key.iter_mut().enumerate() {
@@ -91,6 +98,13 @@ impl fmt::Display for Cursor {
                 Position::Start => f.write_str("s")?,
                 Position::End => f.write_str("e")?,
                 Position::Skip(n) => write!(f, "{n}")?,
+                // The id in hex: ids may hold the '.' that separates positions.
+                Position::AfterDeath(ms, id) => {
+                    write!(f, "d{ms}-")?;
+                    for b in id.as_bytes() {
+                        write!(f, "{b:02x}")?;
+                    }
+                }
                 Position::After(key) => {
                     for b in key {
                         write!(f, "{b:02x}")?;
@@ -100,6 +114,18 @@ impl fmt::Display for Cursor {
         }
         Ok(())
     }
+}
+
+/// The text of lowercase or uppercase hex `text`, if it is hex of UTF-8.
+fn unhex(text: &str) -> Option<String> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    let bytes = (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// One step of a list or a search.
@@ -162,6 +188,9 @@ pub(crate) async fn list(
             match (taken.last(), old) {
                 (None, old) => old,
                 (Some(Order::Key(key)), _) => Position::After(*key),
+                (Some(Order::Score(ms, id)), _) if state == State::Dead => {
+                    Position::AfterDeath(*ms, id.clone())
+                }
                 (Some(Order::Score(..)), Position::Skip(n)) => {
                     Position::Skip(n + taken.len() as u64)
                 }
@@ -240,6 +269,9 @@ async fn browse(
                 (Position::Start, _) => Vec::new(),
                 (Position::After(key), true) => key.to_vec(),
                 (Position::Skip(n), false) => n.to_string().into_bytes(),
+                (Position::AfterDeath(ms, id), false) if state == State::Dead => {
+                    format!("{ms}:{id}").into_bytes()
+                }
                 _ => {
                     return Err(InvalidInput::Option(format!(
                         "cursor is not one of a list of {} messages",
@@ -279,12 +311,16 @@ fn read_step(mut r: Reply, state: State) -> Result<Step> {
             key.copy_from_slice(&b);
             Position::After(key)
         }
-        Some(b) => Position::Skip(
-            std::str::from_utf8(&b)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| crate::error::Error::Protocol("browse: bad next position".into()))?,
-        ),
+        Some(b) => {
+            let bad = || crate::error::Error::Protocol("browse: bad next position".into());
+            let text = std::str::from_utf8(&b).map_err(|_| bad())?;
+            match text.split_once(':') {
+                Some((ms, id)) => {
+                    Position::AfterDeath(ms.parse().map_err(|_| bad())?, id.to_owned())
+                }
+                None => Position::Skip(text.parse().map_err(|_| bad())?),
+            }
+        }
     };
     let mut found = Vec::new();
     while r.remaining() > 0 {
@@ -312,4 +348,25 @@ fn read_step(mut r: Reply, state: State) -> Result<Step> {
         scanned,
         next,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_after_a_dead_letter_reads_back_as_written() {
+        let cursor = Cursor {
+            positions: vec![
+                Position::AfterDeath(1_795_654_349_126, "order.7:retry/1".into()),
+                Position::Skip(3),
+                Position::End,
+            ],
+        };
+        let text = cursor.to_string();
+        assert!(!text.contains("order"), "the id goes in hex: {text}");
+        assert_eq!(Cursor::parse(&text), Ok(cursor));
+        assert!(Cursor::parse("d12-zz").is_err());
+        assert!(Cursor::parse("d12-ff").is_err(), "not UTF-8");
+    }
 }

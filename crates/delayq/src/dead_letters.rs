@@ -119,9 +119,10 @@ impl<'a> DeadLetters<'a> {
         while out.len() < limit {
             let want = (limit - out.len()).min(CHUNK);
             let before = out.len();
-            self.list_chunk(keys, offset + before as u64, want, &mut out)
+            let cut = self
+                .list_chunk(keys, offset + before as u64, want, &mut out)
                 .await?;
-            if out.len() - before < want {
+            if !cut && out.len() - before < want {
                 break;
             }
         }
@@ -134,15 +135,17 @@ impl<'a> DeadLetters<'a> {
         offset: u64,
         limit: usize,
         out: &mut Vec<DeadLetter>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if offset >= MAX_OFFSET {
             // No queue holds that many; and Lua would turn the number into a float that
             // Redis refuses as an index.
-            return Ok(());
+            return Ok(false);
         }
         let mut inv = invocation(keys, &SCRIPTS.dead_list);
         inv.arg(offset).arg(limit);
         let mut r = Reply::new(self.queue.invoke(&inv).await?)?;
+        // Whether the call stopped early, its memory budget spent (dead_list.lua).
+        let cut = r.uint()? == 1;
         while r.remaining() > 0 {
             let (id, died_at_ms) = (r.string()?, r.uint()?);
             let (attempts, max_attempts) = (r.uint()? as u32, r.uint()? as u32);
@@ -159,7 +162,7 @@ impl<'a> DeadLetters<'a> {
                 priority: r.uint()? as u8,
             });
         }
-        Ok(())
+        Ok(cut)
     }
 
     /// Puts one dead letter back as ready now, with its attempts reset. Returns false when

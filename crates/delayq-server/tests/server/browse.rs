@@ -156,3 +156,157 @@ async fn any_valid_token_may_list_and_none_may_not() {
     assert_eq!(page["messages"], json!([]));
     assert_eq!(page["next"], Value::Null);
 }
+
+/// Issue 49, item 5: a step loads a bounded number of bytes of records, whatever the
+/// payloads' sizes: with 1 MiB payloads a page of 12 stops after a few (its budget is
+/// 4 MiB) and says where to go on, and following it lists every message, in order, across
+/// priorities. The dead letters' list and the admin's page of them likewise.
+#[tokio::test]
+async fn a_step_loads_a_bounded_number_of_bytes_and_goes_on_from_there() {
+    let s = TestServer::start().await;
+    // Just under the largest payload (1 MiB).
+    let big = "b".repeat(1024 * 1024 - 1024);
+    for i in 0..12 {
+        let sent = s
+            .post(
+                "/v1/queues/heavy/messages",
+                json!({ "payload": big, "id": format!("m{i:02}"), "delay": format!("{}s", 100 + i),
+                        "priority": if i % 2 == 0 { 2 } else { 7 } }),
+            )
+            .await;
+        assert_eq!(sent.0, StatusCode::CREATED, "{}", sent.1);
+    }
+    let (status, first) = s
+        .get("/v1/queues/heavy/messages?state=delayed&limit=12")
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let n = first["messages"].as_array().map_or(0, Vec::len);
+    assert!(
+        (1..=5).contains(&n),
+        "one step returned {n} messages of 1 MiB"
+    );
+    assert!(
+        first["next"].is_string(),
+        "{n} messages, next {}",
+        first["next"]
+    );
+    let all = list_all(&s, "heavy", "delayed", 12).await;
+    let ids: Vec<&str> = all.iter().filter_map(|m| m["id"].as_str()).collect();
+    let expected: Vec<String> = (0..12).map(|i| format!("m{i:02}")).collect();
+    assert_eq!(ids, expected, "every message, in order of due time");
+
+    // Ready ones, in the priorities' sets (the delayed ones above wait in buckets).
+    for i in 0..8 {
+        let sent = s
+            .post(
+                "/v1/queues/heavy-ready/messages",
+                json!({ "payload": big, "id": format!("r{i}"), "priority": if i % 2 == 0 { 2 } else { 7 } }),
+            )
+            .await;
+        assert_eq!(sent.0, StatusCode::CREATED, "{}", sent.1);
+    }
+    let (_, first) = s
+        .get("/v1/queues/heavy-ready/messages?state=ready&limit=8")
+        .await;
+    let n = first["messages"].as_array().map_or(0, Vec::len);
+    assert!(
+        (1..=5).contains(&n),
+        "one step returned {n} ready messages of 1 MiB"
+    );
+    let all = list_all(&s, "heavy-ready", "ready", 8).await;
+    let mut ids: Vec<&str> = all.iter().filter_map(|m| m["id"].as_str()).collect();
+    let dues: Vec<u64> = all.iter().filter_map(|m| m["due_ms"].as_u64()).collect();
+    assert!(
+        dues.windows(2).all(|w| w[0] <= w[1]),
+        "in order of due time: {dues:?}"
+    );
+    ids.sort_unstable();
+    assert_eq!(ids, ["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7"]);
+
+    for i in 0..6 {
+        let sent = s
+            .post(
+                "/v1/queues/heavy-dead/messages",
+                json!({ "payload": big, "id": format!("d{i}"), "max_attempts": 1 }),
+            )
+            .await;
+        assert_eq!(sent.0, StatusCode::CREATED, "{}", sent.1);
+    }
+    for delivery in receive(&s, "heavy-dead", 6, "5s").await {
+        let (status, _) = s
+            .post(
+                "/v1/queues/heavy-dead/nack",
+                json!({ "receipt": delivery["receipt"] }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (_, first) = s
+        .get("/v1/queues/heavy-dead/messages?state=dead&limit=6")
+        .await;
+    let n = first["messages"].as_array().map_or(0, Vec::len);
+    assert!(
+        (1..=5).contains(&n),
+        "one step returned {n} dead letters of 1 MiB"
+    );
+    assert_eq!(list_all(&s, "heavy-dead", "dead", 6).await.len(), 6);
+    let (status, page) = s.get("/v1/queues/heavy-dead/dead?limit=6").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let listed = page["dead_letters"].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        listed,
+        6,
+        "the admin's page holds every dead letter: {}",
+        page.to_string().len()
+    );
+}
+
+/// Issue 49, item 5: dead letters are paged by where the last one seen died, not by an
+/// offset, so a requeue between two steps skips no one.
+#[tokio::test]
+async fn dead_letters_page_by_cursor_and_a_requeue_between_steps_skips_no_one() {
+    let s = TestServer::start().await;
+    for i in 0..5 {
+        let sent = s
+            .post(
+                "/v1/queues/graveyard/messages",
+                json!({ "payload": i, "id": format!("d{i}"), "max_attempts": 1 }),
+            )
+            .await;
+        assert_eq!(sent.0, StatusCode::CREATED);
+        // One at a time, so that they die in this order.
+        let got = receive(&s, "graveyard", 1, "5s").await;
+        let (status, _) = s
+            .post(
+                "/v1/queues/graveyard/nack",
+                json!({ "receipt": got[0]["receipt"] }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let ids = |page: &Value| -> Vec<String> {
+        page["messages"]
+            .as_array()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|m| m["id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (_, first) = s
+        .get("/v1/queues/graveyard/messages?state=dead&limit=2")
+        .await;
+    assert_eq!(ids(&first), ["d0", "d1"]);
+    let (status, _) = s
+        .post("/v1/queues/graveyard/requeue", json!({ "id": "d0" }))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let next = first["next"].as_str().expect("more");
+    let (_, second) = s
+        .get(&format!(
+            "/v1/queues/graveyard/messages?state=dead&limit=2&cursor={next}"
+        ))
+        .await;
+    assert_eq!(ids(&second), ["d2", "d3"], "a requeue shifted the page");
+}

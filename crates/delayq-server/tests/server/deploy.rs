@@ -1,7 +1,8 @@
 //! The operations kit in `deploy/` cannot drift from the server: every metric that its
 //! Prometheus alert rules and its Grafana dashboard use is one a running server exports,
 //! under that name and shape (a histogram's `_bucket` series, say), once the server has
-//! done what the metric counts: sends, a push, a webhook, a dead letter.
+//! done what the metric counts: sends, a push, a webhook, a dead letter, an expiry, a lease
+//! that ran out (a queue's series are made when it first counts something).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::common::*;
-use crate::receiver::Receiver;
+use crate::receiver::{now_ms, Receiver};
 
 const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
 
@@ -93,6 +94,38 @@ async fn every_metric_the_alerts_and_the_dashboard_use_is_exported() {
     let got = receive(&s, "dying", 1, "5s").await;
     let nack = json!({ "receipt": got[0]["receipt"], "error": "for the dead letter metrics" });
     s.post("/v1/queues/dying/nack", nack).await;
+    // A message whose deadline passes before anything claims it (the claim after expires
+    // it), and a lease that runs out.
+    s.post(
+        "/v1/queues/late/messages",
+        json!({ "payload": 1, "id": "x", "ttl": "20ms" }),
+    )
+    .await;
+    let (_, x) = s.get("/v1/queues/late/messages/x").await;
+    let deadline = x["expires_at_ms"].as_u64().expect("a deadline");
+    wait_until(Duration::from_secs(5), "the deadline to pass", || async {
+        now_ms() > deadline + 5
+    })
+    .await;
+    assert!(receive(&s, "late", 1, "0s").await.is_empty(), "x expired");
+    s.post(
+        "/v1/queues/leased/messages",
+        json!({ "payload": 2, "id": "l" }),
+    )
+    .await;
+    let (_, held) = s
+        .post(
+            "/v1/queues/leased/receive",
+            json!({ "max": 1, "wait": "5s", "lease": "50ms" }),
+        )
+        .await;
+    assert_eq!(held["deliveries"][0]["id"], "l", "{held}");
+    wait_until(
+        Duration::from_secs(10),
+        "the lease to be reclaimed",
+        || async { !receive(&s, "leased", 1, "0s").await.is_empty() },
+    )
+    .await;
 
     let used = names_the_kit_uses();
     assert!(used.len() >= 10, "read the kit's queries: {used:?}");

@@ -259,13 +259,18 @@ local function buckets()
   -- The buckets that may hold messages due from `from` (µs) to `to` (ms, or '+inf'), in
   -- order, read whole until `take(rec)` accepted `enough` records (the bucket that reached it
   -- is finished). A bucket holds at least one record, so at most `enough` + 1 are read.
-  local function buckets_read(from, to, enough, take)
+  -- With `more` (optional), a bucket is read only while `more()` says so. Returns the start
+  -- (ms) of the first bucket that a stop by `more` left unread, if one did.
+  local function buckets_read(from, to, enough, take, more)
     local read = 0
     local starts = redis.call('ZRANGEBYSCORE', BUCKET_INDEX, bucket_start(from), to,
       'LIMIT', 0, enough + 1)
     for _, start in ipairs(starts) do
       if read >= enough then
         return
+      end
+      if more and not more() then
+        return tonumber(start)
       end
       for _, rec in ipairs(redis.call('LRANGE', bucket_key(tonumber(start)), 0, -1)) do
         if take(rec) then

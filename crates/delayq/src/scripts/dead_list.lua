@@ -4,13 +4,21 @@
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
 -- ARGV[1]: offset  ARGV[2]: page size
--- Returns per dead letter: id, died-at ms, attempts, max attempts, last error or false, payload,
---   flags byte, priority.
+-- Returns: 1 when it stopped before the page's end because the records it read reached
+--   BUDGET bytes (it returns at least one), else 0; then per dead letter: id, died-at ms,
+--   attempts, max attempts, last error or false, payload, flags byte, priority.
+local BUDGET = 4 * 1024 * 1024
 local ids = redis.call('ZRANGE', k.dead, ARGV[1], tonumber(ARGV[1]) + tonumber(ARGV[2]) - 1, 'WITHSCORES')
-local out = {}
+local out, loaded = { 0 }, 0
 for i = 1, #ids, 2 do
+  if i > 1 and loaded >= BUDGET then
+    out[1] = 1
+    break
+  end
   local id = ids[i]
-  local m = parse(redis.call('HGET', k.dead_msgs, id))
+  local rec = redis.call('HGET', k.dead_msgs, id)
+  loaded = loaded + #rec
+  local m = parse(rec)
   out[#out + 1] = id
   out[#out + 1] = tonumber(ids[i + 1])
   out[#out + 1] = m.attempts
