@@ -40,7 +40,7 @@ mod tests {
 
     #[test]
     fn an_origin_keeps_scheme_host_and_port_only() {
-        let url = |s: &str| reqwest::Url::parse(s).unwrap();
+        let url = |s: &str| reqwest::Url::parse(s).expect("a URL");
         assert_eq!(
             origin(&url(
                 "https://user:pw@hooks.example.com/T/B/secret?code=k#f"

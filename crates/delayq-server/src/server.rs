@@ -210,14 +210,14 @@ mod tests {
     #[test]
     fn ipv6_peers_of_one_64_share_a_count_and_ipv4_ones_do_not() {
         let counts = Arc::new(PeerCounts::default());
-        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
-        let b: IpAddr = "2001:db8:1:2:ffff:0:0:9".parse().unwrap();
-        let other_net: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        let a: IpAddr = "2001:db8:1:2::1".parse().expect("an address");
+        let b: IpAddr = "2001:db8:1:2:ffff:0:0:9".parse().expect("an address");
+        let other_net: IpAddr = "2001:db8:1:3::1".parse().expect("an address");
         let held_a = PeerCounts::take(&counts, a, 2);
         let held_b = PeerCounts::take(&counts, b, 2);
         assert!(held_a.is_some() && held_b.is_some());
         assert!(
-            PeerCounts::take(&counts, "2001:db8:1:2::77".parse().unwrap(), 2).is_none(),
+            PeerCounts::take(&counts, "2001:db8:1:2::77".parse().expect("an address"), 2).is_none(),
             "a third address of the same /64 is over the cap of 2"
         );
         assert!(PeerCounts::take(&counts, other_net, 2).is_some());
@@ -225,10 +225,10 @@ mod tests {
         assert!(PeerCounts::take(&counts, b, 2).is_some());
 
         // IPv4 addresses count one by one, and an IPv4-mapped IPv6 peer as its IPv4 address.
-        let v4: IpAddr = "192.0.2.1".parse().unwrap();
-        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        let v4: IpAddr = "192.0.2.1".parse().expect("an address");
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().expect("an address");
         let _one = PeerCounts::take(&counts, v4, 1).expect("first");
         assert!(PeerCounts::take(&counts, mapped, 1).is_none());
-        assert!(PeerCounts::take(&counts, "192.0.2.2".parse().unwrap(), 1).is_some());
+        assert!(PeerCounts::take(&counts, "192.0.2.2".parse().expect("an address"), 1).is_some());
     }
 }

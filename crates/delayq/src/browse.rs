@@ -118,7 +118,7 @@ impl fmt::Display for Cursor {
 
 /// The text of lowercase or uppercase hex `text`, if it is hex of UTF-8.
 fn unhex(text: &str) -> Option<String> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     let bytes = (0..text.len())

@@ -135,6 +135,8 @@ struct EventsOut {
         (status = 200, description = "A page (JSON), or a stream (Accept: text/event-stream)",
             content((EventsOut = "application/json"), (String = "text/event-stream"))),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+        (status = 429, body = ErrorBody, description = "A stream beyond the caps per token or per server"),
         (status = 503, body = ErrorBody)))]
 pub async fn events(
     State(state): State<AppState>,

@@ -162,7 +162,7 @@ fn start_logs_and_traces(args: &ServeArgs) -> anyhow::Result<Option<Telemetry>> 
     tracing_subscriber::registry().with(spans).with(logs).init();
     if let Some(endpoint) = endpoint {
         // Its scheme, host and port only: a collector's URL may carry credentials.
-        let endpoint = delayq_server::redact::origin_of(&endpoint);
+        let endpoint = delayq_server::redact::origin_of(endpoint);
         tracing::info!(endpoint, "exporting spans over OTLP");
     }
     Ok(telemetry)

@@ -314,10 +314,10 @@ async fn deliver(
             }
             Err(why) => {
                 counter(queue, "failed").increment(1);
-                tracing::debug!(queue = %queue, url = %crate::redact::origin(&url), id = %event.id, attempt, "webhook request failed: {why}");
+                tracing::debug!(queue = %queue, url = %crate::redact::origin(url), id = %event.id, attempt, "webhook request failed: {why}");
                 if attempt == ATTEMPTS {
                     counter(queue, "gave_up").increment(1);
-                    tracing::warn!(queue = %queue, url = %crate::redact::origin(&url), id = %event.id, kind = %event.kind, "webhook gave up on an event after {ATTEMPTS} tries: {why}");
+                    tracing::warn!(queue = %queue, url = %crate::redact::origin(url), id = %event.id, kind = %event.kind, "webhook gave up on an event after {ATTEMPTS} tries: {why}");
                     return;
                 }
             }
