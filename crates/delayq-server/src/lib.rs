@@ -13,7 +13,8 @@
 //! * `ui/`: the web dashboard at `/ui`.
 //! * `embedded.rs`: the private `redis-server` that `serve` runs when given no Redis URL.
 //! * `webhooks/`: URLs called with a queue's events, by one server at a time.
-//! * `redact.rs`: how secrets in URLs are shown to those who must not read them whole.
+//! * `redact.rs`: how secrets in URLs are shown to those who must not read them whole;
+//!   `slots.rs`: counted places (connections per peer, event streams per token).
 
 pub mod api;
 pub mod auth;
@@ -28,6 +29,7 @@ pub mod redact;
 pub mod request_spans;
 pub mod rfc3339;
 pub mod server;
+pub mod slots;
 pub mod state;
 pub mod ui;
 pub mod webhooks;

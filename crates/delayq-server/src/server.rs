@@ -13,10 +13,9 @@
 //! IPv4 address, or an IPv6 /64: one host is routinely given a whole /64, so counting its
 //! addresses one by one would give it 2^64 caps.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -25,6 +24,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::slots::{Slot, SlotCounts};
 use crate::state::AppState;
 
 /// Serves the API on `listener` until `shutdown` completes; then stops accepting, answers
@@ -115,7 +115,7 @@ pub async fn run(
             continue;
         };
         let peer_slot = match limits.max_connections_per_peer {
-            Some(cap) => match PeerCounts::take(&peers, peer.ip(), cap) {
+            Some(cap) => match take_peer_slot(&peers, peer.ip(), cap) {
                 Some(taken) => Some(taken),
                 None => {
                     drop(stream);
@@ -149,8 +149,7 @@ pub async fn run(
 }
 
 /// Connections open per peer (see [`peer_of`]).
-#[derive(Default)]
-struct PeerCounts(Mutex<HashMap<IpAddr, usize>>);
+type PeerCounts = SlotCounts<IpAddr>;
 
 /// The peer an address counts against: an IPv4 address itself (also when it comes mapped
 /// into IPv6), an IPv6 address's /64.
@@ -166,41 +165,9 @@ fn peer_of(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// One connection's place in its address's count, given back when dropped.
-struct PeerSlot {
-    counts: Arc<PeerCounts>,
-    ip: IpAddr,
-}
-
-impl PeerCounts {
-    /// A slot for a connection from `ip`, if its peer has fewer than `cap` open.
-    fn take(counts: &Arc<PeerCounts>, ip: IpAddr, cap: usize) -> Option<PeerSlot> {
-        let ip = peer_of(ip);
-        let mut open = counts.0.lock().unwrap_or_else(|p| p.into_inner());
-        let n = open.entry(ip).or_insert(0);
-        if *n >= cap {
-            return None;
-        }
-        *n += 1;
-        Some(PeerSlot {
-            counts: counts.clone(),
-            ip,
-        })
-    }
-}
-
-impl Drop for PeerSlot {
-    fn drop(&mut self) {
-        let mut open = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                // Only addresses with connections open are kept: the map cannot grow
-                // with the number of clients ever seen.
-                open.remove(&self.ip);
-            }
-        }
-    }
+/// A place for a connection from `ip`, if its peer has fewer than `cap` open.
+fn take_peer_slot(counts: &Arc<PeerCounts>, ip: IpAddr, cap: usize) -> Option<Slot<IpAddr>> {
+    SlotCounts::take(counts, peer_of(ip), cap, None).ok()
 }
 
 #[cfg(test)]
@@ -213,22 +180,22 @@ mod tests {
         let a: IpAddr = "2001:db8:1:2::1".parse().expect("an address");
         let b: IpAddr = "2001:db8:1:2:ffff:0:0:9".parse().expect("an address");
         let other_net: IpAddr = "2001:db8:1:3::1".parse().expect("an address");
-        let held_a = PeerCounts::take(&counts, a, 2);
-        let held_b = PeerCounts::take(&counts, b, 2);
+        let held_a = take_peer_slot(&counts, a, 2);
+        let held_b = take_peer_slot(&counts, b, 2);
         assert!(held_a.is_some() && held_b.is_some());
         assert!(
-            PeerCounts::take(&counts, "2001:db8:1:2::77".parse().expect("an address"), 2).is_none(),
+            take_peer_slot(&counts, "2001:db8:1:2::77".parse().expect("an address"), 2).is_none(),
             "a third address of the same /64 is over the cap of 2"
         );
-        assert!(PeerCounts::take(&counts, other_net, 2).is_some());
+        assert!(take_peer_slot(&counts, other_net, 2).is_some());
         drop(held_a);
-        assert!(PeerCounts::take(&counts, b, 2).is_some());
+        assert!(take_peer_slot(&counts, b, 2).is_some());
 
         // IPv4 addresses count one by one, and an IPv4-mapped IPv6 peer as its IPv4 address.
         let v4: IpAddr = "192.0.2.1".parse().expect("an address");
         let mapped: IpAddr = "::ffff:192.0.2.1".parse().expect("an address");
-        let _one = PeerCounts::take(&counts, v4, 1).expect("first");
-        assert!(PeerCounts::take(&counts, mapped, 1).is_none());
-        assert!(PeerCounts::take(&counts, "192.0.2.2".parse().expect("an address"), 1).is_some());
+        let _one = take_peer_slot(&counts, v4, 1).expect("first");
+        assert!(take_peer_slot(&counts, mapped, 1).is_none());
+        assert!(take_peer_slot(&counts, "192.0.2.2".parse().expect("an address"), 1).is_some());
     }
 }

@@ -111,7 +111,7 @@ impl AppState {
     /// A place for one more event stream of `holder` (429 beyond the caps).
     pub fn take_stream_slot(&self, holder: Holder) -> ApiResult<StreamSlot> {
         let limits = &self.0.limits;
-        StreamSlots::take(
+        crate::api::stream_slots::take(
             &self.0.stream_slots,
             holder,
             limits.max_event_streams_per_token,

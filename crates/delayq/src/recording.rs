@@ -92,59 +92,68 @@ impl SeriesBudget {
     }
 }
 
-/// A counter of one queue, registered when it first counts something: a queue handle made
-/// only to read (or for a name a client invented) makes no series.
-pub(crate) struct LazyCounter {
+/// A series of one queue (a counter, a histogram), registered when it first counts
+/// something: a queue handle made only to read (or for a name a client invented) makes
+/// none.
+pub(crate) struct Lazy<H> {
     name: &'static str,
     queue: Arc<str>,
-    handle: OnceLock<Option<Counter>>,
+    register: fn(&'static str, String) -> H,
+    handle: OnceLock<Option<H>>,
 }
 
-impl LazyCounter {
-    fn new(name: &'static str, queue: &Arc<str>) -> Self {
-        LazyCounter {
+impl<H> Lazy<H> {
+    fn new(name: &'static str, queue: &Arc<str>, register: fn(&'static str, String) -> H) -> Self {
+        Lazy {
             name,
             queue: queue.clone(),
+            register,
             handle: OnceLock::new(),
         }
+    }
+
+    /// The series, registered now if it is not yet (none beyond the budget).
+    fn series(&self) -> Option<&H> {
+        self.handle
+            .get_or_init(|| {
+                admit(&self.queue).then(|| (self.register)(self.name, self.queue.to_string()))
+            })
+            .as_ref()
+    }
+}
+
+/// A counter of one queue.
+pub(crate) type LazyCounter = Lazy<Counter>;
+/// A histogram of one queue.
+pub(crate) type LazyHistogram = Lazy<Histogram>;
+
+impl Lazy<Counter> {
+    fn counter(name: &'static str, queue: &Arc<str>) -> Self {
+        Lazy::new(name, queue, |name, queue| counter!(name, "queue" => queue))
     }
 
     /// Adds `n` (nothing is registered for 0).
     pub(crate) fn increment(&self, n: u64) {
-        if n == 0 {
-            return;
-        }
-        let handle = self.handle.get_or_init(|| {
-            admit(&self.queue).then(|| counter!(self.name, "queue" => self.queue.to_string()))
-        });
-        if let Some(counter) = handle {
-            counter.increment(n);
+        if n > 0 {
+            if let Some(counter) = self.series() {
+                counter.increment(n);
+            }
         }
     }
 }
 
-/// A histogram of one queue, registered at its first sample (see [`LazyCounter`]).
-pub(crate) struct LazyHistogram {
-    name: &'static str,
-    queue: Arc<str>,
-    handle: OnceLock<Option<Histogram>>,
-}
-
-impl LazyHistogram {
-    fn new(name: &'static str, queue: &Arc<str>) -> Self {
-        LazyHistogram {
+impl Lazy<Histogram> {
+    fn histogram(name: &'static str, queue: &Arc<str>) -> Self {
+        Lazy::new(
             name,
-            queue: queue.clone(),
-            handle: OnceLock::new(),
-        }
+            queue,
+            |name, queue| histogram!(name, "queue" => queue),
+        )
     }
 
     /// Records one sample.
     pub(crate) fn record(&self, value: f64) {
-        let handle = self.handle.get_or_init(|| {
-            admit(&self.queue).then(|| histogram!(self.name, "queue" => self.queue.to_string()))
-        });
-        if let Some(histogram) = handle {
+        if let Some(histogram) = self.series() {
             histogram.record(value);
         }
     }
@@ -170,18 +179,18 @@ impl QueueMetrics {
     pub(crate) fn new(queue: &QueueName) -> Self {
         let q: Arc<str> = Arc::from(queue.as_str());
         QueueMetrics {
-            sent: LazyCounter::new("delayq_messages_sent_total", &q),
-            delivered: LazyCounter::new("delayq_messages_delivered_total", &q),
-            acked: LazyCounter::new("delayq_messages_acked_total", &q),
-            nacked: LazyCounter::new("delayq_messages_nacked_total", &q),
-            retried: LazyCounter::new("delayq_messages_retried_total", &q),
-            dead_lettered: LazyCounter::new("delayq_messages_dead_lettered_total", &q),
-            lease_expired: LazyCounter::new("delayq_messages_lease_expired_total", &q),
-            cancelled: LazyCounter::new("delayq_messages_cancelled_total", &q),
-            expired: LazyCounter::new("delayq_messages_expired_total", &q),
-            schedule_ticks_refused: LazyCounter::new("delayq_schedule_ticks_refused_total", &q),
-            lateness: LazyHistogram::new("delayq_delivery_lateness_seconds", &q),
-            handler_duration: LazyHistogram::new("delayq_handler_duration_seconds", &q),
+            sent: LazyCounter::counter("delayq_messages_sent_total", &q),
+            delivered: LazyCounter::counter("delayq_messages_delivered_total", &q),
+            acked: LazyCounter::counter("delayq_messages_acked_total", &q),
+            nacked: LazyCounter::counter("delayq_messages_nacked_total", &q),
+            retried: LazyCounter::counter("delayq_messages_retried_total", &q),
+            dead_lettered: LazyCounter::counter("delayq_messages_dead_lettered_total", &q),
+            lease_expired: LazyCounter::counter("delayq_messages_lease_expired_total", &q),
+            cancelled: LazyCounter::counter("delayq_messages_cancelled_total", &q),
+            expired: LazyCounter::counter("delayq_messages_expired_total", &q),
+            schedule_ticks_refused: LazyCounter::counter("delayq_schedule_ticks_refused_total", &q),
+            lateness: LazyHistogram::histogram("delayq_delivery_lateness_seconds", &q),
+            handler_duration: LazyHistogram::histogram("delayq_handler_duration_seconds", &q),
         }
     }
 }

@@ -243,6 +243,17 @@ impl RedisServer {
             .map_err(|e| format!("{args:?} on port {}: {e}", self.port))
     }
 
+    /// How many calls of `command` (as `INFO commandstats` names it: `fcall`, `xrange`,
+    /// `function|load`) this server ran since its stats were reset (`CONFIG RESETSTAT`).
+    pub fn command_calls(&self, command: &str) -> u64 {
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Runs a command and returns the reply as text (see [`Reply::render`]).
     /// Panics with the server log on connection failure or error reply.
     pub fn cli(&self, args: &[&str]) -> String {

@@ -4,70 +4,38 @@
 //! refused with 429 `too_many_streams` instead of opened. A dashboard session counts against
 //! the token it logged in with; without tokens, every client counts as one.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::http::StatusCode;
 
 use crate::error::ApiError;
+use crate::slots::{Full, Slot, SlotCounts};
 
 /// Who holds a stream: a token (its place in the tokens file), or anyone (no tokens).
 pub type Holder = Option<usize>;
 
 /// The streams open now, by holder.
-#[derive(Default)]
-pub struct StreamSlots(Mutex<HashMap<Holder, usize>>);
+pub type StreamSlots = SlotCounts<Holder>;
 
-/// One open stream's place, given back when dropped (when the stream ends).
-pub struct StreamSlot {
-    slots: Arc<StreamSlots>,
+/// One open stream's place, given back when the stream ends.
+pub type StreamSlot = Slot<Holder>;
+
+/// A place for one more stream of `holder`, if neither cap is reached (else a 429).
+pub fn take(
+    slots: &Arc<StreamSlots>,
     holder: Holder,
-}
-
-impl StreamSlots {
-    /// A place for one more stream of `holder`, if neither cap is reached.
-    pub fn take(
-        slots: &Arc<StreamSlots>,
-        holder: Holder,
-        per_holder: usize,
-        total: usize,
-    ) -> Result<StreamSlot, ApiError> {
-        let mut open = slots.0.lock().unwrap_or_else(|p| p.into_inner());
-        let all: usize = open.values().sum();
-        let mine = open.get(&holder).copied().unwrap_or(0);
-        let refused = |what: String| {
-            Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_streams",
-                format!("{what}: close one, or read pages instead"),
-            ))
+    per_holder: usize,
+    total: usize,
+) -> Result<StreamSlot, ApiError> {
+    SlotCounts::take(slots, holder, per_holder, Some(total)).map_err(|full| {
+        let what = match full {
+            Full::Total => format!("this server has {total} event streams open, its most"),
+            Full::Key => format!("this token has {per_holder} event streams open, its most"),
         };
-        if all >= total {
-            return refused(format!(
-                "this server has {total} event streams open, its most"
-            ));
-        }
-        if mine >= per_holder {
-            return refused(format!(
-                "this token has {per_holder} event streams open, its most"
-            ));
-        }
-        open.insert(holder, mine + 1);
-        Ok(StreamSlot {
-            slots: slots.clone(),
-            holder,
-        })
-    }
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let mut open = self.slots.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.holder) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.holder);
-            }
-        }
-    }
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_streams",
+            format!("{what}: close one, or read pages instead"),
+        )
+    })
 }

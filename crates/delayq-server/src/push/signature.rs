@@ -78,14 +78,27 @@ pub fn verify_event(
     now_secs: u64,
     tolerance_secs: u64,
 ) -> bool {
-    let (t, signatures) = parts(header, "w1");
+    verify_version(header, "w1", (now_secs, tolerance_secs), |t| {
+        w1(key, t, event)
+    })
+}
+
+/// True when `header` has a signature of `version` that `mac_at(t)` makes, its time `t` no
+/// more than the tolerance from now (`(now, tolerance)`, seconds).
+fn verify_version(
+    header: &str,
+    version: &str,
+    (now_secs, tolerance_secs): (u64, u64),
+    mac_at: impl Fn(u64) -> Hmac<Sha256>,
+) -> bool {
+    let (t, signatures) = parts(header, version);
     let Some(t) = t else {
         return false;
     };
     if t.abs_diff(now_secs) > tolerance_secs {
         return false;
     }
-    let expected = w1(key, t, event);
+    let expected = mac_at(t);
     signatures
         .iter()
         .any(|s| unhex(s).is_some_and(|bytes| expected.clone().verify_slice(&bytes).is_ok()))
@@ -136,17 +149,9 @@ pub fn verify(
     now_secs: u64,
     tolerance_secs: u64,
 ) -> bool {
-    let (t, signatures) = parts(header, "v2");
-    let Some(t) = t else {
-        return false;
-    };
-    if t.abs_diff(now_secs) > tolerance_secs {
-        return false;
-    }
-    let expected = v2(key, t, signed);
-    signatures
-        .iter()
-        .any(|s| unhex(s).is_some_and(|bytes| expected.clone().verify_slice(&bytes).is_ok()))
+    verify_version(header, "v2", (now_secs, tolerance_secs), |t| {
+        v2(key, t, signed)
+    })
 }
 
 /// The HMAC of `<t>\n<queue>\n<id>\n<attempt>\n<body>`, not yet finalized.

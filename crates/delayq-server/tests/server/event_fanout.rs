@@ -13,17 +13,6 @@ use serde_json::{json, Value};
 use crate::common::*;
 use crate::events::{record_events, Stream};
 
-/// Calls of `command` since the stats were reset.
-fn calls(s: &TestServer, command: &str) -> u64 {
-    s.redis
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 #[tokio::test]
 async fn twenty_listeners_on_four_partitions_cost_redis_what_one_does() {
     let s = TestServer::start().await;
@@ -63,7 +52,7 @@ async fn twenty_listeners_on_four_partitions_cost_redis_what_one_does() {
     }
     // One reader, reading the partition that woke: about one XRANGE a send. Read per
     // listener and per partition it was 20 x 4 x 2 = 160 a send.
-    let xrange = calls(&s, "xrange");
+    let xrange = s.redis.command_calls("xrange");
     assert!(
         xrange <= 2 * sends,
         "{xrange} XRANGE calls for {sends} sends with 20 listeners"

@@ -300,11 +300,5 @@ pub async fn queue_of_format(
 /// How many calls of `command` (as `INFO commandstats` names it: `fcall`, `function|load`)
 /// `server` ran since its stats were reset.
 pub fn command_calls(server: &RedisServer, command: &str) -> u64 {
-    server
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    server.command_calls(command)
 }
