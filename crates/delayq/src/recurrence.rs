@@ -83,8 +83,10 @@ enum Kind {
 impl Recurrence {
     /// A cron schedule evaluated in an IANA time zone.
     ///
-    /// `expr` must have a seconds field: 6 fields (`sec min hour day-of-month month day-of-week`)
-    /// or 7 with croner's optional trailing year field (years 1 to 5000). Croner's extensions
+    /// `expr` is a classic crontab line of 5 fields (`min hour day-of-month month day-of-week`,
+    /// firing at second 0), or has a seconds field: 6 fields (`sec min hour day-of-month month
+    /// day-of-week`) or 7 with croner's optional trailing year field (years 1 to 5000). It is
+    /// kept as written ([`as_cron`](Self::as_cron)). Croner's extensions
     /// (`L`, `W`, `#`, `+`, names such as `MON` and `JAN`) and its nicknames (`@daily`, `@hourly`,
     /// ..., which fire at second 0) are accepted. Day-of-week numbers follow POSIX cron: 0 and 7
     /// are Sunday. As in Vixie cron, when both day-of-month and day-of-week are restricted a day
@@ -97,8 +99,8 @@ impl Recurrence {
     ///
     /// # Errors
     ///
-    /// A human-readable message naming the problem: an empty expression, a 5-field expression
-    /// (the seconds field is required), an expression croner rejects, or an unknown time zone.
+    /// A human-readable message naming the problem: an empty expression, an expression croner
+    /// rejects, or an unknown time zone.
     pub fn cron(expr: &str, time_zone: &str) -> Result<Recurrence, InvalidInput> {
         Self::parse_cron(expr, time_zone).map_err(InvalidInput::Schedule)
     }
@@ -108,18 +110,17 @@ impl Recurrence {
         if trimmed.is_empty() {
             return Err("cron expression is empty".to_string());
         }
-        // Croner's own message for this case only counts fields; the usual cause is a classic
-        // 5-field crontab line, so say what is missing and how to fix it.
-        if !trimmed.starts_with('@') && trimmed.split_whitespace().count() == 5 {
-            return Err(format!(
-                "cron expression {expr:?} has 5 fields, but a seconds field is required: use 6 \
-                 fields (second minute hour day-of-month month day-of-week), e.g. \"0 {trimmed}\""
-            ));
-        }
+        // A classic crontab line has no seconds field: it fires at second 0. (Croner's optional
+        // seconds would read 6 fields as seconds-first too, but 5 are unambiguous.)
+        let with_seconds =
+            match !trimmed.starts_with('@') && trimmed.split_whitespace().count() == 5 {
+                true => format!("0 {trimmed}"),
+                false => trimmed.to_string(),
+            };
         let cron = CronParser::builder()
             .seconds(Seconds::Required)
             .build()
-            .parse(trimmed)
+            .parse(&with_seconds)
             .map_err(|e| format!("invalid cron expression {expr:?}: {e}"))?;
         let tz: Tz = time_zone.parse().map_err(|_| {
             format!(

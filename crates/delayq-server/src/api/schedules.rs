@@ -25,8 +25,9 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleBody {
-    /// A cron expression with a seconds field: `sec min hour day-of-month month day-of-week`
-    /// (`0 30 9 * * MON-FRI`).
+    /// A cron expression: a crontab line `min hour day-of-month month day-of-week`
+    /// (`30 9 * * MON-FRI`, at second 0), the same with a seconds field first
+    /// (`0 30 9 * * MON-FRI`), or a nickname (`@daily`, `@hourly`).
     cron: Option<String>,
     /// The IANA time zone the cron expression is read in (default `UTC`), daylight saving
     /// changes included.

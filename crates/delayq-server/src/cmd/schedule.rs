@@ -20,8 +20,9 @@ pub enum ScheduleCommand {
         name: String,
         /// The payload of each message (text; with --json-payload, a JSON document).
         payload: String,
-        /// A cron expression with seconds: "sec min hour day-of-month month day-of-week",
-        /// e.g. "0 30 9 * * MON-FRI".
+        /// A cron expression: a crontab line "min hour day-of-month month day-of-week" (e.g.
+        /// "30 9 * * MON-FRI", at second 0), the same with seconds first ("0 30 9 * *
+        /// MON-FRI"), or a nickname ("@daily").
         #[arg(long, conflicts_with = "every", required_unless_present = "every")]
         cron: Option<String>,
         /// The IANA time zone of --cron (default UTC), e.g. Europe/Berlin.

@@ -134,7 +134,7 @@ async fn bad_schedules_are_refused_with_a_clear_error() {
         ),
         (
             "ok",
-            json!({ "cron": "0 9 * * *", "payload": 1 }),
+            json!({ "cron": "0 9 * *", "payload": 1 }),
             "invalid_schedule",
         ),
         (
@@ -260,4 +260,38 @@ async fn a_schedule_is_paused_and_resumed_over_http_and_on_the_dashboard() {
     let (_, resumed) = s.get("/v1/queues/reports/schedules/hourly").await;
     assert_eq!(resumed["paused"], false);
     s.shutdown().await;
+}
+
+/// Issue 50, item 10: a classic 5-field crontab line and croner's nicknames are taken
+/// where a schedule is put, shown as written, and fire at second 0.
+#[tokio::test]
+async fn a_five_field_crontab_line_and_a_nickname_are_taken_as_written() {
+    let s = TestServer::start().await;
+    for (name, cron, every_ms) in [
+        ("nightly", "30 2 * * *", 86_400_000),
+        ("daily", "@daily", 86_400_000),
+    ] {
+        let (status, created) = s
+            .call(
+                Method::PUT,
+                &format!("/v1/queues/crontab/schedules/{name}"),
+                Some(json!({ "cron": cron, "time_zone": "UTC", "payload": 1 })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{created}");
+        assert_eq!(created["cron"], cron, "{created}");
+        let ticks: Vec<u64> = created["next_ticks_ms"]
+            .as_array()
+            .expect("ticks")
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect();
+        assert_eq!(ticks.len(), 5, "{created}");
+        let at = if name == "nightly" { 9_000_000 } else { 0 };
+        assert!(ticks.iter().all(|t| t % 86_400_000 == at), "{ticks:?}");
+        assert!(
+            ticks.windows(2).all(|w| w[1] - w[0] == every_ms),
+            "{ticks:?}"
+        );
+    }
 }
