@@ -90,11 +90,17 @@ impl Tokens {
     /// The role of `presented` if it is one of these tokens, and the token itself (the key
     /// of a dashboard session's signature). Every token is compared, in constant time.
     pub fn find(&self, presented: &[u8]) -> Option<(Role, &[u8])> {
+        let (role, token) = &self.0[self.position(presented)?];
+        Some((*role, token.as_slice()))
+    }
+
+    /// The place in the list of `presented`, if it is one of these tokens.
+    fn position(&self, presented: &[u8]) -> Option<usize> {
         // Every token is compared, each in constant time, so timing reveals nothing.
         let mut found = None;
-        for (r, token) in &self.0 {
+        for (n, (_, token)) in self.0.iter().enumerate() {
             if constant_time_eq(token, presented) {
-                found = Some((*r, token.as_slice()));
+                found = Some(n);
             }
         }
         found
@@ -103,18 +109,7 @@ impl Tokens {
     /// Which token the request's bearer token is (its place in the list), `None` when auth
     /// is off or it is none of them: what counts a token's open streams.
     pub fn holder_of(&self, headers: &HeaderMap) -> Option<usize> {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)?;
-        let mut found = None;
-        for (n, (_, token)) in self.0.iter().enumerate() {
-            if constant_time_eq(token, presented.as_bytes()) {
-                found = Some(n);
-            }
-        }
-        found
+        self.position(bearer(headers)?.as_bytes())
     }
 
     /// Every token with its role.
@@ -146,12 +141,7 @@ impl Tokens {
         if self.is_empty() {
             return Ok(None);
         }
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let Some(presented) = presented else {
+        let Some(presented) = bearer(headers) else {
             return Err(unauthorized("missing bearer token"));
         };
         match self.find(presented.as_bytes()) {
@@ -159,6 +149,15 @@ impl Tokens {
             Some((r, _)) => Ok(Some(r)),
         }
     }
+}
+
+/// The request's bearer token, as presented.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
 }
 
 fn unauthorized(why: &str) -> ApiError {

@@ -7,6 +7,11 @@ use std::time::Duration;
 
 use crate::error::InvalidInput;
 
+/// How long before its tick a scheduler sends a tick's message, unless told otherwise
+/// ([`Scheduler::lead`](crate::Scheduler::lead)): a jitter and this lead together must fit
+/// in the queue's max delay.
+pub const DEFAULT_LEAD: Duration = Duration::from_secs(1);
+
 /// Longest [`Firing::jitter`].
 pub const MAX_JITTER: Duration = Duration::from_secs(24 * 3600);
 

@@ -30,12 +30,8 @@ use crate::names::QueueName;
 use crate::options::now_ms as local_ms;
 use crate::queue::Queue;
 use crate::recurrence::ticks_to_fire;
-use crate::schedule_firing::Overlap;
+use crate::schedule_firing::{Overlap, DEFAULT_LEAD};
 use crate::schedules::{server_ms, Definition};
-
-/// How long before its tick a scheduler sends a tick's message, unless told otherwise
-/// ([`Scheduler::lead`]).
-pub const DEFAULT_LEAD: Duration = Duration::from_secs(1);
 
 /// Runs recurring schedules: see the module documentation.
 pub struct Scheduler {

@@ -31,7 +31,7 @@ use crate::queue_core::{invocation, QueueCore};
 use crate::record;
 use crate::recurrence::{MissedTicks, Recurrence};
 use crate::reply::Reply;
-use crate::schedule_firing::{tick_jitter, Firing};
+use crate::schedule_firing::{tick_jitter, Firing, DEFAULT_LEAD};
 use crate::scripts::SCRIPTS;
 use crate::state::State;
 
@@ -512,12 +512,12 @@ async fn check_jitter_fits(
         .arg("max_delay_ms")
         .query_async(conn)
         .await?;
-    let reach = jitter + crate::scheduler::DEFAULT_LEAD;
+    let reach = jitter + DEFAULT_LEAD;
     match max_delay_ms.map(Duration::from_millis) {
         Some(max_delay) if reach > max_delay => Err(InvalidInput::Schedule(format!(
             "a jitter of {jitter:?} (and the scheduler's lead of {:?}) reaches past the \
              queue's max delay of {max_delay:?}: its ticks would be refused",
-            crate::scheduler::DEFAULT_LEAD
+            DEFAULT_LEAD
         ))
         .into()),
         _ => Ok(()),

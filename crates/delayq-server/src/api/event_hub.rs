@@ -11,13 +11,12 @@
 //! on its own again, from its cursor: it misses nothing.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::{Event, EventCursor, EventFilter, EventStart, Queue};
 use tokio::sync::broadcast;
-
-use crate::state::AppState;
 
 /// Batches a hub holds for streams that have not taken them yet; a stream further behind
 /// catches up on its own.
@@ -38,30 +37,32 @@ pub struct Batch {
     pub events: Vec<Event>,
 }
 
-/// The hubs of one server, by queue.
-#[derive(Default)]
-pub struct EventHubs(Mutex<HashMap<String, broadcast::Sender<Arc<Batch>>>>);
+/// The hubs of one server, by queue. Cheap to clone: clones share the hubs.
+#[derive(Clone, Default)]
+pub struct EventHubs(Arc<Mutex<HashMap<String, broadcast::Sender<Arc<Batch>>>>>);
 
 impl EventHubs {
-    /// A receiver of `queue`'s events from now on, from its hub (started if none runs).
-    /// The hub's reader is open when this returns.
+    /// A receiver of `queue`'s events from now on, from its hub (started if none runs; it
+    /// stops when `stop` completes, if nothing stopped it before). The hub's reader is open
+    /// when this returns.
     pub async fn subscribe(
-        state: &AppState,
+        &self,
         queue: &Queue,
+        stop: impl Future<Output = ()> + Send + 'static,
     ) -> delayq::Result<broadcast::Receiver<Arc<Batch>>> {
         let name = queue.name().to_string();
-        if let Some(tx) = state.event_hubs().lock_map().get(&name) {
+        if let Some(tx) = self.lock_map().get(&name) {
             return Ok(tx.subscribe());
         }
         let reader = queue.events(EventStart::Now, EventFilter::new()).await?;
-        let mut hubs = state.event_hubs().lock_map();
+        let mut hubs = self.lock_map();
         if let Some(tx) = hubs.get(&name) {
             // Another stream started one meanwhile.
             return Ok(tx.subscribe());
         }
         let (tx, rx) = broadcast::channel(BACKLOG);
         hubs.insert(name.clone(), tx.clone());
-        tokio::spawn(run(state.clone(), name, reader, tx));
+        tokio::spawn(self.clone().run(name, reader, tx, stop));
         Ok(rx)
     }
 
@@ -71,46 +72,44 @@ impl EventHubs {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Hubs running now (tests).
-    pub fn running(&self) -> usize {
-        self.lock_map().len()
-    }
-}
-
-/// A hub: reads the queue's events and hands each batch to every receiver, until none is
-/// left, Redis fails (its streams end, and their clients reconnect) or the server stops.
-async fn run(
-    state: AppState,
-    name: String,
-    mut reader: delayq::EventReader,
-    tx: broadcast::Sender<Arc<Batch>>,
-) {
-    loop {
-        let start = reader.cursor();
-        let read = tokio::select! {
-            read = reader.next(READ, Some(LINGER)) => read,
-            () = state.shutdown_started() => break,
-        };
-        match read {
-            Ok(events) if events.is_empty() => {}
-            Ok(events) => {
-                // No receiver is not an error: the check below ends the hub.
-                let _ = tx.send(Arc::new(Batch { start, events }));
+    /// A hub: reads the queue's events and hands each batch to every receiver, until none
+    /// is left, Redis fails (its streams end, and their clients reconnect) or `stop`
+    /// completes (the server stops).
+    async fn run(
+        self,
+        name: String,
+        mut reader: delayq::EventReader,
+        tx: broadcast::Sender<Arc<Batch>>,
+        stop: impl Future<Output = ()>,
+    ) {
+        tokio::pin!(stop);
+        loop {
+            let start = reader.cursor();
+            let read = tokio::select! {
+                read = reader.next(READ, Some(LINGER)) => read,
+                () = &mut stop => break,
+            };
+            match read {
+                Ok(events) if events.is_empty() => {}
+                Ok(events) => {
+                    // No receiver is not an error: the check below ends the hub.
+                    let _ = tx.send(Arc::new(Batch { start, events }));
+                }
+                Err(e) => {
+                    tracing::warn!(queue = %name, error = %e, "an event hub stops: Redis did not answer");
+                    break;
+                }
             }
-            Err(e) => {
-                tracing::warn!(queue = %name, error = %e, "an event hub stops: Redis did not answer");
-                break;
+            let mut hubs = self.lock_map();
+            if tx.receiver_count() == 0 {
+                hubs.remove(&name);
+                return;
             }
         }
-        let mut hubs = state.event_hubs().lock_map();
-        if tx.receiver_count() == 0 {
+        let mut hubs = self.lock_map();
+        if hubs.get(&name).is_some_and(|t| t.same_channel(&tx)) {
             hubs.remove(&name);
-            return;
         }
-    }
-    let mut hubs = state.event_hubs().lock_map();
-    if hubs.get(&name).is_some_and(|t| t.same_channel(&tx)) {
-        hubs.remove(&name);
     }
 }
 

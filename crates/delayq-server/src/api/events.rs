@@ -19,6 +19,7 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -34,13 +35,12 @@ use tokio::sync::{broadcast, mpsc};
 use utoipa::{IntoParams, ToSchema};
 
 use super::access::{AnyRole, Authorized};
-use super::event_hub::{self, Batch, EventHubs};
+use super::event_hub::{self, Batch};
 use super::path::Path;
 use super::query::Query;
 use super::stream_slots::{Holder, StreamSlot};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
-use std::sync::Arc;
 
 /// How long a stream stays silent before it says where it is.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -227,7 +227,11 @@ pub async fn open_stream(
 ) -> ApiResult<Response> {
     let slot = state.take_stream_slot(holder)?;
     // The hub first: what it read before is in Redis before the catch-up's reads.
-    let hub = EventHubs::subscribe(state, q).await?;
+    let stop = {
+        let state = state.clone();
+        async move { state.shutdown_started().await }
+    };
+    let hub = state.event_hubs().subscribe(q, stop).await?;
     let reader = q.events(start, filter.clone()).await?;
     Ok(event_stream(
         state.clone(),

@@ -93,7 +93,7 @@ fn render(session: &Session, queue: &str, m: &MessageInfo, done: Option<&str>) -
             @if let Some(d) = destination {
                 @if let Some(url) = &d.url {
                     dt { "Pushed to" }
-                    dd { @if session.can_act() { (url) } @else { (crate::redact::origin_of(url)) } }
+                    dd { (session.url_shown(url)) }
                 }
             }
             @if m.completion.is_none() {

@@ -91,15 +91,12 @@ async fn render(
     let schedules = schedules.map_err(|e| e.to_string())?;
     let mut target = target.map_err(|e| e.to_string())?;
     let mut webhooks = webhooks;
-    if !session.can_act() {
-        // Their paths and queries are the receivers' credentials, often (`redact.rs`).
-        if let Some(t) = target.as_mut() {
-            t.url = crate::redact::origin_of(&t.url);
-            t.failure_callback = t.failure_callback.as_deref().map(crate::redact::origin_of);
-        }
-        for hook in webhooks.iter_mut().flat_map(|w| w.hooks.iter_mut()) {
-            hook.url = crate::redact::origin_of(&hook.url);
-        }
+    if let Some(t) = target.as_mut() {
+        t.url = session.url_shown(&t.url);
+        t.failure_callback = t.failure_callback.as_deref().map(|u| session.url_shown(u));
+    }
+    for hook in webhooks.iter_mut().flat_map(|w| w.hooks.iter_mut()) {
+        hook.url = session.url_shown(&hook.url);
     }
     let base = queue_path(name);
     let count_of = |s: MessageState| match s {

@@ -43,6 +43,16 @@ impl Session {
         self.role == Role::Admin
     }
 
+    /// An admin-only URL (a push target's, a callback's, a webhook's, a message's own) as
+    /// this session may see it: whole for an admin, else its scheme and host, since its path
+    /// and query are often the receiver's credential (`redact.rs`).
+    pub fn url_shown(&self, url: &str) -> String {
+        match self.can_act() {
+            true => url.to_owned(),
+            false => crate::redact::origin_of(url),
+        }
+    }
+
     /// True when `presented` is this session's CSRF token.
     pub fn csrf_matches(&self, presented: &str) -> bool {
         constant_time_eq(self.csrf.as_bytes(), presented.as_bytes())
