@@ -176,6 +176,10 @@ export interface QueueStats {
   in_flight: number;
   dead: number;
   oldest_ready_lag_ms: number;
+  /** Of in_flight, held past their lease (their consumer died or stalled); older servers omit it. */
+  overdue?: number;
+  /** How long ago the oldest overdue lease ended, in ms. */
+  oldest_overdue_ms?: number;
   partitions: number;
   paused: boolean;
   idempotency_window_ms: number;

@@ -8,7 +8,8 @@
 //!   `body_guard.rs`: what holds every request body (a deadline, the bytes in flight).
 //! * `api/`: the routes (`produce.rs`, `consume.rs`, `admin.rs`) and `wire.rs`, the JSON
 //!   shapes; `error.rs`: the one error shape every route answers with.
-//! * `metrics.rs`: Prometheus text at `/metrics`; `request_spans.rs`: a span per request,
+//! * `metrics.rs`: Prometheus text at `/metrics`; `http_metrics.rs`: each request counted and
+//!   timed by route; `request_spans.rs`: a span per request,
 //!   when spans are exported.
 //! * `ui/`: the web dashboard at `/ui`.
 //! * `embedded.rs`: the private `redis-server` that `serve` runs when given no Redis URL.
@@ -22,6 +23,7 @@ pub mod body_guard;
 pub mod embedded;
 pub mod error;
 pub mod front_door;
+pub mod http_metrics;
 pub mod limits;
 pub mod metrics;
 pub mod push;

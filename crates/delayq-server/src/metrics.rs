@@ -56,12 +56,95 @@ pub fn install() -> Result<PrometheusHandle, String> {
                         delayq::HANDLER_BUCKETS,
                     )
                 })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(crate::http_metrics::REQUEST_SECONDS.into()),
+                        HTTP_BUCKETS,
+                    )
+                })
                 .map_err(|e| e.to_string())?
                 .install_recorder()
                 .map_err(|e| e.to_string())
                 .and_then(spawn_upkeep)
+                .inspect(|_| describe())
         })
         .clone()
+}
+
+/// Bucket bounds for HTTP requests, 0.5 ms to 60 s (a long poll waits up to 30 s).
+const HTTP_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+/// The server's own metrics, with their help texts (`# HELP`); the library's are described
+/// by [`delayq::describe_metrics`].
+const GAUGES: &[(&str, &str)] = &[
+    (
+        "delayq_messages",
+        "Messages of the queue by state, read from Redis (the same on every server of one Redis).",
+    ),
+    (
+        "delayq_oldest_ready_lag_seconds",
+        "How long the queue's oldest ready message has been due, read from Redis.",
+    ),
+    (
+        "delayq_overdue_messages",
+        "Messages held past the end of their lease (their consumer died or stalled), read from Redis.",
+    ),
+    (
+        "delayq_oldest_overdue_seconds",
+        "How long ago the oldest overdue lease ended, read from Redis (0: none).",
+    ),
+    ("delayq_queue_paused", "1 while the queue is paused, read from Redis."),
+    ("delayq_data_format", "The data format of the queue in Redis (the oldest of its partitions')."),
+    ("delayq_redis_up", "1 when this server's last reading of the queues reached Redis."),
+    ("delayq_build_info", "Always 1: the server's version and newest data format as labels."),
+];
+const COUNTERS: &[(&str, &str)] = &[
+    (
+        "delayq_push_requests_total",
+        "Push deliveries by queue, target host and outcome class.",
+    ),
+    (
+        "delayq_push_callbacks_total",
+        "Dead-letter callbacks by queue and outcome.",
+    ),
+    (
+        "delayq_webhook_requests_total",
+        "Webhook requests by queue and outcome.",
+    ),
+];
+const HISTOGRAMS: &[(&str, &str)] = &[
+    (
+        "delayq_push_lateness_seconds",
+        "Push time minus due time, by the Redis server's clock.",
+    ),
+    (
+        "delayq_push_request_seconds",
+        "How long push targets took to answer.",
+    ),
+    (
+        crate::http_metrics::REQUEST_SECONDS,
+        "HTTP requests by method, route template and status: time to the response's head.",
+    ),
+];
+
+/// Gives every metric its help text, and sets `delayq_build_info`.
+fn describe() {
+    delayq::describe_metrics();
+    for (name, help) in GAUGES {
+        metrics::describe_gauge!(*name, *help);
+    }
+    for (name, help) in COUNTERS {
+        metrics::describe_counter!(*name, *help);
+    }
+    for (name, help) in HISTOGRAMS {
+        metrics::describe_histogram!(*name, metrics::Unit::Seconds, *help);
+    }
+    metrics::gauge!("delayq_build_info", "version" => env!("CARGO_PKG_VERSION"),
+        "data_format" => delayq::DATA_FORMAT.to_string())
+    .set(1.0);
 }
 
 /// Runs the recorder's upkeep every [`UPKEEP_EVERY`] for the life of the process, on a thread
@@ -123,6 +206,9 @@ where
             }
             metrics::gauge!("delayq_oldest_ready_lag_seconds", "queue" => q.clone())
                 .set(s.oldest_ready_lag_ms as f64 / 1000.0);
+            metrics::gauge!("delayq_overdue_messages", "queue" => q.clone()).set(s.overdue as f64);
+            metrics::gauge!("delayq_oldest_overdue_seconds", "queue" => q.clone())
+                .set(s.oldest_overdue_ms as f64 / 1000.0);
             metrics::gauge!("delayq_queue_paused", "queue" => q.clone())
                 .set(f64::from(u8::from(s.paused)));
             metrics::gauge!("delayq_data_format", "queue" => q).set(f64::from(s.data_format));

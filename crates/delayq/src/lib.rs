@@ -183,7 +183,7 @@ pub use partitions::MAX_PARTITIONS;
 pub use queue::Queue;
 pub use queue_set::{QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
 pub use receipt::Receipt;
-pub use recording::{HANDLER_BUCKETS, LATENESS_BUCKETS, MAX_QUEUES_WITH_SERIES};
+pub use recording::{describe_metrics, HANDLER_BUCKETS, LATENESS_BUCKETS, MAX_QUEUES_WITH_SERIES};
 pub use recurrence::{MissedTicks, Recurrence};
 pub use retention::{Completion, Outcome, Retention, MAX_RETAINED, MAX_RETENTION};
 pub use schedule_backfill::{Backfilled, MAX_BACKFILL_TICKS};

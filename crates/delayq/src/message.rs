@@ -94,6 +94,13 @@ pub struct Stats {
     pub dead: u64,
     /// How long the oldest due-but-unclaimed message has been due, in ms (0 when none).
     pub oldest_ready_lag_ms: u64,
+    /// Of those in flight, held past the end of their lease: their consumer died or stalled,
+    /// and the next claim of any consumer takes them back. While no consumer runs they stay
+    /// here, with ready 0 and a lag of 0, so this (and [`oldest_overdue_ms`](Self::oldest_overdue_ms))
+    /// is what shows work stuck behind dead workers.
+    pub overdue: u64,
+    /// How long ago the oldest overdue lease ended, in ms (0 when none).
+    pub oldest_overdue_ms: u64,
     /// Paused ([`Queue::pause`](crate::Queue::pause)): nothing is delivered. On a queue of
     /// several partitions, true when any of them is (a pause that failed part-way).
     pub paused: bool,

@@ -40,6 +40,73 @@ pub const HANDLER_BUCKETS: &[f64] = &[
     300.0, 600.0,
 ];
 
+/// Every metric the library records, with its help text (Prometheus's `# HELP`).
+const DESCRIPTIONS: &[(&str, &str)] = &[
+    (
+        "delayq_messages_sent_total",
+        "Messages sent (accepted into Redis) by this process.",
+    ),
+    (
+        "delayq_messages_delivered_total",
+        "Messages this process claimed for a consumer.",
+    ),
+    (
+        "delayq_messages_acked_total",
+        "Deliveries this process acknowledged.",
+    ),
+    (
+        "delayq_messages_nacked_total",
+        "Deliveries this process reported failed.",
+    ),
+    (
+        "delayq_messages_retried_total",
+        "Messages scheduled for another attempt (nacks and lease expiries that retry).",
+    ),
+    (
+        "delayq_messages_dead_lettered_total",
+        "Messages moved to the dead-letter set (attempts used up, or expired).",
+    ),
+    (
+        "delayq_messages_lease_expired_total",
+        "Leases that ran out before an ack, taken back by this process's claims.",
+    ),
+    (
+        "delayq_messages_cancelled_total",
+        "Messages cancelled through this process.",
+    ),
+    (
+        "delayq_messages_expired_total",
+        "Messages whose deadline passed before delivery.",
+    ),
+    (
+        "delayq_schedule_ticks_refused_total",
+        "Schedule ticks the queue refused (skipped), e.g. over its max delay.",
+    ),
+];
+
+/// Every histogram the library records, with its help text.
+const HISTOGRAM_DESCRIPTIONS: &[(&str, &str)] = &[
+    (
+        "delayq_delivery_lateness_seconds",
+        "Claim time minus due time of each delivery, by the Redis server's clock.",
+    ),
+    (
+        "delayq_handler_duration_seconds",
+        "How long worker handlers ran, from delivery to ack or nack.",
+    ),
+];
+
+/// Gives each metric the library records its help text, for exporters that show one (the
+/// Prometheus text's `# HELP` lines). Call it once after installing a recorder.
+pub fn describe_metrics() {
+    for (name, help) in DESCRIPTIONS {
+        metrics::describe_counter!(*name, *help);
+    }
+    for (name, help) in HISTOGRAM_DESCRIPTIONS {
+        metrics::describe_histogram!(*name, metrics::Unit::Seconds, *help);
+    }
+}
+
 /// Most queues one process makes series for. A queue beyond it counts nothing (with one
 /// warning), so that a process handed ever new queue names (an HTTP server whose clients
 /// invent them) cannot grow its metrics without bound.

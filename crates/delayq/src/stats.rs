@@ -26,6 +26,8 @@ pub(crate) async fn stats(core: &QueueCore) -> Result<Stats> {
         total.in_flight += s.in_flight;
         total.dead += s.dead;
         total.oldest_ready_lag_ms = total.oldest_ready_lag_ms.max(s.oldest_ready_lag_ms);
+        total.overdue += s.overdue;
+        total.oldest_overdue_ms = total.oldest_overdue_ms.max(s.oldest_overdue_ms);
         total.paused |= s.paused;
         total.idempotency_window = total.idempotency_window.max(s.idempotency_window);
         total.rate_limit = total.rate_limit.or(s.rate_limit);
@@ -79,5 +81,7 @@ async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
         },
         events: r.uint()?,
         events_kept: r.string()?.parse().ok(),
+        overdue: r.uint()?,
+        oldest_overdue_ms: r.uint()?,
     })
 }

@@ -259,6 +259,16 @@ class QueueStats:
             bool(obj["paused"]), obj["partitions"], obj["oldest_ready_lag_ms"], obj,
         )
 
+    @property
+    def overdue(self) -> int:
+        """Of ``in_flight``, held past their lease (their consumer died or stalled)."""
+        return int(self.raw.get("overdue", 0))
+
+    @property
+    def oldest_overdue_ms(self) -> int:
+        """How long ago the oldest overdue lease ended, in ms (0: none)."""
+        return int(self.raw.get("oldest_overdue_ms", 0))
+
 
 @dataclass(frozen=True)
 class DeadLetter:

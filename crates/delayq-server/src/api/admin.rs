@@ -27,6 +27,11 @@ struct StatsOut {
     in_flight: u64,
     dead: u64,
     oldest_ready_lag_ms: u64,
+    /// Of `in_flight`, held past the end of their lease (their consumer died or stalled):
+    /// the next claim takes them back. Not 0 with no consumer running means stuck work.
+    overdue: u64,
+    /// How long ago the oldest overdue lease ended (0: none).
+    oldest_overdue_ms: u64,
     /// How many partitions the queue is spread over.
     partitions: u16,
     /// Paused: no consumer is given a message until it is resumed.
@@ -91,6 +96,8 @@ impl StatsOut {
             in_flight: s.in_flight,
             dead: s.dead,
             oldest_ready_lag_ms: s.oldest_ready_lag_ms,
+            overdue: s.overdue,
+            oldest_overdue_ms: s.oldest_overdue_ms,
             partitions: queue.partitions().await?,
             paused: s.paused,
             idempotency_window_ms: s.idempotency_window.as_millis() as u64,

@@ -82,6 +82,9 @@ pub fn router(state: AppState) -> Router {
         .route_layer(axum::middleware::from_fn(
             crate::request_spans::span_each_request,
         ))
+        .route_layer(axum::middleware::from_fn(
+            crate::http_metrics::time_each_request,
+        ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

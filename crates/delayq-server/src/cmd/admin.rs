@@ -497,14 +497,30 @@ fn unix_ms(t: std::time::SystemTime) -> u64 {
 
 fn stats_table(rows: &[(String, Stats, u16)]) -> String {
     let mut t = format!(
-        "{:<32} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}  {}",
-        "QUEUE", "DELAYED", "READY", "IN FLIGHT", "DEAD", "LAG MS", "PARTITIONS", "STATE"
+        "{:<32} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}  {}",
+        "QUEUE",
+        "DELAYED",
+        "READY",
+        "IN FLIGHT",
+        "OVERDUE",
+        "DEAD",
+        "LAG MS",
+        "PARTITIONS",
+        "STATE"
     );
     for (name, s, partitions) in rows {
         let state = if s.paused { "paused" } else { "active" };
         t.push_str(&format!(
-            "\n{:<32} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}  {}",
-            name, s.delayed, s.ready, s.in_flight, s.dead, s.oldest_ready_lag_ms, partitions, state
+            "\n{:<32} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}  {}",
+            name,
+            s.delayed,
+            s.ready,
+            s.in_flight,
+            s.overdue,
+            s.dead,
+            s.oldest_ready_lag_ms,
+            partitions,
+            state
         ));
     }
     t

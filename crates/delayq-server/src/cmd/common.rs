@@ -112,7 +112,8 @@ pub(super) fn parse_backoff(spec: &str) -> Result<Backoff, String> {
 pub(super) fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
     json!({
         "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
-        "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "partitions": partitions,
+        "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "overdue": s.overdue,
+        "oldest_overdue_ms": s.oldest_overdue_ms, "partitions": partitions,
         "paused": s.paused, "idempotency_window_ms": s.idempotency_window.as_millis() as u64,
         "rate_limit": s.rate_limit.map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
         "data_format": s.data_format, "groups": s.groups,

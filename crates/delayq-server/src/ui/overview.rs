@@ -124,6 +124,7 @@ pub async fn page(
                     (heading("delayed", "Delayed", true))
                     (heading("ready", "Ready", true))
                     (heading("in_flight", "In flight", true))
+                    th.num { "Overdue" }
                     (heading("dead", "Dead", true))
                     th.num { "Sent/s" }
                     th.num { "Acked/s" }
@@ -139,6 +140,9 @@ pub async fn page(
                             td.num data-state="delayed" { (r.stats.delayed) }
                             td.num data-state="ready" { (r.stats.ready) }
                             td.num data-state="in_flight" { (r.stats.in_flight) }
+                            td.num.warn[r.stats.overdue > 0] data-state="overdue" title="held past the end of their lease: their consumer died or stalled" {
+                                @if r.stats.overdue > 0 { (r.stats.overdue) " for " (span(r.stats.oldest_overdue_ms as f64)) } @else { "0" }
+                            }
                             td.num.bad[r.stats.dead > 0] data-state="dead" { (r.stats.dead) }
                             td.num { (format!("{:.1}", r.sent_per_s)) }
                             td.num { (format!("{:.1}", r.acked_per_s)) }

@@ -118,6 +118,10 @@ async fn render(
                 }
             }
             div.card { div.n { @if stats.ready > 0 { (span(stats.oldest_ready_lag_ms as f64)) } @else { "–" } } div.l { "oldest ready" } }
+            div.card #overdue {
+                div.n { @if stats.overdue > 0 { span.warn { (stats.overdue) " for " (span(stats.oldest_overdue_ms as f64)) } } @else { "0" } }
+                div.l { "held past their lease" }
+            }
             div.card #paused-state { div.n { @if stats.paused { span.warn { "paused" } } @else { "running" } } div.l { "state" } }
             div.card #expired {
                 div.n { (history.iter().map(|m| m.expired).sum::<u64>()) }

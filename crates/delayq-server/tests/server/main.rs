@@ -51,6 +51,7 @@ mod serve;
 mod servers;
 mod slow_clients;
 mod trace_context;
+mod two_servers;
 mod ui;
 mod ui_headers;
 mod upserts;

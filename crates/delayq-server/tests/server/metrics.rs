@@ -7,6 +7,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::common::*;
+use crate::serve::Serve;
 
 /// The value of the sample `name{labels}` in Prometheus text, if present.
 fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
@@ -125,4 +126,79 @@ async fn metrics_say_when_redis_is_away_and_when_it_is_back() {
         || async { sample(&scrape(&s).await.1, "delayq_redis_up") == Some(1.0) },
     )
     .await;
+}
+
+/// The base name of a sample's metric (a histogram's `_bucket`, `_sum` and `_count` series
+/// are described under their histogram's name).
+fn base_name(sample_line: &str) -> &str {
+    let name = sample_line.split(['{', ' ']).next().unwrap_or_default();
+    ["_bucket", "_sum", "_count"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .unwrap_or(name)
+}
+
+/// A server of its own (its metrics are its process's): every metric it exports says what
+/// it is (`# HELP`), the build is named, and each request is counted and timed under its
+/// route's template, never the path a client made up.
+#[tokio::test]
+async fn every_metric_is_described_and_requests_are_counted_by_route() {
+    let redis = redis_fixture::RedisServer::start();
+    let serve = Serve::start(&["--redis-url", &redis.url()], &[]).await;
+    for id in ["a", "b"] {
+        let (status, _) = serve
+            .post(
+                "/v1/queues/timed/messages",
+                json!({ "payload": 1, "id": id }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let (status, _) = serve.get("/v1/queues/made-up-name/messages/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = serve.get("/no/such/route").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, text) = serve.get_text("/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    let described: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# HELP "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let samples: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(samples.len() > 10, "{text}");
+    for line in &samples {
+        let name = base_name(line);
+        assert!(
+            described.contains(&name),
+            "no # HELP for {name} in:\n{text}"
+        );
+    }
+
+    let build = format!(
+        "delayq_build_info{{version=\"{}\",data_format=\"{}\"}}",
+        env!("CARGO_PKG_VERSION"),
+        delayq::DATA_FORMAT
+    );
+    assert_eq!(sample(&text, &build), Some(1.0), "{text}");
+
+    let sends = "delayq_http_request_duration_seconds_count{method=\"POST\",\
+                 route=\"/v1/queues/{queue}/messages\",status=\"201\"}";
+    assert_eq!(sample(&text, sends), Some(2.0), "{text}");
+    let missing = "delayq_http_request_duration_seconds_count{method=\"GET\",\
+                   route=\"/v1/queues/{queue}/messages/{id}\",status=\"404\"}";
+    assert_eq!(sample(&text, missing), Some(1.0), "{text}");
+    let buckets = "delayq_http_request_duration_seconds_bucket{method=\"POST\",\
+                   route=\"/v1/queues/{queue}/messages\",status=\"201\",le=\"0.0005\"}";
+    assert!(sample(&text, buckets).is_some(), "{text}");
+    for made_up in ["made-up-name", "/no/such/route"] {
+        assert!(
+            !text.contains(made_up),
+            "{made_up} became a series:\n{text}"
+        );
+    }
 }

@@ -106,6 +106,17 @@ impl Serve {
         read(resp).await
     }
 
+    pub(crate) async fn get_text(&self, path: &str) -> (StatusCode, String) {
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("request");
+        let status = resp.status();
+        (status, resp.text().await.expect("body"))
+    }
+
     /// SIGTERM, then waits for a clean exit; returns the log.
     pub(crate) fn terminate(mut self) -> String {
         let pid = self.child.id().to_string();

@@ -11,7 +11,9 @@
 --   '<per second>/<burst>' or '', the default ttl ms (0: none), 1 when expired messages are
 --   dropped else 0, the max delay ms (0: none), final records kept (retention.lua), how long
 --   ('' when the queue does not retain) and how many at most, events kept (events.lua), how
---   many the partition keeps ('' when it records none) }
+--   many the partition keeps ('' when it records none), messages in flight past their lease
+--   (a claim takes them back; they wait while no consumer claims), how long ago the oldest
+--   such lease ended, in ms (0 when none) }
 local now = now_us()
 local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit', 'levels', 'push',
   'format', 'gready', 'gconc', 'grate', 'ttl_ms', 'on_expire', 'max_delay_ms', 'retain_ms',
@@ -45,9 +47,16 @@ pending = pending + grouped_ready + redis.call('ZCARD', groups().gk.delayed) - g
 if grouped_due > 0 then
   lag = math.max(lag, to_ms(now - head_due(groups().gk.delayed)))
 end
+-- Leases that ended: held by a consumer that died or stalled, waiting for a claim.
+local now_ms = to_ms(now)
+local overdue = redis.call('ZCOUNT', k.leases, '-inf', now_ms)
+local overdue_ms = 0
+if overdue > 0 then
+  overdue_ms = now_ms - tonumber(redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2])
+end
 return { pending - ready, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag,
   control[1] and 1 or 0, tonumber(control[2] or '0'), control[3] or '', control[5] and 1 or 0,
   tonumber(control[6] or '1'), redis.call('ZCARD', groups().gk.size), tonumber(control[8] or '0'),
   control[9] or '', tonumber(control[10] or '0'), control[11] and 1 or 0,
   tonumber(control[12] or '0'), redis.call('ZCARD', PART_PREFIX .. 'done_at'), control[13] or '',
-  control[14] or '', redis.call('XLEN', EVENTS), control[15] or '' }
+  control[14] or '', redis.call('XLEN', EVENTS), control[15] or '', overdue, overdue_ms }

@@ -442,6 +442,47 @@ async fn stats_count_each_state_and_the_oldest_ready_lag() {
 }
 
 #[tokio::test]
+async fn stats_count_messages_held_past_their_lease_and_the_oldest_overdue() {
+    // A consumer takes two messages and dies holding them: they stay in flight (nothing
+    // claims them back while no consumer runs), and stats say they are overdue and since
+    // when, which is what an alert on stuck work needs (ready 0 and a lag of 0 hide it).
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "ops");
+    for p in ["a", "b", "c"] {
+        q.send(p, &SendOptions::new()).await.expect("send");
+    }
+    let mut dying = q.consumer().await.expect("consumer");
+    let short = Duration::from_millis(50);
+    receive_one(&mut dying, short).await;
+    receive_one(&mut dying, short).await;
+    let s = q.stats().await.expect("stats");
+    assert_eq!([s.ready, s.in_flight], [1, 2], "{s:?}");
+    let taken = now_ms();
+    wait_until(
+        Duration::from_secs(5),
+        "the leases to be 250 ms past",
+        || async {
+            let s = q.stats().await.expect("stats");
+            s.overdue == 2 && s.oldest_overdue_ms >= 250
+        },
+    )
+    .await;
+    let s = q.stats().await.expect("stats");
+    assert_eq!([s.ready, s.in_flight, s.overdue], [1, 2, 2], "{s:?}");
+    assert!(
+        s.oldest_overdue_ms <= now_ms() - taken,
+        "oldest overdue {} ms",
+        s.oldest_overdue_ms
+    );
+    // A live consumer's claim takes them back: nothing is overdue any more.
+    let mut live = q.consumer().await.expect("consumer");
+    receive_one(&mut live, LEASE).await;
+    let s = q.stats().await.expect("stats");
+    assert_eq!([s.overdue, s.oldest_overdue_ms], [0, 0], "{s:?}");
+    drop(dying);
+}
+
+#[tokio::test]
 async fn binary_payloads_round_trip_unchanged() {
     let (_server, dq) = setup().await;
     let q = queue(&dq, "ops");
