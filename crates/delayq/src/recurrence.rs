@@ -60,12 +60,68 @@ const MAX_INTERVAL_MS: u64 = 366 * 24 * 60 * 60 * 1_000;
 ///   first (earlier, summer time) instant. `0 30 2 * * *` in Europe/Berlin fires on 2026-10-25 at
 ///   02:30 CEST (00:30Z), not again at 02:30 CET. An interval/wildcard schedule fires on both
 ///   passes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Recurrence {
     kind: Kind,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// As written: `cron "0 9 * * MON-FRI" in Europe/Berlin`, `every 30s`.
+impl std::fmt::Display for Recurrence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            Kind::Cron {
+                expr, time_zone, ..
+            } => write!(f, "cron {expr:?} in {time_zone}"),
+            Kind::Interval { every_ms, .. } => write!(f, "every {}", Period(*every_ms)),
+        }
+    }
+}
+
+/// The expression or period as written, not the parsed pattern (a few KB of tables).
+impl std::fmt::Debug for Recurrence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            Kind::Cron {
+                expr, time_zone, ..
+            } => f
+                .debug_struct("Recurrence::Cron")
+                .field("expr", expr)
+                .field("time_zone", time_zone)
+                .finish(),
+            Kind::Interval {
+                every_ms,
+                anchor_ms,
+            } => f
+                .debug_struct("Recurrence::Interval")
+                .field("every_ms", every_ms)
+                .field("anchor_ms", anchor_ms)
+                .finish(),
+        }
+    }
+}
+
+/// A period in ms in its largest whole unit: `1d`, `90m`, `30s`, `250ms`.
+struct Period(u64);
+
+impl std::fmt::Display for Period {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const UNITS: [(u64, &str); 4] = [
+            (86_400_000, "d"),
+            (3_600_000, "h"),
+            (60_000, "m"),
+            (1000, "s"),
+        ];
+        match UNITS
+            .iter()
+            .find(|(ms, _)| self.0 >= *ms && self.0.is_multiple_of(*ms))
+        {
+            Some((ms, unit)) => write!(f, "{}{unit}", self.0 / ms),
+            None => write!(f, "{}ms", self.0),
+        }
+    }
+}
+
+#[derive(Clone, PartialEq, Eq)]
 enum Kind {
     /// `expr` and `time_zone` are kept as given, for messages and debugging; `cron` and `tz` are
     /// what the tick functions use.

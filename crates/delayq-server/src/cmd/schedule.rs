@@ -245,11 +245,7 @@ async fn set_paused(common: &Common, queue: &str, name: &str, paused: bool) -> a
 
 /// Prints `schedules`: as a JSON array for a `list`, else as the one object.
 fn show(common: &Common, schedules: &[ScheduleInfo], list: bool) -> anyhow::Result<()> {
-    let when = |s: &ScheduleInfo| match (s.recurrence.as_cron(), s.recurrence.as_interval()) {
-        (Some((expr, tz)), _) => format!("cron {expr:?} in {tz}"),
-        (None, Some((every, _))) => format!("every {}", humantime::format_duration(every)),
-        (None, None) => "never".into(),
-    };
+    let when = |s: &ScheduleInfo| s.recurrence.to_string();
     let out: Vec<Value> = schedules
         .iter()
         .map(|s| {

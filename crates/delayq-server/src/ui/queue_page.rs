@@ -252,12 +252,15 @@ async fn render(
         @if !schedules.is_empty() {
             h2 { "Recurring schedules" }
             div.scroll { table {
-                thead { tr { th { "Name" } th { "When" } th { "Missed ticks, firing" } th { "Last sent" } th { "Next" } th { "State" } } }
+                thead { tr { th { "Name" } th { "When" } th { "Time zone" } th { "Missed ticks, firing" } th { "Last sent" } th { "Next (UTC)" } th { "State" } } }
                 tbody {
                     @for s in &schedules {
                         tr data-schedule=(s.name) {
                             td { (s.name) }
-                            td { (format!("{:?}", s.recurrence)) }
+                            @match (s.recurrence.as_cron(), s.recurrence.as_interval()) {
+                                (Some((expr, tz)), _) => { td.when { code { (expr) } } td.tz { (tz) } }
+                                (None, _) => { td.when { (s.recurrence) } td.tz { "–" } }
+                            }
                             td {
                                 (s.missed.to_string())
                                 @if let Some(j) = s.firing.jitter { br; "jitter " (humantime::format_duration(j)) }

@@ -45,6 +45,7 @@ mod reschedule_limits;
 mod retention;
 mod rolling_upgrade;
 mod schedule_firing;
+mod schedule_page;
 mod schedules;
 mod secret_urls;
 mod serve;

@@ -500,3 +500,26 @@ fn extreme_inputs_do_not_panic() {
         vec![ms("5000-12-31T23:59:59Z")]
     );
 }
+
+/// Issue 50, item 11: a schedule is shown as written, not as its parsed pattern (its
+/// `Debug` was about 17 KB of tables).
+#[test]
+fn a_recurrence_shows_as_written() {
+    let weekdays = cron("0 9 * * MON-FRI", "Europe/Berlin");
+    assert_eq!(
+        weekdays.to_string(),
+        r#"cron "0 9 * * MON-FRI" in Europe/Berlin"#
+    );
+    let debug = format!("{weekdays:?}");
+    assert!(debug.len() < 100, "{debug}");
+    assert!(debug.contains("0 9 * * MON-FRI"), "{debug}");
+    let shown = |ms: u64| {
+        Recurrence::interval(Duration::from_millis(ms), 0)
+            .expect("interval")
+            .to_string()
+    };
+    assert_eq!(shown(30_000), "every 30s");
+    assert_eq!(shown(5_400_000), "every 90m");
+    assert_eq!(shown(86_400_000), "every 1d");
+    assert_eq!(shown(1_500), "every 1500ms");
+}
