@@ -8,6 +8,56 @@ use axum::Json;
 use delayq::InvalidInput;
 use serde_json::json;
 
+/// Every code the API answers with. `docs/http-api.md` lists each with its status (a test
+/// compares the two), and a debug build refuses to make an error with a code not here, so a
+/// new code cannot go undocumented.
+pub const CODES: &[&str] = &[
+    "malformed_json",
+    "bad_body",
+    "malformed_form",
+    "invalid_query",
+    "invalid_queue_name",
+    "invalid_id",
+    "invalid_group",
+    "invalid_receipt",
+    "invalid_duration",
+    "invalid_time",
+    "invalid_payload",
+    "invalid_option",
+    "invalid_schedule",
+    "invalid_cursor",
+    "invalid_push_target",
+    "push_target_refused",
+    "push_url_not_allowed",
+    "invalid_webhook",
+    "webhook_refused",
+    "over_limit",
+    "empty_batch",
+    "unauthorized",
+    "forbidden",
+    "host_not_allowed",
+    "cross_origin",
+    "not_found",
+    "no_route",
+    "method_not_allowed",
+    "body_timeout",
+    "lease_lost",
+    "wrong_state",
+    "older_data_format",
+    "older_processes",
+    "body_too_large",
+    "batch_too_large",
+    "payload_too_large",
+    "unsupported_media_type",
+    "too_many_streams",
+    "internal",
+    "unavailable",
+    "redis_full",
+    "not_replicated",
+    "newer_data_format",
+    "server_busy",
+];
+
 /// An error as the API answers it.
 #[derive(Debug)]
 pub struct ApiError {
@@ -19,6 +69,7 @@ pub struct ApiError {
 impl ApiError {
     /// An error with this status, code and message.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        debug_assert!(CODES.contains(&code), "error code {code:?} is not in CODES");
         ApiError {
             status,
             code,

@@ -24,6 +24,7 @@ mod front_door;
 mod frozen_redis;
 mod group_admin;
 mod groups;
+mod http_api_doc;
 mod invented_queues;
 mod metrics;
 mod openapi;
