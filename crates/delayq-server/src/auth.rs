@@ -47,7 +47,27 @@ impl Role {
 
 /// The configured tokens. Never printed: `Debug` shows only how many there are.
 #[derive(Clone, Default)]
-pub struct Tokens(Vec<(Role, Vec<u8>)>);
+pub struct Tokens(Vec<Entry>);
+
+#[derive(Clone)]
+struct Entry {
+    role: Role,
+    token: Vec<u8>,
+    id: TokenId,
+}
+
+/// Which token a request or a session holds, the same across reloads of the tokens file
+/// (a token's place in the file is not): the first 8 bytes of its SHA-256. It counts a
+/// token's open streams, and ends them when a reload removes the token.
+pub type TokenId = u64;
+
+fn id_of(token: &[u8]) -> TokenId {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(token);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
+}
 
 impl fmt::Debug for Tokens {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -82,7 +102,11 @@ impl Tokens {
                     n + 1
                 ));
             }
-            tokens.push((role, token.as_bytes().to_vec()));
+            tokens.push(Entry {
+                role,
+                token: token.as_bytes().to_vec(),
+                id: id_of(token.as_bytes()),
+            });
         }
         Ok(Tokens(tokens))
     }
@@ -90,31 +114,52 @@ impl Tokens {
     /// The role of `presented` if it is one of these tokens, and the token itself (the key
     /// of a dashboard session's signature). Every token is compared, in constant time.
     pub fn find(&self, presented: &[u8]) -> Option<(Role, &[u8])> {
-        let (role, token) = &self.0[self.position(presented)?];
-        Some((*role, token.as_slice()))
+        let entry = &self.0[self.position(presented)?];
+        Some((entry.role, entry.token.as_slice()))
     }
 
     /// The place in the list of `presented`, if it is one of these tokens.
     fn position(&self, presented: &[u8]) -> Option<usize> {
         // Every token is compared, each in constant time, so timing reveals nothing.
         let mut found = None;
-        for (n, (_, token)) in self.0.iter().enumerate() {
-            if constant_time_eq(token, presented) {
+        for (n, entry) in self.0.iter().enumerate() {
+            if constant_time_eq(&entry.token, presented) {
                 found = Some(n);
             }
         }
         found
     }
 
-    /// Which token the request's bearer token is (its place in the list), `None` when auth
-    /// is off or it is none of them: what counts a token's open streams.
-    pub fn holder_of(&self, headers: &HeaderMap) -> Option<usize> {
-        self.position(bearer(headers)?.as_bytes())
+    /// Which token the request's bearer token is, `None` when auth is off or it is none of
+    /// them: what counts a token's open streams.
+    pub fn holder_of(&self, headers: &HeaderMap) -> Option<TokenId> {
+        let n = self.position(bearer(headers)?.as_bytes())?;
+        Some(self.0[n].id)
     }
 
-    /// Every token with its role.
-    pub fn iter(&self) -> impl Iterator<Item = (Role, &[u8])> {
-        self.0.iter().map(|(r, t)| (*r, t.as_slice()))
+    /// Whether the token `id` is one of these.
+    pub fn has(&self, id: TokenId) -> bool {
+        self.0.iter().any(|e| e.id == id)
+    }
+
+    /// Every token with its role and id.
+    pub fn iter(&self) -> impl Iterator<Item = (Role, &[u8], TokenId)> {
+        self.0.iter().map(|e| (e.role, e.token.as_slice(), e.id))
+    }
+
+    /// How many tokens of each role, as a log line says it: `admin 1, send 2`.
+    pub fn summary(&self) -> String {
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for entry in &self.0 {
+            let role = format!("{:?}", entry.role).to_lowercase();
+            match counts.iter_mut().find(|(r, _)| *r == role) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((role, 1)),
+            }
+        }
+        counts.sort();
+        let parts: Vec<String> = counts.iter().map(|(r, n)| format!("{r} {n}")).collect();
+        parts.join(", ")
     }
 
     /// True when no token is configured (auth is off).

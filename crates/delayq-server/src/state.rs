@@ -2,7 +2,7 @@
 //! shutdown signal that ends held long-polls.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use delayq::{DelayQ, Queue};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -28,7 +28,10 @@ pub struct AppState(Arc<Inner>);
 struct Inner {
     dq: DelayQ,
     limits: Limits,
-    tokens: Tokens,
+    /// The tokens now: replaced whole by a reload ([`AppState::replace_tokens`]).
+    tokens: RwLock<Arc<Tokens>>,
+    /// Counts reloads of the tokens, so that streams can end when theirs is removed.
+    tokens_reloaded: watch::Sender<u64>,
     /// Flipped to true when shutdown starts: long-polls answer at once (empty).
     shutting_down: watch::Sender<bool>,
     queues: Mutex<HashMap<String, Queue>>,
@@ -54,7 +57,8 @@ impl AppState {
         AppState(Arc::new(Inner {
             dq,
             limits,
-            tokens,
+            tokens: RwLock::new(Arc::new(tokens)),
+            tokens_reloaded: watch::channel(0).0,
             shutting_down: watch::channel(false).0,
             queues: Mutex::default(),
             metrics,
@@ -65,9 +69,46 @@ impl AppState {
         }))
     }
 
-    /// The configured tokens.
-    pub fn tokens(&self) -> &Tokens {
-        &self.0.tokens
+    /// The tokens now (a reload replaces them; what a request checked stays its own).
+    pub fn tokens(&self) -> Arc<Tokens> {
+        self.0
+            .tokens
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Puts `tokens` in place of the ones before (a reload of the tokens file): requests
+    /// from now on are checked against them, dashboard sessions of a removed token end, and
+    /// so do its event streams.
+    pub fn replace_tokens(&self, tokens: Tokens) {
+        *self.0.tokens.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(tokens);
+        self.0.tokens_reloaded.send_modify(|n| *n += 1);
+    }
+
+    /// Resolves when a stream of `holder` must end: the server stops, or a reload removed
+    /// its token. Never for a holder of no token (auth off).
+    pub async fn stream_ends(&self, holder: Holder) {
+        let mut reloads = self.0.tokens_reloaded.subscribe();
+        let revoked = async {
+            let Some(id) = holder else {
+                return std::future::pending().await;
+            };
+            // Subscribed first, then checked: no reload falls between the two.
+            if !self.tokens().has(id) {
+                return;
+            }
+            while reloads.changed().await.is_ok() {
+                if !self.tokens().has(id) {
+                    return;
+                }
+            }
+            std::future::pending().await
+        };
+        tokio::select! {
+            () = self.shutdown_started() => {}
+            () = revoked => {}
+        }
     }
 
     /// The Prometheus handle, if metrics are on.
@@ -121,12 +162,12 @@ impl AppState {
 
     /// Checks the request's token for `role` (see [`Tokens::authorize`]).
     pub fn authorize(&self, headers: &axum::http::HeaderMap, role: Role) -> ApiResult<()> {
-        self.0.tokens.authorize(headers, role)
+        self.tokens().authorize(headers, role)
     }
 
     /// Checks that the request carries a valid token, whatever its role.
     pub fn authenticate(&self, headers: &axum::http::HeaderMap) -> ApiResult<()> {
-        self.0.tokens.authenticate(headers).map(drop)
+        self.tokens().authenticate(headers).map(drop)
     }
 
     /// Where deaths are reported for their failure callbacks, once push delivery runs.

@@ -238,7 +238,7 @@ pub async fn open_stream(
         q.clone(),
         (reader, hub),
         filter,
-        slot,
+        (slot, holder),
     ))
 }
 
@@ -248,51 +248,19 @@ pub async fn open_stream(
 fn event_stream(
     state: AppState,
     q: Queue,
-    (mut reader, mut hub): (EventReader, broadcast::Receiver<Arc<Batch>>),
+    (reader, hub): (EventReader, broadcast::Receiver<Arc<Batch>>),
     filter: EventFilter,
-    slot: StreamSlot,
+    (slot, holder): (StreamSlot, Holder),
 ) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     tokio::spawn(async move {
         let _slot = slot;
-        // Opens the stream: how soon to reconnect, and where it starts.
-        let opening = format!("retry: 1000\nid: {}\n\n", reader.cursor());
-        if tx.send(Bytes::from(opening)).await.is_err() {
-            return;
-        }
-        loop {
-            // Catching up, on its own reader, to the end of what Redis keeps.
-            while !reader.caught_up() {
-                let read = tokio::select! {
-                    read = reader.next(STREAM_READ, Some(Duration::ZERO)) => read,
-                    () = state.shutdown_started() => return,
-                    () = tx.closed() => return,
-                };
-                let events = match read {
-                    Ok(events) => events,
-                    Err(e) => {
-                        // The client reconnects after its last event; Redis may be back then.
-                        tracing::warn!(error = %e, "an event stream ends: Redis did not answer");
-                        return;
-                    }
-                };
-                if !events.is_empty() && !send(&tx, events).await {
-                    return;
-                }
-            }
-            // Following the hub, until it leaves this stream behind.
-            let mut cursor = reader.cursor();
-            let followed = follow(&state, &tx, &mut hub, &mut cursor, &filter).await;
-            if !followed {
-                return;
-            }
-            reader = match q.events(EventStart::After(cursor), filter.clone()).await {
-                Ok(reader) => reader,
-                Err(e) => {
-                    tracing::warn!(error = %e, "an event stream ends: Redis did not answer");
-                    return;
-                }
-            };
+        // The server stops, or a reload removed the stream's token: the stream ends.
+        let ends = state.stream_ends(holder);
+        let pumped = pump(&state, &q, (reader, hub), &filter, &tx);
+        tokio::select! {
+            () = ends => {}
+            () = pumped => {}
         }
     });
     let mut response = Body::new(FrameBody(rx)).into_response();
@@ -303,6 +271,56 @@ fn event_stream(
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// The stream's frames: its catch-up on `reader`, then the hub's, until the client goes,
+/// Redis fails, or the server stops.
+async fn pump(
+    state: &AppState,
+    q: &Queue,
+    (mut reader, mut hub): (EventReader, broadcast::Receiver<Arc<Batch>>),
+    filter: &EventFilter,
+    tx: &mpsc::Sender<Bytes>,
+) {
+    // Opens the stream: how soon to reconnect, and where it starts.
+    let opening = format!("retry: 1000\nid: {}\n\n", reader.cursor());
+    if tx.send(Bytes::from(opening)).await.is_err() {
+        return;
+    }
+    loop {
+        // Catching up, on its own reader, to the end of what Redis keeps.
+        while !reader.caught_up() {
+            let read = tokio::select! {
+                read = reader.next(STREAM_READ, Some(Duration::ZERO)) => read,
+                () = state.shutdown_started() => return,
+                () = tx.closed() => return,
+            };
+            let events = match read {
+                Ok(events) => events,
+                Err(e) => {
+                    // The client reconnects after its last event; Redis may be back then.
+                    tracing::warn!(error = %e, "an event stream ends: Redis did not answer");
+                    return;
+                }
+            };
+            if !events.is_empty() && !send(tx, events).await {
+                return;
+            }
+        }
+        // Following the hub, until it leaves this stream behind.
+        let mut cursor = reader.cursor();
+        let followed = follow(state, tx, &mut hub, &mut cursor, filter).await;
+        if !followed {
+            return;
+        }
+        reader = match q.events(EventStart::After(cursor), filter.clone()).await {
+            Ok(reader) => reader,
+            Err(e) => {
+                tracing::warn!(error = %e, "an event stream ends: Redis did not answer");
+                return;
+            }
+        };
+    }
 }
 
 /// Sends the hub's new events at `cursor` on; true when the stream fell behind the hub's

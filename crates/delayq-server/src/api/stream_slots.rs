@@ -11,8 +11,8 @@ use axum::http::StatusCode;
 use crate::error::ApiError;
 use crate::slots::{Full, Slot, SlotCounts};
 
-/// Who holds a stream: a token (its place in the tokens file), or anyone (no tokens).
-pub type Holder = Option<usize>;
+/// Who holds a stream: a token, or anyone (no tokens).
+pub type Holder = Option<crate::auth::TokenId>;
 
 /// The streams open now, by holder.
 pub type StreamSlots = SlotCounts<Holder>;

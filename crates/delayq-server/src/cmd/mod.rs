@@ -7,7 +7,8 @@
 //! * `schedule.rs`, `push.rs`, `format.rs`, `groups.rs`, `configure.rs`, `events.rs`:
 //!   recurring schedules, push targets, data formats, groups, settings, the event stream;
 //!   `webhooks.rs`: the URLs a queue's events are sent to;
-//! * `serve.rs`: the HTTP API, its flags also read from a file by `config_file.rs`;
+//! * `serve.rs`: the HTTP API, its flags also read from a file by `config_file.rs`, its
+//!   tokens by `token_reload.rs` (again on SIGHUP or when the file changes);
 //!   `common.rs`: what the admin commands share (flags,
 //!   connection, printing, text forms);
 //! * `redis_args.rs`: where Redis is, as every command is told.
@@ -23,6 +24,7 @@ mod push;
 mod redis_args;
 mod schedule;
 mod serve;
+mod token_reload;
 mod webhooks;
 
 use clap::{Parser, Subcommand};

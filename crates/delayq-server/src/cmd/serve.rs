@@ -18,6 +18,7 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::prelude::*;
 
 use super::redis_args::RedisArgs;
+use super::token_reload::TokenSource;
 
 /// Flags of `delayq serve`.
 #[derive(clap::Args)]
@@ -42,7 +43,8 @@ pub struct ServeArgs {
     /// draining goes on. Default: half of the machine's (or its cgroup's) memory.
     #[arg(long, value_parser = delayq_server::embedded::parse_size)]
     redis_maxmemory: Option<u64>,
-    /// File of bearer tokens, one `role:token` per line (roles: send, consume, admin).
+    /// File of bearer tokens, one `role:token` per line (roles: send, consume, admin,
+    /// monitor); read again on SIGHUP and when it changes.
     #[arg(long, env = "DELAYQ_TOKENS_FILE")]
     tokens_file: Option<PathBuf>,
     /// Bearer tokens as `role:token,role:token` (a file is safer: the environment of a
@@ -169,7 +171,7 @@ fn start_logs_and_traces(args: &ServeArgs) -> anyhow::Result<Option<Telemetry>> 
 }
 
 async fn run_logged(args: ServeArgs) -> anyhow::Result<()> {
-    let tokens = load_tokens(&args)?;
+    let tokens = token_source(&args).load()?;
     if tokens.is_empty() && !args.listen.ip().is_loopback() && !args.insecure_public {
         bail!(
             "refusing to listen on {} without tokens: anyone who can reach it could read and \
@@ -264,22 +266,18 @@ async fn serve(
     tracing::info!(address = %args.listen, "delayq serving on http://{}", args.listen);
     let metrics = delayq_server::metrics::install().map_err(|e| anyhow::anyhow!("metrics: {e}"))?;
     let state = AppState::new(dq, limits, tokens, Some(metrics));
+    super::token_reload::spawn(token_source(args), state.clone())?;
     delayq_server::server::run(listener, state, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
 }
 
-fn load_tokens(args: &ServeArgs) -> anyhow::Result<Tokens> {
-    let mut text = String::new();
-    if let Some(path) = &args.tokens_file {
-        text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read tokens file {}", path.display()))?;
+/// Where the tokens come from.
+fn token_source(args: &ServeArgs) -> TokenSource {
+    TokenSource {
+        file: args.tokens_file.clone(),
+        inline: args.tokens.clone(),
     }
-    if let Some(inline) = &args.tokens {
-        text.push('\n');
-        text.push_str(inline);
-    }
-    Tokens::parse(&text).map_err(|e| anyhow::anyhow!("tokens: {e}"))
 }
 
 /// Warns where Redis's settings can lose messages. A managed Redis may refuse `CONFIG GET`;

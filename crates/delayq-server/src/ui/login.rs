@@ -75,7 +75,7 @@ pub async fn submit(
     headers: HeaderMap,
     FormBody(form): FormBody<LoginForm>,
 ) -> Response {
-    match session::issue(state.tokens(), &form.token) {
+    match session::issue(&state.tokens(), &form.token) {
         Some(cookie) => {
             let set = format!(
                 "{COOKIE}={cookie}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{}",

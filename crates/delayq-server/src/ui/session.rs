@@ -32,9 +32,9 @@ pub struct Session {
     pub csrf: String,
     /// False when auth is off: there is nothing to log out of.
     pub logged_in: bool,
-    /// The token logged in with (its place in the tokens file): what the session's event
-    /// streams count against.
-    pub token: Option<usize>,
+    /// The token logged in with: what the session's event streams count against, and what
+    /// ends them when a reload removes it.
+    pub token: Option<crate::auth::TokenId>,
 }
 
 impl Session {
@@ -88,7 +88,7 @@ pub fn verify(tokens: &Tokens, cookie: Option<&str>) -> Option<Session> {
     }
     // Every token is tried, so the time taken does not tell which one matched.
     let mut found = None;
-    for (n, (role, key)) in tokens.iter().enumerate() {
+    for (role, key, id) in tokens.iter() {
         if role.reads_messages()
             && constant_time_eq(mac(key, "session", expiry).as_bytes(), signature.as_bytes())
         {
@@ -96,7 +96,7 @@ pub fn verify(tokens: &Tokens, cookie: Option<&str>) -> Option<Session> {
                 role,
                 csrf: mac(key, "csrf", expiry),
                 logged_in: true,
-                token: Some(n),
+                token: Some(id),
             });
         }
     }

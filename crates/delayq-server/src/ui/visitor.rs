@@ -30,7 +30,7 @@ impl FromRequestParts<AppState> for Visitor {
 pub fn session_of(headers: &axum::http::HeaderMap, state: &AppState) -> Option<Session> {
     let cookies = headers.get(header::COOKIE).and_then(|v| v.to_str().ok());
     session::verify(
-        state.tokens(),
+        &state.tokens(),
         session::cookie_value(cookies, session::COOKIE),
     )
 }

@@ -52,6 +52,7 @@ mod secret_urls;
 mod serve;
 mod servers;
 mod slow_clients;
+mod token_reload;
 mod trace_context;
 mod two_servers;
 mod ui;

@@ -35,7 +35,30 @@ impl Serve {
         Self::launch(Path::new(env!("CARGO_BIN_EXE_delayq")), args, env, unset).await
     }
 
+    /// [`start`](Self::start) with its log written to `log` (readable while it runs).
+    pub(crate) async fn start_logged(args: &[&str], env: &[(&str, &str)], log: &Path) -> Serve {
+        let file = std::fs::File::create(log).expect("the log file");
+        Self::launch_with(
+            Path::new(env!("CARGO_BIN_EXE_delayq")),
+            args,
+            env,
+            &[],
+            Stdio::from(file),
+        )
+        .await
+    }
+
     async fn launch(binary: &Path, args: &[&str], env: &[(&str, &str)], unset: &[&str]) -> Serve {
+        Self::launch_with(binary, args, env, unset, Stdio::piped()).await
+    }
+
+    async fn launch_with(
+        binary: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        unset: &[&str],
+        stderr: Stdio,
+    ) -> Serve {
         let port = redis_fixture::free_port();
         let mut cmd = Command::new(binary);
         cmd.arg("serve")
@@ -44,7 +67,7 @@ impl Serve {
             .arg(format!("127.0.0.1:{port}"))
             .env_remove("DELAYQ_REDIS_URL")
             .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stderr(stderr);
         cmd.envs(env.iter().copied());
         for name in unset {
             cmd.env_remove(name);
@@ -115,6 +138,15 @@ impl Serve {
             .expect("request");
         let status = resp.status();
         (status, resp.text().await.expect("body"))
+    }
+
+    /// Sends it the signal `name` (`HUP`).
+    pub(crate) fn signal(&self, name: &str) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{name} {pid}");
     }
 
     /// SIGTERM, then waits for a clean exit; returns the log.
