@@ -1,7 +1,8 @@
 //! The commands and their flags, and which module each goes to.
 //!
 //! Floors, top down (each imports only from below it):
-//! * this file: the command line, dispatched to `serve` or `admin`;
+//! * this file: the command line, dispatched to `serve`, `health` (a server's /readyz, the
+//!   container's health check) or `admin`;
 //! * `admin.rs`: the admin commands, handing `schedule`, `push`, `format` and `groups` to
 //!   their modules;
 //! * `schedule.rs`, `push.rs`, `format.rs`, `groups.rs`, `configure.rs`, `events.rs`:
@@ -20,6 +21,7 @@ mod configure;
 mod events;
 mod format;
 mod groups;
+mod health;
 mod push;
 mod redis_args;
 mod schedule;
@@ -41,6 +43,9 @@ pub struct Cli {
 enum Command {
     /// Serve the HTTP API (with a private, durable Redis unless --redis-url is given).
     Serve(serve::ServeArgs),
+    /// Ask a running server whether it is ready (its /readyz): exit 0 when it is. The
+    /// container image's health check.
+    Health(health::HealthArgs),
     #[command(flatten)]
     Admin(admin::AdminCommand),
 }
@@ -48,6 +53,7 @@ enum Command {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args).await,
+        Command::Health(args) => health::run(args).await,
         Command::Admin(command) => admin::run(command).await,
     }
 }

@@ -38,7 +38,12 @@ pub struct RedisArgs {
     #[arg(long, env = "DELAYQ_SENTINEL_MASTER", global = true)]
     sentinel_master: Option<String>,
     /// Data directory of the embedded Redis.
-    #[arg(long, default_value = "delayq-data", global = true)]
+    #[arg(
+        long,
+        env = "DELAYQ_DATA_DIR",
+        default_value = "delayq-data",
+        global = true
+    )]
     pub(super) data_dir: PathBuf,
 }
 
