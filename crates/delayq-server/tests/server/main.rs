@@ -28,6 +28,7 @@ mod groups;
 mod health_check;
 mod http_api_doc;
 mod invented_queues;
+mod kubernetes;
 mod metrics;
 mod openapi;
 mod otlp;

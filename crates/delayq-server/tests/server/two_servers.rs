@@ -121,6 +121,24 @@ fn sample(scrape: &str, name_and_labels: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name_and_labels} in:\n{scrape}"))
 }
 
+/// The PromQL of the KEDA example: the folded block after `query: >-`.
+fn keda_query() -> String {
+    let text = std::fs::read_to_string(format!(
+        "{DEPLOY}/kubernetes/autoscaling/keda-scaledobject.yaml"
+    ))
+    .expect("the KEDA example");
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.trim().starts_with("query: >-"));
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let head = indent(lines.next().expect("query: >-"));
+    let query: Vec<&str> = lines
+        .take_while(|l| indent(l) > head)
+        .map(str::trim)
+        .collect();
+    query.join(" ")
+}
+
 #[tokio::test]
 async fn the_dashboard_and_alerts_count_two_servers_on_one_redis_once() {
     let redis = redis_fixture::RedisServer::start();
@@ -236,6 +254,9 @@ async fn the_dashboard_and_alerts_count_two_servers_on_one_redis_once() {
             ("{queue=\"stuck\"}", overdue_now),
         ],
     );
+
+    // The autoscaling example's query (deploy/kubernetes): the work waiting in "orders", once.
+    exprs += &expr_case(&keda_query(), "0m", &[("{}", 3.0)]);
 
     // At 10m the lag alert (over 60 s for 5 minutes) fires once for each queue: orders for
     // its ready messages, stuck for the lease that ended.
