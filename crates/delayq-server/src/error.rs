@@ -43,6 +43,7 @@ pub const CODES: &[&str] = &[
     "body_timeout",
     "lease_lost",
     "wrong_state",
+    "queue_not_empty",
     "older_data_format",
     "older_processes",
     "body_too_large",
@@ -154,6 +155,9 @@ impl From<delayq::Error> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "wrong_state", e.to_string())
             }
             delayq::Error::NotFound { .. } => ApiError::not_found(e.to_string()),
+            delayq::Error::NotEmpty { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "queue_not_empty", e.to_string())
+            }
             delayq::Error::NotReplicated { .. } => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "not_replicated",

@@ -11,6 +11,7 @@
 //! * `metrics.rs`: Prometheus text at `/metrics`; `http_metrics.rs`: each request counted and
 //!   timed by route; `request_spans.rs`: a span per request,
 //!   when spans are exported.
+//! * `deletion.rs`: a queue's delete with what the server keeps of it (the API and the CLI).
 //! * `ui/`: the web dashboard at `/ui`.
 //! * `embedded.rs`: the private `redis-server` that `serve` runs when given no Redis URL.
 //! * `webhooks/`: URLs called with a queue's events, by one server at a time.
@@ -20,6 +21,7 @@
 pub mod api;
 pub mod auth;
 pub mod body_guard;
+pub mod deletion;
 pub mod embedded;
 pub mod error;
 pub mod front_door;

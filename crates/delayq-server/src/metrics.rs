@@ -11,11 +11,18 @@ use std::time::{Duration, Instant};
 
 use delayq::Stats;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
 
 use crate::error::ApiResult;
 
 /// How long gauges read from Redis are reused.
 const GAUGE_TTL: Duration = Duration::from_secs(1);
+
+/// A gauge not set again for this long is dropped. Each scrape sets those of every queue
+/// there is (and the server's own) just before it renders, so this drops the gauges of a
+/// queue that is gone (deleted): it must not say its last counts forever. While Redis is
+/// away the queues' gauges go too, with `delayq_redis_up` 0.
+const GAUGE_IDLE: Duration = Duration::from_secs(10);
 
 /// How often histogram samples are folded into their buckets. The recorder keeps every raw
 /// sample until a scrape or an upkeep does that, so a server nobody scraped grew by every
@@ -32,6 +39,7 @@ pub fn install() -> Result<PrometheusHandle, String> {
     HANDLE
         .get_or_init(|| {
             PrometheusBuilder::new()
+                .idle_timeout(MetricKindMask::GAUGE, Some(GAUGE_IDLE))
                 .set_buckets_for_metric(
                     Matcher::Full("delayq_delivery_lateness_seconds".into()),
                     delayq::LATENESS_BUCKETS,
@@ -142,6 +150,11 @@ fn describe() {
     for (name, help) in HISTOGRAMS {
         metrics::describe_histogram!(*name, metrics::Unit::Seconds, *help);
     }
+    set_build_info();
+}
+
+/// `delayq_build_info`: set at every refresh of the gauges, as they are dropped when idle.
+fn set_build_info() {
     metrics::gauge!("delayq_build_info", "version" => env!("CARGO_PKG_VERSION"),
         "data_format" => delayq::DATA_FORMAT.to_string())
     .set(1.0);
@@ -182,6 +195,7 @@ where
         last.is_none_or(|t| t.elapsed() > GAUGE_TTL)
     };
     if stale {
+        set_build_info();
         let stats = match read_stats().await {
             Ok(stats) => {
                 metrics::gauge!("delayq_redis_up").set(1.0);

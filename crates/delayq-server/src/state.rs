@@ -144,6 +144,12 @@ impl AppState {
         Ok(q)
     }
 
+    /// Forgets this server's handle of `name` (the queue was deleted).
+    pub fn forget_queue(&self, name: &str) {
+        let mut queues = self.0.queues.lock().unwrap_or_else(|p| p.into_inner());
+        queues.remove(name);
+    }
+
     /// The event hubs of this server.
     pub fn event_hubs(&self) -> &EventHubs {
         &self.0.event_hubs

@@ -183,27 +183,8 @@ impl DelayQ {
     /// version of delayq without the registry are found once, by a walk of the keyspace the
     /// first time any client lists the queues, and registered.
     pub async fn queues(&self) -> Result<Vec<QueueName>> {
+        crate::queue_registry::ensure_walked(&self.shared.conn).await?;
         let mut conn = self.shared.conn.get();
-        let walked: bool = redis::cmd("EXISTS")
-            .arg(Keys::QUEUES_WALKED)
-            .query_async(&mut conn)
-            .await?;
-        if !walked {
-            let found = self.walk_queues().await?;
-            if !found.is_empty() {
-                let _: i64 = redis::cmd("SADD")
-                    .arg(Keys::QUEUES)
-                    .arg(found.iter().map(QueueName::as_str).collect::<Vec<_>>())
-                    .query_async(&mut conn)
-                    .await?;
-            }
-            // Only once they are in: a walk cut short is done again by the next listing.
-            let _: () = redis::cmd("SET")
-                .arg(Keys::QUEUES_WALKED)
-                .arg(1)
-                .query_async(&mut conn)
-                .await?;
-        }
         let registered: Vec<String> = redis::cmd("SMEMBERS")
             .arg(Keys::QUEUES)
             .query_async(&mut conn)
@@ -214,31 +195,6 @@ impl DelayQ {
             .collect();
         names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         Ok(names)
-    }
-
-    /// Every queue that has keys, found by walking the keyspace with `SCAN` (of every
-    /// master, on a cluster): the registry's upgrade step.
-    async fn walk_queues(&self) -> Result<Vec<QueueName>> {
-        let mut names = std::collections::BTreeSet::new();
-        for node in self.shared.conn.scan_targets().await? {
-            let mut cursor = 0u64;
-            loop {
-                let mut scan = redis::cmd("SCAN");
-                scan.arg(cursor)
-                    .arg("MATCH")
-                    .arg(Keys::scan_pattern())
-                    .arg("COUNT")
-                    .arg(1000);
-                let (next, keys): (u64, Vec<String>) =
-                    self.shared.conn.query_on(&node, &scan).await?;
-                names.extend(keys.iter().filter_map(|k| Keys::queue_of(k)));
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
-        }
-        Ok(names.into_iter().collect())
     }
 }
 

@@ -26,6 +26,15 @@ pub enum Error {
         /// Its state when the operation was attempted.
         state: crate::state::State,
     },
+    /// The queue holds messages, and was to be deleted only when empty
+    /// ([`Queue::delete`](crate::Queue::delete) without `force`). Nothing of them was lost.
+    #[error("queue {queue} holds {messages} messages: delete it with force to delete them too")]
+    NotEmpty {
+        /// The queue's name.
+        queue: String,
+        /// How many it held (pending, in flight and dead).
+        messages: u64,
+    },
     /// No message with this id exists in the queue.
     #[error("message {id} not found")]
     NotFound {

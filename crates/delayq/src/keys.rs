@@ -109,6 +109,17 @@ impl Keys {
         QueueName::new(name).ok()
     }
 
+    /// What every key of this partition starts with: `dq:{<tag>}:`.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The `SCAN` pattern that matches every key of `queue`, in every partition (after the
+    /// name, partition 0's tag closes and the others' go on with `#`).
+    pub(crate) fn queue_pattern(queue: &QueueName) -> String {
+        format!("dq:{{{}[}}#]*", queue.as_str())
+    }
+
     /// The Redis Cluster slot these keys live in.
     pub(crate) fn slot(&self) -> u16 {
         self.slot

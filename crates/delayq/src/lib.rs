@@ -60,7 +60,8 @@
 //!   `browse.rs` (list, search), `history.rs` (per-minute counts), `events.rs` (each
 //!   message's changes of state, read from a stream) with `event_lookback.rs` (the latest
 //!   events, a message's timeline) over `event_entries.rs` (stream entries taken apart), `stats.rs`,
-//!   `control.rs` (pause, resume, settings), `schedules.rs` ([`Schedules`]),
+//!   `control.rs` (pause, resume, settings), `queue_delete.rs` (a queue deleted in batches),
+//!   `schedules.rs` ([`Schedules`]),
 //!   `push_target.rs` (the server's push target), `upgrade.rs` (a queue's data format
 //!   and its upgrade).
 //! * The queue core: `queue_core.rs`: a queue's name, connection, partition layout, script
@@ -71,7 +72,8 @@
 //!   newest format it reads); `wakeup.rs` (consumers' subscriptions, one push connection per
 //!   client); `target.rs` (where Redis is) over `connection.rs` (the connection rules) and
 //!   `sentinel.rs` (finding the master); `partitions.rs` (one queue over several hash
-//!   tags) over `keys.rs` (every Redis key and its slot); `scripts.rs` and `scripts/*.lua`
+//!   tags) over `keys.rs` (every Redis key and its slot); `queue_registry.rs` (the list of
+//!   queue names); `scripts.rs` and `scripts/*.lua`
 //!   (the atomic operations).
 //! * What goes in and comes out: `options.rs`, `config.rs` (the client's settings), `settings.rs`, `message.rs`, `delivery.rs`,
 //!   `receipt.rs`, `state.rs`, `names.rs`, `recurrence/`, `error.rs`, `error_history.rs` (a message's
@@ -119,6 +121,8 @@ mod partitions;
 mod push_target;
 mod queue;
 mod queue_core;
+mod queue_delete;
+mod queue_registry;
 mod queue_set;
 mod receipt;
 mod receipt_acks;
@@ -181,6 +185,7 @@ pub use options::{
 };
 pub use partitions::MAX_PARTITIONS;
 pub use queue::Queue;
+pub use queue_delete::Deleted;
 pub use queue_set::{QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
 pub use receipt::Receipt;
 pub use recording::{describe_metrics, HANDLER_BUCKETS, LATENESS_BUCKETS, MAX_QUEUES_WITH_SERIES};

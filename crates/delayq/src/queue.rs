@@ -272,6 +272,17 @@ impl Queue {
 
     // Looking at the queue.
 
+    /// Deletes the queue: its messages (with `force`; without it, a queue that holds any is
+    /// refused with [`Error::NotEmpty`] and nothing of its messages is touched), settings,
+    /// schedules, events, history and final records, in batches of a bounded size, and takes
+    /// it out of [`DelayQ::queues`](crate::DelayQ::queues). Its data format stays recorded,
+    /// so a process that used the queue before goes on writing what the data says; a send
+    /// afterwards starts the queue again, with default settings. Stop its producers and
+    /// consumers first: see [`Deleted::raced`](crate::Deleted::raced).
+    pub async fn delete(&self, force: bool) -> Result<crate::Deleted> {
+        crate::queue_delete::delete(&self.core, force).await
+    }
+
     /// Counts per state and the lag of the oldest ready message: one atomic read per
     /// partition (all at once), added up.
     pub async fn stats(&self) -> Result<Stats> {

@@ -76,6 +76,11 @@ impl QueueCore {
         &self.name
     }
 
+    /// The client's connection, for what runs on every master of a cluster (`SCAN`).
+    pub(crate) fn ordinary(&self) -> &connection::Ordinary {
+        &self.shared.conn
+    }
+
     /// The client's settings.
     pub(crate) fn config(&self) -> &Config {
         &self.shared.config

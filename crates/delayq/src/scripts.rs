@@ -38,7 +38,7 @@ const HELPERS: [&str; 9] = [
 ];
 
 /// Every queue script: its name (in its function's name) and its text.
-const QUEUE_SCRIPTS: [(&str, &str); 21] = [
+const QUEUE_SCRIPTS: [(&str, &str); 22] = [
     ("send", include_str!("scripts/send.lua")),
     ("add_records", include_str!("scripts/add_records.lua")),
     ("claim", include_str!("scripts/claim.lua")),
@@ -54,6 +54,7 @@ const QUEUE_SCRIPTS: [(&str, &str); 21] = [
     ("dead_list", include_str!("scripts/dead_list.lua")),
     ("dead_requeue", include_str!("scripts/dead_requeue.lua")),
     ("dead_purge", include_str!("scripts/dead_purge.lua")),
+    ("drop_keys", include_str!("scripts/drop_keys.lua")),
     ("bury", include_str!("scripts/bury.lua")),
     ("control", include_str!("scripts/control.lua")),
     ("push_target", include_str!("scripts/push_target.lua")),
@@ -97,6 +98,7 @@ pub(crate) struct Scripts {
     pub(crate) dead_list: QueueScript,
     pub(crate) dead_requeue: QueueScript,
     pub(crate) dead_purge: QueueScript,
+    pub(crate) drop_keys: QueueScript,
     pub(crate) bury: QueueScript,
     pub(crate) control: QueueScript,
     pub(crate) push_target: QueueScript,
@@ -130,6 +132,7 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         dead_list: q("dead_list"),
         dead_requeue: q("dead_requeue"),
         dead_purge: q("dead_purge"),
+        drop_keys: q("drop_keys"),
         bury: q("bury"),
         control: q("control"),
         push_target: q("push_target"),

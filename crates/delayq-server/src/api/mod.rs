@@ -9,7 +9,7 @@
 //! | `POST /v1/queues/{queue}/messages/{id}/reschedule` | send |
 //! | `POST /v1/queues/{queue}/receive`, `ack`, `nack`, `extend`, `release` | consume |
 //! | `POST /v1/receive` (several queues: strict order or weights) | consume |
-//! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats), `PUT` (create), `PATCH` (settings) | admin |
+//! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats), `PUT` (create), `PATCH` (settings), `DELETE` (`queue_delete.rs`) | admin |
 //! | `POST /v1/queues/{queue}/pause`, `POST .../resume` | admin |
 //! | `GET /v1/queues/{queue}/dead`, `POST .../requeue`, `POST .../purge` | admin |
 //! | `PUT /v1/queues/{queue}/push` (set the push target), `GET`, `DELETE` | admin |
@@ -36,6 +36,7 @@ mod path;
 mod produce;
 mod push;
 mod query;
+mod queue_delete;
 mod schedules;
 mod sized_json;
 pub mod stream_slots;
@@ -111,7 +112,12 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(readyz))
         .routes(routes!(metrics))
         .routes(routes!(admin::queues))
-        .routes(routes!(admin::stats, admin::create, admin::configure))
+        .routes(routes!(
+            admin::stats,
+            admin::create,
+            admin::configure,
+            queue_delete::delete
+        ))
         .routes(routes!(produce::send, browse::list))
         .routes(routes!(produce::send_batch))
         .routes(routes!(produce::get, produce::cancel))

@@ -119,6 +119,17 @@ pub enum AdminCommand {
         #[arg(long)]
         partitions: u16,
     },
+    /// Delete a queue: its settings, schedules, events, history, push target and webhooks,
+    /// in batches of a bounded size. Refused while it holds messages unless --force, which
+    /// deletes them too.
+    DeleteQueue {
+        #[command(flatten)]
+        common: Common,
+        queue: String,
+        /// Delete the messages it holds too (pending, in flight and dead).
+        #[arg(long)]
+        force: bool,
+    },
     /// Pause a queue: no consumer is given a message until it is resumed. Sends are still
     /// accepted; messages in flight settle as usual.
     Pause {
@@ -374,6 +385,30 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             let out = json!({ "queue": queue, "partitions": partitions });
             print(&common, &out, || {
                 format!("{queue}: {partitions} partition(s)")
+            })
+        }
+        AdminCommand::DeleteQueue {
+            common,
+            queue,
+            force,
+        } => {
+            let dq = common.connect().await?;
+            let q = dq.queue(&queue)?;
+            let deleted = delayq_server::deletion::delete_queue(&dq, &q, force).await?;
+            if !deleted.existed {
+                bail!("no queue {queue}");
+            }
+            let out = json!({ "queue": queue, "messages": deleted.messages,
+                "keys": deleted.keys, "raced": deleted.raced });
+            print(&common, &out, || {
+                let raced = match deleted.raced {
+                    true => "; a message sent meanwhile started it again",
+                    false => "",
+                };
+                format!(
+                    "{queue}: deleted ({} messages, {} keys){raced}",
+                    deleted.messages, deleted.keys
+                )
             })
         }
         AdminCommand::Pause { common, queue } => {

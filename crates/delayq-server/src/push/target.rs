@@ -216,6 +216,18 @@ pub async fn remove(dq: &DelayQ, queue: &Queue) -> delayq::Result<bool> {
     Ok(true)
 }
 
+/// Takes `queue` out of the index of pushed queues (its target went with its keys: a
+/// deleted queue).
+pub async fn forget(dq: &DelayQ, queue: &delayq::QueueName) -> delayq::Result<()> {
+    let mut conn = dq.redis();
+    let _: i64 = redis::cmd("SREM")
+        .arg(PUSHED_QUEUES)
+        .arg(queue.as_str())
+        .query_async(&mut conn)
+        .await?;
+    Ok(())
+}
+
 /// Every queue in the index of pushed queues, with its target (`None`: a stale entry, left
 /// by a change that failed part-way).
 pub async fn indexed(dq: &DelayQ) -> delayq::Result<Vec<(Queue, Option<PushTarget>)>> {

@@ -45,6 +45,8 @@ pub struct ActionForm {
     keep_for: Option<String>,
     /// A schedule's backfill: from `at` to this time, `YYYY-MM-DDTHH:MM[:SS]` in UTC.
     until: Option<String>,
+    /// A queue's delete: `1` to delete the messages it holds too.
+    force: Option<String>,
 }
 
 /// A number a form asks for (`what` names it in the error): a whole number, or empty for
@@ -154,7 +156,7 @@ fn failed(e: impl std::fmt::Display) -> Response {
 
 /// `POST /ui/queues/{queue}/act`: `pause`, `resume`, `upgrade`, `group_concurrency`,
 /// `group_rate_limit`, `expiry`, `schedule_pause`, `schedule_resume`, `requeue_all`,
-/// `purge_all`.
+/// `purge_all`, `delete_queue` (with `force=1` when it holds messages).
 pub async fn queue_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
@@ -166,6 +168,9 @@ pub async fn queue_action(
         Err(refused) => return *refused,
     };
     let base = queue_path(&name);
+    if form.action == "delete_queue" {
+        return delete_queue(&app, &queue, form.force.as_deref() == Some("1")).await;
+    }
     let done = match form.action.as_str() {
         "pause" => queue.pause().await.map(|()| "Paused.".to_owned()),
         "resume" => queue.resume().await.map(|()| "Resumed.".to_owned()),
@@ -270,6 +275,26 @@ pub async fn queue_action(
     }
 }
 
+/// Deletes `queue` (`deletion.rs`), then shows the queue list; refused (409) while it holds
+/// messages unless `force`.
+async fn delete_queue(app: &AppState, queue: &delayq::Queue, force: bool) -> Response {
+    match crate::deletion::delete_queue(app.dq(), queue, force).await {
+        Ok(deleted) => {
+            app.forget_queue(queue.name().as_str());
+            let text = format!(
+                "Deleted queue {} ({} messages).",
+                queue.name(),
+                deleted.messages
+            );
+            then("/ui", &text)
+        }
+        Err(e @ delayq::Error::NotEmpty { .. }) => {
+            (StatusCode::CONFLICT, e.to_string()).into_response()
+        }
+        Err(e) => failed(e),
+    }
+}
+
 /// `POST /ui/queues/{queue}/groups/{group}/act`: `pause`, `resume`, `settings` (its own
 /// concurrency and rate limit, each empty for the queue's, and its weight).
 pub async fn group_action(
@@ -323,8 +348,8 @@ pub struct ConfirmQuery {
     action: String,
 }
 
-/// `GET /ui/queues/{queue}/confirm?action=requeue_all|purge_all`: says how many dead letters
-/// the action will touch, and asks.
+/// `GET /ui/queues/{queue}/confirm?action=requeue_all|purge_all|delete_queue`: says how many
+/// dead letters (or, for a delete, messages) the action will touch, and asks.
 pub async fn confirm(
     State(app): State<AppState>,
     Visitor(session): Visitor,
@@ -334,6 +359,7 @@ pub async fn confirm(
     let verb = match query.action.as_str() {
         "requeue_all" => "Requeue",
         "purge_all" => "Purge",
+        "delete_queue" => return confirm_delete(&app, &session, &name).await,
         other => return failed(format!("no such action: {other}")),
     };
     let count = match app.queue(&name) {
@@ -361,6 +387,37 @@ pub async fn confirm(
         }
     };
     layout::page("Confirm", Some(&session), false, body).into_response()
+}
+
+/// The delete's question: how many messages go with the queue.
+async fn confirm_delete(app: &AppState, session: &super::session::Session, name: &str) -> Response {
+    let held = match app.queue(name) {
+        Ok(q) => match q.stats().await {
+            Ok(s) => s.delayed + s.ready + s.in_flight + s.dead,
+            Err(e) => return failed(e),
+        },
+        Err(e) => return failed(e.message()),
+    };
+    let base = queue_path(name);
+    let body = html! {
+        h1 { "Delete queue " (name) "?" }
+        p #confirm-text {
+            "Queue " strong { (name) } " holds " strong { (held) } " messages"
+            @if held > 0 { " (pending, in flight and dead): they are deleted with it, for good." } @else { "." }
+            " Its settings, schedules, events, history, push target and webhooks go too. Stop its producers first: a message sent afterwards starts it again."
+        }
+        div.row {
+            form.inline method="post" action=(format!("{base}/act")) {
+                (layout::csrf(session))
+                @if held > 0 { input type="hidden" name="force" value="1"; }
+                button.danger #confirm type="submit" name="action" value="delete_queue" {
+                    "Delete " (name)
+                }
+            }
+            a href=(base) { "Cancel" }
+        }
+    };
+    layout::page("Confirm", Some(session), false, body).into_response()
 }
 
 /// `POST /ui/queues/{queue}/messages/{id}/act`: `cancel`, `deliver_now`, `reschedule` (with

@@ -25,6 +25,8 @@ pub struct OverviewQuery {
     sort: Option<String>,
     /// Only queues whose name contains this.
     q: Option<String>,
+    /// What an action just did (a queue deleted), shown once.
+    done: Option<String>,
 }
 
 /// One row of the overview.
@@ -112,6 +114,7 @@ pub async fn page(
     };
     let body = html! {
         h1 { "Queues" }
+        (layout::notice(query.done.as_deref()))
         form.row method="get" action="/ui" {
             input type="search" name="q" value=(filter) placeholder="Filter by name" aria-label="Filter by name";
             input type="hidden" name="sort" value=(sort);

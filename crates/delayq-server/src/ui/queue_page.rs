@@ -147,6 +147,7 @@ async fn render(
                 @if older_format {
                     button #upgrade type="submit" name="action" value="upgrade" { "Upgrade data format" }
                 }
+                a href=(format!("{base}/confirm?action=delete_queue")) { button.danger #delete-queue type="button" { "Delete queue" } }
             }
             form.row #group-concurrency method="post" action=(format!("{base}/act")) {
                 (layout::csrf(session))

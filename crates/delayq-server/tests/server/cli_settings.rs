@@ -1,5 +1,7 @@
 //! The CLI's settings of groups and expiry against a real Redis: sends with a group or a
-//! deadline, `configure`'s group and expiry settings, and `delayq groups`.
+//! deadline, `configure`'s group and expiry settings, `delayq groups`, and `delete-queue`.
+
+use serde_json::json;
 
 use crate::cli::{fails, json, ok};
 use crate::common::*;
@@ -162,4 +164,26 @@ fn groups_are_listed_shown_paused_and_set() {
     let table = ok(&redis, &["groups", "show", "saas", "acme"]);
     assert!(table.contains("ready       2"), "{table}");
     assert!(fails(&redis, &["groups", "set", "saas", "acme"]).contains("nothing to change"));
+}
+
+/// `delayq delete-queue`: refused while the queue holds messages, --force deletes them too,
+/// and what the server keeps of a queue (its webhooks, its push index entry) goes with it.
+#[test]
+fn delete_queue_refuses_a_queue_with_messages_unless_forced() {
+    let redis = RedisServer::start();
+    ok(&redis, &["send", "leaving", "bye"]);
+    redis.cli(&["SADD", "dq:pushed", "leaving"]);
+    let refused = fails(&redis, &["delete-queue", "leaving"]);
+    assert!(refused.contains("holds 1 messages"), "{refused}");
+    assert_eq!(json(&redis, &["stats", "leaving"])[0]["ready"], 1);
+    let deleted = json(&redis, &["delete-queue", "leaving", "--force"]);
+    assert_eq!(
+        (&deleted["queue"], &deleted["messages"], &deleted["raced"]),
+        (&json!("leaving"), &json!(1), &json!(false))
+    );
+    let queues = json(&redis, &["queues"]);
+    assert!(!queues.to_string().contains("leaving"), "{queues}");
+    assert!(!redis.cli(&["SMEMBERS", "dq:pushed"]).contains("leaving"));
+    let again = fails(&redis, &["delete-queue", "leaving"]);
+    assert!(again.contains("no queue leaving"), "{again}");
 }

@@ -17,6 +17,7 @@ const ROUTES: &[&str] = &[
     "GET /v1/queues",
     "GET /v1/queues/{queue}",
     "PUT /v1/queues/{queue}",
+    "DELETE /v1/queues/{queue}",
     "POST /v1/queues/{queue}/messages",
     "GET /v1/queues/{queue}/messages",
     "POST /v1/queues/{queue}/batch",

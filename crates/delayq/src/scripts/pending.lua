@@ -213,3 +213,18 @@ local function bury_raw(seq, v, err, now)
   event('dead', id, 'n', attempts, 'err', event_error(err))
   return id
 end
+
+-- How many messages the partition holds: pending (in any priority's set, a bucket or a
+-- group), in flight, and dead. What a queue's delete asks before it removes anything.
+local function messages_held(now)
+  local control = redis.call('HMGET', k.control, 'levels', 'gready')
+  local held = 0
+  for _, p in ipairs(priorities(control[1])) do
+    held = held + redis.call('ZCARD', pending_key(p))
+  end
+  if redis.call('EXISTS', BUCKET_INDEX) == 1 then
+    held = held + buckets().buckets_due(now)
+  end
+  held = held + tonumber(control[2] or '0') + redis.call('ZCARD', groups().gk.delayed)
+  return held + redis.call('ZCARD', k.leases) + redis.call('ZCARD', k.dead)
+end

@@ -33,6 +33,7 @@ mod partitions;
 mod pause;
 mod priority;
 mod push_mode;
+mod queue_delete;
 mod rate_limit;
 mod registry;
 mod retention;

@@ -1,0 +1,147 @@
+//! A queue's delete ([`Queue::delete`](crate::Queue::delete)): its keys removed in bounded
+//! batches, its settings cleared, and its name taken out of the registries.
+//!
+//! The keys are found with `SCAN` (on every master of a cluster) under the queue's hash tags,
+//! [`BATCH`] keys to a call of `drop_keys.lua`, so that no call's work grows with the queue.
+//! Each call counts the messages its partition holds first: a delete without `force`
+//! removes nothing from a partition that holds any, and stops with [`Error::NotEmpty`] (a
+//! message sent while it runs is kept, and so is the queue). Two things are kept on purpose:
+//! each partition's count key and its data format (one field of its control hash), so that a
+//! client that used the queue before, with both cached, still writes in the format the data
+//! says. A send after the delete starts the queue again, with default settings.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::keys::Keys;
+use crate::queue_core::{invocation, QueueCore};
+use crate::reply::Reply;
+use crate::scripts::SCRIPTS;
+
+/// Most keys deleted by one call.
+const BATCH: usize = 500;
+
+/// What [`Queue::delete`](crate::Queue::delete) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Deleted {
+    /// Messages deleted with the queue (pending, in flight and dead; 0 unless forced).
+    pub messages: u64,
+    /// Redis keys deleted.
+    pub keys: u64,
+    /// The queue was there to delete: listed, or holding keys (false for a name never used).
+    pub existed: bool,
+    /// A message was sent while the delete ran (after its last batch): the queue was started
+    /// again with it, and is listed again.
+    pub raced: bool,
+}
+
+/// [`Queue::delete`](crate::Queue::delete).
+pub(crate) async fn delete(core: &QueueCore, force: bool) -> Result<Deleted> {
+    let held = held(core).await?;
+    if held > 0 && !force {
+        return Err(not_empty(core, held));
+    }
+    let mut conn = core.connection();
+    // Schedulers stop firing its schedules before they are deleted.
+    let _: i64 = redis::cmd("SREM")
+        .arg(Keys::SCHEDULED_QUEUES)
+        .arg(core.name().as_str())
+        .query_async(&mut conn)
+        .await?;
+    let layout = core.known_layout().await?;
+    let parts: Vec<Arc<Keys>> = layout.parts().to_vec();
+    let mode = if force { "force" } else { "empty" };
+    let mut deleted = Deleted::default();
+    let mut waiting: HashMap<usize, Vec<String>> = HashMap::new();
+    for node in core.ordinary().scan_targets().await? {
+        let mut cursor = 0u64;
+        loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(Keys::queue_pattern(core.name()))
+                .arg("COUNT")
+                .arg(1000);
+            let (next, keys): (u64, Vec<String>) = core.ordinary().query_on(&node, &scan).await?;
+            for key in keys {
+                let Some(part) = parts.iter().position(|p| key.starts_with(p.prefix())) else {
+                    continue;
+                };
+                if key == parts[part].control() || key == Keys::partitions(core.name()) {
+                    continue;
+                }
+                let batch = waiting.entry(part).or_default();
+                batch.push(key);
+                if batch.len() >= BATCH {
+                    let keys = std::mem::take(batch);
+                    drop_batch(core, &parts[part], mode, &keys, false, &mut deleted).await?;
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    for (n, part) in parts.iter().enumerate() {
+        let keys = waiting.remove(&n).unwrap_or_default();
+        drop_batch(core, part, mode, &keys, true, &mut deleted).await?;
+    }
+    crate::queue_registry::ensure_walked(core.ordinary()).await?;
+    let listed: i64 = redis::cmd("SREM")
+        .arg(Keys::QUEUES)
+        .arg(core.name().as_str())
+        .query_async(&mut conn)
+        .await?;
+    deleted.existed = listed == 1 || deleted.keys > 0;
+    // A send that came after the last batch started the queue again: list it again.
+    if self::held(core).await? > 0 {
+        let _: i64 = redis::cmd("SADD")
+            .arg(Keys::QUEUES)
+            .arg(core.name().as_str())
+            .query_async(&mut conn)
+            .await?;
+        deleted.raced = true;
+    }
+    deleted.messages = held;
+    Ok(deleted)
+}
+
+/// Messages the queue holds: pending, in flight and dead.
+async fn held(core: &QueueCore) -> Result<u64> {
+    let s = crate::stats::stats(core).await?;
+    Ok(s.delayed + s.ready + s.in_flight + s.dead)
+}
+
+fn not_empty(core: &QueueCore, messages: u64) -> Error {
+    Error::NotEmpty {
+        queue: core.name().as_str().to_owned(),
+        messages,
+    }
+}
+
+/// One call of `drop_keys.lua` on partition `part`: `keys` deleted, and with `settings` its
+/// settings cleared; without `force`, nothing while it holds messages.
+async fn drop_batch(
+    core: &QueueCore,
+    part: &Keys,
+    mode: &str,
+    keys: &[String],
+    settings: bool,
+    deleted: &mut Deleted,
+) -> Result<()> {
+    let mut inv = invocation(part, &SCRIPTS.drop_keys);
+    for key in keys {
+        inv.key(key);
+    }
+    inv.arg(mode).arg(if settings { "1" } else { "0" });
+    let mut r = Reply::new(core.invoke(&inv).await?)?;
+    let (held, removed) = (r.uint()?, r.uint()?);
+    if mode == "empty" && held > 0 {
+        return Err(not_empty(core, held));
+    }
+    deleted.keys += removed;
+    Ok(())
+}

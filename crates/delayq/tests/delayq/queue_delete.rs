@@ -1,0 +1,237 @@
+//! Deleting a queue: refused while it holds messages unless forced; everything of it gone
+//! but its partition count and data format (so a process that used it before writes what
+//! the data says); out of the queue list; in batches of bounded size; and a send that races
+//! the delete keeps its message.
+
+use std::time::Duration;
+
+use delayq::{
+    Error, EventFilter, EventStart, MissedTicks, RateLimit, Recurrence, SendOptions, Setting,
+};
+
+use crate::common::*;
+
+/// The keys of `name`'s partitions left in Redis.
+fn keys_of(server: &RedisServer, name: &str) -> Vec<String> {
+    let mut keys: Vec<String> = server
+        .every_key_dumped(&format!("dq:{{{name}[}}#]*"))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// A queue with a bit of everything: settings, a schedule, events, history, a final record.
+async fn busy_queue(dq: &delayq::DelayQ, name: &str, partitions: u16) -> delayq::Queue {
+    let q = dq.create_queue(name, partitions).await.expect("create");
+    q.configure(&[
+        Setting::RateLimit(Some(RateLimit {
+            per_second: 100,
+            burst: 10,
+        })),
+        Setting::Events(Some(1000)),
+    ])
+    .await
+    .expect("configure");
+    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
+    q.schedules()
+        .put(
+            "hourly",
+            every_hour,
+            MissedTicks::Skip,
+            "tick",
+            &SendOptions::new(),
+        )
+        .await
+        .expect("schedule");
+    for i in 0..4 {
+        q.send(format!("m{i}"), &SendOptions::new())
+            .await
+            .expect("send");
+    }
+    let mut consumer = q.consumer().await.expect("consumer");
+    for _ in 0..4 {
+        let got = receive_one(&mut consumer, Duration::from_secs(30)).await;
+        q.ack(&got).await.expect("ack");
+    }
+    q
+}
+
+#[tokio::test]
+async fn an_empty_queue_is_deleted_with_everything_but_its_data_format() {
+    let (server, dq) = setup().await;
+    let q = busy_queue(&dq, "old-orders", 3).await;
+    let other = queue(&dq, "old-orders-eu");
+    other
+        .send("stays", &SendOptions::new())
+        .await
+        .expect("send");
+    let before = keys_of(&server, "old-orders");
+    assert!(before.len() > 10, "{before:?}");
+    assert!(dq
+        .queues()
+        .await
+        .expect("queues")
+        .iter()
+        .any(|n| n.as_str() == "old-orders"));
+
+    let deleted = q.delete(false).await.expect("delete");
+    assert_eq!(deleted.messages, 0);
+    assert!(deleted.existed && !deleted.raced);
+    let never = queue(&dq, "never-used")
+        .delete(false)
+        .await
+        .expect("delete");
+    assert!(!never.existed, "{never:?}");
+    let left = keys_of(&server, "old-orders");
+    assert_eq!(deleted.keys as usize, before.len() - left.len(), "{left:?}");
+    // Each partition's control hash (its data format only) and the partition count.
+    for key in &left {
+        assert!(
+            key.ends_with(":control") || key == "dq:{old-orders}:partitions",
+            "{key} left"
+        );
+        if key.ends_with(":control") {
+            let fields = server.cli(&["HKEYS", key]);
+            assert_eq!(fields.trim(), "format", "{key}: {fields}");
+        }
+    }
+    let names = dq.queues().await.expect("queues");
+    assert!(
+        !names.iter().any(|n| n.as_str() == "old-orders"),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.as_str() == "old-orders-eu"),
+        "another queue stays"
+    );
+    assert_eq!(other.stats().await.expect("stats").ready, 1);
+
+    // Started again by a send: default settings, nothing of before.
+    let again = queue(&dq, "old-orders");
+    again.send("new", &SendOptions::new()).await.expect("send");
+    let s = again.stats().await.expect("stats");
+    assert_eq!(
+        (s.ready, s.rate_limit, s.events_kept),
+        (1, None, None),
+        "{s:?}"
+    );
+    assert!(again
+        .schedules()
+        .list()
+        .await
+        .expect("schedules")
+        .is_empty());
+    let mut events = again
+        .events(EventStart::Oldest, EventFilter::new())
+        .await
+        .expect("events");
+    assert!(events
+        .next(100, Some(Duration::ZERO))
+        .await
+        .expect("read")
+        .is_empty());
+}
+
+#[tokio::test]
+async fn a_queue_with_messages_is_refused_unless_forced() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "busy");
+    for i in 0..3 {
+        q.send(
+            format!("m{i}"),
+            &SendOptions::new().delay(Duration::from_secs(3600)),
+        )
+        .await
+        .expect("send");
+    }
+    q.send("dead", &SendOptions::new().max_attempts(1))
+        .await
+        .expect("send");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let got = receive_one(&mut consumer, Duration::from_secs(30)).await;
+    q.nack(&got, "boom", None).await.expect("nack");
+    q.send("held", &SendOptions::new()).await.expect("send");
+    let held = receive_one(&mut consumer, Duration::from_secs(30)).await;
+
+    let before = server.every_key_dumped("dq:{busy[}#]*");
+    match q.delete(false).await {
+        Err(Error::NotEmpty { queue, messages }) => {
+            assert_eq!((queue.as_str(), messages), ("busy", 5));
+        }
+        other => panic!("expected NotEmpty, got {other:?}"),
+    }
+    assert_eq!(
+        server.every_key_dumped("dq:{busy[}#]*"),
+        before,
+        "nothing touched"
+    );
+
+    let deleted = q.delete(true).await.expect("forced");
+    assert_eq!(deleted.messages, 5);
+    let s = q.stats().await.expect("stats");
+    assert_eq!(
+        [s.delayed, s.ready, s.in_flight, s.dead],
+        [0, 0, 0, 0],
+        "{s:?}"
+    );
+    // The consumer that held one cannot settle it any more.
+    assert!(
+        matches!(q.ack(&held).await, Err(Error::LeaseLost { .. })),
+        "an ack after the delete"
+    );
+}
+
+#[tokio::test]
+async fn many_keys_go_in_several_bounded_calls() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "wide");
+    q.send("x", &SendOptions::new()).await.expect("send");
+    // 1,200 schedules: a key each, more than two batches.
+    let daily = Recurrence::interval(Duration::from_secs(86_400), 0).expect("interval");
+    for i in 0..1200 {
+        q.schedules()
+            .put(
+                &format!("s{i}"),
+                daily.clone(),
+                MissedTicks::Skip,
+                "t",
+                &SendOptions::new(),
+            )
+            .await
+            .expect("schedule");
+    }
+    let calls = || server.command_calls("fcall") + server.command_calls("evalsha");
+    let unlinks_before = server.command_calls("unlink");
+    let before = calls();
+    let deleted = q.delete(true).await.expect("delete");
+    assert!(deleted.keys >= 1200, "{deleted:?}");
+    assert_eq!(
+        server.command_calls("unlink") - unlinks_before,
+        deleted.keys
+    );
+    // 500 keys a call at most: three calls for the keys, one to clear the settings, and
+    // the stats that count the messages before and after.
+    let made = calls() - before;
+    assert!(made >= 4, "{made} script calls for {} keys", deleted.keys);
+    assert!(keys_of(&server, "wide").len() <= 2);
+}
+
+#[tokio::test]
+async fn a_send_after_the_delete_starts_the_queue_again_and_is_delivered() {
+    let (_server, dq) = setup().await;
+    let q = queue(&dq, "raced");
+    q.send("before", &SendOptions::new()).await.expect("send");
+    q.delete(true).await.expect("delete");
+    // A producer that knew the queue (its handle cached the layout and format) sends on.
+    q.send("after", &SendOptions::new())
+        .await
+        .expect("send after the delete");
+    let mut consumer = q.consumer().await.expect("consumer");
+    let got = receive_one(&mut consumer, Duration::from_secs(30)).await;
+    assert_eq!(got.payload, b"after");
+    q.ack(&got).await.expect("ack");
+    // A second delete tidies it up.
+    q.delete(false).await.expect("empty again");
+}
