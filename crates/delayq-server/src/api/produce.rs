@@ -179,8 +179,12 @@ struct MessageOut {
     last_error: Option<String>,
     /// The last few failed attempts, oldest first.
     errors: Vec<ErrorOut>,
+    /// The payload (`payload` or `payload_base64`); none for a completed message.
     #[serde(flatten)]
-    payload: PayloadOut,
+    payload: Option<PayloadOut>,
+    /// False for a completed message: a final record keeps no payload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_kept: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lease_deadline_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -202,6 +206,7 @@ struct MessageOut {
 
 impl From<MessageInfo> for MessageOut {
     fn from(m: MessageInfo) -> Self {
+        let kept = m.completion.is_none();
         MessageOut {
             id: m.id,
             state: m.state.as_str(),
@@ -215,7 +220,8 @@ impl From<MessageInfo> for MessageOut {
             traceparent: m.traceparent,
             last_error: m.last_error,
             errors: errors_out(m.errors),
-            payload: PayloadOut::new(m.payload, m.kind),
+            payload: kept.then(|| PayloadOut::new(m.payload, m.kind)),
+            payload_kept: (!kept).then_some(false),
             lease_deadline_ms: m.lease_deadline_ms,
             died_at_ms: m.died_at_ms,
             outcome: m.completion.as_ref().map(|c| c.outcome.as_str()),

@@ -100,14 +100,56 @@ pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
     let s = q.stats().await?;
     let out = stats_json(&queue, &s, q.partitions().await?);
     print(&common, &out, || {
-        let limit = s.rate_limit.map_or("none".into(), |l| {
-            format!("{}/s, burst {}", l.per_second, l.burst)
-        });
-        format!(
-            "{queue}: idempotency window {}, rate limit {limit}",
-            humantime::format_duration(s.idempotency_window)
-        )
+        let shown: Vec<String> = changes.iter().map(|c| changed(c, &s)).collect();
+        format!("{queue}: {}", shown.join(", "))
     })
+}
+
+/// A setting that `configure` changed, as the queue has it now.
+fn changed(setting: &Setting, s: &delayq::Stats) -> String {
+    let duration = |d: Option<std::time::Duration>| {
+        d.map_or("none".into(), |d| humantime::format_duration(d).to_string())
+    };
+    let rate = |l: Option<delayq::RateLimit>| {
+        l.map_or("none".into(), |l| {
+            format!("{}/s, burst {}", l.per_second, l.burst)
+        })
+    };
+    match setting {
+        Setting::IdempotencyWindow(_) => format!(
+            "idempotency window {}",
+            humantime::format_duration(s.idempotency_window)
+        ),
+        Setting::RateLimit(_) => format!("rate limit {}", rate(s.rate_limit)),
+        Setting::GroupConcurrency(_) => format!(
+            "group concurrency {}",
+            s.group_concurrency.map_or("none".into(), |n| n.to_string())
+        ),
+        Setting::GroupRateLimit(_) => format!("group rate limit {}", rate(s.group_rate_limit)),
+        Setting::DefaultTtl(_) => format!("default ttl {}", duration(s.default_ttl)),
+        Setting::OnExpire(_) => format!(
+            "expired messages {}",
+            if s.drop_expired {
+                "dropped"
+            } else {
+                "dead-lettered"
+            }
+        ),
+        Setting::MaxDelay(_) => format!("max delay {}", duration(s.max_delay)),
+        Setting::RetainCompleted(_) => match s.retain_completed {
+            Some(r) => format!(
+                "final records kept {}, at most {}",
+                humantime::format_duration(r.keep_for),
+                r.max
+            ),
+            None => "final records kept none".into(),
+        },
+        Setting::Events(_) => format!(
+            "events kept {}",
+            s.events_kept.map_or("none".into(), |n| n.to_string())
+        ),
+        other => format!("{other:?}"),
+    }
 }
 
 /// The settings the flags change, in the library's terms.

@@ -370,6 +370,44 @@ fn configure_sets_and_lifts_a_rate_limit() {
     assert!(refused.contains("at least 1 per second"), "{refused}");
 }
 
+/// `configure` says what it changed, each setting as it is now, and only those.
+#[test]
+fn configure_echoes_the_settings_it_changed() {
+    let redis = RedisServer::start();
+    let line = ok(
+        &redis,
+        &[
+            "configure",
+            "jobs",
+            "--max-delay",
+            "30d",
+            "--group-concurrency",
+            "4",
+        ],
+    );
+    assert_eq!(
+        line.trim(),
+        "jobs: group concurrency 4, max delay 30days",
+        "{line}"
+    );
+    let line = ok(
+        &redis,
+        &[
+            "configure",
+            "jobs",
+            "--no-max-delay",
+            "--events",
+            "--events-max",
+            "500",
+        ],
+    );
+    assert_eq!(
+        line.trim(),
+        "jobs: max delay none, events kept 500",
+        "{line}"
+    );
+}
+
 #[test]
 fn send_takes_a_priority_and_get_shows_it() {
     let redis = RedisServer::start();

@@ -58,6 +58,12 @@ async fn a_message_gone_is_answered_as_completed_with_its_outcome() {
         (&m["state"], &m["outcome"]),
         (&json!("completed"), &json!("acked"))
     );
+    // A final record keeps no payload, and says so rather than showing an empty one.
+    assert!(
+        m.get("payload").is_none() && m.get("payload_base64").is_none(),
+        "{m}"
+    );
+    assert_eq!(m["payload_kept"], false, "{m}");
     let sent = m["sent_at_ms"].as_u64().expect("sent");
     let first = m["first_delivered_at_ms"].as_u64().expect("delivered");
     let finished = m["finished_at_ms"].as_u64().expect("finished");
