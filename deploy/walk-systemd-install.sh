@@ -11,7 +11,9 @@
 #    picks), its StateDirectory= owned by it, and each LoadCredential= copied into a
 #    credentials directory only it reads (%d);
 # 4. the unit's ExecStart=, run as that user, until /readyz answers to the monitor token and
-#    a send token sends; then SIGTERM, and a clean exit.
+#    a send token sends;
+# 5. its ExecReload= (systemctl reload), as that user: the tokens are read again; then
+#    SIGTERM, and a clean exit.
 #
 # Needs root (to run as another user), curl, setpriv (util-linux) and redis-server.
 # Usage: deploy/walk-systemd-install.sh BINARY
@@ -83,7 +85,19 @@ status=$(curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$port/readyz")
 status=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $sender" \
   -H 'content-type: application/json' -d '{"payload": 1, "delay": "1h"}' "127.0.0.1:$port/v1/queues/walk/messages")
 [ "$status" = 201 ] || fail "a send answered $status"
+# 5. ExecReload= (systemctl reload), as the service's user: SIGHUP, the tokens read again.
+exec_reload=$(grep '^ExecReload=' "$unit" | sed 's/^ExecReload=//' | sed "s|\$MAINPID|$serve_pid|g")
+echo "ExecReload: $exec_reload"
+# shellcheck disable=SC2086 # the command line is split as systemd splits it
+setpriv --reuid="$uid" --regid="$uid" --clear-groups --inh-caps=-all $exec_reload
+for _ in $(seq 1 50); do
+  grep -q 'tokens reloaded' "$root/serve.log" && break
+  sleep 0.1
+done
+grep -q 'tokens reloaded' "$root/serve.log" || fail "no 'tokens reloaded' in the log after ExecReload"
+status=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $monitor" "127.0.0.1:$port/readyz")
+[ "$status" = 200 ] || fail "/readyz answered $status to the monitor token after the reload"
 kill -TERM "$serve_pid"
 wait "$serve_pid" || fail "delayq serve did not exit cleanly after SIGTERM"
 serve_pid=""
-echo "walk-systemd-install: the unit's install steps, credentials and ExecStart work as uid $uid"
+echo "walk-systemd-install: the unit's install steps, credentials, ExecStart and ExecReload work as uid $uid"

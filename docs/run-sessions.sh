@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the shell samples of docs/events.md (the live event stream, a webhook, OTLP export),
-# docs/upgrading.md (`delayq format`) and docs/cluster.md (a queue of 6 partitions on a
-# Redis Cluster) exactly as written, after the setup each assumes (a `delayq serve` with
-# its embedded Redis, a receiver, a collector, a cluster on 127.0.0.1:7000-7002), and checks
-# what a reader would see. Usage: docs/run-sessions.sh DELAYQ_BINARY
+# docs/operations.md (the Functions library on the server), docs/upgrading.md (`delayq
+# format`) and docs/cluster.md (a queue of 6 partitions on a Redis Cluster) exactly as
+# written, after the setup each assumes (a `delayq serve` with its embedded Redis, a
+# receiver, a collector, a cluster on 127.0.0.1:7000-7002), and checks what a reader would
+# see. Usage: docs/run-sessions.sh DELAYQ_BINARY
 set -euo pipefail
 binary=$(realpath "$1")
 docs=$(cd "$(dirname "$0")" && pwd)
@@ -55,6 +56,14 @@ if ! DELAYQ_REDIS_URL="$socket" bash format.sh > format.out 2>&1 || ! grep -q re
   echo "docs/upgrading.md format session failed:"; cat format.out; exit 1
 fi
 echo "docs/upgrading.md format session: ran"
+
+# docs/operations.md, block 2: delayq's Functions library, asked of the embedded Redis
+# through its socket (after a call has loaded it).
+block operations.md 2 > functions.sh
+if ! bash functions.sh > functions.out 2>&1 || ! grep -q '^delayq_[0-9a-f]*$' functions.out; then
+  echo "docs/operations.md FUNCTION LIST session printed no delayq library:"; cat functions.out; exit 1
+fi
+echo "docs/operations.md FUNCTION LIST session: $(tail -1 functions.out)"
 
 # docs/schedules.md: a schedule put over HTTP, then from the CLI, and listed.
 block schedules.md 1 > schedules.sh

@@ -4,31 +4,63 @@
 //! sent, so clients cannot grow the series: requests that match no route are not counted
 //! here. The time is to the response's head, so a stream (events, SSE) counts until it starts.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, RwLock};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
+use metrics::Histogram;
 
 /// The histogram's name.
 pub const REQUEST_SECONDS: &str = "delayq_http_request_duration_seconds";
 
-/// The middleware, as a route layer (it needs the matched route).
+/// The middleware, as a route layer (it needs the matched route); the request runs in its
+/// span (`request_spans.rs`), so that one layer does both.
 pub async fn time_each_request(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = method_label(request.method());
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|path| path.as_str().to_owned());
-    let response = next.run(request).await;
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let response = crate::request_spans::in_span(request, next).await;
     if let Some(route) = route {
-        metrics::histogram!(REQUEST_SECONDS, "method" => method, "route" => route,
-            "status" => response.status().as_u16().to_string())
-        .record(started.elapsed().as_secs_f64());
+        histogram(method, route.as_str(), response.status().as_u16())
+            .record(started.elapsed().as_secs_f64());
     }
     response
+}
+
+/// Each series' handle, by route, then method and status: a request finds its own under a
+/// read lock without allocating (the recorder's own lookup builds the labels every time).
+type Handles = HashMap<String, Vec<((&'static str, u16), Histogram)>>;
+
+static HANDLES: LazyLock<RwLock<Handles>> = LazyLock::new(RwLock::default);
+
+/// The histogram of `method`, `route` and `status`, made on first use.
+fn histogram(method: &'static str, route: &str, status: u16) -> Histogram {
+    let found = |handles: &Handles| {
+        handles.get(route).and_then(|series| {
+            series
+                .iter()
+                .find(|(key, _)| *key == (method, status))
+                .map(|(_, h)| h.clone())
+        })
+    };
+    if let Some(h) = found(&HANDLES.read().unwrap_or_else(|p| p.into_inner())) {
+        return h;
+    }
+    let mut handles = HANDLES.write().unwrap_or_else(|p| p.into_inner());
+    if let Some(h) = found(&handles) {
+        return h;
+    }
+    let h = metrics::histogram!(REQUEST_SECONDS, "method" => method, "route" => route.to_owned(),
+        "status" => status.to_string());
+    handles
+        .entry(route.to_owned())
+        .or_default()
+        .push(((method, status), h.clone()));
+    h
 }
 
 /// The method as a label: the routes' methods by name, anything else as "other".

@@ -9,8 +9,9 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
 
-/// The middleware: a pass-through when spans are off.
-pub async fn span_each_request(request: Request, next: Next) -> Response {
+/// Runs the rest of the request in its span: a pass-through when spans are off. Called by
+/// the one request layer (`http_metrics.rs`).
+pub async fn in_span(request: Request, next: Next) -> Response {
     if !delayq::telemetry::is_enabled() {
         return next.run(request).await;
     }

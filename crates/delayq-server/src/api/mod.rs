@@ -80,9 +80,8 @@ pub fn router(state: AppState) -> Router {
             }),
         )
         .merge(crate::ui::routes())
-        .route_layer(axum::middleware::from_fn(
-            crate::request_spans::span_each_request,
-        ))
+        // One layer for both, a span and the request's metrics: each layer costs every
+        // request a boxed call of the route (about 6 % of W2b over HTTP, measured).
         .route_layer(axum::middleware::from_fn(
             crate::http_metrics::time_each_request,
         ))

@@ -158,10 +158,12 @@ pub struct SendBody {
     /// The caller's id (makes the send idempotent).
     #[schema(pattern = "^[A-Za-z0-9._:@/-]{1,128}$")]
     pub id: Option<String>,
-    /// Deliveries before it goes to the dead letters.
-    #[schema(minimum = 1, maximum = 65535)]
+    /// Deliveries before it goes to the dead letters (default 5).
+    #[schema(minimum = 1, maximum = 65535, default = 5)]
     pub max_attempts: Option<u64>,
-    /// Retry policy.
+    /// Retry policy (default: exponential from 1 s, doubling, at most 10 minutes, each delay
+    /// shortened at random by up to 10 %).
+    #[schema(default = json!({ "exponential": { "base": "1s", "cap": "10m", "factor": 2, "jitter_percent": 10 } }))]
     pub backoff: Option<BackoffArg>,
     /// 0 (lowest) to 9 (highest), default 5: among due messages, higher priorities are
     /// delivered first.
@@ -313,7 +315,8 @@ pub struct SendQuery {
     pub deliver_at: Option<String>,
     /// The caller's id.
     pub id: Option<String>,
-    /// Deliveries before the dead letters.
+    /// Deliveries before the dead letters (default 5).
+    #[param(default = 5)]
     pub max_attempts: Option<u64>,
     /// 0 (lowest) to 9 (highest), default 5.
     pub priority: Option<u64>,

@@ -101,9 +101,7 @@ async fn the_queue_page_follows_events_live_in_a_real_browser() {
         .await;
     assert_eq!(status, StatusCode::OK);
     let browser = Browser::start().await;
-    browser.goto(&format!("{}/ui/login", s.base)).await;
-    browser.fill("#token", ADMIN).await;
-    browser.click("button[type=submit]").await;
+    crate::ui::login(&browser, &s.base, ADMIN).await;
     browser.wait_for("#queues", WAIT).await;
     browser.goto(&format!("{}/ui/queues/live", s.base)).await;
     browser.wait_for("#events", WAIT).await;

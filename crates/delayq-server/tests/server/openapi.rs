@@ -112,3 +112,30 @@ async fn every_documented_route_is_served() {
         );
     }
 }
+
+/// The default retry policy is in the document, as the library applies it.
+#[tokio::test]
+async fn the_send_body_states_the_default_retry_policy() {
+    let s = TestServer::start().await;
+    let (_, api) = s.get("/openapi.json").await;
+    let send = &api["components"]["schemas"]["SendBody"]["properties"];
+    assert_eq!(
+        send["max_attempts"]["default"],
+        u64::from(delayq::DEFAULT_MAX_ATTEMPTS),
+        "{send}"
+    );
+    assert_eq!(
+        send["backoff"]["default"],
+        serde_json::json!({ "exponential": { "base": "1s", "cap": "10m", "factor": 2, "jitter_percent": 10 } }),
+        "{send}"
+    );
+    assert_eq!(
+        delayq::Backoff::default(),
+        delayq::Backoff::exponential(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(600)
+        )
+        .with_jitter(10),
+        "the library's default"
+    );
+}

@@ -49,9 +49,7 @@ async fn the_schedules_table_shows_each_expression_its_time_zone_and_next_ticks(
     assert_eq!(status, StatusCode::OK);
 
     let browser = Browser::start().await;
-    browser.goto(&format!("{}/ui/login", s.base)).await;
-    browser.fill("#token", ADMIN).await;
-    browser.click("button[type=submit]").await;
+    crate::ui::login(&browser, &s.base, ADMIN).await;
     browser.wait_for("#queues", WAIT).await;
     browser.goto(&format!("{}/ui/queues/reports", s.base)).await;
     browser.wait_for("tr[data-schedule=nightly]", WAIT).await;

@@ -64,7 +64,7 @@ async fn fill(s: &TestServer) {
     }
 }
 
-async fn login(browser: &Browser, base: &str, token: &str) {
+pub(crate) async fn login(browser: &Browser, base: &str, token: &str) {
     browser.goto(&format!("{base}/ui/login")).await;
     browser.fill("#token", token).await;
     browser.click("button[type=submit]").await;

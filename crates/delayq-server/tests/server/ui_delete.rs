@@ -54,9 +54,7 @@ async fn the_queue_page_deletes_a_queue_after_naming_what_goes_with_it() {
     assert_eq!(s.get("/v1/queues/retiring").await.1["delayed"], 3);
 
     let browser = Browser::start().await;
-    browser.goto(&format!("{}/ui/login", s.base)).await;
-    browser.fill("#token", ADMIN).await;
-    browser.click("button[type=submit]").await;
+    crate::ui::login(&browser, &s.base, ADMIN).await;
     browser.wait_for("#queues", WAIT).await;
     browser
         .goto(&format!("{}/ui/queues/retiring", s.base))
