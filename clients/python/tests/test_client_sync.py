@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from delayq import Backoff, Client, NewMessage, NotFoundError
+from delayq import Backoff, Client, ConflictError, NewMessage, NotFoundError
 from serverproc import wait_until
 
 
@@ -128,3 +128,17 @@ def test_nack_retry_after_and_dead_letters(client: Client, queue: str) -> None:
     client.nack(queue, d3.receipt, "again", dead=True)
     assert client.purge_all_dead(queue) == 1
     assert client.dead_letters(queue).total == 0
+
+
+def test_delete_queue_refuses_a_queue_with_messages_unless_forced(
+    client: Client, queue: str
+) -> None:
+    client.send(queue, {"n": 1}, delay=timedelta(hours=1))
+    with pytest.raises(ConflictError) as refused:
+        client.delete_queue(queue)
+    assert refused.value.code == "queue_not_empty"
+    deleted = client.delete_queue(queue, force=True)
+    assert (deleted.queue, deleted.messages, deleted.raced) == (queue, 1, False)
+    assert queue not in [q.name for q in client.list_queues()]
+    with pytest.raises(NotFoundError):
+        client.delete_queue(queue)

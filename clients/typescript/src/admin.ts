@@ -4,7 +4,7 @@
 import { CallOptions, Transport } from './http.js';
 import { route } from './routes.js';
 import type {
-  DeadLetterPage, PushTarget, PushTargetSettings, QueueSettings, QueueStats,
+  DeadLetterPage, PushTarget, PushTargetSettings, QueueDeleted, QueueSettings, QueueStats,
 } from './types.js';
 
 /** One dead letter by id, or all of them. */
@@ -37,6 +37,18 @@ export class Admin {
   async configure(queue: string, settings: QueueSettings, call?: CallOptions): Promise<QueueStats> {
     const r = await this.transport.call<QueueStats>(
       { ...route('PATCH /v1/queues/{queue}'), params: { queue }, body: settings, idempotent: true }, call);
+    return r.data;
+  }
+
+  /**
+   * Deletes the queue: its settings, schedules, events, push target and webhooks. Refused
+   * with a ConflictError (409 `queue_not_empty`) while it holds messages, unless `force`,
+   * which deletes those too; a NotFoundError for a queue never used.
+   */
+  async deleteQueue(queue: string, options: { force?: boolean } = {}, call?: CallOptions): Promise<QueueDeleted> {
+    const query = options.force ? { force: true } : {};
+    const r = await this.transport.call<QueueDeleted>(
+      { ...route('DELETE /v1/queues/{queue}'), params: { queue }, query }, call);
     return r.data;
   }
 

@@ -17,7 +17,7 @@ export type KnownErrorCode =
   // 404, 405
   | 'not_found' | 'no_route' | 'method_not_allowed'
   // 408, 409, 413, 415
-  | 'body_timeout' | 'lease_lost' | 'wrong_state' | 'older_data_format' | 'older_processes'
+  | 'body_timeout' | 'lease_lost' | 'wrong_state' | 'queue_not_empty' | 'older_data_format' | 'older_processes'
   | 'body_too_large' | 'batch_too_large' | 'payload_too_large' | 'unsupported_media_type'
   // 5xx
   | 'unavailable' | 'redis_full' | 'not_replicated' | 'newer_data_format' | 'internal'

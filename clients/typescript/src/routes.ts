@@ -25,6 +25,7 @@ export const ROUTES = {
   'GET /v1/queues/{queue}': 'admin.stats',
   'PUT /v1/queues/{queue}': 'admin.createQueue',
   'PATCH /v1/queues/{queue}': 'admin.configure',
+  'DELETE /v1/queues/{queue}': 'admin.deleteQueue',
   'POST /v1/queues/{queue}/pause': 'admin.pause',
   'POST /v1/queues/{queue}/resume': 'admin.resume',
   'GET /v1/queues/{queue}/dead': 'admin.deadLetters',

@@ -169,6 +169,17 @@ export interface RateLimit {
 }
 
 /** A queue's counts and settings. */
+/** What a queue's delete did. */
+export interface QueueDeleted {
+  queue: string;
+  /** Messages deleted with it (0 unless forced). */
+  messages: number;
+  /** Redis keys deleted. */
+  keys: number;
+  /** A message sent meanwhile started the queue again. */
+  raced: boolean;
+}
+
 export interface QueueStats {
   name: string;
   delayed: number;

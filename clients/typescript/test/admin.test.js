@@ -3,7 +3,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { BadRequestError, DelayqClient, NotFoundError } from 'delayq';
+import { BadRequestError, ConflictError, DelayqClient, NotFoundError } from 'delayq';
 import { startServer } from './helpers/server.js';
 import { uniqueQueue, waitFor } from './helpers/wait.js';
 
@@ -50,6 +50,19 @@ test('createQueue and configure', async () => {
   assert.equal(s.max_delay_ms, 30 * 86_400_000);
   assert.equal(s.on_expire, 'drop');
   assert.equal((await client.admin.configure(q, { rate_limit: null })).rate_limit, null);
+});
+
+test('deleteQueue refuses a queue with messages unless forced', async () => {
+  const q = uniqueQueue('delete');
+  await client.send(q, 1, { delay: '1h' });
+  const refused = await client.admin.deleteQueue(q).catch((e) => e);
+  assert.ok(refused instanceof ConflictError, String(refused));
+  assert.equal(refused.code, 'queue_not_empty');
+  const deleted = await client.admin.deleteQueue(q, { force: true });
+  assert.equal(deleted.queue, q);
+  assert.equal(deleted.messages, 1);
+  assert.ok(!(await client.admin.queues()).some((x) => x.name === q));
+  await assert.rejects(client.admin.deleteQueue(q), NotFoundError);
 });
 
 test('pause stops deliveries; resume starts them again', async () => {

@@ -16,6 +16,7 @@ pub const CODES: &[&str] = &[
     "bad_body",
     "malformed_form",
     "invalid_query",
+    "invalid_path",
     "invalid_queue_name",
     "invalid_id",
     "invalid_group",

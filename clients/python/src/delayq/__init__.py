@@ -20,7 +20,7 @@ from .errors import (
 from .handling import PermanentFailure, RetryLater
 from .models import (
     Backoff, DeadLetter, DeadLetterPage, Delivery, FailedAttempt, Message, NewMessage,
-    PushTarget, QueueStats, Sent, SettleResult,
+    PushTarget, QueueDeleted, QueueStats, Sent, SettleResult,
 )
 from .push import sign_push, verify_push
 from .worker import Handler, Worker
@@ -48,6 +48,7 @@ __all__ = [
     "FailedAttempt",
     "Delivery",
     "SettleResult",
+    "QueueDeleted",
     "QueueStats",
     "DeadLetter",
     "DeadLetterPage",

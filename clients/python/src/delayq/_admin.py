@@ -9,7 +9,7 @@ import httpx
 
 from ._convert import Duration, duration_json
 from ._ops import Spec, nothing, operation
-from .models import DeadLetter, DeadLetterPage, PushTarget, QueueStats
+from .models import DeadLetter, DeadLetterPage, PushTarget, QueueDeleted, QueueStats
 
 
 def _stats(response: httpx.Response) -> QueueStats:
@@ -57,6 +57,16 @@ def configure_queue(queue: str, settings: Mapping[str, Any]) -> Spec[QueueStats]
     """Changes settings, given as the API's JSON (``{"rate_limit": {"per_second": 100}}``,
     ``{"idempotency_window": "1h"}``; ``None`` lifts a limit). All or nothing."""
     return Spec(_stats, {"queue": queue}, json=dict(settings), idempotent=True)
+
+
+@operation("DELETE /v1/queues/{queue}")
+def delete_queue(queue: str, force: bool = False) -> Spec[QueueDeleted]:
+    """Deletes the queue: its settings, schedules, events, push target and webhooks.
+    Refused with :class:`~delayq.ConflictError` (``queue_not_empty``) while it holds
+    messages, unless ``force``, which deletes those too; :class:`~delayq.NotFoundError` for
+    a queue never used. Not retried: a repeat would be a 404."""
+    params = {"force": "true"} if force else {}
+    return Spec(lambda r: QueueDeleted.from_json(r.json()), {"queue": queue}, params=params)
 
 
 @operation("POST /v1/queues/{queue}/pause")

@@ -20,8 +20,8 @@ from ._transport import (
 from .client import DEFAULT_URL
 from .errors import DelayqError
 from .models import (
-    Backoff, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueStats, Sent,
-    SettleResult,
+    Backoff, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueDeleted, QueueStats,
+    Sent, SettleResult,
 )
 
 
@@ -206,6 +206,10 @@ class AsyncClient:
     async def configure_queue(self, queue: str, settings: Mapping[str, Any]) -> QueueStats:
         """Changes settings, given as the API's JSON (``PATCH /v1/queues/{queue}``)."""
         return await self._call(_admin.configure_queue(queue, settings))
+
+    async def delete_queue(self, queue: str, *, force: bool = False) -> QueueDeleted:
+        """Deletes the queue (with ``force``, the messages it holds too)."""
+        return await self._call(_admin.delete_queue(queue, force))
 
     async def pause(self, queue: str) -> QueueStats:
         """Stops deliveries of the queue to every consumer; sends are still taken."""

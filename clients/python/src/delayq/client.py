@@ -23,8 +23,8 @@ from ._transport import (
 )
 from .errors import DelayqError
 from .models import (
-    Backoff, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueStats, Sent,
-    SettleResult,
+    Backoff, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueDeleted, QueueStats,
+    Sent, SettleResult,
 )
 
 DEFAULT_URL = "http://127.0.0.1:7400"
@@ -213,6 +213,10 @@ class Client:
     def configure_queue(self, queue: str, settings: Mapping[str, Any]) -> QueueStats:
         """Changes settings, given as the API's JSON (``PATCH /v1/queues/{queue}``)."""
         return self._call(_admin.configure_queue(queue, settings))
+
+    def delete_queue(self, queue: str, *, force: bool = False) -> QueueDeleted:
+        """Deletes the queue (with ``force``, the messages it holds too)."""
+        return self._call(_admin.delete_queue(queue, force))
 
     def pause(self, queue: str) -> QueueStats:
         """Stops deliveries of the queue to every consumer; sends are still taken."""

@@ -271,6 +271,21 @@ class QueueStats:
 
 
 @dataclass(frozen=True)
+class QueueDeleted:
+    """What a queue's delete did: messages deleted with it (0 unless forced), Redis keys
+    deleted, and whether a message sent meanwhile started the queue again."""
+
+    queue: str
+    messages: int
+    keys: int
+    raced: bool
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any]) -> "QueueDeleted":
+        return cls(obj["queue"], obj["messages"], obj["keys"], bool(obj["raced"]))
+
+
+@dataclass(frozen=True)
 class DeadLetter:
     """A message that ran out of attempts or failed permanently."""
 
