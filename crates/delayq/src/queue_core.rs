@@ -156,7 +156,10 @@ impl QueueCore {
         let reply = inv.invoke_async(&mut self.connection()).await?;
         let created = matches!(reply, Value::Int(_));
         let count = partitions::parse_count(&reply)?;
-        if records {
+        // A create refused for another count uses nothing: it does not list the queue (a
+        // deleted queue keeps its count, and must not come back to the list by a refusal).
+        let refused = matches!(wanted, Some(Some(p)) if count.unwrap_or(1) != p);
+        if records && !refused {
             // The registry lives in a slot of its own, so it cannot be written by the script
             // above on a cluster. This runs once per queue per client (the layout is learnt
             // once), never once per message.

@@ -39,6 +39,10 @@ pub struct Deleted {
 
 /// [`Queue::delete`](crate::Queue::delete).
 pub(crate) async fn delete(core: &QueueCore, force: bool) -> Result<Deleted> {
+    if !exists(core).await? {
+        // A name never used: nothing to walk or scan, and nothing written.
+        return Ok(Deleted::default());
+    }
     let held = held(core).await?;
     if held > 0 && !force {
         return Err(not_empty(core, held));
@@ -89,7 +93,11 @@ pub(crate) async fn delete(core: &QueueCore, force: bool) -> Result<Deleted> {
         let keys = waiting.remove(&n).unwrap_or_default();
         drop_batch(core, part, mode, &keys, true, &mut deleted).await?;
     }
-    crate::queue_registry::ensure_walked(core.ordinary()).await?;
+    if deleted.keys > 0 {
+        // Only when it had keys (a walk finds a queue by its kept ones): a delete of a name
+        // never used writes nothing.
+        crate::queue_registry::ensure_walked(core.ordinary()).await?;
+    }
     let listed: i64 = redis::cmd("SREM")
         .arg(Keys::QUEUES)
         .arg(core.name().as_str())
@@ -107,6 +115,30 @@ pub(crate) async fn delete(core: &QueueCore, force: bool) -> Result<Deleted> {
     }
     deleted.messages = held;
     Ok(deleted)
+}
+
+/// Whether the queue was ever used: it is listed, or it has a partition count, a sequence
+/// key (made before partitions existed) or settings.
+async fn exists(core: &QueueCore) -> Result<bool> {
+    let mut conn = core.connection();
+    let listed: bool = redis::cmd("SISMEMBER")
+        .arg(Keys::QUEUES)
+        .arg(core.name().as_str())
+        .query_async(&mut conn)
+        .await?;
+    if listed {
+        return Ok(true);
+    }
+    // All under partition 0's hash tag: one slot. Its settings hash is there once anything
+    // configured it (a push target, a pause) or stamped its data format.
+    let first = Keys::new(core.name().as_str());
+    let found: u64 = redis::cmd("EXISTS")
+        .arg(Keys::partitions(core.name()))
+        .arg(first.seq())
+        .arg(first.control())
+        .query_async(&mut conn)
+        .await?;
+    Ok(found > 0)
 }
 
 /// Messages the queue holds: pending, in flight and dead.

@@ -108,6 +108,15 @@ async fn an_empty_queue_is_deleted_with_everything_but_its_data_format() {
     );
     assert_eq!(other.stats().await.expect("stats").ready, 1);
 
+    // A create for another count is refused, and does not list it again (nothing written).
+    let before_refusal = server.every_key_dumped("dq:*");
+    assert!(dq.create_queue("old-orders", 5).await.is_err());
+    assert_eq!(
+        server.every_key_dumped("dq:*"),
+        before_refusal,
+        "a refused create wrote"
+    );
+
     // Started again by a send: default settings, nothing of before.
     let again = queue(&dq, "old-orders");
     again.send("new", &SendOptions::new()).await.expect("send");
