@@ -26,7 +26,8 @@ test('examples/service.js sends, works, receives pushes and exits 0', async () =
   child.stderr.on('data', (b) => (out += b));
   const code = await within(new Promise((ok) => child.once('exit', ok)), 30_000, 'the example to exit').catch((e) => {
     child.kill('SIGKILL');
-    throw e;
+    // What it printed says how far it got before it hung.
+    throw new Error(`${e.message}; its output:\n${out}`);
   });
   assert.equal(code, 0, out);
   assert.match(out, /order 2 paid; its closing cancelled/);
