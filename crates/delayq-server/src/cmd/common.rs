@@ -1,6 +1,7 @@
 //! What the admin commands share: their common flags and connection, how they print (a table,
 //! or JSON with `--json`), and the text forms of times, payloads and backoffs.
 
+use std::sync::Mutex;
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
@@ -26,6 +27,15 @@ impl Common {
     }
 
     pub(super) async fn connect(&self) -> anyhow::Result<DelayQ> {
+        let dq = self.open().await?;
+        CONNECTED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(dq.clone());
+        Ok(dq)
+    }
+
+    async fn open(&self) -> anyhow::Result<DelayQ> {
         if let Some(cluster) = self.redis.connect_cluster(Default::default()).await {
             return cluster;
         }
@@ -47,6 +57,21 @@ impl Common {
         DelayQ::connect(&url)
             .await
             .context("cannot connect to Redis")
+    }
+}
+
+/// The clients this run connected: their announcements in `dq:processes` are taken back
+/// when it ends ([`withdraw_all`]), so a command that ended is not listed as a process.
+static CONNECTED: Mutex<Vec<DelayQ>> = Mutex::new(Vec::new());
+
+/// Takes back the announcements of every client this run connected (best effort: one not
+/// taken back ends with its lease).
+pub(super) async fn withdraw_all() {
+    let clients = std::mem::take(&mut *CONNECTED.lock().unwrap_or_else(|p| p.into_inner()));
+    for dq in clients {
+        if let Err(e) = dq.withdraw().await {
+            tracing::debug!(error = %e, "announcement not taken back; it ends with its lease");
+        }
     }
 }
 

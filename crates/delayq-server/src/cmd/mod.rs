@@ -54,6 +54,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Health(args) => health::run(args).await,
-        Command::Admin(command) => admin::run(command).await,
+        Command::Admin(command) => {
+            let done = admin::run(command).await;
+            common::withdraw_all().await;
+            done
+        }
     }
 }

@@ -187,3 +187,14 @@ fn delete_queue_refuses_a_queue_with_messages_unless_forced() {
     let again = fails(&redis, &["delete-queue", "leaving"]);
     assert!(again.contains("no queue leaving"), "{again}");
 }
+
+/// A CLI run leaves no announcement behind in `dq:processes` (an upgrade would otherwise
+/// wait out its lease, and `delayq format processes` would list a command that ended).
+#[test]
+fn cli_runs_leave_nothing_in_the_process_registry() {
+    let redis = RedisServer::start();
+    ok(&redis, &["send", "audit", "x"]);
+    ok(&redis, &["stats", "audit"]);
+    let left = redis.cli(&["ZRANGE", "dq:processes", "0", "-1"]);
+    assert!(left.trim().is_empty(), "left behind: {left}");
+}
