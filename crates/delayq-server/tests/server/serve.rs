@@ -120,24 +120,21 @@ impl Serve {
     }
 
     pub(crate) async fn get(&self, path: &str) -> (StatusCode, serde_json::Value) {
-        let resp = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .expect("request");
-        read(resp).await
+        read(self.get_response(path).await).await
     }
 
     pub(crate) async fn get_text(&self, path: &str) -> (StatusCode, String) {
-        let resp = self
-            .http
+        let resp = self.get_response(path).await;
+        let status = resp.status();
+        (status, resp.text().await.expect("body"))
+    }
+
+    async fn get_response(&self, path: &str) -> reqwest::Response {
+        self.http
             .get(format!("{}{path}", self.base))
             .send()
             .await
-            .expect("request");
-        let status = resp.status();
-        (status, resp.text().await.expect("body"))
+            .expect("request")
     }
 
     /// Sends it the signal `name` (`HUP`).
