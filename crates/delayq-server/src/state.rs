@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use delayq::{DelayQ, Queue};
+use delayq::{DelayQ, Deleted, Queue};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
@@ -144,10 +144,13 @@ impl AppState {
         Ok(q)
     }
 
-    /// Forgets this server's handle of `name` (the queue was deleted).
-    pub fn forget_queue(&self, name: &str) {
+    /// Deletes `queue` with what the server keeps of it (`deletion.rs`), and forgets this
+    /// server's handle of it.
+    pub async fn delete_queue(&self, queue: &Queue, force: bool) -> delayq::Result<Deleted> {
+        let deleted = crate::deletion::delete_queue(self.dq(), queue, force).await?;
         let mut queues = self.0.queues.lock().unwrap_or_else(|p| p.into_inner());
-        queues.remove(name);
+        queues.remove(queue.name().as_str());
+        Ok(deleted)
     }
 
     /// The event hubs of this server.

@@ -70,7 +70,8 @@
 //! * Below the core: `formats.rs` (the data formats this delayq reads, the gate every call
 //!   passes, the stamp of an upgrade) over `announcements.rs` (every process announces the
 //!   newest format it reads); `wakeup.rs` (consumers' subscriptions, one push connection per
-//!   client); `target.rs` (where Redis is) over `connection.rs` (the connection rules) and
+//!   client); `target.rs` (where Redis is) over `connection.rs` (the connection rules),
+//!   `key_scan.rs` (a `SCAN` of every master) and
 //!   `sentinel.rs` (finding the master); `partitions.rs` (one queue over several hash
 //!   tags) over `keys.rs` (every Redis key and its slot); `queue_registry.rs` (the list of
 //!   queue names); `scripts.rs` and `scripts/*.lua`
@@ -112,6 +113,7 @@ mod extension;
 mod formats;
 mod groups;
 mod history;
+mod key_scan;
 mod keys;
 mod lane;
 mod message;

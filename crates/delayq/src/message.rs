@@ -147,6 +147,13 @@ pub struct Stats {
     pub events_kept: Option<u64>,
 }
 
+impl Stats {
+    /// Messages the queue holds: pending (delayed and ready), in flight and dead.
+    pub fn held(&self) -> u64 {
+        self.delayed + self.ready + self.in_flight + self.dead
+    }
+}
+
 /// At most `per_second` deliveries per second from a queue, across all its consumers, with
 /// up to `burst` at once after a quiet spell (a token bucket, decided by the server's clock
 /// inside each claim).

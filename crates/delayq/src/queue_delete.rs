@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::key_scan::KeyScan;
 use crate::keys::Keys;
 use crate::queue_core::{invocation, QueueCore};
 use crate::reply::Reply;
@@ -59,34 +60,21 @@ pub(crate) async fn delete(core: &QueueCore, force: bool) -> Result<Deleted> {
     let mode = if force { "force" } else { "empty" };
     let mut deleted = Deleted::default();
     let mut waiting: HashMap<usize, Vec<String>> = HashMap::new();
-    for node in core.ordinary().scan_targets().await? {
-        let mut cursor = 0u64;
-        loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(Keys::queue_pattern(core.name()))
-                .arg("COUNT")
-                .arg(1000);
-            let (next, keys): (u64, Vec<String>) = core.ordinary().query_on(&node, &scan).await?;
-            for key in keys {
-                let Some(part) = parts.iter().position(|p| key.starts_with(p.prefix())) else {
-                    continue;
-                };
-                if key == parts[part].control() || key == Keys::partitions(core.name()) {
-                    continue;
-                }
-                let batch = waiting.entry(part).or_default();
-                batch.push(key);
-                if batch.len() >= BATCH {
-                    let keys = std::mem::take(batch);
-                    drop_batch(core, &parts[part], mode, &keys, false, &mut deleted).await?;
-                }
+    let mut scan = KeyScan::new(core.ordinary(), Keys::queue_pattern(core.name())).await?;
+    while let Some(keys) = scan.next_page().await? {
+        for key in keys {
+            let Some(part) = parts.iter().position(|p| key.starts_with(p.prefix())) else {
+                continue;
+            };
+            if key == parts[part].control() || key == Keys::partitions(core.name()) {
+                continue;
             }
-            if next == 0 {
-                break;
+            let batch = waiting.entry(part).or_default();
+            batch.push(key);
+            if batch.len() >= BATCH {
+                let keys = std::mem::take(batch);
+                drop_batch(core, &parts[part], mode, &keys, false, &mut deleted).await?;
             }
-            cursor = next;
         }
     }
     for (n, part) in parts.iter().enumerate() {
@@ -143,8 +131,7 @@ async fn exists(core: &QueueCore) -> Result<bool> {
 
 /// Messages the queue holds: pending, in flight and dead.
 async fn held(core: &QueueCore) -> Result<u64> {
-    let s = crate::stats::stats(core).await?;
-    Ok(s.delayed + s.ready + s.in_flight + s.dead)
+    Ok(crate::stats::stats(core).await?.held())
 }
 
 fn not_empty(core: &QueueCore, messages: u64) -> Error {

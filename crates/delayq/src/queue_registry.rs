@@ -4,6 +4,7 @@
 
 use crate::connection;
 use crate::error::Result;
+use crate::key_scan::KeyScan;
 use crate::keys::Keys;
 use crate::names::QueueName;
 
@@ -40,22 +41,9 @@ pub(crate) async fn ensure_walked(ordinary: &connection::Ordinary) -> Result<()>
 /// a cluster): the registry's upgrade step.
 async fn walk_queues(ordinary: &connection::Ordinary) -> Result<Vec<QueueName>> {
     let mut names = std::collections::BTreeSet::new();
-    for node in ordinary.scan_targets().await? {
-        let mut cursor = 0u64;
-        loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(Keys::scan_pattern())
-                .arg("COUNT")
-                .arg(1000);
-            let (next, keys): (u64, Vec<String>) = ordinary.query_on(&node, &scan).await?;
-            names.extend(keys.iter().filter_map(|k| Keys::queue_of(k)));
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+    let mut scan = KeyScan::new(ordinary, Keys::scan_pattern().to_owned()).await?;
+    while let Some(keys) = scan.next_page().await? {
+        names.extend(keys.iter().filter_map(|k| Keys::queue_of(k)));
     }
     Ok(names.into_iter().collect())
 }

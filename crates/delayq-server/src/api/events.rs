@@ -257,7 +257,7 @@ fn event_stream(
         let _slot = slot;
         // The server stops, or a reload removed the stream's token: the stream ends.
         let ends = state.stream_ends(holder);
-        let pumped = pump(&state, &q, (reader, hub), &filter, &tx);
+        let pumped = pump(&q, (reader, hub), &filter, &tx);
         tokio::select! {
             () = ends => {}
             () = pumped => {}
@@ -273,10 +273,10 @@ fn event_stream(
     response
 }
 
-/// The stream's frames: its catch-up on `reader`, then the hub's, until the client goes,
-/// Redis fails, or the server stops.
+/// The stream's frames: its catch-up on `reader`, then the hub's, until the client goes or
+/// Redis fails (the server's stop, and a reload that removed the stream's token, end it from
+/// outside: `event_stream`).
 async fn pump(
-    state: &AppState,
     q: &Queue,
     (mut reader, mut hub): (EventReader, broadcast::Receiver<Arc<Batch>>),
     filter: &EventFilter,
@@ -292,7 +292,6 @@ async fn pump(
         while !reader.caught_up() {
             let read = tokio::select! {
                 read = reader.next(STREAM_READ, Some(Duration::ZERO)) => read,
-                () = state.shutdown_started() => return,
                 () = tx.closed() => return,
             };
             let events = match read {
@@ -309,7 +308,7 @@ async fn pump(
         }
         // Following the hub, until it leaves this stream behind.
         let mut cursor = reader.cursor();
-        let followed = follow(state, tx, &mut hub, &mut cursor, filter).await;
+        let followed = follow(tx, &mut hub, &mut cursor, filter).await;
         if !followed {
             return;
         }
@@ -326,7 +325,6 @@ async fn pump(
 /// Sends the hub's new events at `cursor` on; true when the stream fell behind the hub's
 /// backlog (it catches up on its own from `cursor`), false when it ends.
 async fn follow(
-    state: &AppState,
     tx: &mpsc::Sender<Bytes>,
     hub: &mut broadcast::Receiver<Arc<Batch>>,
     cursor: &mut EventCursor,
@@ -335,7 +333,6 @@ async fn follow(
     loop {
         let received = tokio::select! {
             received = tokio::time::timeout(KEEP_ALIVE, hub.recv()) => received,
-            () = state.shutdown_started() => return false,
             () = tx.closed() => return false,
         };
         let batch = match received {

@@ -1,17 +1,18 @@
 //! `DELETE /v1/queues/{queue}`: deletes a queue (refused while it holds messages, unless
-//! `?force=true`) with what the server keeps of it (`deletion.rs`), and this server's cached
-//! handle. Its metric gauges go within seconds (`metrics.rs`: a gauge not set again is
+//! `?force=true`) with what the server keeps of it and this server's cached handle
+//! ([`AppState::delete_queue`]). Its metric gauges go within seconds (`metrics.rs`: a gauge not set again is
 //! dropped).
 
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::access::{AdminRole, Authorized};
 use super::path::Path;
 use super::query::Query;
+use crate::deletion::DeletedOut;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
 
@@ -25,19 +26,6 @@ pub struct DeleteQuery {
     force: bool,
 }
 
-/// What a delete did.
-#[derive(Serialize, ToSchema)]
-struct DeletedOut {
-    queue: String,
-    /// Messages deleted with it (0 unless forced).
-    messages: u64,
-    /// Redis keys deleted.
-    keys: u64,
-    /// A message was sent while the delete ran: the queue started again with it, and is
-    /// listed again. Stop its producers first.
-    raced: bool,
-}
-
 /// `DELETE /v1/queues/{queue}`: deletes the queue, its settings, schedules, events, history,
 /// push target and webhooks, in batches of a bounded size; with `force=true` its messages
 /// too. 404 for a queue that was never used.
@@ -49,8 +37,7 @@ pub async fn delete(
     Query(query): Query<DeleteQuery>,
 ) -> ApiResult<impl IntoResponse> {
     let q = state.queue(&queue)?;
-    let deleted = crate::deletion::delete_queue(state.dq(), &q, query.force).await?;
-    state.forget_queue(&queue);
+    let deleted = state.delete_queue(&q, query.force).await?;
     if !deleted.existed {
         return Err(ApiError::not_found(format!("no queue {queue}")));
     }
@@ -61,10 +48,5 @@ pub async fn delete(
         raced = deleted.raced,
         "queue deleted"
     );
-    Ok(Json(DeletedOut {
-        queue,
-        messages: deleted.messages,
-        keys: deleted.keys,
-        raced: deleted.raced,
-    }))
+    Ok(Json(DeletedOut::new(&queue, &deleted)))
 }

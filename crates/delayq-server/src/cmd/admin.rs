@@ -7,6 +7,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::{bail, Context};
 use delayq::{CancelOutcome, PayloadKind, Schedule, SendOptions, Stats};
 use delayq_server::api::upsert_args::{IfInFlightArg, OnDuplicateArg, UpsertArgs};
+use delayq_server::deletion::DeletedOut;
 use serde_json::{json, Value};
 
 use super::common::{parse_backoff, payload_text, print, stats_json, time_text, Common};
@@ -398,8 +399,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
             if !deleted.existed {
                 bail!("no queue {queue}");
             }
-            let out = json!({ "queue": queue, "messages": deleted.messages,
-                "keys": deleted.keys, "raced": deleted.raced });
+            let out = serde_json::to_value(DeletedOut::new(&queue, &deleted))?;
             print(&common, &out, || {
                 let raced = match deleted.raced {
                     true => "; a message sent meanwhile started it again",

@@ -5,11 +5,13 @@
 //! (`DELAYQ_TOKENS_FILE`; a monitor's first) when it has one.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use delayq_server::auth::{Role, Tokens};
+use delayq_server::auth::Role;
+
+use super::token_reload::TokenSource;
 
 /// How long the whole check may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -75,10 +77,12 @@ fn asked_address(listen: SocketAddr) -> SocketAddr {
 }
 
 /// A token of the tokens file: a monitor's if it has one (it reads /readyz and no more).
-fn token_from(file: &PathBuf) -> anyhow::Result<Option<String>> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("cannot read tokens file {}", file.display()))?;
-    let tokens = Tokens::parse(&text).map_err(|e| anyhow::anyhow!("tokens: {e}"))?;
+fn token_from(file: &Path) -> anyhow::Result<Option<String>> {
+    let source = TokenSource {
+        file: Some(file.to_owned()),
+        inline: None,
+    };
+    let tokens = source.load()?;
     let best = tokens
         .iter()
         .find(|(role, _, _)| *role == Role::Monitor)

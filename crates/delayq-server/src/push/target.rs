@@ -204,20 +204,14 @@ pub async fn remove(dq: &DelayQ, queue: &Queue) -> delayq::Result<bool> {
     if !queue.remove_push_target().await? {
         return Ok(false);
     }
-    let mut conn = dq.redis();
-    let removed: redis::RedisResult<i64> = redis::cmd("SREM")
-        .arg(PUSHED_QUEUES)
-        .arg(queue.name().as_str())
-        .query_async(&mut conn)
-        .await;
-    if let Err(e) = removed {
+    if let Err(e) = forget(dq, queue.name()).await {
         tracing::warn!(queue = %queue.name(), "push target removed, but not from the index (harmless): {e}");
     }
     Ok(true)
 }
 
-/// Takes `queue` out of the index of pushed queues (its target went with its keys: a
-/// deleted queue).
+/// Takes `queue` out of the index of pushed queues (its target is gone: removed, or
+/// deleted with the queue's keys).
 pub async fn forget(dq: &DelayQ, queue: &delayq::QueueName) -> delayq::Result<()> {
     let mut conn = dq.redis();
     let _: i64 = redis::cmd("SREM")

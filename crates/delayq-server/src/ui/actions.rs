@@ -275,12 +275,11 @@ pub async fn queue_action(
     }
 }
 
-/// Deletes `queue` (`deletion.rs`), then shows the queue list; refused (409) while it holds
+/// Deletes `queue` ([`AppState::delete_queue`]), then shows the queue list; refused (409) while it holds
 /// messages unless `force`.
 async fn delete_queue(app: &AppState, queue: &delayq::Queue, force: bool) -> Response {
-    match crate::deletion::delete_queue(app.dq(), queue, force).await {
+    match app.delete_queue(queue, force).await {
         Ok(deleted) => {
-            app.forget_queue(queue.name().as_str());
             let text = format!(
                 "Deleted queue {} ({} messages).",
                 queue.name(),
@@ -393,7 +392,7 @@ pub async fn confirm(
 async fn confirm_delete(app: &AppState, session: &super::session::Session, name: &str) -> Response {
     let held = match app.queue(name) {
         Ok(q) => match q.stats().await {
-            Ok(s) => s.delayed + s.ready + s.in_flight + s.dead,
+            Ok(s) => s.held(),
             Err(e) => return failed(e),
         },
         Err(e) => return failed(e.message()),
