@@ -28,7 +28,7 @@ use redis::Value;
 
 use crate::common::*;
 
-const FORMAT1: &str = include_str!("data_sets/format1.tsv");
+pub(crate) const FORMAT1: &str = include_str!("data_sets/format1.tsv");
 const FORMAT2: &str = include_str!("data_sets/format2.tsv");
 const FORMAT3: &str = include_str!("data_sets/format3.tsv");
 const FORMAT4: &str = include_str!("data_sets/format4.tsv");
@@ -530,7 +530,7 @@ async fn dump(dq: &DelayQ) -> String {
 }
 
 /// Writes the data set `text` into the server, expiries included.
-async fn load(dq: &DelayQ, text: &str) {
+pub(crate) async fn load(dq: &DelayQ, text: &str) {
     let mut conn = dq.redis();
     let mut expiries = BTreeMap::new();
     for line in text

@@ -244,3 +244,64 @@ async fn a_send_after_the_delete_starts_the_queue_again_and_is_delivered() {
     // A second delete tidies it up.
     q.delete(false).await.expect("empty again");
 }
+
+/// Data outlives code: queues written by the first release (data format 1, no format field,
+/// messages pending, retried, in flight and dead, a 3-partition queue) are deleted whole,
+/// and the queues beside them are left as they were.
+#[tokio::test]
+async fn queues_of_data_format_1_are_deleted_whole_and_their_neighbours_kept() {
+    let (server, dq) = setup().await;
+    crate::data_sets::load(&dq, crate::data_sets::FORMAT1).await;
+    let orders = queue(&dq, "orders");
+    let paused = queue(&dq, "paused");
+    let held = orders.stats().await.expect("stats").held();
+    assert!(held >= 6, "the data set's orders: {held}");
+    let neighbour = paused.stats().await.expect("stats");
+    let neighbour_keys = keys_of(&server, "paused");
+
+    match orders.delete(false).await {
+        Err(Error::NotEmpty { messages, .. }) => assert_eq!(messages, held),
+        other => panic!("expected NotEmpty, got {other:?}"),
+    }
+    let deleted = orders.delete(true).await.expect("forced");
+    assert_eq!(deleted.messages, held);
+    assert_eq!(orders.stats().await.expect("stats").held(), 0);
+    assert_eq!(orders.data_format().await.expect("format").format(), 1);
+    let left = keys_of(&server, "orders");
+    assert!(
+        left.iter()
+            .all(|k| k == "dq:{orders}:partitions" || k.ends_with(":control")),
+        "{left:?}"
+    );
+
+    let parts = queue(&dq, "parts");
+    assert_eq!(parts.partitions().await.expect("partitions"), 3);
+    parts.delete(true).await.expect("forced");
+    let left = keys_of(&server, "parts");
+    assert!(
+        left.iter()
+            .all(|k| k == "dq:{parts}:partitions" || k.ends_with(":control")),
+        "{left:?}"
+    );
+
+    // As it was (but its lag, which grows by itself).
+    let now = paused.stats().await.expect("stats");
+    assert_eq!(
+        (now.held(), now.ready, now.paused, now.rate_limit),
+        (
+            neighbour.held(),
+            neighbour.ready,
+            neighbour.paused,
+            neighbour.rate_limit
+        )
+    );
+    assert_eq!(keys_of(&server, "paused"), neighbour_keys);
+    let names: Vec<String> = dq
+        .queues()
+        .await
+        .expect("queues")
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(names, ["paused"]);
+}
