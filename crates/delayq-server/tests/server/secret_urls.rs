@@ -18,12 +18,16 @@ const ADMIN: &str = "admin-token-secret-urls";
 const SECRET_PATH: &str = "T0P-SECRET-PATH";
 const SECRET_KEY: &str = "K3Y-IN-QUERY";
 
-/// A port on loopback that nothing listens on.
-async fn closed_port() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
+/// A loopback port that refuses connections for as long as the socket lives: bound, never
+/// listening. (A port freed by a dropped listener can be taken by another test's server while
+/// this test runs, which then answers the push with its own 404.)
+fn refusing_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("address"))
         .expect("bind");
-    listener.local_addr().expect("addr").port()
+    let port = socket.local_addr().expect("addr").port();
+    (socket, port)
 }
 
 fn assert_no_secret(what: &str, text: &str) {
@@ -41,7 +45,7 @@ async fn errors_lists_events_and_pages_name_only_the_scheme_and_host_to_lower_ro
     };
     let tokens = Tokens::parse(&format!("send:{SEND}\nadmin:{ADMIN}")).expect("tokens");
     let mut s = TestServer::start_with(limits, tokens).await;
-    let port = closed_port().await;
+    let (_held, port) = refusing_port();
     let url = format!("http://127.0.0.1:{port}/hooks/{SECRET_PATH}?code={SECRET_KEY}");
     s.token = Some(ADMIN.into());
     let (status, body) = s
