@@ -8,7 +8,12 @@ docs=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d)
 mkdir -p "$dir/bin"
 ln -s "$binary" "$dir/bin/delayq"
-awk '/^```sh/{grab=1; next} grab && /^```/{exit} grab' "$docs/push.md" > "$dir/session.sh"
+# The n-th shell block of a page, as docs/run-sessions.sh takes it.
+block() {
+  awk -v n="$2" '/^ *```(sh|bash|shell|console)([ \t]|$)/{k++; if (k==n) {grab=1; next}}
+    grab && /^ *```/{exit} grab' "$docs/$1"
+}
+block push.md 1 > "$dir/session.sh"
 # The session starts the receiver and the server in the background; its curl calls need
 # the server up first, as a person typing it would have waited.
 awk '/^delayq serve/{print; print "for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null \\&\\& break; sleep 0.1; done"; next} 1' \

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs the shell samples of docs/events.md (the live event stream, a webhook, OTLP export),
-# docs/operations.md (the Functions library on the server), docs/upgrading.md (`delayq
-# format`) and docs/cluster.md (a queue of 6 partitions on a Redis Cluster) exactly as
-# written, after the setup each assumes (a `delayq serve` with its embedded Redis, a
-# receiver, a collector, a cluster on 127.0.0.1:7000-7002), and checks what a reader would
-# see. Usage: docs/run-sessions.sh DELAYQ_BINARY
+# docs/operations.md (/readyz, the Functions library on the server, a tokens reload, a
+# queue's delete), docs/http-api.md (an ack with the next receive), docs/schedules.md,
+# docs/upgrading.md (`delayq format`) and docs/cluster.md (a queue of 6 partitions on a
+# Redis Cluster) exactly as written, after the setup each assumes (a `delayq serve` with its
+# embedded Redis, a receiver, a collector, a cluster on 127.0.0.1:7000-7002), and checks
+# what a reader would see. The shell samples it does not run are marked on the line above
+# their fence, `<!-- not run in CI: why -->`; crates/docs-snippets/tests/shell_samples.rs
+# holds every one to either. Usage: docs/run-sessions.sh DELAYQ_BINARY
 set -euo pipefail
 binary=$(realpath "$1")
 docs=$(cd "$(dirname "$0")" && pwd)
@@ -28,8 +31,12 @@ trap stop EXIT
 for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null && break; sleep 0.1; done
 if ! kill -0 "$serve" 2>/dev/null; then echo "delayq serve did not start:"; cat serve.log; exit 1; fi
 
-# The n-th ```sh block of a page.
-block() { awk -v n="$2" '/^ *```sh/{k++; if (k==n) {grab=1; next}} grab && /^ *```/{exit} grab' "$docs/$1"; }
+# The n-th shell block of a page (```sh, ```bash, ```shell or ```console), counted from 1
+# as crates/docs-snippets/tests/shell_samples.rs counts them.
+block() {
+  awk -v n="$2" '/^ *```(sh|bash|shell|console)([ \t]|$)/{k++; if (k==n) {grab=1; next}}
+    grab && /^ *```/{exit} grab' "$docs/$1"
+}
 json() { curl -sf "localhost:7400$1" -H 'content-type: application/json' "${@:2}"; }
 
 # docs/events.md, block 1: the live stream of acked events, from now on. Setup: events on;
@@ -64,6 +71,32 @@ if ! bash functions.sh > functions.out 2>&1 || ! grep -q '^delayq_[0-9a-f]*$' fu
   echo "docs/operations.md FUNCTION LIST session printed no delayq library:"; cat functions.out; exit 1
 fi
 echo "docs/operations.md FUNCTION LIST session: $(tail -1 functions.out)"
+
+# docs/operations.md, block 1: /readyz names the server in use (this server has no tokens
+# file, so /readyz takes no token).
+block operations.md 1 > readyz.sh
+if ! bash readyz.sh > readyz.out 2>&1 \
+  || ! grep -q '^{"status":"ready","server":{"kind":"[a-z]*","version":"[0-9.]*"}}$' readyz.out; then
+  echo "docs/operations.md /readyz session failed:"; cat readyz.out; exit 1
+fi
+echo "docs/operations.md /readyz session: $(cat readyz.out)"
+
+# docs/http-api.md, block 1: acks with the next receive. Setup: close-1234 sent to orders
+# and received, its receipt put in place of the page's (a receipt names one lease, so a
+# reader puts in their own); close-1235 sent, so the receive answers at once, not in 20 s.
+json /v1/queues/orders/messages -d '{"payload": {"order": 1234}, "id": "close-1234"}' >/dev/null
+receipt=$(json /v1/queues/orders/receive -d '{"max": 1, "wait": "5s"}' | grep -o '"receipt":"[^"]*"' | cut -d'"' -f4)
+json /v1/queues/orders/messages -d '{"payload": {"order": 1235}, "id": "close-1235"}' >/dev/null
+written=$(block http-api.md 1 | grep -o '"acks": \["[^"]*' | cut -d'"' -f4 || true)
+if [[ -z $written || -z $receipt ]]; then
+  echo "docs/http-api.md acks session: no receipt in the page's acks (${written:-none}) or none received"; exit 1
+fi
+block http-api.md 1 | sed "s/$written/$receipt/" > acks.sh
+if ! bash acks.sh > acks.out 2>&1 || ! grep -qF "\"acked\":[{\"receipt\":\"$receipt\",\"ok\":true}]" acks.out \
+  || ! grep -q '"deliveries":\[{[^]]*"id":"close-1235"' acks.out; then
+  echo "docs/http-api.md acks session: close-1234 not acked, or close-1235 not delivered:"; cat acks.out; exit 1
+fi
+echo "docs/http-api.md acks session: close-1234 acked (\"ok\":true), close-1235 received in the same call"
 
 # docs/schedules.md: a schedule put over HTTP, then from the CLI, and listed.
 block schedules.md 1 > schedules.sh
@@ -109,6 +142,8 @@ kill -TERM -- "-$serve"; wait "$serve" 2>/dev/null || true
 # directory given here as flags, which win over the file: those paths are a real host's).
 awk '/^```toml/{grab=1; next} grab && /^```/{exit} grab' "$docs/operations.md" > delayq.toml
 echo "admin:an-admin-token-0123456789" > tokens
+# The OTLP session's server gone first: this one must be the only server on the port.
+for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null || break; sleep 0.1; done
 delayq serve --config delayq.toml --listen 127.0.0.1:7400 --tokens-file tokens \
   --data-dir "$dir/configured" > configured.log 2>&1 &
 serve=$!
@@ -117,6 +152,54 @@ if ! curl -sf localhost:7400/v1/queues -H 'authorization: Bearer an-admin-token-
   echo "docs/operations.md configuration did not start a server:"; cat configured.log; exit 1
 fi
 echo "docs/operations.md configuration: a server started from it"
+
+# docs/operations.md, block 5: `kill -HUP "$(pidof delayq)"` reloads the tokens file. Setup:
+# a second admin token added to the file; the block must find this server alone. pidof is
+# the host's, kept to this session's processes (working directory $dir): on a developer's
+# machine another checkout's tests may run delayq processes, which must not be signalled.
+real_pidof=$(command -v pidof) || { echo "docs/operations.md reload session: no pidof here"; exit 1; }
+cat > bin/pidof <<EOF
+#!/usr/bin/env bash
+mine=()
+for pid in \$("$real_pidof" "\$@"); do
+  [[ \$(readlink "/proc/\$pid/cwd") == "$(pwd -P)" ]] && mine+=("\$pid")
+done
+echo "\${mine[*]}"
+[[ \${#mine[@]} -gt 0 ]]
+EOF
+chmod +x bin/pidof
+# The OTLP session's delayq may still be finishing its stop.
+for _ in $(seq 1 100); do [[ $(pidof delayq) == "$serve" ]] && break; sleep 0.1; done
+if [[ $(pidof delayq) != "$serve" ]]; then
+  echo "docs/operations.md reload session: pidof delayq finds '$(pidof delayq)', not the server ($serve) alone"; exit 1
+fi
+echo "admin:a-rotated-token-0123456789" >> tokens
+block operations.md 5 > reload.sh
+bash reload.sh > reload.out 2>&1 || true
+rotated=(-H 'authorization: Bearer a-rotated-token-0123456789')
+for _ in $(seq 1 30); do
+  curl -sf localhost:7400/v1/queues "${rotated[@]}" >/dev/null && grep -q 'tokens reloaded why="SIGHUP"' configured.log && break
+  sleep 0.1
+done
+if ! curl -sf localhost:7400/v1/queues "${rotated[@]}" >/dev/null || ! grep -q 'tokens reloaded why="SIGHUP"' configured.log; then
+  echo "docs/operations.md reload session: the added token was not taken on SIGHUP:"; cat reload.out configured.log; exit 1
+fi
+echo "docs/operations.md reload session: kill -HUP took the added token in (tokens reloaded why=\"SIGHUP\")"
+
+# docs/operations.md, block 6: a queue's delete, refused while it holds messages, then
+# forced from the CLI (on this server's embedded Redis, found by its data directory) and
+# over HTTP with an admin token as $ADMIN. Setup: old-orders holds 3 messages, old-invoices 2.
+admin=(-H 'authorization: Bearer an-admin-token-0123456789')
+for i in 1 2 3; do json /v1/queues/old-orders/messages "${admin[@]}" -d "{\"payload\": $i}" >/dev/null; done
+for i in 1 2; do json /v1/queues/old-invoices/messages "${admin[@]}" -d "{\"payload\": $i}" >/dev/null; done
+block operations.md 6 > delete.sh
+if ! ADMIN=an-admin-token-0123456789 DELAYQ_DATA_DIR="$dir/configured" bash delete.sh > delete.out 2>&1 \
+  || ! grep -q 'queue old-orders holds 3 messages' delete.out \
+  || ! grep -q '^old-orders: deleted (3 messages' delete.out \
+  || ! grep -q '^{"queue":"old-invoices","messages":2,' delete.out; then
+  echo "docs/operations.md delete-queue session failed:"; cat delete.out; exit 1
+fi
+echo "docs/operations.md delete-queue session: refused, then old-orders deleted (CLI), old-invoices (HTTP)"
 kill -TERM "$serve"; wait "$serve" 2>/dev/null || true
 
 # docs/push.md's Python check of a signature, on the known answer that the server's own
