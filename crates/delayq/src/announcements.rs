@@ -81,6 +81,13 @@ impl Announcer {
         announcer
     }
 
+    /// This process's name, as the registry lists it (the member after its format).
+    pub(crate) fn name(&self) -> &str {
+        self.member
+            .split_once(' ')
+            .map_or(self.member.as_str(), |(_, name)| name)
+    }
+
     /// The epoch this client's calls are in, announcing first if its lease has run out (or
     /// it has not announced yet).
     pub(crate) async fn epoch(&self, conn: &connection::Ordinary) -> Result<u64> {

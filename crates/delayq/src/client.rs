@@ -115,6 +115,12 @@ impl DelayQ {
         announcements::processes(&self.shared.conn).await
     }
 
+    /// This client's name in [`processes`](Self::processes): host, process id and a random
+    /// part.
+    pub fn process_name(&self) -> &str {
+        self.shared.announcer.name()
+    }
+
     /// Takes this client's announcement back, for a process that stops: an upgrade need not
     /// wait a lease for it. A call after this announces it again.
     pub async fn withdraw(&self) -> Result<()> {

@@ -79,6 +79,11 @@ struct ProcessOut {
     /// Until its announcement runs out (negative: ran out that long ago; it is counted for
     /// one lease more).
     lease_left_ms: i64,
+    /// How long ago it last renewed its announcement (every 10 s while it lives, by the
+    /// Redis server's clock): the last time it was seen.
+    seen_ms_ago: i64,
+    /// This is the process that answered (the server asked, or the CLI in local mode).
+    answering: bool,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -96,11 +101,15 @@ pub async fn processes(
     _: Authorized<AdminRole>,
 ) -> ApiResult<impl IntoResponse> {
     let processes = state.dq().processes().await?;
+    let lease = delayq::ANNOUNCEMENT_LEASE.as_millis() as i64;
+    let me = state.dq().process_name();
     Ok(Json(ProcessesOut {
         newest: DATA_FORMAT,
         processes: processes
             .into_iter()
             .map(|p| ProcessOut {
+                answering: p.name == me,
+                seen_ms_ago: (lease - p.lease_left_ms).max(0),
                 name: p.name,
                 newest_format: p.newest_format,
                 lease_left_ms: p.lease_left_ms,

@@ -6,7 +6,7 @@
 //! | `POST /v1/queues/{queue}/messages` send one (JSON, or raw bytes) | send |
 //! | `POST /v1/queues/{queue}/batch` send many | send |
 //! | `GET /v1/queues/{queue}/messages/{id}`, `DELETE` (cancel) | send |
-//! | `POST /v1/queues/{queue}/messages/{id}/reschedule` | send |
+//! | `POST /v1/queues/{queue}/messages/{id}/reschedule`; `POST .../cancel` (many ids, `cancel_many.rs`) | send |
 //! | `POST /v1/queues/{queue}/receive`, `ack`, `nack`, `extend`, `release` | consume |
 //! | `POST /v1/receive` (several queues: strict order or weights) | consume |
 //! | `GET /v1/queues`, `GET /v1/queues/{queue}` (stats), `PUT` (create), `PATCH` (settings), `DELETE` (`queue_delete.rs`) | admin |
@@ -27,6 +27,7 @@ mod admin;
 mod batch_reader;
 pub mod body;
 pub mod browse;
+mod cancel_many;
 mod consume;
 pub mod event_hub;
 pub mod events;
@@ -121,6 +122,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(produce::send_batch))
         .routes(routes!(produce::get, produce::cancel))
         .routes(routes!(produce::reschedule))
+        .routes(routes!(cancel_many::cancel_many))
         .routes(routes!(events::events))
         .routes(routes!(consume::receive))
         .routes(routes!(consume::receive_many))

@@ -1,13 +1,15 @@
-//! What the admin commands share: their common flags and connection, how they print (a table,
-//! or JSON with `--json`), and the text forms of times, payloads and backoffs.
+//! What the admin commands share: their common flags and where their requests go
+//! (`api_client.rs`), how they print (a table, or the API's JSON answer with `--json`), and
+//! the text forms of times, payloads and backoffs.
 
 use std::sync::Mutex;
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use delayq::{Backoff, DelayQ, PayloadKind, Stats};
+use delayq::DelayQ;
 use serde_json::{json, Value};
 
+use super::api_client::ApiClient;
 use super::redis_args::RedisArgs;
 
 /// Flags every admin command takes.
@@ -15,7 +17,16 @@ use super::redis_args::RedisArgs;
 pub struct Common {
     #[command(flatten)]
     redis: RedisArgs,
-    /// Print JSON instead of a table.
+    /// Ask the delayq server at this URL (e.g. https://delayq.internal:7400) over HTTP,
+    /// with --token: no access to Redis or the data dir needed. Without it, the command
+    /// runs in this process against Redis.
+    // Its own id: `url` is a positional argument of `push set` and `webhooks add`.
+    #[arg(long = "url", id = "server_url", env = "DELAYQ_URL", global = true)]
+    server_url: Option<String>,
+    /// The bearer token for --url (an admin's for most commands).
+    #[arg(long, env = "DELAYQ_TOKEN", global = true, hide_env_values = true)]
+    token: Option<String>,
+    /// Print the API's JSON answer instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -24,6 +35,14 @@ impl Common {
     /// Whether to print JSON.
     pub(super) fn json(&self) -> bool {
         self.json
+    }
+
+    /// Where this command's requests go: the server of --url, or this process on Redis.
+    pub(super) async fn api(&self) -> anyhow::Result<ApiClient> {
+        match &self.server_url {
+            Some(url) => ApiClient::http(url, self.token.clone()),
+            None => ApiClient::in_process(self.connect().await?),
+        }
     }
 
     pub(super) async fn connect(&self) -> anyhow::Result<DelayQ> {
@@ -88,69 +107,89 @@ pub(super) fn print(
     Ok(())
 }
 
-/// A payload as text: JSON as it is, bytes as UTF-8 where they are, else base64.
-pub(super) fn payload_text(payload: &[u8], kind: PayloadKind) -> String {
+/// A message's payload as text, from the API's answer: JSON (`payload`) as it is, bytes
+/// (`payload_base64`) as UTF-8 where they are, else `base64:...`; `-` for none.
+pub(super) fn payload_text(message: &Value) -> String {
     use base64::Engine;
-    match std::str::from_utf8(payload) {
-        Ok(text) if kind == PayloadKind::Json || !text.chars().any(char::is_control) => {
-            text.to_owned()
-        }
-        _ => format!(
-            "base64:{}",
-            base64::engine::general_purpose::STANDARD.encode(payload)
-        ),
+    if let Some(json) = message.get("payload") {
+        return json.to_string();
     }
+    let Some(encoded) = message["payload_base64"].as_str() else {
+        return "-".into();
+    };
+    match base64::engine::general_purpose::STANDARD.decode(encoded) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) if !text.chars().any(char::is_control) => text,
+            _ => format!("base64:{encoded}"),
+        },
+        Err(_) => format!("base64:{encoded}"),
+    }
+}
+
+/// A payload given on the command line, as the API takes it: `payload` for JSON (checked
+/// here), else the text's bytes as `payload_base64`.
+pub(super) fn payload_field(body: &mut Value, payload: &str, json: bool) -> anyhow::Result<()> {
+    use base64::Engine;
+    if json {
+        let value: Value = serde_json::from_str(payload).context("--json-payload: not JSON")?;
+        body["payload"] = value;
+    } else {
+        body["payload_base64"] = json!(base64::engine::general_purpose::STANDARD.encode(payload));
+    }
+    Ok(())
+}
+
+/// A duration as the API takes it: whole milliseconds.
+pub(super) fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+/// A time as the API takes it: ms since the Unix epoch (0 for a time before it).
+pub(super) fn unix_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| ms(d))
+}
+
+/// The text of a time in an answer (`null`: `-`).
+pub(super) fn time_of(value: &Value) -> String {
+    value.as_u64().map_or("-".into(), time_text)
 }
 
 pub(super) fn time_text(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
-/// `--backoff`: `fixed:30s`, `exponential:1s..10m`, `linear:30s..10m` or `list:30s,2m,10m`.
-pub(super) fn parse_backoff(spec: &str) -> Result<Backoff, String> {
-    let duration =
-        |text: &str| humantime::parse_duration(text.trim()).map_err(|e| format!("{text:?}: {e}"));
-    let range = |text: &str| -> Result<(Duration, Duration), String> {
+/// `--backoff` (`fixed:30s`, `exponential:1s..10m`, `linear:30s..10m` or
+/// `list:30s,2m,10m`) and `--jitter` as the API's retry policy; the durations stay text,
+/// which the API reads.
+pub(super) fn backoff_json(spec: &str, jitter: Option<u8>) -> anyhow::Result<Value> {
+    let range = |text: &str| -> anyhow::Result<(String, String)> {
         let (base, cap) = text
             .split_once("..")
-            .ok_or_else(|| format!("{text:?}: give BASE..CAP, e.g. 1s..10m"))?;
-        Ok((duration(base)?, duration(cap)?))
+            .with_context(|| format!("--backoff {text:?}: give BASE..CAP, e.g. 1s..10m"))?;
+        Ok((base.trim().to_owned(), cap.trim().to_owned()))
     };
-    match spec.split_once(':') {
-        Some(("fixed", delay)) => Ok(Backoff::fixed(duration(delay)?)),
-        Some(("exponential", r)) => range(r).map(|(base, cap)| Backoff::exponential(base, cap)),
-        Some(("linear", r)) => range(r).map(|(base, cap)| Backoff::linear(base, cap)),
-        Some(("list", delays)) => {
-            let delays = delays
-                .split(',')
-                .map(duration)
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Backoff::steps(&delays))
+    let mut policy = match spec.split_once(':') {
+        Some(("fixed", delay)) => json!({ "fixed": { "delay": delay.trim() } }),
+        Some(("exponential", r)) => {
+            let (base, cap) = range(r)?;
+            json!({ "exponential": { "base": base, "cap": cap } })
         }
-        _ => Err(format!(
-            "{spec:?}: give fixed:30s, exponential:1s..10m, linear:30s..10m or list:30s,2m,10m"
-        )),
+        Some(("linear", r)) => {
+            let (base, cap) = range(r)?;
+            json!({ "linear": { "base": base, "cap": cap } })
+        }
+        Some(("list", delays)) => {
+            let delays: Vec<&str> = delays.split(',').map(str::trim).collect();
+            json!({ "list": { "delays": delays } })
+        }
+        _ => bail!(
+            "--backoff {spec:?}: give fixed:30s, exponential:1s..10m, linear:30s..10m or list:30s,2m,10m"
+        ),
+    };
+    if let (Some(jitter), Some(inner)) = (jitter, policy.as_object_mut()) {
+        for variant in inner.values_mut() {
+            variant["jitter_percent"] = json!(jitter);
+        }
     }
-}
-
-/// A queue's stats and settings as `--json` prints them.
-pub(super) fn stats_json(name: &str, s: &Stats, partitions: u16) -> Value {
-    json!({
-        "queue": name, "delayed": s.delayed, "ready": s.ready, "in_flight": s.in_flight,
-        "dead": s.dead, "oldest_ready_lag_ms": s.oldest_ready_lag_ms, "overdue": s.overdue,
-        "oldest_overdue_ms": s.oldest_overdue_ms, "partitions": partitions,
-        "paused": s.paused, "idempotency_window_ms": s.idempotency_window.as_millis() as u64,
-        "rate_limit": s.rate_limit.map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
-        "data_format": s.data_format, "groups": s.groups,
-        "group_concurrency": s.group_concurrency,
-        "group_rate_limit": s.group_rate_limit
-            .map(|l| json!({ "per_second": l.per_second, "burst": l.burst })),
-        "default_ttl_ms": s.default_ttl.map(|d| d.as_millis() as u64),
-        "on_expire": if s.drop_expired { "drop" } else { "dead_letter" },
-        "max_delay_ms": s.max_delay.map(|d| d.as_millis() as u64),
-        "completed": s.completed,
-        "retain_completed": s.retain_completed
-            .map(|r| json!({ "keep_for_ms": r.keep_for.as_millis() as u64, "max": r.max })),
-        "events": s.events, "events_max": s.events_kept,
-    })
+    Ok(policy)
 }

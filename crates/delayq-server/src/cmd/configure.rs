@@ -1,12 +1,15 @@
-//! `delayq configure QUEUE ...`: changes a queue's settings (the library's `Setting`s), all
-//! or none, and prints the stats with the settings as they now are.
+//! `delayq configure QUEUE ...`: changes a queue's settings (`PATCH /v1/queues/{queue}`), all
+//! or none, and prints the settings it changed as they now are (`--json`: the API's answer,
+//! the queue's stats and settings).
 
 use std::time::Duration;
 
 use anyhow::bail;
-use delayq::Setting;
+use axum::http::Method;
+use serde_json::{json, Value};
 
-use super::common::{print, stats_json, Common};
+use super::api_client::segment;
+use super::common::{ms, print, Common};
 
 /// The settings to change; those not given stay as they are.
 #[derive(clap::Args)]
@@ -95,115 +98,118 @@ pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
         );
     }
     let ConfigureArgs { common, queue, .. } = args;
-    let q = common.connect().await?.queue(&queue)?;
-    q.configure(&changes).await?;
-    let s = q.stats().await?;
-    let out = stats_json(&queue, &s, q.partitions().await?);
-    print(&common, &out, || {
-        let shown: Vec<String> = changes.iter().map(|c| changed(c, &s)).collect();
+    let path = format!("/v1/queues/{}", segment(&queue));
+    let body = Value::Object(changes.iter().cloned().collect());
+    let s = common
+        .api()
+        .await?
+        .call(Method::PATCH, &path, Some(&body))
+        .await?;
+    print(&common, &s, || {
+        let shown: Vec<String> = changes.iter().map(|(key, _)| changed(key, &s)).collect();
         format!("{queue}: {}", shown.join(", "))
     })
 }
 
-/// A setting that `configure` changed, as the queue has it now.
-fn changed(setting: &Setting, s: &delayq::Stats) -> String {
-    let duration = |d: Option<std::time::Duration>| {
-        d.map_or("none".into(), |d| humantime::format_duration(d).to_string())
-    };
-    let rate = |l: Option<delayq::RateLimit>| {
-        l.map_or("none".into(), |l| {
-            format!("{}/s, burst {}", l.per_second, l.burst)
+/// A setting that `configure` changed (by its name in the API), as the queue has it now.
+fn changed(key: &str, s: &Value) -> String {
+    let duration = |v: &Value| {
+        v.as_u64().map_or("none".into(), |n| {
+            humantime::format_duration(Duration::from_millis(n)).to_string()
         })
     };
-    match setting {
-        Setting::IdempotencyWindow(_) => format!(
+    let rate = |v: &Value| match v["per_second"].as_u64() {
+        Some(per_second) => format!("{per_second}/s, burst {}", v["burst"]),
+        None => "none".into(),
+    };
+    let count = |v: &Value| v.as_u64().map_or("none".into(), |n| n.to_string());
+    match key {
+        "idempotency_window" => format!(
             "idempotency window {}",
-            humantime::format_duration(s.idempotency_window)
+            duration(&s["idempotency_window_ms"])
         ),
-        Setting::RateLimit(_) => format!("rate limit {}", rate(s.rate_limit)),
-        Setting::GroupConcurrency(_) => format!(
-            "group concurrency {}",
-            s.group_concurrency.map_or("none".into(), |n| n.to_string())
-        ),
-        Setting::GroupRateLimit(_) => format!("group rate limit {}", rate(s.group_rate_limit)),
-        Setting::DefaultTtl(_) => format!("default ttl {}", duration(s.default_ttl)),
-        Setting::OnExpire(_) => format!(
+        "rate_limit" => format!("rate limit {}", rate(&s["rate_limit"])),
+        "group_concurrency" => format!("group concurrency {}", count(&s["group_concurrency"])),
+        "group_rate_limit" => format!("group rate limit {}", rate(&s["group_rate_limit"])),
+        "default_ttl" => format!("default ttl {}", duration(&s["default_ttl_ms"])),
+        "on_expire" => format!(
             "expired messages {}",
-            if s.drop_expired {
-                "dropped"
-            } else {
-                "dead-lettered"
+            match s["on_expire"].as_str() {
+                Some("drop") => "dropped",
+                _ => "dead-lettered",
             }
         ),
-        Setting::MaxDelay(_) => format!("max delay {}", duration(s.max_delay)),
-        Setting::RetainCompleted(_) => match s.retain_completed {
-            Some(r) => format!(
-                "final records kept {}, at most {}",
-                humantime::format_duration(r.keep_for),
-                r.max
+        "max_delay" => format!("max delay {}", duration(&s["max_delay_ms"])),
+        "retain_completed" => match s["retain_completed"]["max"].as_u64() {
+            Some(max) => format!(
+                "final records kept {}, at most {max}",
+                duration(&s["retain_completed"]["keep_for_ms"])
             ),
             None => "final records kept none".into(),
         },
-        Setting::Events(_) => format!(
-            "events kept {}",
-            s.events_kept.map_or("none".into(), |n| n.to_string())
-        ),
-        other => format!("{other:?}"),
+        "events" => format!("events kept {}", count(&s["events_max"])),
+        other => other.to_owned(),
     }
 }
 
-/// The settings the flags change, in the library's terms.
-fn changes(args: &ConfigureArgs) -> Vec<Setting> {
+/// The settings the flags change, in the order of the flags' help, as the API's `PATCH`
+/// body takes them (`null`: lifted).
+fn changes(args: &ConfigureArgs) -> Vec<(String, Value)> {
     let mut changes = Vec::new();
+    let mut set = |key: &str, value: Value| {
+        changes.push((key.to_owned(), value));
+    };
     if let Some(window) = args.idempotency_window {
-        changes.push(Setting::IdempotencyWindow(window));
+        set("idempotency_window", json!(ms(window)));
     }
     if let Some(per_second) = args.rate_limit {
         let burst = args.burst.unwrap_or(1);
-        changes.push(Setting::RateLimit(Some(delayq::RateLimit {
-            per_second,
-            burst,
-        })));
+        set(
+            "rate_limit",
+            json!({ "per_second": per_second, "burst": burst }),
+        );
     } else if args.no_rate_limit {
-        changes.push(Setting::RateLimit(None));
+        set("rate_limit", Value::Null);
     }
     if args.group_concurrency.is_some() || args.no_group_concurrency {
-        changes.push(Setting::GroupConcurrency(args.group_concurrency));
+        set("group_concurrency", json!(args.group_concurrency));
     }
-    if args.group_rate_limit.is_some() || args.no_group_rate_limit {
-        changes.push(Setting::GroupRateLimit(args.group_rate_limit.map(
-            |per_second| delayq::RateLimit {
-                per_second,
-                burst: args.group_burst.unwrap_or(1),
-            },
-        )));
+    if let Some(per_second) = args.group_rate_limit {
+        let burst = args.group_burst.unwrap_or(1);
+        set(
+            "group_rate_limit",
+            json!({ "per_second": per_second, "burst": burst }),
+        );
+    } else if args.no_group_rate_limit {
+        set("group_rate_limit", Value::Null);
     }
     if args.default_ttl.is_some() || args.no_default_ttl {
-        changes.push(Setting::DefaultTtl(args.default_ttl));
+        set("default_ttl", json!(args.default_ttl.map(ms)));
     }
     if args.max_delay.is_some() || args.no_max_delay {
-        changes.push(Setting::MaxDelay(args.max_delay));
+        set("max_delay", json!(args.max_delay.map(ms)));
     }
     if let (Some(keep_for), Some(max)) = (args.retain_completed, args.retain_max) {
-        changes.push(Setting::RetainCompleted(Some(delayq::Retention {
-            keep_for,
-            max,
-        })));
+        set(
+            "retain_completed",
+            json!({ "keep_for": ms(keep_for), "max": max }),
+        );
     } else if args.no_retain_completed {
-        changes.push(Setting::RetainCompleted(None));
+        set("retain_completed", Value::Null);
     }
     if args.events {
         let max = args.events_max.unwrap_or(delayq::DEFAULT_EVENTS_KEPT);
-        changes.push(Setting::Events(Some(max)));
+        set("events", json!({ "max": max }));
     } else if args.no_events {
-        changes.push(Setting::Events(None));
+        set("events", Value::Null);
     }
     if let Some(action) = &args.on_expire {
-        changes.push(Setting::OnExpire(if action == "drop" {
-            delayq::OnExpire::Drop
+        let action = if action == "drop" {
+            "drop"
         } else {
-            delayq::OnExpire::DeadLetter
-        }));
+            "dead_letter"
+        };
+        set("on_expire", json!(action));
     }
     changes
 }

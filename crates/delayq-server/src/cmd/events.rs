@@ -2,15 +2,21 @@
 //! queue records them: `delayq configure QUEUE --events`), a line each, or JSON lines with
 //! `--json`. Without `--follow` it prints those kept from `--from` (the oldest by default) and
 //! ends; with it, it goes on printing as they happen (from now by default) until stopped.
-//! Each JSON line carries its `cursor`, which `--from` takes to go on after it.
+//! Each JSON line carries its `cursor`, which `--from` takes to go on after it. The events
+//! come in pages of `GET /v1/queues/{queue}/events` (long-polled when following), each
+//! event printed as the API gives it.
 
-use delayq::{Event, EventFilter, EventKind};
-use delayq_server::api::events::{start_of, EventOut};
+use serde_json::Value;
 
-use super::common::{time_text, Common};
+use super::api_client::{query, segment};
+use super::common::{time_of, Common};
+use super::messages::text;
 
 /// Events read at a time.
 const READ: usize = 500;
+
+/// How long one page waits for events when following (within the server's longest wait).
+const FOLLOW_WAIT_MS: u64 = 20_000;
 
 #[derive(clap::Args)]
 pub struct EventsArgs {
@@ -34,60 +40,65 @@ pub struct EventsArgs {
 }
 
 pub async fn run(args: EventsArgs) -> anyhow::Result<()> {
-    let mut filter = EventFilter::new();
-    for name in &args.kind {
-        filter = filter.kind(EventKind::parse(name)?);
-    }
-    if let Some(id) = &args.id {
-        filter = filter.id(id.clone());
-    }
-    let from = args
+    let api = args.common.api().await?;
+    let mut from = args
         .from
-        .as_deref()
-        .or(Some(if args.follow { "now" } else { "oldest" }));
-    let start = start_of(from).map_err(|e| anyhow::anyhow!("--from: {}", e.message()))?;
-    let q = args.common.connect().await?.queue(&args.queue)?;
-    let mut reader = q.events(start, filter).await?;
+        .clone()
+        .unwrap_or_else(|| if args.follow { "now" } else { "oldest" }.to_owned());
+    let kinds = (!args.kind.is_empty()).then(|| args.kind.join(","));
+    let wait = if args.follow { FOLLOW_WAIT_MS } else { 0 };
     loop {
-        let wait = if args.follow {
-            None
-        } else {
-            Some(std::time::Duration::ZERO)
-        };
-        let events = tokio::select! {
-            read = reader.next(READ, wait) => read?,
+        let path = format!(
+            "/v1/queues/{}/events{}",
+            segment(&args.queue),
+            query(&[
+                ("from", Some(from.clone())),
+                ("kind", kinds.clone()),
+                ("id", args.id.clone()),
+                ("limit", Some(READ.to_string())),
+                ("wait_ms", Some(wait.to_string())),
+            ])
+        );
+        let page = tokio::select! {
+            page = api.get(&path) => page?,
             _ = tokio::signal::ctrl_c() => return Ok(()),
         };
-        if events.is_empty() && !args.follow {
-            return Ok(());
-        }
-        for event in events {
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        for event in &events {
             println!("{}", line(&args.common, event));
         }
+        let next = text(&page["cursor"]);
+        // Without --follow: done at the end, where a page finds nothing and does not move
+        // on (a filtered page may find nothing in what it looked at, and move on).
+        if !args.follow && events.is_empty() && next == from {
+            return Ok(());
+        }
+        from = next;
     }
 }
 
-/// An event as one line: a JSON object with `--json`, else its time, kind, id and details.
-fn line(common: &Common, event: Event) -> String {
+/// An event as one line: the API's JSON object with `--json`, else its time, kind, id and
+/// details.
+fn line(common: &Common, event: &Value) -> String {
     if common.json() {
-        return serde_json::to_string(&EventOut::from(event)).unwrap_or_default();
+        return event.to_string();
     }
     let mut out = format!(
         "{}  {:<11}  {}",
-        time_text(event.at_ms),
-        event.kind,
-        event.id
+        time_of(&event["at_ms"]),
+        text(&event["kind"]),
+        text(&event["id"])
     );
-    if let Some(n) = event.attempt {
+    if let Some(n) = event["attempt"].as_u64() {
         out.push_str(&format!("  attempt {n}"));
     }
-    if let Some(due) = event.due_ms {
-        out.push_str(&format!("  due {}", time_text(due)));
+    if event["due_ms"].is_u64() {
+        out.push_str(&format!("  due {}", time_of(&event["due_ms"])));
     }
-    if let Some(detail) = &event.detail {
+    if let Some(detail) = event["detail"].as_str() {
         out.push_str(&format!("  ({detail})"));
     }
-    if let Some(error) = &event.error {
+    if let Some(error) = event["error"].as_str() {
         out.push_str(&format!("  error: {error}"));
     }
     out

@@ -3,10 +3,12 @@
 //! (README, "Upgrading").
 
 use anyhow::bail;
-use delayq::{DelayQ, Process, QueueFormat, DATA_FORMAT};
+use axum::http::Method;
 use serde_json::{json, Value};
 
+use super::api_client::{segment, ApiClient};
 use super::common::{print, Common};
+use super::messages::text;
 
 /// Data format commands.
 #[derive(clap::Subcommand)]
@@ -34,28 +36,29 @@ pub enum FormatCommand {
 pub async fn run(command: FormatCommand) -> anyhow::Result<()> {
     match command {
         FormatCommand::Show { common, queue } => {
-            let dq = common.connect().await?;
+            let api = common.api().await?;
             let names = match queue {
                 Some(q) => vec![q],
-                None => queue_names(&dq).await?,
+                None => queue_names(&api).await?,
             };
             let mut rows = Vec::new();
             for name in names {
-                let format = dq.queue(&name)?.data_format().await?;
-                rows.push((name, format));
+                rows.push(
+                    api.get(&format!("/v1/queues/{}/format", segment(&name)))
+                        .await?,
+                );
             }
-            let processes = dq.processes().await?;
-            dq.withdraw().await?;
+            let processes = api.get("/v1/processes").await?;
             let out = json!({
-                "newest": DATA_FORMAT,
-                "queues": rows.iter().map(|(n, f)| format_json(n, f)).collect::<Vec<_>>(),
-                "processes": processes.iter().map(process_json).collect::<Vec<_>>(),
+                "newest": processes["newest"],
+                "queues": rows,
+                "processes": processes["processes"],
             });
             print(&common, &out, || {
                 format!(
                     "{}\n\n{}",
-                    formats_table(&rows),
-                    processes_table(&processes)
+                    formats_table(&rows, &out["newest"]),
+                    processes_table(&out["processes"])
                 )
             })
         }
@@ -64,73 +67,70 @@ pub async fn run(command: FormatCommand) -> anyhow::Result<()> {
             queues,
             all,
         } => {
-            let dq = common.connect().await?;
-            // This process reads the newest format: its own announcement never holds the
-            // upgrade up; taken back at the end, it is not listed for a lease after.
-            let names = if all { queue_names(&dq).await? } else { queues };
+            let api = common.api().await?;
+            let names = if all {
+                queue_names(&api).await?
+            } else {
+                queues
+            };
             let mut rows = Vec::new();
             for name in names {
-                match dq.queue(&name)?.upgrade_format().await {
-                    Ok(format) => rows.push((name, format)),
-                    Err(e) => {
-                        dq.withdraw().await?;
-                        bail!("{name}: {e}");
-                    }
+                let path = format!("/v1/queues/{}/upgrade", segment(&name));
+                match api.call(Method::POST, &path, None).await {
+                    Ok(format) => rows.push(format),
+                    Err(e) => bail!("{name}: {e}"),
                 }
             }
-            dq.withdraw().await?;
-            let out = json!({
-                "newest": DATA_FORMAT,
-                "queues": rows.iter().map(|(n, f)| format_json(n, f)).collect::<Vec<_>>(),
-            });
-            print(&common, &out, || formats_table(&rows))
+            let newest = rows.first().map_or(Value::Null, |r| r["newest"].clone());
+            let out = json!({ "newest": newest, "queues": rows });
+            print(&common, &out, || formats_table(&rows, &out["newest"]))
         }
     }
 }
 
-async fn queue_names(dq: &DelayQ) -> anyhow::Result<Vec<String>> {
-    Ok(dq.queues().await?.iter().map(|q| q.to_string()).collect())
+async fn queue_names(api: &ApiClient) -> anyhow::Result<Vec<String>> {
+    let out = api.get("/v1/queues").await?;
+    Ok(out["queues"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|q| text(&q["name"]))
+        .collect())
 }
 
-fn format_json(name: &str, f: &QueueFormat) -> Value {
-    json!({
-        "queue": name, "format": f.format(), "partitions": f.partitions,
-        "upgraded": f.upgraded(), "current": f.is_current(),
-    })
-}
-
-fn process_json(p: &Process) -> Value {
-    json!({ "name": p.name, "newest_format": p.newest_format, "lease_left_ms": p.lease_left_ms })
-}
-
-fn formats_table(rows: &[(String, QueueFormat)]) -> String {
+fn formats_table(rows: &[Value], newest: &Value) -> String {
     let mut t = format!(
-        "{:<32} {:>6}  {:<24}  newest: {DATA_FORMAT}",
+        "{:<32} {:>6}  {:<24}  newest: {newest}",
         "QUEUE", "FORMAT", "UPGRADED"
     );
-    for (name, f) in rows {
-        let progress = if f.partitions.is_empty() {
-            "not used yet".to_owned()
-        } else {
-            format!("{} of {} partition(s)", f.upgraded(), f.partitions.len())
+    for f in rows {
+        let partitions = f["partitions"].as_array().map_or(0, Vec::len);
+        let progress = match partitions {
+            0 => "not used yet".to_owned(),
+            n => format!("{} of {n} partition(s)", f["upgraded"]),
         };
-        t.push_str(&format!("\n{name:<32} {:>6}  {progress:<24}", f.format()));
+        t.push_str(&format!(
+            "\n{:<32} {:>6}  {progress:<24}",
+            text(&f["queue"]),
+            f["format"].to_string()
+        ));
     }
     t
 }
 
-fn processes_table(processes: &[Process]) -> String {
+fn processes_table(processes: &Value) -> String {
     let mut t = format!("{:<48} {:>14}  {}", "PROCESS", "READS UP TO", "LEASE");
-    for p in processes {
-        let lease = if p.lease_left_ms > 0 {
-            format!("{:.1}s left", p.lease_left_ms as f64 / 1000.0)
+    for p in processes.as_array().into_iter().flatten() {
+        let left = p["lease_left_ms"].as_i64().unwrap_or(0);
+        let lease = if left > 0 {
+            format!("{:.1}s left", left as f64 / 1000.0)
         } else {
-            format!("ran out {:.1}s ago", -p.lease_left_ms as f64 / 1000.0)
+            format!("ran out {:.1}s ago", -left as f64 / 1000.0)
         };
         t.push_str(&format!(
             "\n{:<48} {:>14}  {lease}",
-            p.name,
-            format!("format {}", p.newest_format)
+            text(&p["name"]),
+            format!("format {}", p["newest_format"])
         ));
     }
     t

@@ -2,10 +2,12 @@
 //! settings; and one group's pause, resume, concurrency, weight and rate limit (README,
 //! "Groups").
 
-use delayq::{GroupInfo, GroupSettings, RateLimit};
+use axum::http::Method;
 use serde_json::{json, Value};
 
+use super::api_client::{query, segment};
 use super::common::{print, Common};
+use super::messages::text;
 
 /// Group commands.
 #[derive(clap::Subcommand)]
@@ -15,8 +17,10 @@ pub enum GroupsCommand {
         #[command(flatten)]
         common: Common,
         queue: String,
+        /// Skip this many (most messages first).
         #[arg(long, default_value_t = 0)]
         offset: u64,
+        /// At most this many.
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
@@ -77,20 +81,21 @@ pub async fn run(command: GroupsCommand) -> anyhow::Result<()> {
             offset,
             limit,
         } => {
-            let q = common.connect().await?.queue(&queue)?;
-            let page = q.groups().list(offset, limit).await?;
-            let out = json!({
-                "total": page.total,
-                "groups": page.groups.iter()
-                    .map(|g| json!({ "name": g.name, "messages": g.messages }))
-                    .collect::<Vec<_>>(),
-            });
+            let path = format!(
+                "/v1/queues/{}/groups{}",
+                segment(&queue),
+                query(&[
+                    ("offset", Some(offset.to_string())),
+                    ("limit", Some(limit.to_string()))
+                ])
+            );
+            let out = common.api().await?.get(&path).await?;
             print(&common, &out, || {
                 let mut t = format!("{:<40} {:>10}", "GROUP", "MESSAGES");
-                for g in &page.groups {
-                    t.push_str(&format!("\n{:<40} {:>10}", g.name, g.messages));
+                for g in out["groups"].as_array().into_iter().flatten() {
+                    t.push_str(&format!("\n{:<40} {:>10}", text(&g["name"]), g["messages"]));
                 }
-                t.push_str(&format!("\n({} groups in all)", page.total));
+                t.push_str(&format!("\n({} groups in all)", out["total"]));
                 t
             })
         }
@@ -99,8 +104,8 @@ pub async fn run(command: GroupsCommand) -> anyhow::Result<()> {
             queue,
             group,
         } => {
-            let q = common.connect().await?.queue(&queue)?;
-            show(&common, &q.groups().get(&group).await?)
+            let out = common.api().await?.get(&path(&queue, &group)).await?;
+            show(&common, &out)
         }
         GroupsCommand::Set {
             common,
@@ -113,81 +118,76 @@ pub async fn run(command: GroupsCommand) -> anyhow::Result<()> {
             burst,
             queue_rate_limit,
         } => {
-            if concurrency.is_none()
-                && !queue_concurrency
-                && weight.is_none()
-                && rate_limit.is_none()
-                && !queue_rate_limit
-            {
+            let mut body = json!({});
+            if concurrency.is_some() || queue_concurrency {
+                body["concurrency"] = json!(concurrency);
+            }
+            if let Some(weight) = weight {
+                body["weight"] = json!(weight);
+            }
+            if let Some(per_second) = rate_limit {
+                body["rate_limit"] =
+                    json!({ "per_second": per_second, "burst": burst.unwrap_or(1) });
+            } else if queue_rate_limit {
+                body["rate_limit"] = Value::Null;
+            }
+            if body.as_object().is_some_and(serde_json::Map::is_empty) {
                 anyhow::bail!(
                     "nothing to change: give --concurrency, --queue-concurrency, --weight, \
                      --rate-limit or --queue-rate-limit"
                 );
             }
-            let rate_limit = rate_limit.map(|per_second| RateLimit {
-                per_second,
-                burst: burst.unwrap_or(1),
-            });
-            let settings = GroupSettings {
-                concurrency: (concurrency.is_some() || queue_concurrency).then_some(concurrency),
-                weight: weight.map(Some),
-                paused: None,
-                rate_limit: (rate_limit.is_some() || queue_rate_limit).then_some(rate_limit),
-            };
-            let q = common.connect().await?.queue(&queue)?;
-            show(&common, &q.groups().configure(&group, settings).await?)
+            patch(&common, &queue, &group, body).await
         }
         GroupsCommand::Pause {
             common,
             queue,
             group,
-        } => {
-            let q = common.connect().await?.queue(&queue)?;
-            show(&common, &q.groups().pause(&group).await?)
-        }
+        } => patch(&common, &queue, &group, json!({ "paused": true })).await,
         GroupsCommand::Resume {
             common,
             queue,
             group,
-        } => {
-            let q = common.connect().await?.queue(&queue)?;
-            show(&common, &q.groups().resume(&group).await?)
-        }
+        } => patch(&common, &queue, &group, json!({ "paused": false })).await,
     }
 }
 
-fn show(common: &Common, g: &GroupInfo) -> anyhow::Result<()> {
-    print(common, &group_json(g), || {
-        let limit = g.concurrency.map_or("none".into(), |n| n.to_string());
-        let rate = g.rate_limit.map_or("none".into(), |l| {
-            format!("{}/s, burst {}", l.per_second, l.burst)
-        });
+fn path(queue: &str, group: &str) -> String {
+    format!("/v1/queues/{}/groups/{}", segment(queue), segment(group))
+}
+
+/// Changes a group's own settings, and shows the group.
+async fn patch(common: &Common, queue: &str, group: &str, body: Value) -> anyhow::Result<()> {
+    let api = common.api().await?;
+    let out = api
+        .call(Method::PATCH, &path(queue, group), Some(&body))
+        .await?;
+    show(common, &out)
+}
+
+fn show(common: &Common, g: &Value) -> anyhow::Result<()> {
+    print(common, g, || {
+        let limit = g["concurrency"]
+            .as_u64()
+            .map_or("none".into(), |n| n.to_string());
+        let rate = match g["rate_limit"]["per_second"].as_u64() {
+            Some(per_second) => format!("{per_second}/s, burst {}", g["rate_limit"]["burst"]),
+            None => "none".into(),
+        };
+        let own = |key: &str| match g[key].is_null() {
+            true => "",
+            false => " (its own)",
+        };
         format!(
-            "group       {}\ndelayed     {}\nready       {}\nin flight   {}\nstate       {}\nconcurrency {}{}\nweight      {}\nrate limit  {}{}",
-            g.name,
-            g.delayed,
-            g.ready,
-            g.in_flight,
-            if g.paused { "paused" } else { "active" },
-            limit,
-            if g.own_concurrency.is_some() { " (its own)" } else { "" },
-            g.weight,
-            rate,
-            if g.own_rate_limit.is_some() { " (its own)" } else { "" },
+            "group       {}\ndelayed     {}\nready       {}\nin flight   {}\nstate       {}\nconcurrency {limit}{}\nweight      {}\nrate limit  {rate}{}",
+            text(&g["name"]),
+            g["delayed"],
+            g["ready"],
+            g["in_flight"],
+            if g["paused"].as_bool() == Some(true) { "paused" } else { "active" },
+            own("own_concurrency"),
+            g["weight"],
+            own("own_rate_limit"),
         )
     })
-}
-
-fn group_json(g: &GroupInfo) -> Value {
-    json!({
-        "name": g.name, "delayed": g.delayed, "ready": g.ready, "in_flight": g.in_flight,
-        "paused": g.paused, "concurrency": g.concurrency,
-        "own_concurrency": g.own_concurrency, "weight": g.weight,
-        "rate_limit": g.rate_limit.map(rate_json),
-        "own_rate_limit": g.own_rate_limit.map(rate_json),
-    })
-}
-
-fn rate_json(l: RateLimit) -> Value {
-    json!({ "per_second": l.per_second, "burst": l.burst })
 }

@@ -3,26 +3,32 @@
 //! Floors, top down (each imports only from below it):
 //! * this file: the command line, dispatched to `serve`, `health` (a server's /readyz, the
 //!   container's health check) or `admin`;
-//! * `admin.rs`: the admin commands, handing `schedule`, `push`, `format` and `groups` to
-//!   their modules;
-//! * `schedule.rs`, `push.rs`, `format.rs`, `groups.rs`, `configure.rs`, `events.rs`:
-//!   recurring schedules, push targets, data formats, groups, settings, the event stream;
-//!   `webhooks.rs`: the URLs a queue's events are sent to;
+//! * `admin.rs`: the admin commands' flags, each handed to its module;
+//! * `messages.rs`, `queues.rs`, `dead.rs`, `schedule.rs`, `push.rs`, `format.rs`,
+//!   `groups.rs`, `configure.rs`, `events.rs`, `webhooks.rs`: messages (send, get, cancel,
+//!   list), queues and processes, dead letters, recurring schedules, push targets, data
+//!   formats, groups, settings, the event stream, the URLs a queue's events are sent to;
+//!   each builds a request of the HTTP API and prints its answer;
 //! * `serve.rs`: the HTTP API, its flags also read from a file by `config_file.rs`, its
 //!   tokens by `token_reload.rs` (again on SIGHUP or when the file changes);
-//!   `common.rs`: what the admin commands share (flags,
-//!   connection, printing, text forms);
+//!   `common.rs`: what the admin commands share (flags, printing, text forms);
+//! * `api_client.rs`: where a command's request goes (this process's router on Redis, or
+//!   a server over HTTP with `--url`);
 //! * `redis_args.rs`: where Redis is, as every command is told.
 
 mod admin;
+mod api_client;
 mod common;
 pub mod config_file;
 mod configure;
+mod dead;
 mod events;
 mod format;
 mod groups;
 mod health;
+mod messages;
 mod push;
+mod queues;
 mod redis_args;
 mod schedule;
 mod serve;

@@ -5,10 +5,12 @@
 use std::time::Duration;
 
 use anyhow::bail;
-use delayq_server::push::target::{self, PushTarget};
-use serde_json::json;
+use axum::http::Method;
+use serde_json::{json, Value};
 
-use super::common::{print, Common};
+use super::api_client::segment;
+use super::common::{ms, print, Common};
+use super::messages::text;
 
 /// Push target commands.
 #[derive(clap::Subcommand)]
@@ -66,68 +68,66 @@ pub async fn run(command: PushCommand) -> anyhow::Result<()> {
             signing_keys,
             allow_message_urls,
         } => {
-            let dq = common.connect().await?;
-            let q = dq.queue(&queue)?;
-            let mut header_map = std::collections::BTreeMap::new();
+            let mut header_map = serde_json::Map::new();
             for h in headers {
                 let Some((name, value)) = h.split_once(':') else {
                     bail!("--header {h:?}: give NAME:VALUE");
                 };
-                header_map.insert(name.trim().to_owned(), value.trim().to_owned());
+                header_map.insert(name.trim().to_owned(), json!(value.trim()));
             }
-            let given = (!signing_keys.is_empty()).then_some(signing_keys);
-            let replaced = target::load(&dq, &q).await?.map(|t| t.signing_keys);
-            let signing_keys = delayq_server::push::signature::keys_to_set(given, replaced);
-            let target = PushTarget {
-                url,
-                method: "POST".into(),
-                headers: header_map,
-                timeout_ms: timeout.as_millis() as u64,
-                concurrency,
-                signing_keys,
-                dead_statuses: None,
-                failure_callback,
-                follow_redirects: false,
-                allow_message_urls: target::allowed_origins(allow_message_urls)
-                    .map_err(|e| anyhow::anyhow!(e))?,
-            };
-            target.validate().map_err(|e| anyhow::anyhow!(e))?;
-            target::save(&dq, &q, &target).await?;
+            let mut body = json!({
+                "url": url, "timeout": ms(timeout), "concurrency": concurrency,
+                "headers": header_map, "allow_message_urls": allow_message_urls,
+            });
+            if let Some(callback) = failure_callback {
+                body["failure_callback"] = json!(callback);
+            }
+            // None given: the API keeps the target's keys, or makes one.
+            if !signing_keys.is_empty() {
+                body["signing_keys"] = json!(signing_keys);
+            }
+            let api = common.api().await?;
+            let target = api.call(Method::PUT, &path(&queue), Some(&body)).await?;
             show(&common, &target)
         }
         PushCommand::Get { common, queue } => {
-            let dq = common.connect().await?;
-            let Some(target) = target::load(&dq, &dq.queue(&queue)?).await? else {
-                bail!("{queue} has no push target");
-            };
+            let target = common.api().await?.get(&path(&queue)).await?;
             show(&common, &target)
         }
         PushCommand::Remove { common, queue } => {
-            let dq = common.connect().await?;
-            if !target::remove(&dq, &dq.queue(&queue)?).await? {
-                bail!("{queue} has no push target");
-            }
-            print(&common, &json!({ "removed": queue }), || {
-                format!("{queue}: pull again")
-            })
+            common
+                .api()
+                .await?
+                .call(Method::DELETE, &path(&queue), None)
+                .await?;
+            print(&common, &Value::Null, || format!("{queue}: pull again"))
         }
     }
 }
 
-fn show(common: &Common, target: &PushTarget) -> anyhow::Result<()> {
-    let out = serde_json::to_value(target)?;
-    print(common, &out, || {
+fn path(queue: &str) -> String {
+    format!("/v1/queues/{}/push", segment(queue))
+}
+
+fn show(common: &Common, target: &Value) -> anyhow::Result<()> {
+    print(common, target, || {
+        let origins: Vec<String> = target["allow_message_urls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
         format!(
             "{} {}  timeout {} ms, {} at once\nsigning key: {}\nmessage URLs allowed on: {}",
-            target.method,
-            target.url,
-            target.timeout_ms,
-            target.concurrency,
-            target.signing_keys.first().map_or("-", String::as_str),
-            if target.allow_message_urls.is_empty() {
+            text(&target["method"]),
+            text(&target["url"]),
+            target["timeout_ms"],
+            target["concurrency"],
+            text(&target["signing_keys"][0]),
+            if origins.is_empty() {
                 "none".to_owned()
             } else {
-                target.allow_message_urls.join(", ")
+                origins.join(", ")
             }
         )
     })

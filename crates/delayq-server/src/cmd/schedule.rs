@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use anyhow::bail;
-use delayq::{Firing, MissedTicks, PayloadKind, Recurrence, ScheduleInfo, SendOptions};
+use axum::http::Method;
 use serde_json::{json, Value};
 
-use super::common::{parse_backoff, payload_text, print, time_text, Common};
+use super::api_client::{segment, ApiClient};
+use super::common::{backoff_json, ms, payload_field, print, time_of, time_text, unix_ms, Common};
+use super::messages::text;
 
 /// Schedule commands.
 #[derive(clap::Subcommand)]
@@ -123,75 +124,57 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
             overlap,
             json_payload,
         } => {
-            let recurrence = match (cron, every) {
-                (Some(cron), _) => Recurrence::cron(&cron, time_zone.as_deref().unwrap_or("UTC"))?,
-                (None, Some(every)) => Recurrence::interval(every, 0)?,
-                (None, None) => bail!("give --cron or --every"),
-            };
-            let missed: MissedTicks = missed.parse()?;
-            let firing = Firing {
-                jitter,
-                overlap: overlap.parse()?,
-            };
-            let mut options = SendOptions::new();
+            let mut body = json!({ "missed": missed, "overlap": overlap });
+            payload_field(&mut body, &payload, json_payload)?;
+            if let Some(cron) = cron {
+                body["cron"] = json!(cron);
+                body["time_zone"] = json!(time_zone.unwrap_or_else(|| "UTC".into()));
+            }
+            if let Some(every) = every {
+                body["every"] = json!(ms(every));
+            }
             if let Some(p) = priority {
-                options = options.priority(p);
+                body["priority"] = json!(p);
             }
             if let Some(n) = max_attempts {
-                options = options.max_attempts(n);
+                body["max_attempts"] = json!(n);
             }
             if let Some(spec) = backoff {
-                let backoff = parse_backoff(&spec).map_err(|e| anyhow::anyhow!("--backoff {e}"))?;
-                options = options.backoff(backoff);
+                body["backoff"] = backoff_json(&spec, None)?;
             }
-            if json_payload {
-                serde_json::from_str::<Value>(&payload)
-                    .map_err(|e| anyhow::anyhow!("--json-payload: not JSON: {e}"))?;
-                options = options.kind(PayloadKind::Json);
+            if let Some(jitter) = jitter {
+                body["jitter"] = json!(ms(jitter));
             }
-            let q = common.connect().await?.queue(&queue)?;
-            q.schedules()
-                .put_with(
-                    &name,
-                    recurrence,
-                    missed,
-                    firing,
-                    payload.as_bytes(),
-                    &options,
-                )
+            let api = common.api().await?;
+            let out = api
+                .call(Method::PUT, &path(&queue, &name), Some(&body))
                 .await?;
-            let Some(info) = q.schedules().get(&name).await? else {
-                bail!("schedule {name} was deleted meanwhile");
-            };
-            show(&common, &[info], false)
+            show(&common, &out)
         }
         ScheduleCommand::Get {
             common,
             queue,
             name,
         } => {
-            let q = common.connect().await?.queue(&queue)?;
-            let Some(info) = q.schedules().get(&name).await? else {
-                bail!("no schedule {name} in {queue}");
-            };
-            show(&common, &[info], false)
+            let out = common.api().await?.get(&path(&queue, &name)).await?;
+            show(&common, &out)
         }
         ScheduleCommand::List { common, queue } => {
-            let q = common.connect().await?.queue(&queue)?;
-            show(&common, &q.schedules().list().await?, true)
+            let list = format!("/v1/queues/{}/schedules", segment(&queue));
+            let out = common.api().await?.get(&list).await?;
+            print(&common, &out, || {
+                let schedules = out["schedules"].as_array().cloned().unwrap_or_default();
+                schedules.iter().map(table).collect::<Vec<_>>().join("\n")
+            })
         }
         ScheduleCommand::Delete {
             common,
             queue,
             name,
         } => {
-            let q = common.connect().await?.queue(&queue)?;
-            if !q.schedules().delete(&name).await? {
-                bail!("no schedule {name} in {queue}");
-            }
-            print(&common, &json!({ "deleted": name }), || {
-                format!("deleted {name}")
-            })
+            let api = common.api().await?;
+            let out = api.call(Method::DELETE, &path(&queue, &name), None).await?;
+            print(&common, &out, || format!("deleted {name}"))
         }
         ScheduleCommand::Pause {
             common,
@@ -210,82 +193,66 @@ pub async fn run(command: ScheduleCommand) -> anyhow::Result<()> {
             from,
             to,
         } => {
-            let ms = |t: std::time::SystemTime| {
-                t.duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as u64)
-            };
-            let q = common.connect().await?.queue(&queue)?;
-            let Some(done) = q.schedules().backfill(&name, ms(from), ms(to)).await? else {
-                bail!("no schedule {name} in {queue}");
-            };
-            let out = json!({ "sent": done.sent, "already_sent": done.already_sent });
+            let body = json!({ "from": unix_ms(from), "to": unix_ms(to) });
+            let backfill = format!("{}/backfill", path(&queue, &name));
+            let api: ApiClient = common.api().await?;
+            let out = api.call(Method::POST, &backfill, Some(&body)).await?;
             print(&common, &out, || {
                 format!(
                     "{name}: {} ticks sent, {} sent before",
-                    done.sent, done.already_sent
+                    out["sent"], out["already_sent"]
                 )
             })
         }
     }
 }
 
-/// Pauses or resumes schedule `name` of `queue`, and shows it.
-async fn set_paused(common: &Common, queue: &str, name: &str, paused: bool) -> anyhow::Result<()> {
-    let q = common.connect().await?.queue(queue)?;
-    let schedules = q.schedules();
-    let found = match paused {
-        true => schedules.pause(name).await?,
-        false => schedules.resume(name).await?,
-    };
-    match found.then_some(schedules.get(name).await?).flatten() {
-        Some(info) => show(common, &[info], false),
-        None => bail!("no schedule {name} in {queue}"),
-    }
+fn path(queue: &str, name: &str) -> String {
+    format!("/v1/queues/{}/schedules/{}", segment(queue), segment(name))
 }
 
-/// Prints `schedules`: as a JSON array for a `list`, else as the one object.
-fn show(common: &Common, schedules: &[ScheduleInfo], list: bool) -> anyhow::Result<()> {
-    let when = |s: &ScheduleInfo| s.recurrence.to_string();
-    let out: Vec<Value> = schedules
-        .iter()
-        .map(|s| {
-            let cron = s.recurrence.as_cron();
-            json!({
-                "name": s.name,
-                "cron": cron.map(|c| c.0),
-                "time_zone": cron.map(|c| c.1),
-                "every_ms": s.recurrence.as_interval().map(|(d, _)| d.as_millis() as u64),
-                "missed": s.missed.to_string(),
-                "priority": s.priority,
-                "max_attempts": s.max_attempts,
-                "payload": payload_text(&s.payload, s.kind),
-                "created_ms": s.created_ms,
-                "last_tick_ms": s.last_tick_ms,
-                "next_ticks_ms": s.next_ticks_ms,
-                "paused": s.paused,
-                "jitter_ms": s.firing.jitter.map(|j| j.as_millis() as u64),
-                "overlap": s.firing.overlap.as_str(),
-            })
-        })
-        .collect();
-    let json = match (list, out.first()) {
-        (false, Some(one)) => one.clone(),
-        _ => Value::Array(out),
+/// Pauses or resumes schedule `name` of `queue`, and shows it.
+async fn set_paused(common: &Common, queue: &str, name: &str, paused: bool) -> anyhow::Result<()> {
+    let body = json!({ "paused": paused });
+    let api = common.api().await?;
+    let out = api
+        .call(Method::PATCH, &path(queue, name), Some(&body))
+        .await?;
+    show(common, &out)
+}
+
+/// Prints one schedule.
+fn show(common: &Common, schedule: &Value) -> anyhow::Result<()> {
+    print(common, schedule, || table(schedule))
+}
+
+/// A schedule as two lines: name, when, missed and last tick; then its next ticks.
+fn table(s: &Value) -> String {
+    let when = match (s["cron"].as_str(), s["every_ms"].as_u64()) {
+        (Some(cron), _) => format!("cron {cron:?} in {}", text(&s["time_zone"])),
+        (None, Some(every)) => format!(
+            "every {}",
+            humantime::format_duration(std::time::Duration::from_millis(every))
+        ),
+        (None, None) => "-".into(),
     };
-    print(common, &json, || {
-        let mut t = String::new();
-        for s in schedules {
-            let next: Vec<String> = s.next_ticks_ms.iter().map(|t| time_text(*t)).collect();
-            t.push_str(&format!(
-                "{}{}  {}  missed: {}  last: {}\n  next: {}\n",
-                s.name,
-                if s.paused { " (paused)" } else { "" },
-                when(s),
-                s.missed,
-                s.last_tick_ms.map_or("-".into(), time_text),
-                next.join(", ")
-            ));
-        }
-        t.trim_end().to_owned()
-    })
+    let next: Vec<String> = s["next_ticks_ms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .map(time_text)
+        .collect();
+    format!(
+        "{}{}  {when}  missed: {}  last: {}\n  next: {}",
+        text(&s["name"]),
+        if s["paused"].as_bool() == Some(true) {
+            " (paused)"
+        } else {
+            ""
+        },
+        text(&s["missed"]),
+        time_of(&s["last_tick_ms"]),
+        next.join(", ")
+    )
 }

@@ -3,11 +3,12 @@
 //! address against its `--push-allow` as it goes.
 
 use anyhow::bail;
-use delayq::EventKind;
-use delayq_server::webhooks::config::{self, Hook, Webhooks};
-use serde_json::json;
+use axum::http::Method;
+use serde_json::{json, Value};
 
+use super::api_client::{is_code, segment, ApiClient};
 use super::common::{print, Common};
+use super::messages::text;
 
 /// Webhook commands.
 #[derive(clap::Subcommand)]
@@ -46,70 +47,74 @@ pub async fn run(command: WebhooksCommand) -> anyhow::Result<()> {
             url,
             kind,
         } => {
-            for k in &kind {
-                EventKind::parse(k)?;
-            }
-            let dq = common.connect().await?;
-            let q = dq.queue(&queue)?;
-            let mut webhooks = config::load(&dq, q.name()).await?.unwrap_or(Webhooks {
-                hooks: Vec::new(),
-                signing_keys: delayq_server::push::signature::keys_to_set(None, None),
-            });
-            webhooks.hooks.retain(|h| h.url != url);
-            webhooks.hooks.push(Hook { url, kinds: kind });
-            if let Err(why) = webhooks.validate() {
-                bail!("{why}");
-            }
-            config::save(&dq, &q, &webhooks).await?;
-            show(&common, &webhooks)
+            let api = common.api().await?;
+            let mut hooks = current(&api, &queue).await?;
+            hooks.retain(|h| h["url"].as_str() != Some(url.as_str()));
+            hooks.push(json!({ "url": url, "kinds": kind }));
+            let body = json!({ "webhooks": hooks });
+            let out = api.call(Method::PUT, &path(&queue), Some(&body)).await?;
+            show(&common, &out)
         }
         WebhooksCommand::List { common, queue } => {
-            let dq = common.connect().await?;
-            let q = dq.queue(&queue)?;
-            match config::load(&dq, q.name()).await? {
-                Some(webhooks) => show(&common, &webhooks),
-                None => bail!("{queue} has no webhooks"),
-            }
+            let out = common.api().await?.get(&path(&queue)).await?;
+            show(&common, &out)
         }
         WebhooksCommand::Remove { common, queue, url } => {
-            let dq = common.connect().await?;
-            let q = dq.queue(&queue)?;
-            let Some(mut webhooks) = config::load(&dq, q.name()).await? else {
-                bail!("{queue} has no webhooks");
-            };
-            let before = webhooks.hooks.len();
-            webhooks.hooks.retain(|h| h.url != url);
-            if webhooks.hooks.len() == before {
+            let api = common.api().await?;
+            let mut hooks = current(&api, &queue).await?;
+            let before = hooks.len();
+            hooks.retain(|h| h["url"].as_str() != Some(url.as_str()));
+            if hooks.len() == before {
                 bail!("{queue} has no webhook {url}");
             }
-            match webhooks.hooks.is_empty() {
-                true => config::remove(&dq, q.name()).await.map(drop)?,
-                false => config::save(&dq, &q, &webhooks).await?,
+            if hooks.is_empty() {
+                api.call(Method::DELETE, &path(&queue), None).await?;
+                let out = json!({ "webhooks": [], "signing_keys": [] });
+                return show(&common, &out);
             }
-            show(&common, &webhooks)
+            let body = json!({ "webhooks": hooks });
+            let out = api.call(Method::PUT, &path(&queue), Some(&body)).await?;
+            show(&common, &out)
         }
     }
 }
 
-fn show(common: &Common, webhooks: &Webhooks) -> anyhow::Result<()> {
-    let out = json!({
-        "webhooks": webhooks.hooks.iter().map(|h| json!({ "url": h.url, "kinds": h.kinds })).collect::<Vec<_>>(),
-        "signing_keys": webhooks.signing_keys,
-    });
-    print(common, &out, || {
-        let mut lines: Vec<String> = webhooks
-            .hooks
-            .iter()
+fn path(queue: &str) -> String {
+    format!("/v1/queues/{}/webhooks", segment(queue))
+}
+
+/// The queue's webhooks now (none: an empty list).
+async fn current(api: &ApiClient, queue: &str) -> anyhow::Result<Vec<Value>> {
+    match api.get(&path(queue)).await {
+        Ok(out) => Ok(out["webhooks"].as_array().cloned().unwrap_or_default()),
+        Err(e) if is_code(&e, "not_found") => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+fn show(common: &Common, out: &Value) -> anyhow::Result<()> {
+    print(common, out, || {
+        let mut lines: Vec<String> = out["webhooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
             .map(|h| {
-                let kinds = if h.kinds.is_empty() {
-                    "every kind".to_owned()
-                } else {
-                    h.kinds.join(",")
+                let kinds: Vec<String> = h["kinds"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(text)
+                    .collect();
+                let kinds = match kinds.is_empty() {
+                    true => "every kind".to_owned(),
+                    false => kinds.join(","),
                 };
-                format!("{}  {kinds}", h.url)
+                format!("{}  {kinds}", text(&h["url"]))
             })
             .collect();
-        lines.push(format!("signing key: {}", webhooks.signing_keys[0]));
+        if let Some(key) = out["signing_keys"][0].as_str() {
+            lines.push(format!("signing key: {key}"));
+        }
         lines.join("\n")
     })
 }

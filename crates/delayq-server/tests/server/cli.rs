@@ -108,9 +108,16 @@ fn stats_queues_and_dead_letters() {
     let redis = RedisServer::start();
     ok(&redis, &["send", "a", "1"]);
     ok(&redis, &["send", "b", "2", "--delay", "1h"]);
-    assert_eq!(json(&redis, &["queues"]), serde_json::json!(["a", "b"]));
-    let stats = json(&redis, &["stats"]);
-    assert_eq!(stats[0]["queue"], "a");
+    // `--json` prints the HTTP API's answers: GET /v1/queues for both.
+    let names: Vec<Value> = json(&redis, &["queues"])["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .map(|q| q["name"].clone())
+        .collect();
+    assert_eq!(names, [serde_json::json!("a"), serde_json::json!("b")]);
+    let stats = json(&redis, &["stats"])["queues"].clone();
+    assert_eq!(stats[0]["name"], "a");
     assert_eq!(
         (stats[0]["ready"].as_u64(), stats[1]["delayed"].as_u64()),
         (Some(1), Some(1))
@@ -143,24 +150,19 @@ fn stats_queues_and_dead_letters() {
         }
     });
     let dead = json(&redis, &["dead", "list", "jobs"]);
+    assert_eq!(dead["total"], 2, "{dead}");
+    let dead = &dead["dead_letters"];
     assert_eq!(dead.as_array().map(Vec::len), Some(2));
     assert_eq!(dead[0]["last_error"], "boom");
     let table = ok(&redis, &["dead", "list", "jobs"]);
     assert!(table.contains("j1") && table.contains("boom"), "{table}");
-    assert_eq!(
-        json(&redis, &["dead", "requeue", "jobs", "j1"])["requeued"],
-        1
-    );
+    assert_eq!(json(&redis, &["dead", "requeue", "jobs", "j1"])["count"], 1);
     assert!(fails(&redis, &["dead", "requeue", "jobs", "j1"]).contains("no dead letter"));
     assert_eq!(
-        json(&redis, &["dead", "purge", "jobs", "--all"])["purged"],
+        json(&redis, &["dead", "purge", "jobs", "--all"])["count"],
         1
     );
-    assert_eq!(
-        json(&redis, &["stats", "jobs"])[0]["ready"],
-        1,
-        "j1 is back"
-    );
+    assert_eq!(json(&redis, &["stats", "jobs"])["ready"], 1, "j1 is back");
 }
 
 #[test]
@@ -239,9 +241,11 @@ fn without_a_redis_it_says_what_to_do() {
 fn create_queue_sets_the_partitions_and_stats_add_them_up() {
     let redis = RedisServer::start();
     let created = json(&redis, &["create-queue", "parted", "--partitions", "3"]);
+    // The answer of PUT /v1/queues/{queue}: the new queue's stats.
     assert_eq!(
-        created,
-        serde_json::json!({ "queue": "parted", "partitions": 3 })
+        (&created["name"], &created["partitions"]),
+        (&serde_json::json!("parted"), &serde_json::json!(3)),
+        "{created}"
     );
     for i in 0..6 {
         ok(&redis, &["send", "parted", &format!("m{i}")]);
@@ -251,7 +255,7 @@ fn create_queue_sets_the_partitions_and_stats_add_them_up() {
     assert!(tags.lines().count() >= 1, "{tags}");
     let stats = json(&redis, &["stats", "parted"]);
     assert_eq!(
-        (&stats[0]["ready"], &stats[0]["partitions"]),
+        (&stats["ready"], &stats["partitions"]),
         (&serde_json::json!(6), &serde_json::json!(3))
     );
     let refused = delayq(&redis, &["create-queue", "parted", "--partitions", "4"]);
@@ -322,17 +326,19 @@ fn redis_cluster_takes_the_cluster_nodes() {
 fn pause_and_resume_a_queue() {
     let redis = RedisServer::start();
     ok(&redis, &["send", "jobs", "m"]);
+    // The answer of POST .../pause: the stats, which show it paused.
+    let paused = json(&redis, &["pause", "jobs"]);
     assert_eq!(
-        json(&redis, &["pause", "jobs"]),
-        serde_json::json!({ "queue": "jobs", "paused": true })
+        (&paused["name"], &paused["paused"]),
+        (&serde_json::json!("jobs"), &serde_json::json!(true))
     );
     let stats = json(&redis, &["stats", "jobs"]);
-    assert_eq!(stats[0]["paused"], true);
+    assert_eq!(stats["paused"], true);
     let table = ok(&redis, &["stats", "jobs"]);
     assert!(table.contains("paused"), "{table}");
     let resumed = ok(&redis, &["resume", "jobs"]);
     assert!(resumed.contains("jobs: resumed"), "{resumed}");
-    assert_eq!(json(&redis, &["stats", "jobs"])[0]["paused"], false);
+    assert_eq!(json(&redis, &["stats", "jobs"])["paused"], false);
     let refused = fails(&redis, &["pause", "no!such"]);
     assert!(refused.contains("queue name"), "{refused}");
 }
@@ -465,7 +471,7 @@ fn schedules_are_put_listed_shown_and_deleted() {
         &["schedule", "put", "jobs", "often", "x", "--every", "10m"],
     );
     let list = json(&redis, &["schedule", "list", "jobs"]);
-    let names: Vec<&str> = list
+    let names: Vec<&str> = list["schedules"]
         .as_array()
         .expect("a list")
         .iter()

@@ -175,7 +175,7 @@ fn delete_queue_refuses_a_queue_with_messages_unless_forced() {
     redis.cli(&["SADD", "dq:pushed", "leaving"]);
     let refused = fails(&redis, &["delete-queue", "leaving"]);
     assert!(refused.contains("holds 1 messages"), "{refused}");
-    assert_eq!(json(&redis, &["stats", "leaving"])[0]["ready"], 1);
+    assert_eq!(json(&redis, &["stats", "leaving"])["ready"], 1);
     let deleted = json(&redis, &["delete-queue", "leaving", "--force"]);
     assert_eq!(
         (&deleted["queue"], &deleted["messages"], &deleted["raced"]),

@@ -8,6 +8,8 @@ mod body_guard;
 mod browse;
 mod browser;
 mod cli;
+mod cli_remote;
+mod cli_runbook;
 mod cli_settings;
 mod config_file;
 mod consume;

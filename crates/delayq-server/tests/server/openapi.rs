@@ -21,6 +21,7 @@ const ROUTES: &[&str] = &[
     "POST /v1/queues/{queue}/messages",
     "GET /v1/queues/{queue}/messages",
     "POST /v1/queues/{queue}/batch",
+    "POST /v1/queues/{queue}/cancel",
     "GET /v1/queues/{queue}/messages/{id}",
     "DELETE /v1/queues/{queue}/messages/{id}",
     "POST /v1/queues/{queue}/messages/{id}/reschedule",

@@ -267,7 +267,8 @@ async fn the_dashboard_and_alerts_count_two_servers_on_one_redis_once() {
         format!(
             "The oldest ready message of {q}, or one held past its lease, has waited over a \
              minute for 5 minutes: consumers are too few, stopped or stuck, or the queue is \
-             paused. `delayq stats {q}` shows which (ready, overdue)."
+             paused. `delayq stats {q}` shows which (ready, overdue), `delayq processes` who runs \
+             and when each was last seen, `delayq list {q} --state in_flight` what is held."
         )
     };
     let mut alerts = String::new();

@@ -166,8 +166,9 @@ fn the_cli_sends_upserts() {
         ],
     );
     assert_eq!(sent["replaced"], "delayed", "{sent}");
+    // `--json` is GET's answer: a text payload is bytes, in base64.
     let got = cli_json(&redis, &["get", "jobs", "j1"]);
-    assert_eq!(got["payload"], "v2");
+    assert_eq!(got["payload_base64"], "djI=", "{got}");
     let refused = fails(
         &redis,
         &[

@@ -311,10 +311,7 @@ fn the_cli_adds_lists_and_removes_webhooks() {
     assert_eq!(listed["webhooks"].as_array().map(Vec::len), Some(2));
     assert_eq!(listed["signing_keys"][0], json!(key), "the key stays");
     let stats = json(&redis, &["stats", "orders"]);
-    assert!(
-        stats[0]["events_max"].as_u64().is_some(),
-        "events on: {stats}"
-    );
+    assert!(stats["events_max"].as_u64().is_some(), "events on: {stats}");
     let left = json(
         &redis,
         &[
