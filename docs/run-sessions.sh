@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the shell samples of docs/events.md (the live event stream, a webhook, OTLP export),
-# docs/operations.md (/readyz, the Functions library on the server, a tokens reload, a
-# queue's delete), docs/http-api.md (an ack with the next receive), docs/schedules.md,
+# docs/operations.md (/readyz, the Functions library on the server, a tokens reload, the
+# CLI on call over HTTP, a queue's delete), docs/http-api.md (an ack with the next receive), docs/schedules.md,
 # docs/upgrading.md (`delayq format`) and docs/cluster.md (a queue of 6 partitions on a
 # Redis Cluster) exactly as written, after the setup each assumes (a `delayq serve` with its
 # embedded Redis, a receiver, a collector, a cluster on 127.0.0.1:7000-7002), and checks
@@ -186,13 +186,30 @@ if ! curl -sf localhost:7400/v1/queues "${rotated[@]}" >/dev/null || ! grep -q '
 fi
 echo "docs/operations.md reload session: kill -HUP took the added token in (tokens reloaded why=\"SIGHUP\")"
 
-# docs/operations.md, block 6: a queue's delete, refused while it holds messages, then
+# docs/operations.md, block 6: on call, the CLI over HTTP with DELAYQ_URL and DELAYQ_TOKEN
+# (and no data directory). Setup: orders holds a ready message and three delayed ones, two
+# of them customer 42's.
+admin=(-H 'authorization: Bearer an-admin-token-0123456789')
+json /v1/queues/orders/messages "${admin[@]}" -d '{"payload": {"customer": 7}}' >/dev/null
+for c in 42 42 9; do
+  json /v1/queues/orders/messages "${admin[@]}" -d "{\"payload\": {\"customer\":$c}, \"delay\": \"1h\"}" >/dev/null
+done
+block operations.md 6 > oncall.sh
+if ! DELAYQ_URL=http://localhost:7400 DELAYQ_TOKEN=an-admin-token-0123456789 \
+     DELAYQ_DATA_DIR="$dir/nowhere" bash oncall.sh > oncall.out 2>&1 \
+  || ! grep -q '(this one)' oncall.out \
+  || ! grep -q '^2 would be cancelled' oncall.out \
+  || ! grep -q '^cancelled 2 of 2' oncall.out; then
+  echo "docs/operations.md on-call session failed:"; cat oncall.out; exit 1
+fi
+echo "docs/operations.md on-call session: stats, processes, a list, a dry run, 2 cancelled by search"
+
+# docs/operations.md, block 7: a queue's delete, refused while it holds messages, then
 # forced from the CLI (on this server's embedded Redis, found by its data directory) and
 # over HTTP with an admin token as $ADMIN. Setup: old-orders holds 3 messages, old-invoices 2.
-admin=(-H 'authorization: Bearer an-admin-token-0123456789')
 for i in 1 2 3; do json /v1/queues/old-orders/messages "${admin[@]}" -d "{\"payload\": $i}" >/dev/null; done
 for i in 1 2; do json /v1/queues/old-invoices/messages "${admin[@]}" -d "{\"payload\": $i}" >/dev/null; done
-block operations.md 6 > delete.sh
+block operations.md 7 > delete.sh
 if ! ADMIN=an-admin-token-0123456789 DELAYQ_DATA_DIR="$dir/configured" bash delete.sh > delete.out 2>&1 \
   || ! grep -q 'queue old-orders holds 3 messages' delete.out \
   || ! grep -q '^old-orders: deleted (3 messages' delete.out \

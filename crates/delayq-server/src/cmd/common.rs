@@ -146,7 +146,7 @@ pub(super) fn ms(d: Duration) -> u64 {
 
 /// A time as the API takes it: ms since the Unix epoch (0 for a time before it).
 pub(super) fn unix_ms(t: std::time::SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| ms(d))
+    t.duration_since(UNIX_EPOCH).map_or(0, ms)
 }
 
 /// The text of a time in an answer (`null`: `-`).

@@ -1,7 +1,8 @@
 //! What the dashboard's buttons do. Every action is a POST that needs an admin session and
 //! that session's CSRF token; it answers with a redirect (303) to the page to see the result
-//! on, so reloading that page repeats nothing. Bulk actions on dead letters first show a
-//! confirmation that names how many they touch.
+//! on, so reloading that page repeats nothing. Bulk actions (on dead letters, a queue's
+//! delete, a bulk cancel: `bulk_cancel.rs`) first show a confirmation that names what they
+//! touch.
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -47,6 +48,10 @@ pub struct ActionForm {
     until: Option<String>,
     /// A queue's delete: `1` to delete the messages it holds too.
     force: Option<String>,
+    /// A bulk cancel: the state (`delayed` or `ready`).
+    state: Option<String>,
+    /// A bulk cancel: only messages whose payload or id contains this.
+    contains: Option<String>,
 }
 
 /// A number a form asks for (`what` names it in the error): a whole number, or empty for
@@ -156,7 +161,8 @@ fn failed(e: impl std::fmt::Display) -> Response {
 
 /// `POST /ui/queues/{queue}/act`: `pause`, `resume`, `upgrade`, `group_concurrency`,
 /// `group_rate_limit`, `expiry`, `schedule_pause`, `schedule_resume`, `requeue_all`,
-/// `purge_all`, `delete_queue` (with `force=1` when it holds messages).
+/// `purge_all`, `delete_queue` (with `force=1` when it holds messages), `cancel_all` (with
+/// `state`, and `contains` for a search's: `bulk_cancel.rs`).
 pub async fn queue_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
@@ -170,6 +176,20 @@ pub async fn queue_action(
     let base = queue_path(&name);
     if form.action == "delete_queue" {
         return delete_queue(&app, &queue, form.force.as_deref() == Some("1")).await;
+    }
+    if form.action == "cancel_all" {
+        let state = match super::bulk_cancel::cancellable(form.state.as_deref()) {
+            Ok(state) => state,
+            Err(why) => return failed(why),
+        };
+        let contains = form.contains.as_deref().filter(|t| !t.is_empty());
+        return match super::bulk_cancel::cancel_matching(&queue, state, contains).await {
+            Ok(done) => then(
+                &format!("{base}?state={}", state.as_str()),
+                &super::bulk_cancel::done_text(&done),
+            ),
+            Err(e) => failed(e),
+        };
     }
     let done = match form.action.as_str() {
         "pause" => queue.pause().await.map(|()| "Paused.".to_owned()),
@@ -345,10 +365,15 @@ pub async fn group_action(
 #[derive(Deserialize)]
 pub struct ConfirmQuery {
     action: String,
+    /// A bulk cancel's state.
+    state: Option<String>,
+    /// A bulk cancel's search text.
+    contains: Option<String>,
 }
 
-/// `GET /ui/queues/{queue}/confirm?action=requeue_all|purge_all|delete_queue`: says how many
-/// dead letters (or, for a delete, messages) the action will touch, and asks.
+/// `GET /ui/queues/{queue}/confirm?action=requeue_all|purge_all|delete_queue|cancel_all`: says
+/// how many dead letters (or, for a delete, messages; for a bulk cancel, which) the action
+/// will touch, and asks.
 pub async fn confirm(
     State(app): State<AppState>,
     Visitor(session): Visitor,
@@ -359,6 +384,10 @@ pub async fn confirm(
         "requeue_all" => "Requeue",
         "purge_all" => "Purge",
         "delete_queue" => return confirm_delete(&app, &session, &name).await,
+        "cancel_all" => {
+            let (state, contains) = (query.state.as_deref(), query.contains.as_deref());
+            return super::bulk_cancel::confirm(&app, &session, &name, state, contains).await;
+        }
         other => return failed(format!("no such action: {other}")),
     };
     let count = match app.queue(&name) {

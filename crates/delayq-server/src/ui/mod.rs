@@ -8,12 +8,14 @@
 //! * `message_page.rs`: one message, and what can be done to it.
 //! * `event_feed.rs`: a queue's events, live on its page, and a message's timeline.
 //! * `group_page.rs`: one group, its counts and settings.
-//! * `actions.rs`: every form's POST: admins only, each with the session's CSRF token.
+//! * `actions.rs`: every form's POST: admins only, each with the session's CSRF token;
+//!   `bulk_cancel.rs`: cancelling a state's messages, or a search's, after asking.
 //! * `layout.rs`: the page shell, its CSS and its little JavaScript.
 //! * `visitor.rs`: who may see a page (a valid session); `text.rs`: how paths, times and
 //!   spans are written on the pages.
 
 mod actions;
+mod bulk_cancel;
 mod chart;
 mod event_feed;
 mod group_page;

@@ -225,6 +225,13 @@ async fn render(
                 a.on[s == which] href=(format!("{base}?state={}", s.as_str())) { (label(s)) " (" (count_of(s)) ")" }
             }
         }
+        @if matches!(which, MessageState::Delayed | MessageState::Ready) && count_of(which) > 0 && session.can_act() {
+            div.row {
+                a href=(format!("{base}/confirm?action=cancel_all&state={}", which.as_str())) {
+                    button.danger #cancel-all type="button" { "Cancel all " (count_of(which)) " " (which.as_str()) }
+                }
+            }
+        }
         @if which == MessageState::Dead && stats.dead > 0 && session.can_act() {
             div.row {
                 a href=(format!("{base}/confirm?action=requeue_all")) { button #requeue-all type="button" { "Requeue all " (stats.dead) } }
@@ -250,6 +257,12 @@ async fn render(
             span #search-progress .muted {}
         }
         div.scroll { table { tbody #search-results {} } }
+        @if session.can_act() {
+            // Shown by the page's script when a search of delayed or ready messages found some.
+            div.row { a #cancel-found hidden href=(format!("{base}/confirm?action=cancel_all")) {
+                button.danger type="button" { "Cancel what this search found" }
+            } }
+        }
         @if !schedules.is_empty() {
             h2 { "Recurring schedules" }
             div.scroll { table {

@@ -62,6 +62,7 @@ mod token_reload;
 mod trace_context;
 mod two_servers;
 mod ui;
+mod ui_cancel;
 mod ui_delete;
 mod ui_headers;
 mod upserts;

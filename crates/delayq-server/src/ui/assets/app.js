@@ -1,9 +1,10 @@
 // The dashboard's script. Pages work without it; it adds three things:
 // * refresh: a page marked data-refresh is fetched again every few seconds and its <main>
 //   swapped in place, so the scroll position stays where it was (paused while a field has
-//   the focus or a search runs);
+//   the focus, a search runs or its results are shown: they would be swapped away);
 // * search: the search form steps through a state with the JSON endpoint, showing progress,
-//   until the end or until Stop;
+//   until the end or until Stop; then, for delayed or ready messages found, it offers to
+//   cancel them (a confirmation page that runs the search again);
 // * the event feed: a queue page's Events table follows the queue's event stream (Server-Sent
 //   Events), newest first, a bounded number of rows.
 "use strict";
@@ -13,7 +14,8 @@ let searching = false;
 function refreshEvery(ms) {
   setInterval(async () => {
     const active = document.activeElement;
-    if (searching || (active && ["INPUT", "SELECT", "TEXTAREA"].includes(active.tagName))) {
+    const results = document.querySelector("#search-results tr");
+    if (searching || results || (active && ["INPUT", "SELECT", "TEXTAREA"].includes(active.tagName))) {
       return;
     }
     try {
@@ -61,6 +63,10 @@ function wireSearch() {
       return;
     }
     rows.replaceChildren();
+    const hideCancel = document.getElementById("cancel-found");
+    if (hideCancel) {
+      hideCancel.hidden = true;
+    }
     searching = true;
     stop.hidden = false;
     let cursor = null;
@@ -102,6 +108,14 @@ function wireSearch() {
     }
     searching = false;
     stop.hidden = true;
+    // Cancelling what the search found: the confirmation page runs the search again.
+    const cancelFound = document.getElementById("cancel-found");
+    const state = data.get("state");
+    if (cancelFound && found > 0 && (state === "delayed" || state === "ready")) {
+      const base = cancelFound.href.split("?")[0];
+      cancelFound.href = base + "?" + new URLSearchParams({ action: "cancel_all", state, contains: needle });
+      cancelFound.hidden = false;
+    }
   });
 }
 
