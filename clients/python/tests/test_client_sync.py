@@ -8,7 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from delayq import Backoff, Client, ConflictError, NewMessage, NotFoundError
+from delayq import (
+    Backoff, CancelMany, CancelResult, Client, ConflictError, NewMessage, NotFoundError,
+)
 from serverproc import wait_until
 
 
@@ -80,6 +82,22 @@ def test_delay_deliver_at_and_reschedule(client: Client, queue: str) -> None:
     assert d.id == "later"
     client.ack(queue, d.receipt)
     assert client.cancel(queue, "at") == "delayed"
+
+
+def test_cancel_many_says_what_became_of_each_id(client: Client, queue: str) -> None:
+    client.send(queue, "a", id="m1", delay="1h")
+    client.send(queue, "b", id="m2")
+    [held] = client.receive(queue, wait=2)
+    assert held.id == "m2"
+    assert client.cancel_many(queue, ["m1", "nope", "m2"]) == CancelMany(
+        cancelled=1,
+        results=[
+            CancelResult("m1", "cancelled", "delayed"),
+            CancelResult("nope", "not_found"),
+            CancelResult("m2", "not_cancelled", "in_flight"),
+        ],
+    )
+    client.ack(queue, held.receipt)
 
 
 def test_batch_is_all_or_nothing(client: Client, queue: str) -> None:

@@ -6,7 +6,7 @@ import { Admin } from './admin.js';
 import { CallOptions, Transport, TransportOptions } from './http.js';
 import { Route, route } from './routes.js';
 import type {
-  BatchMessage, Bytes, Delivery, Duration, Json, MessageInfo, MessagePage, MessageState,
+  BatchMessage, Bytes, CancelManyResult, Delivery, Duration, Json, MessageInfo, MessagePage, MessageState,
   NackOptions, NackResult, Ready, ReceiveManyOptions, ReceiveOptions, SendOptions, Sent, Settled, Time,
 } from './types.js';
 import { Worker, WorkerHandler, WorkerOptions } from './worker.js';
@@ -61,6 +61,19 @@ export class DelayqClient {
   async cancel(queue: string, id: string, call?: CallOptions): Promise<{ cancelled: boolean; state: string }> {
     const r = await this.transport.call<{ cancelled: boolean; state: string }>(
       { ...route('DELETE /v1/queues/{queue}/messages/{id}'), params: { queue, id } },
+      call,
+    );
+    return r.data;
+  }
+
+  /**
+   * Cancels many messages by id in one request (up to the server's batch limit), each its own
+   * atomic cancel: what became of each, in order (`cancelled`, `not_cancelled` for one in
+   * flight or dead, left alone, or `not_found`). Not retried: a repeat would say not_found.
+   */
+  async cancelMany(queue: string, ids: string[], call?: CallOptions): Promise<CancelManyResult> {
+    const r = await this.transport.call<CancelManyResult>(
+      { ...route('POST /v1/queues/{queue}/cancel'), params: { queue }, body: { ids } },
       call,
     );
     return r.data;

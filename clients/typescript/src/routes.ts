@@ -10,6 +10,7 @@ export const ROUTES = {
   'POST /v1/queues/{queue}/batch': 'sendBatch',
   'GET /v1/queues/{queue}/messages/{id}': 'get',
   'DELETE /v1/queues/{queue}/messages/{id}': 'cancel',
+  'POST /v1/queues/{queue}/cancel': 'cancelMany',
   'POST /v1/queues/{queue}/messages/{id}/reschedule': 'reschedule',
   // browse (any token)
   'GET /v1/queues/{queue}/messages': 'listMessages',

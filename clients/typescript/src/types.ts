@@ -70,6 +70,19 @@ export interface Sent {
   replaced?: 'delayed' | 'ready' | 'in_flight';
 }
 
+/** What `cancelMany` did with each id, in the order given. */
+export interface CancelManyResult {
+  /** How many were cancelled. */
+  cancelled: number;
+  results: Array<{
+    id: string;
+    /** `not_cancelled`: in flight or dead, left alone. */
+    outcome: 'cancelled' | 'not_cancelled' | 'not_found';
+    /** The state it was in; none when not found. */
+    state?: string;
+  }>;
+}
+
 /** A payload as answered: JSON as `payload`, bytes as `payload_base64`. */
 export interface PayloadOut {
   payload?: Json;

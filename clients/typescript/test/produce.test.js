@@ -148,6 +148,24 @@ test('cancel, reschedule and list by state', async () => {
   await client.ack(q, d.receipt);
 });
 
+test('cancelMany says what became of each id', async () => {
+  const q = uniqueQueue('cancelmany');
+  await client.send(q, 'a', { id: 'm1', delay: '1h' });
+  await client.send(q, 'b', { id: 'm2' });
+  const [held] = await client.receive(q, { wait: '2s' });
+  assert.equal(held.id, 'm2');
+  const done = await client.cancelMany(q, ['m1', 'nope', 'm2']);
+  assert.deepEqual(done, {
+    cancelled: 1,
+    results: [
+      { id: 'm1', outcome: 'cancelled', state: 'delayed' },
+      { id: 'nope', outcome: 'not_found' },
+      { id: 'm2', outcome: 'not_cancelled', state: 'in_flight' },
+    ],
+  });
+  await client.ack(q, held.receipt);
+});
+
 test('receiveMany serves queues in strict order', async () => {
   const low = uniqueQueue('low');
   const high = uniqueQueue('high');

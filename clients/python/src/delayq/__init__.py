@@ -19,7 +19,7 @@ from .errors import (
 )
 from .handling import PermanentFailure, RetryLater
 from .models import (
-    Backoff, DeadLetter, DeadLetterPage, Delivery, FailedAttempt, Message, NewMessage,
+    Backoff, CancelMany, CancelResult, DeadLetter, DeadLetterPage, Delivery, FailedAttempt, Message, NewMessage,
     PushTarget, QueueDeleted, QueueStats, Sent, SettleResult,
 )
 from .push import sign_push, verify_push
@@ -44,6 +44,8 @@ __all__ = [
     "Backoff",
     "NewMessage",
     "Sent",
+    "CancelMany",
+    "CancelResult",
     "Message",
     "FailedAttempt",
     "Delivery",

@@ -1,4 +1,5 @@
-"""Producer operations: send, send a batch, get, cancel, reschedule (role ``send``)."""
+"""Producer operations: send, send a batch, get, cancel (one or many), reschedule (role
+``send``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import httpx
 
 from ._convert import Duration, Time, duration_json, time_json
 from ._ops import Spec, operation
-from .models import Message, NewMessage, Sent
+from .models import CancelMany, CancelResult, Message, NewMessage, Sent
 
 
 def _sent(response: httpx.Response) -> Sent:
@@ -62,6 +63,21 @@ def cancel(queue: str, id: str) -> Spec[str]:
     return Spec(_cancelled_state, {"queue": queue, "id": id})
 
 
+def _cancel_results(response: httpx.Response) -> CancelMany:
+    body = response.json()
+    return CancelMany(cancelled=int(body["cancelled"]),
+                      results=[CancelResult(id=r["id"], outcome=r["outcome"], state=r.get("state"))
+                               for r in body["results"]])
+
+
+@operation("POST /v1/queues/{queue}/cancel")
+def cancel_many(queue: str, ids: Sequence[str]) -> Spec[CancelMany]:
+    """Cancels many messages by id in one request (up to the server's batch limit), each its
+    own atomic cancel; answers what became of each, in order. Not retried: a repeat would say
+    not found."""
+    return Spec(_cancel_results, {"queue": queue}, json={"ids": list(ids)})
+
+
 def schedule_json(delay: Optional[Duration], deliver_at: Optional[Time]) -> Dict[str, Any]:
     """``{"delay"}`` or ``{"deliver_at"}`` (the server refuses both)."""
     body: Dict[str, Any] = {}
@@ -81,4 +97,4 @@ def reschedule(queue: str, id: str, delay: Optional[Duration] = None,
                 idempotent=delay is None and deliver_at is not None)
 
 
-__all__ = ["send", "send_batch", "get", "cancel", "reschedule"]
+__all__ = ["send", "send_batch", "get", "cancel", "cancel_many", "reschedule"]

@@ -20,7 +20,7 @@ from ._transport import (
 from .client import DEFAULT_URL
 from .errors import DelayqError
 from .models import (
-    Backoff, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueDeleted, QueueStats,
+    Backoff, CancelMany, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueDeleted, QueueStats,
     Sent, SettleResult,
 )
 
@@ -123,6 +123,12 @@ class AsyncClient:
         """Removes a delayed or ready message; answers the state it was in.
         :class:`WrongStateError` if it is in flight or dead."""
         return await self._call(_produce.cancel(queue, id))
+
+    async def cancel_many(self, queue: str, ids: Sequence[str]) -> CancelMany:
+        """Cancels many messages by id in one request (up to the server's batch limit), each
+        its own atomic cancel: what became of each, in order (``cancelled``,
+        ``not_cancelled`` for one in flight or dead, left alone, or ``not_found``)."""
+        return await self._call(_produce.cancel_many(queue, ids))
 
     async def reschedule(self, queue: str, id: str, *, delay: Optional[Duration] = None,
                          deliver_at: Optional[Time] = None) -> int:

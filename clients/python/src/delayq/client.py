@@ -23,7 +23,7 @@ from ._transport import (
 )
 from .errors import DelayqError
 from .models import (
-    Backoff, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueDeleted, QueueStats,
+    Backoff, CancelMany, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueDeleted, QueueStats,
     Sent, SettleResult,
 )
 
@@ -130,6 +130,12 @@ class Client:
         """Removes a delayed or ready message; answers the state it was in.
         :class:`WrongStateError` if it is in flight or dead."""
         return self._call(_produce.cancel(queue, id))
+
+    def cancel_many(self, queue: str, ids: Sequence[str]) -> CancelMany:
+        """Cancels many messages by id in one request (up to the server's batch limit), each
+        its own atomic cancel: what became of each, in order (``cancelled``,
+        ``not_cancelled`` for one in flight or dead, left alone, or ``not_found``)."""
+        return self._call(_produce.cancel_many(queue, ids))
 
     def reschedule(self, queue: str, id: str, *, delay: Optional[Duration] = None,
                    deliver_at: Optional[Time] = None) -> int:

@@ -15,6 +15,8 @@ __all__ = [
     "Backoff",
     "NewMessage",
     "Sent",
+    "CancelResult",
+    "CancelMany",
     "FailedAttempt",
     "Message",
     "Delivery",
@@ -158,6 +160,24 @@ class Sent:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Sent":
         return cls(obj["id"], obj.get("due_ms"), bool(obj.get("duplicate")), obj.get("replaced"))
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """What a bulk cancel did with one id: ``outcome`` is ``cancelled``, ``not_cancelled``
+    (in flight or dead: left alone) or ``not_found``; ``state`` the state it was in."""
+
+    id: str
+    outcome: str
+    state: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CancelMany:
+    """A bulk cancel's answer: how many were cancelled, and each id's result in order."""
+
+    cancelled: int
+    results: List[CancelResult]
 
 
 @dataclass(frozen=True)
