@@ -2,7 +2,9 @@
 //! it renews: what an upgrade asks before it stamps a newer format (`formats.rs` states the
 //! rule), and what `delayq admin formats` lists.
 //!
-//! The registry is one sorted set, `dq:processes`: members `<newest format> <process>`,
+//! The registry is one sorted set, `dq:processes`: members `<newest format> <process>` or
+//! `<newest format> <process> <role>` (`server`, `cli`, ...: the role is newer; an older
+//! delayq splits at the first space and takes it for part of the name),
 //! scored by the deadline of their lease in ms of the server's clock. A member stays one
 //! lease past its deadline (a process that stalled may still have calls on their way), so
 //! the upgrade counts it that long, and then it is pruned.
@@ -37,6 +39,9 @@ pub struct Process {
     pub name: String,
     /// The newest data format it reads.
     pub newest_format: u32,
+    /// What it is (`server`, `cli`, ...: [`Config::process_role`](crate::Config::process_role)),
+    /// if it said (a process of an older delayq does not).
+    pub role: Option<String>,
     /// Milliseconds until its announcement's lease runs out (negative: it ran out that long
     /// ago, and the process is counted for one more lease).
     pub lease_left_ms: i64,
@@ -60,7 +65,11 @@ impl Announcer {
     /// An announcer for this process, which reads data formats up to `newest`, and the task
     /// that renews its announcement while the client lives (it ends when the announcer is
     /// dropped).
-    pub(crate) fn start(conn: connection::Ordinary, newest: u32) -> Arc<Announcer> {
+    pub(crate) fn start(
+        conn: connection::Ordinary,
+        newest: u32,
+        role: Option<&str>,
+    ) -> Arc<Announcer> {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()
             .or_else(|| std::env::var("HOSTNAME").ok())
@@ -72,8 +81,12 @@ impl Announcer {
             std::process::id(),
             rand::random::<u32>()
         );
+        let member = match role {
+            Some(role) => format!("{newest} {name} {role}"),
+            None => format!("{newest} {name}"),
+        };
         let announcer = Arc::new(Announcer {
-            member: format!("{newest} {name}"),
+            member,
             lease: Mutex::default(),
             announcing: tokio::sync::Mutex::new(()),
         });
@@ -81,11 +94,9 @@ impl Announcer {
         announcer
     }
 
-    /// This process's name, as the registry lists it (the member after its format).
+    /// This process's name, as the registry lists it.
     pub(crate) fn name(&self) -> &str {
-        self.member
-            .split_once(' ')
-            .map_or(self.member.as_str(), |(_, name)| name)
+        self.member.split(' ').nth(1).unwrap_or_default()
     }
 
     /// The epoch this client's calls are in, announcing first if its lease has run out (or
@@ -163,6 +174,14 @@ async fn renew(announcer: Weak<Announcer>, conn: connection::Ordinary) {
     }
 }
 
+/// A member's format, name and role (none in a member of an older delayq).
+fn parse_member(member: &str) -> Option<(u32, &str, Option<&str>)> {
+    let mut parts = member.splitn(3, ' ');
+    let format = parts.next()?.parse().ok()?;
+    let name = parts.next()?;
+    Some((format, name, parts.next()))
+}
+
 /// Every process the registry counts: announced, or whose lease ran out less than a lease
 /// ago.
 pub(crate) async fn processes(conn: &connection::Ordinary) -> Result<Vec<Process>> {
@@ -179,10 +198,7 @@ pub(crate) async fn processes(conn: &connection::Ordinary) -> Result<Vec<Process
     let lease_ms = LEASE.as_millis() as i64;
     let mut out = Vec::with_capacity(members.len());
     for (member, deadline) in members {
-        let parsed = member
-            .split_once(' ')
-            .and_then(|(f, name)| Some((f.parse().ok()?, name)));
-        let Some((newest_format, name)) = parsed else {
+        let Some((newest_format, name, role)) = parse_member(&member) else {
             return Err(Error::Protocol(format!("{REGISTRY}: member {member:?}")));
         };
         let lease_left_ms = deadline - now_ms;
@@ -190,6 +206,7 @@ pub(crate) async fn processes(conn: &connection::Ordinary) -> Result<Vec<Process
             out.push(Process {
                 name: name.to_owned(),
                 newest_format,
+                role: role.map(str::to_owned),
                 lease_left_ms,
             });
         }

@@ -40,7 +40,11 @@ impl DelayQ {
             server: Arc::new(server),
             shared: Shared {
                 target,
-                announcer: Announcer::start(conn.clone(), DATA_FORMAT),
+                announcer: Announcer::start(
+                    conn.clone(),
+                    DATA_FORMAT,
+                    config.process_role.as_deref(),
+                ),
                 conn,
                 config: Arc::new(config),
                 subscriptions: Arc::default(),

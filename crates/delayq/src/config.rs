@@ -25,6 +25,10 @@ pub struct Config {
     /// comes due alone is claimed on time. A claim that took all it could is followed at
     /// once, so a backlog drains at full speed.
     pub claim_spacing: Duration,
+    /// What this process is, as the registry of processes lists it (`delayq processes`):
+    /// e.g. `server`, `worker`, `cli` (default none: a library client). Up to 32 of
+    /// `a-z0-9_-`.
+    pub process_role: Option<String>,
 }
 
 /// The longest [`Config::claim_spacing`].
@@ -37,6 +41,7 @@ impl Default for Config {
             response_timeout: Duration::from_secs(5),
             connection_timeout: Duration::from_secs(5),
             claim_spacing: Duration::from_millis(1),
+            process_role: None,
         }
     }
 }
@@ -60,7 +65,22 @@ impl Config {
         self
     }
 
+    /// Says what this process is ([`Config::process_role`]).
+    pub fn process_role(mut self, role: &str) -> Self {
+        self.process_role = Some(role.to_owned());
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<(), InvalidInput> {
+        if let Some(role) = &self.process_role {
+            let fits =
+                |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
+            if role.is_empty() || role.len() > 32 || !role.chars().all(fits) {
+                return Err(InvalidInput::Option(format!(
+                    "a process role is 1 to 32 of a-z0-9_-, not {role:?}"
+                )));
+            }
+        }
         if self.claim_spacing > MAX_CLAIM_SPACING {
             return Err(InvalidInput::Option(format!(
                 "a claim spacing of {:?} is longer than {MAX_CLAIM_SPACING:?}",

@@ -76,6 +76,10 @@ struct ProcessOut {
     name: String,
     /// The newest data format it reads.
     newest_format: u32,
+    /// What it is: `server`, `cli` (a command run in its own process), another a library
+    /// client said (`worker`...), or none (a library client that did not say, or a process
+    /// of an older delayq).
+    role: Option<String>,
     /// Until its announcement runs out (negative: ran out that long ago; it is counted for
     /// one lease more).
     lease_left_ms: i64,
@@ -112,6 +116,7 @@ pub async fn processes(
                 seen_ms_ago: (lease - p.lease_left_ms).max(0),
                 name: p.name,
                 newest_format: p.newest_format,
+                role: p.role,
                 lease_left_ms: p.lease_left_ms,
             })
             .collect(),

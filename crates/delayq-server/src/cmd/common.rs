@@ -55,7 +55,8 @@ impl Common {
     }
 
     async fn open(&self) -> anyhow::Result<DelayQ> {
-        if let Some(cluster) = self.redis.connect_cluster(Default::default()).await {
+        let config = || delayq::Config::default().process_role("cli");
+        if let Some(cluster) = self.redis.connect_cluster(config()).await {
             return cluster;
         }
         let url = match &self.redis.redis_url {
@@ -73,7 +74,7 @@ impl Common {
                 format!("redis+unix://{}", socket.display())
             }
         };
-        DelayQ::connect(&url)
+        DelayQ::connect_with(&url, config())
             .await
             .context("cannot connect to Redis")
     }

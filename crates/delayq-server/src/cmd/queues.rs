@@ -90,8 +90,8 @@ pub async fn processes(common: Common) -> anyhow::Result<()> {
     let out = common.api().await?.get("/v1/processes").await?;
     print(&common, &out, || {
         let mut t = format!(
-            "{:<48} {:>14}  {:<12} {}",
-            "PROCESS", "READS UP TO", "LAST SEEN", "LEASE"
+            "{:<48} {:<8} {:>14}  {:<12} {}",
+            "PROCESS", "ROLE", "READS UP TO", "LAST SEEN", "LEASE"
         );
         for p in out["processes"].as_array().into_iter().flatten() {
             let left = p["lease_left_ms"].as_i64().unwrap_or(0);
@@ -105,8 +105,9 @@ pub async fn processes(common: Common) -> anyhow::Result<()> {
                 _ => "",
             };
             t.push_str(&format!(
-                "\n{:<48} {:>14}  {:<12} {lease}{this}",
+                "\n{:<48} {:<8} {:>14}  {:<12} {lease}{this}",
                 text(&p["name"]),
+                text(&p["role"]),
                 format!("format {}", p["newest_format"]),
                 format!("{seen:.1}s ago"),
             ));

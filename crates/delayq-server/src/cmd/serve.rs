@@ -244,7 +244,8 @@ async fn serve(
 ) -> anyhow::Result<()> {
     let config = Config::default()
         .response_timeout(args.redis_timeout)
-        .claim_spacing(args.claim_spacing);
+        .claim_spacing(args.claim_spacing)
+        .process_role("server");
     let dq = match url {
         Some(url) => {
             if external {

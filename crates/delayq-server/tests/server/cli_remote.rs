@@ -191,6 +191,7 @@ async fn every_command_works_over_http_with_a_token_and_answers_as_the_api() {
         .filter(|p| p["answering"] == true)
         .collect();
     assert_eq!(answering.len(), 1, "the server that answered: {processes}");
+    assert_eq!(answering[0]["role"], "server", "{processes}");
     assert!(answering[0]["seen_ms_ago"]
         .as_i64()
         .is_some_and(|ms| (0..=30_000).contains(&ms)));

@@ -221,3 +221,42 @@ async fn a_new_queue_is_stamped_unless_an_older_process_is_running() {
         vec![FIRST_FORMAT]
     );
 }
+
+/// The registry lists each process's role when it says one (`Config::process_role`), and
+/// still reads the members of an older delayq, which have none; a role that would not fit in
+/// a member is refused before anything is written.
+#[tokio::test]
+async fn processes_carry_their_role_and_older_members_still_read() {
+    let server = RedisServer::start();
+    announce_an_older_process(&server);
+    let config = delayq::Config::default().process_role("worker");
+    let dq = DelayQ::connect_with(&server.url(), config)
+        .await
+        .expect("connect");
+    // It announces with its first call.
+    queue(&dq, "orders")
+        .send(b"a", &SendOptions::new())
+        .await
+        .expect("send");
+    let processes = dq.processes().await.expect("processes");
+    let mut seen: Vec<(String, Option<String>)> = processes
+        .iter()
+        .map(|p| (p.name.clone(), p.role.clone()))
+        .collect();
+    let mut expected = vec![
+        (dq.process_name().to_owned(), Some("worker".to_owned())),
+        ("old-host:4242:0000beef".to_owned(), None),
+    ];
+    seen.sort();
+    expected.sort();
+    assert_eq!(seen, expected);
+    for bad in ["", "two words", "UPPER", &"x".repeat(33)] {
+        let config = delayq::Config::default().process_role(bad);
+        let refused = DelayQ::connect_with(&server.url(), config).await;
+        assert!(
+            matches!(refused, Err(Error::Invalid(_))),
+            "{bad:?}: {:?}",
+            refused.err()
+        );
+    }
+}
