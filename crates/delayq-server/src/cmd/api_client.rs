@@ -192,6 +192,14 @@ pub fn query(pairs: &[(&str, Option<String>)]) -> String {
     }
 }
 
+/// The query of an offset page (`?offset=N&limit=M`): dead letters, groups.
+pub fn offset_page(offset: u64, limit: usize) -> String {
+    query(&[
+        ("offset", Some(offset.to_string())),
+        ("limit", Some(limit.to_string())),
+    ])
+}
+
 /// Whether `error` is the API's failure with `code`.
 pub fn is_code(error: &anyhow::Error, code: &str) -> bool {
     error

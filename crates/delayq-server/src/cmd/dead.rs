@@ -3,7 +3,7 @@
 use axum::http::Method;
 use serde_json::json;
 
-use super::api_client::{query, segment};
+use super::api_client::{offset_page, segment};
 use super::common::{print, time_of, Common};
 use super::messages::text;
 
@@ -50,14 +50,8 @@ pub async fn run(command: DeadCommand) -> anyhow::Result<()> {
             offset,
             limit,
         } => {
-            let path = format!(
-                "/v1/queues/{}/dead{}",
-                segment(&queue),
-                query(&[
-                    ("offset", Some(offset.to_string())),
-                    ("limit", Some(limit.to_string()))
-                ])
-            );
+            let page = offset_page(offset, limit);
+            let path = format!("/v1/queues/{}/dead{page}", segment(&queue));
             let out = common.api().await?.get(&path).await?;
             print(&common, &out, || {
                 let mut t = format!(

@@ -5,7 +5,7 @@
 use axum::http::Method;
 use serde_json::{json, Value};
 
-use super::api_client::{query, segment};
+use super::api_client::{offset_page, segment};
 use super::common::{print, Common};
 use super::messages::text;
 
@@ -81,14 +81,8 @@ pub async fn run(command: GroupsCommand) -> anyhow::Result<()> {
             offset,
             limit,
         } => {
-            let path = format!(
-                "/v1/queues/{}/groups{}",
-                segment(&queue),
-                query(&[
-                    ("offset", Some(offset.to_string())),
-                    ("limit", Some(limit.to_string()))
-                ])
-            );
+            let page = offset_page(offset, limit);
+            let path = format!("/v1/queues/{}/groups{page}", segment(&queue));
             let out = common.api().await?.get(&path).await?;
             print(&common, &out, || {
                 let mut t = format!("{:<40} {:>10}", "GROUP", "MESSAGES");
