@@ -21,6 +21,9 @@ use serde_json::Value;
 /// How long one request over HTTP may take (a followed event stream asks in shorter waits).
 const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long connecting to the server may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Where a command's requests go.
 pub enum ApiClient {
     /// The server's router, in this process, on its own Redis client.
@@ -66,12 +69,25 @@ impl ApiClient {
         Ok(ApiClient::InProcess(delayq_server::api::router(state)))
     }
 
-    /// Requests sent to the server at `base` with `token`.
+    /// Requests sent to the server at `base` with `token`. A token that would cross the
+    /// network in clear text (plain `http://` to a host that is not loopback) is sent all
+    /// the same, with a warning: the operations guide says to put TLS in front.
     pub fn http(base: &str, token: Option<String>) -> anyhow::Result<ApiClient> {
+        let url = reqwest::Url::parse(base).with_context(|| format!("--url {base:?}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            anyhow::bail!("--url {base:?}: give an http:// or https:// URL");
+        }
+        if token.is_some() && url.scheme() == "http" && !is_loopback(&url) {
+            eprintln!(
+                "delayq: warning: the token goes to {} in clear text (http://); use https://",
+                url.host_str().unwrap_or_default()
+            );
+        }
         // reqwest's rustls needs a crypto provider (an https URL); ring is the workspace's.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(HTTP_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .context("an HTTP client")?;
         Ok(ApiClient::Http {
@@ -152,6 +168,16 @@ async fn in_process(
         .context("reading the answer")?
         .to_bytes();
     Ok((status, bytes.to_vec()))
+}
+
+/// Whether `url` names this machine (`localhost` or a loopback address).
+fn is_loopback(url: &reqwest::Url) -> bool {
+    let host = url.host_str().unwrap_or_default();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The failure an answer of `status` with `bytes` says.

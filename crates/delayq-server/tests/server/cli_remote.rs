@@ -224,6 +224,27 @@ async fn every_command_works_over_http_with_a_token_and_answers_as_the_api() {
         !wrong.status.success() && why.contains("unauthorized"),
         "{why}"
     );
+    // Over loopback the token goes as is; to another host over plain http it goes with a
+    // warning (TLS belongs in front); an address that is not http(s) is refused.
+    let quiet = remote(
+        &empty,
+        &[],
+        &["queues", "--url", &serve.base, "--token", ADMIN],
+    );
+    assert!(
+        quiet.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
+    let far = remote(
+        &empty,
+        &[],
+        &["queues", "--url", "http://192.0.2.1:9", "--token", ADMIN],
+    );
+    let why = String::from_utf8_lossy(&far.stderr);
+    assert!(why.contains("clear text"), "{why}");
+    let odd = remote(&empty, &[], &["queues", "--url", "ftp://127.0.0.1"]);
+    assert!(String::from_utf8_lossy(&odd.stderr).contains("http://"));
     let nowhere = remote(&empty, &[], &["queues", "--url", "http://127.0.0.1:9"]);
     let why = String::from_utf8_lossy(&nowhere.stderr);
     assert!(
