@@ -1,5 +1,6 @@
 //! A message's error history, as the `errors` hash keeps it: its last five failures, oldest
-//! first, each with its attempt, its time and its text (at most 512 bytes), in one field
+//! first, each with its attempt, its time and its text (the newest up to 4 KiB, a client's
+//! error with its stack; the older ones their first 512 bytes), in one field
 //! written by `add_error` in `scripts/prelude.lua`.
 
 /// One failed attempt of a message.

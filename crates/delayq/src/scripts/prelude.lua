@@ -497,9 +497,11 @@ local function release_lease(member)
 end
 
 -- A message's error history: its last MAX_ERRORS failures, oldest first, in one field of the
--- errors hash. Each is \1, attempt (u16), time in ms (6 bytes), text length (u16), text (at
--- most MAX_ERROR_BYTES). See src/error_history.rs.
-local MAX_ERRORS, MAX_ERROR_BYTES = 5, 512
+-- errors hash. Each is \1, attempt (u16), time in ms (6 bytes), text length (u16), text: the
+-- newest up to MAX_ERROR_BYTES (a client's error with its stack), the older ones cut to
+-- OLDER_ERROR_BYTES when a newer one comes, so a history stays within about 6 KiB. See
+-- src/error_history.rs.
+local MAX_ERRORS, MAX_ERROR_BYTES, OLDER_ERROR_BYTES = 5, 4096, 512
 
 -- The entries of a history, as strings; whatever does not parse (an older plain-text error)
 -- is dropped, never an error: callers have written already.
@@ -520,6 +522,11 @@ end
 local function add_error(id, attempt, now, err)
   local text = err:sub(1, MAX_ERROR_BYTES)
   local entries = error_entries(redis.call('HGET', k.errors, id))
+  for i, e in ipairs(entries) do
+    if #e > 11 + OLDER_ERROR_BYTES then
+      entries[i] = e:sub(1, 9) .. u16(OLDER_ERROR_BYTES) .. e:sub(12, 11 + OLDER_ERROR_BYTES)
+    end
+  end
   entries[#entries + 1] = '\1' .. u16(math.min(attempt, 65535)) .. be6(to_ms(now)) .. u16(#text) .. text
   local from = math.max(1, #entries - MAX_ERRORS + 1)
   redis.call('HSET', k.errors, id, table.concat(entries, '', from))

@@ -194,6 +194,35 @@ async fn a_message_keeps_its_last_five_errors_bounded_in_size() {
     assert_eq!(server.cli(&["HLEN", "dq:{retries}:errors"]), "0");
 }
 
+/// A failure's text with its stack (clients send `Type: message` and the stack, cut to
+/// 4 KiB): the newest error of a message keeps 4 KiB of it, the older ones of its history
+/// their first 512 bytes, so a message's history stays within about 6 KiB.
+#[tokio::test]
+async fn the_newest_error_keeps_its_stack_and_older_ones_are_cut() {
+    let (_server, q) = fresh_queue().await;
+    q.send(b"x", &SendOptions::new().id("m").max_attempts(3))
+        .await
+        .expect("send");
+    let stack = |n: usize| {
+        let mut text = format!("TypeError: attempt {n} failed\n");
+        while text.len() < 6000 {
+            text.push_str(&format!("    at handler (orders.js:{}:7)\n", text.len()));
+        }
+        text
+    };
+    let errors = [stack(1), stack(2), stack(3)];
+    let refs: Vec<&str> = errors.iter().map(String::as_str).collect();
+    let mut consumer = q.consumer().await.expect("consumer");
+    fail_until_dead(&q, &mut consumer, &refs).await;
+
+    let info = q.get("m").await.expect("get").expect("dead letter");
+    let lengths: Vec<usize> = info.errors.iter().map(|e| e.error.len()).collect();
+    assert_eq!(lengths, [512, 512, 4096], "older ones cut, the newest whole to 4 KiB");
+    assert_eq!(info.errors[2].error, errors[2][..4096]);
+    assert_eq!(info.errors[0].error, errors[0][..512]);
+    assert_eq!(info.last_error.as_deref(), Some(&errors[2][..4096]));
+}
+
 #[tokio::test]
 async fn a_failure_can_amend_the_payload_and_the_attempts_allowed() {
     let (_server, q) = fresh_queue().await;
