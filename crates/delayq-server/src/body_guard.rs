@@ -12,6 +12,10 @@
 //!   that does not fit fails the read with [`BodyRefused::Busy`] (a 503): the server refuses
 //!   new work instead of growing without bound. Only bytes that arrived are counted, so a
 //!   client cannot reserve the budget by announcing a large `Content-Length`.
+//! * **An answer before the whole body.** A request answered without its body read to the
+//!   end (refused for its size, its deadline, its token) leaves the rest of that body on the
+//!   connection, which is then closed after the answer: the answer says `Connection: close`,
+//!   so a client does not send its next request on a connection about to go.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +25,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
@@ -71,8 +76,10 @@ impl BodyGuard {
 
 /// The middleware: wraps the body, and gives its bytes back to the budget once answered.
 pub async fn guard(State(guard): State<BodyGuard>, request: Request, next: Next) -> Response {
-    let held = Arc::new(Mutex::new(None));
+    let held = Arc::new(Mutex::new(Held::default()));
     let request = request.map(|body| {
+        held.lock().unwrap_or_else(|p| p.into_inner()).ended =
+            http_body::Body::is_end_stream(&body);
         Body::new(GuardedBody {
             inner: body,
             deadline: Box::pin(tokio::time::sleep(guard.timeout)),
@@ -81,10 +88,15 @@ pub async fn guard(State(guard): State<BodyGuard>, request: Request, next: Next)
             held: held.clone(),
         })
     });
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
     // The handler is done with the bytes; a body not read to its end is dropped with the
     // request, so nothing else keeps them.
-    drop(held);
+    let ended = std::mem::take(&mut *held.lock().unwrap_or_else(|p| p.into_inner())).ended;
+    if !ended {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     response
 }
 
@@ -94,9 +106,17 @@ struct GuardedBody {
     deadline: Pin<Box<Sleep>>,
     timeout: Duration,
     budget: Arc<Semaphore>,
-    /// The bytes this request holds of the budget, shared with the middleware, which lets
-    /// them go once the request is answered.
-    held: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
+    /// Shared with the middleware, which lets the bytes go once the request is answered.
+    held: Arc<Mutex<Held>>,
+}
+
+/// What a request's body holds, as its middleware sees it.
+#[derive(Default)]
+struct Held {
+    /// The bytes it holds of the budget.
+    permit: Option<OwnedSemaphorePermit>,
+    /// It was read to its end (or had none): otherwise the answer closes the connection.
+    ended: bool,
 }
 
 impl http_body::Body for GuardedBody {
@@ -114,6 +134,10 @@ impl http_body::Body for GuardedBody {
         }
         let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => frame,
+            Poll::Ready(None) => {
+                self.held.lock().unwrap_or_else(|p| p.into_inner()).ended = true;
+                return Poll::Ready(None);
+            }
             other => return other,
         };
         if let Some(data) = frame.data_ref() {
@@ -123,11 +147,13 @@ impl http_body::Body for GuardedBody {
             let Some(taken) = taken else {
                 return Poll::Ready(Some(Err(axum::Error::new(BodyRefused::Busy))));
             };
+            let end = self.inner.is_end_stream();
             let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-            match held.as_mut() {
+            match held.permit.as_mut() {
                 Some(permit) => permit.merge(taken),
-                None => *held = Some(taken),
+                None => held.permit = Some(taken),
             }
+            held.ended |= end;
         }
         Poll::Ready(Some(Ok(frame)))
     }

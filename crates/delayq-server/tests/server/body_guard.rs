@@ -216,3 +216,36 @@ async fn bytes_of_bodies_in_flight_are_bounded_across_the_server() {
     })
     .await;
 }
+
+/// A body refused for its size is answered with `Connection: close`: the server does not read
+/// the rest, so it closes the connection after the answer, and a client that reused it for
+/// its next request would see that request fail (the Go client's S8 saw it, 2 in 200).
+#[tokio::test]
+async fn a_refused_body_says_the_connection_closes() {
+    let limits = Limits {
+        max_body_bytes: 4096,
+        ..Limits::default()
+    };
+    let s = TestServer::start_with(limits, tokens()).await;
+    for (path, content_type) in [
+        ("/v1/queues/q/messages", "application/json"),
+        ("/ui/login", "application/x-www-form-urlencoded"),
+    ] {
+        let mut conn = connect(&s).await;
+        let body = format!("{{\"payload\": \"{}\"}}", "x".repeat(8192));
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ADMIN}\r\n\
+             Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        conn.write_all(request.as_bytes()).await.expect("write");
+        let answer = answer_within(&mut conn, Duration::from_secs(5))
+            .await
+            .expect("an answer");
+        assert!(answer.starts_with("HTTP/1.1 413"), "{path}: {answer:.300}");
+        assert!(
+            answer.to_ascii_lowercase().contains("\r\nconnection: close\r\n"),
+            "{path}: {answer:.500}"
+        );
+    }
+}
