@@ -1,0 +1,3 @@
+module github.com/delayq/delayq/clients/go
+
+go 1.19
