@@ -21,8 +21,9 @@ const client = new DelayqClient({
 const prefix = process.env.QUEUE_PREFIX ?? 'shop';
 const ORDERS = `${prefix}-close-orders`;
 const EMAILS = `${prefix}-emails`;
+let step = 'starting';
 const deadline = setTimeout(() => {
-  console.error('deadline passed before every email arrived');
+  console.error(`deadline passed while ${step}`);
   process.exit(1);
 }, Number(process.env.DEADLINE_MS ?? 20_000));
 
@@ -54,17 +55,19 @@ const target = await client.admin.setPushTarget(EMAILS, { url: hook, timeout: '5
 signingKeys = target.signing_keys;
 console.log(`push target of ${EMAILS}: ${hook}`);
 
-// 2. The worker: closes each order that comes due and queues its email.
-const worker = client.worker(ORDERS, async (delivery) => {
+// 2. The worker: closes each order that comes due and queues its email. The handler hands
+//    its signal to the calls it makes, so that a stop that gives up on it ends them too.
+const worker = client.worker(ORDERS, async (delivery, { signal }) => {
   const { order } = delivery.payload;
   console.log(`closing unpaid order ${order}`);
-  await client.send(EMAILS, { text: `order ${order} was closed unpaid` }, { id: `email-order-${order}` });
-}, { concurrency: 2, leaseMs: 10_000, waitMs: 2_000, handleSignals: true });
+  await client.send(EMAILS, { text: `order ${order} was closed unpaid` }, { id: `email-order-${order}` }, { signal });
+}, { concurrency: 2, lease: '10s', wait: '2s', handleSignals: true });
+worker.on('failed', (delivery, error) => console.error(`order message ${delivery.id} failed: ${error}`));
 worker.start();
 
-// 3. Orders come in; each gets a closing message due in 300 ms ("15m" in real life).
+// 3. Orders come in; each gets a closing message due in 300 ms ('15m' in real life).
 for (const o of orders) {
-  const sent = await client.send(ORDERS, { order: o.order }, { id: `close-${o.order}`, delay: 300 });
+  const sent = await client.send(ORDERS, { order: o.order }, { id: `close-${o.order}`, delay: '300ms' });
   console.log(`order ${o.order} placed; closing ${sent.id} scheduled`);
   if (o.paid) {
     await client.cancel(ORDERS, `close-${o.order}`);
@@ -72,9 +75,24 @@ for (const o of orders) {
   }
 }
 
+step = 'waiting for the emails';
 await allArrived;
-await worker.stop({ graceMs: 5_000 });
+step = 'stopping the worker';
+// stop() returns once nothing of the worker's is left running: no receive, no lease
+// extension, every handler settled (or released after the grace).
+await worker.stop({ grace: '5s' });
+console.log('worker stopped');
+step = 'removing the push target';
 await client.admin.deletePushTarget(EMAILS);
-receiver.close();
+step = 'closing the receiver';
+// close() only stops listening: the server's pooled keep-alive connections (and a push it
+// may still have under way) would keep this process alive until they time out.
+await new Promise((resolve) => {
+  receiver.close(resolve);
+  receiver.closeAllConnections();
+});
 clearTimeout(deadline);
 console.log(`done: ${emails.length} emails`);
+// Nothing should keep the process alive now. Should something (a handler's call, a socket,
+// a timer), this says what, without keeping the process alive itself (unref).
+setTimeout(() => console.error(`still running 2 s after done: ${process.getActiveResourcesInfo().join(', ')}`), 2_000).unref();

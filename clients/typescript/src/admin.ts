@@ -1,11 +1,29 @@
-// Queue administration (role admin): stats, creating and configuring queues, pause and
-// resume, dead letters (list, requeue, purge) and push targets. Reached as `client.admin`.
+// Queue administration (role admin): stats, creating and configuring queues (every setting
+// of PATCH /v1/queues/{queue}), pause and resume, dead letters (list, requeue, purge), push
+// targets and event webhooks. Reached as `client.admin`.
 
 import { CallOptions, Transport } from './http.js';
 import { route } from './routes.js';
 import type {
   DeadLetterPage, PushTarget, PushTargetSettings, QueueDeleted, QueueSettings, QueueStats,
 } from './types.js';
+import type { EventKind } from './events.js';
+import { pushTargetBody, settingsBody, withPayload } from './wire.js';
+
+/** A URL a queue's events are sent to, and the kinds it gets (none: every kind). */
+export interface Webhook {
+  url: string;
+  kinds?: EventKind[];
+}
+
+/** A queue's webhooks as the server keeps them. */
+export interface Webhooks {
+  webhooks: Array<{ url: string; kinds: EventKind[] }>;
+  /** Verify each request's `Delayq-Signature` with these (see verifyWebhook). */
+  signing_keys: string[];
+  /** About how many events each partition keeps: a webhook further behind misses some. */
+  events_max: number | null;
+}
 
 /** One dead letter by id, or all of them. */
 export type Which = { id: string } | { all: true };
@@ -33,10 +51,13 @@ export class Admin {
     return r.data;
   }
 
-  /** Changes settings (all or nothing); answers the stats. */
+  /**
+   * Changes settings, all or nothing (those left out stay; `null` lifts a limit); answers
+   * the stats, which show them (`idempotency_window_ms`, `rate_limit`, `events_max`, ...).
+   */
   async configure(queue: string, settings: QueueSettings, call?: CallOptions): Promise<QueueStats> {
     const r = await this.transport.call<QueueStats>(
-      { ...route('PATCH /v1/queues/{queue}'), params: { queue }, body: settings, idempotent: true }, call);
+      { ...route('PATCH /v1/queues/{queue}'), params: { queue }, body: settingsBody(settings), idempotent: true }, call);
     return r.data;
   }
 
@@ -68,9 +89,12 @@ export class Admin {
   }
 
   /** A page of dead letters, oldest death first, with their error histories. */
-  async deadLetters(queue: string, page: { offset?: number; limit?: number } = {}, call?: CallOptions): Promise<DeadLetterPage> {
-    const r = await this.transport.call<DeadLetterPage>(
+  async deadLetters<T = unknown>(
+    queue: string, page: { offset?: number; limit?: number } = {}, call?: CallOptions,
+  ): Promise<DeadLetterPage<T>> {
+    const r = await this.transport.call<DeadLetterPage<T>>(
       { ...route('GET /v1/queues/{queue}/dead'), params: { queue }, query: page, idempotent: true }, call);
+    r.data.dead_letters.forEach(withPayload);
     return r.data;
   }
 
@@ -91,7 +115,7 @@ export class Admin {
   /** Pushes the queue's messages to a URL (signed); the answer holds the signing keys. */
   async setPushTarget(queue: string, target: PushTargetSettings, call?: CallOptions): Promise<PushTarget> {
     const r = await this.transport.call<PushTarget>(
-      { ...route('PUT /v1/queues/{queue}/push'), params: { queue }, body: target, idempotent: true }, call);
+      { ...route('PUT /v1/queues/{queue}/push'), params: { queue }, body: pushTargetBody(target), idempotent: true }, call);
     return r.data;
   }
 
@@ -105,5 +129,29 @@ export class Admin {
   /** Back to pull consumers; NotFoundError when it had no target. */
   async deletePushTarget(queue: string, call?: CallOptions): Promise<void> {
     await this.transport.call({ ...route('DELETE /v1/queues/{queue}/push'), params: { queue } }, call);
+  }
+
+  /**
+   * Sends the queue's events to these URLs (in place of those it had), signed: verify
+   * them with verifyWebhook and the answer's `signing_keys`. Turns the queue's events on.
+   */
+  async setWebhooks(
+    queue: string, webhooks: Webhook[], options: { signing_keys?: string[] } = {}, call?: CallOptions,
+  ): Promise<Webhooks> {
+    const r = await this.transport.call<Webhooks>(
+      { ...route('PUT /v1/queues/{queue}/webhooks'), params: { queue }, body: { webhooks, ...options }, idempotent: true }, call);
+    return r.data;
+  }
+
+  /** The queue's webhooks and signing keys; NotFoundError when it has none. */
+  async getWebhooks(queue: string, call?: CallOptions): Promise<Webhooks> {
+    const r = await this.transport.call<Webhooks>(
+      { ...route('GET /v1/queues/{queue}/webhooks'), params: { queue }, idempotent: true }, call);
+    return r.data;
+  }
+
+  /** No more webhook requests (the events stay); NotFoundError when it had none. */
+  async deleteWebhooks(queue: string, call?: CallOptions): Promise<void> {
+    await this.transport.call({ ...route('DELETE /v1/queues/{queue}/webhooks'), params: { queue } }, call);
   }
 }

@@ -1,26 +1,48 @@
 // The client: producer calls (send, sendBatch, get, cancel, reschedule, listMessages),
-// consumer calls (receive, ack, nack, extend, release), probes, and `admin` for queue
-// administration. Each method is one HTTP call on a route of ROUTES (routes.ts).
+// consumer calls (receive, ack, nack, extend, release), probes, and one object per area:
+// `admin` (queues, settings, dead letters, push targets, webhooks), `schedules`, `groups`
+// and `events`. Each method is one HTTP call on a route of ROUTES (routes.ts); every
+// duration and time goes through duration.ts before the call (wire.ts).
 
 import { Admin } from './admin.js';
+import { optionalMs, optionalTime } from './duration.js';
+import { Events } from './events.js';
+import { Groups } from './groups.js';
 import { CallOptions, Transport, TransportOptions } from './http.js';
+import { Queue } from './queue.js';
 import { Route, route } from './routes.js';
+import { Schedules } from './schedules.js';
 import type {
-  BatchMessage, Bytes, CancelManyResult, Delivery, Duration, Json, MessageInfo, MessagePage, MessageState,
+  BatchMessage, CancelManyResult, Delivery, Duration, MessageInfo, MessagePage, MessageState,
   NackOptions, NackResult, Ready, ReceiveManyOptions, ReceiveOptions, SendOptions, Sent, Settled, Time,
 } from './types.js';
-import { Worker, WorkerHandler, WorkerOptions } from './worker.js';
+import { nackBody, receiveBody, sendBody, withPayload } from './wire.js';
+import { Worker, WorkerHandler, WorkerOptions, WorkerSource } from './worker.js';
 
 export type ClientOptions = TransportOptions;
 
 export class DelayqClient {
-  /** Queue administration (role admin). */
+  /** Queue administration (role admin): stats, settings, dead letters, push targets, webhooks. */
   readonly admin: Admin;
+  /** Recurring schedules (role admin). */
+  readonly schedules: Schedules;
+  /** Groups: list them, read one, set its own concurrency, weight, rate limit, pause (role admin). */
+  readonly groups: Groups;
+  /** A queue's events: a page, or an async iterator that follows them (any role but monitor). */
+  readonly events: Events;
   readonly transport: Transport;
 
   constructor(options: ClientOptions | string) {
     this.transport = new Transport(typeof options === 'string' ? { baseUrl: options } : options);
     this.admin = new Admin(this.transport);
+    this.schedules = new Schedules(this.transport);
+    this.groups = new Groups(this.transport);
+    this.events = new Events(this.transport);
+  }
+
+  /** A handle on one queue whose payloads are of type `T`: `client.queue<Order>('orders')`. */
+  queue<T = unknown>(name: string): Queue<T> {
+    return new Queue<T>(this, name);
   }
 
   // ---- produce ----
@@ -29,8 +51,8 @@ export class DelayqClient {
    * Sends one message: `payload` is any JSON value, or bytes (a Uint8Array or Buffer).
    * Retried on 503 when it has a caller `id` (a repeat is answered as a duplicate).
    */
-  async send(queue: string, payload: Json | Bytes, options: SendOptions = {}, call?: CallOptions): Promise<Sent> {
-    const body = message(payload, options);
+  async send<T = unknown>(queue: string, payload: T, options: SendOptions = {}, call?: CallOptions): Promise<Sent> {
+    const body = sendBody(payload, options);
     const r = await this.transport.call<Sent>(
       { ...route('POST /v1/queues/{queue}/messages'), params: { queue }, body, idempotent: safeToRepeat(options) },
       call,
@@ -39,8 +61,8 @@ export class DelayqClient {
   }
 
   /** Sends up to the server's --max-batch messages, all or nothing. */
-  async sendBatch(queue: string, messages: BatchMessage[], call?: CallOptions): Promise<Sent[]> {
-    const body = { messages: messages.map(({ payload, ...options }) => message(payload, options)) };
+  async sendBatch<T = unknown>(queue: string, messages: BatchMessage<T>[], call?: CallOptions): Promise<Sent[]> {
+    const body = { messages: messages.map(({ payload, ...options }) => sendBody(payload, options)) };
     const r = await this.transport.call<{ results: Sent[] }>(
       { ...route('POST /v1/queues/{queue}/batch'), params: { queue }, body, idempotent: messages.every(safeToRepeat) },
       call,
@@ -49,12 +71,12 @@ export class DelayqClient {
   }
 
   /** A message by id, with its state and error history; NotFoundError if there is none. */
-  async get(queue: string, id: string, call?: CallOptions): Promise<MessageInfo> {
-    const r = await this.transport.call<MessageInfo>(
+  async get<T = unknown>(queue: string, id: string, call?: CallOptions): Promise<MessageInfo<T>> {
+    const r = await this.transport.call<MessageInfo<T>>(
       { ...route('GET /v1/queues/{queue}/messages/{id}'), params: { queue, id }, idempotent: true },
       call,
     );
-    return r.data;
+    return withPayload(r.data);
   }
 
   /** Cancels a delayed or ready message; WrongStateError (409) if in flight or dead. */
@@ -83,7 +105,7 @@ export class DelayqClient {
   async reschedule(
     queue: string, id: string, when: { delay?: Duration; deliver_at?: Time }, call?: CallOptions,
   ): Promise<{ id: string; due_ms: number }> {
-    const body = { delay: when.delay, deliver_at: time(when.deliver_at) };
+    const body = { delay: optionalMs(when.delay, 'delay'), deliver_at: optionalTime(when.deliver_at, 'deliver_at') };
     const r = await this.transport.call<{ id: string; due_ms: number }>(
       // A time is absolute, so repeating it changes nothing; a delay would move it again.
       { ...route('POST /v1/queues/{queue}/messages/{id}/reschedule'), params: { queue, id }, body, idempotent: when.delay === undefined },
@@ -108,12 +130,13 @@ export class DelayqClient {
   // ---- consume ----
 
   /** Claims up to `max` due messages under a lease; with `wait`, long-polls until one is due. */
-  async receive(queue: string, options: ReceiveOptions = {}, call?: CallOptions): Promise<Delivery[]> {
-    const r = await this.transport.call<{ deliveries: Delivery[] }>(
-      { ...route('POST /v1/queues/{queue}/receive'), params: { queue }, body: options, extraTimeoutMs: waitMs(options.wait) },
+  async receive<T = unknown>(queue: string, options: ReceiveOptions = {}, call?: CallOptions): Promise<Delivery<T>[]> {
+    const body = receiveBody(options);
+    const r = await this.transport.call<{ deliveries: Delivery<T>[] }>(
+      { ...route('POST /v1/queues/{queue}/receive'), params: { queue }, body, extraTimeoutMs: waitOf(body) },
       call,
     );
-    return r.data.deliveries;
+    return r.data.deliveries.map(withPayload);
   }
 
   /**
@@ -123,26 +146,25 @@ export class DelayqClient {
    * per receipt, in order, whether it was acked (`ok: false`: its lease was lost, or it
    * was acked before).
    */
-  async ackAndReceive(
+  async ackAndReceive<T = unknown>(
     queue: string, receipts: string[], options: ReceiveOptions = {}, call?: CallOptions,
-  ): Promise<{ acked: Settled[]; deliveries: Delivery[] }> {
-    const r = await this.transport.call<{ deliveries: Delivery[]; acked?: Settled[] }>(
-      {
-        ...route('POST /v1/queues/{queue}/receive'), params: { queue }, body: { ...options, acks: receipts },
-        extraTimeoutMs: waitMs(options.wait),
-      },
+  ): Promise<{ acked: Settled[]; deliveries: Delivery<T>[] }> {
+    const body = { ...receiveBody(options), acks: receipts };
+    const r = await this.transport.call<{ deliveries: Delivery<T>[]; acked?: Settled[] }>(
+      { ...route('POST /v1/queues/{queue}/receive'), params: { queue }, body, extraTimeoutMs: waitOf(body) },
       call,
     );
-    return { acked: r.data.acked ?? [], deliveries: r.data.deliveries };
+    return { acked: r.data.acked ?? [], deliveries: r.data.deliveries.map(withPayload) };
   }
 
-  /** One receive over several queues (`queues` in strict order, or `weights`). */
-  async receiveMany(options: ReceiveManyOptions, call?: CallOptions): Promise<Delivery[]> {
-    const r = await this.transport.call<{ deliveries: Delivery[] }>(
-      { ...route('POST /v1/receive'), body: options, extraTimeoutMs: waitMs(options.wait) },
+  /** One receive over several queues (`queues` in strict order, or `weights`); settle each at its `queue`. */
+  async receiveMany<T = unknown>(options: ReceiveManyOptions, call?: CallOptions): Promise<Delivery<T>[]> {
+    const body = receiveBody(options);
+    const r = await this.transport.call<{ deliveries: Delivery<T>[] }>(
+      { ...route('POST /v1/receive'), body, extraTimeoutMs: waitOf(body) },
       call,
     );
-    return r.data.deliveries;
+    return r.data.deliveries.map(withPayload);
   }
 
   /** Acks one receipt (LeaseLostError if its lease was lost) or several (a result each). */
@@ -161,14 +183,15 @@ export class DelayqClient {
     return Array.isArray(r) ? r : undefined;
   }
 
-  /** Extends leases to `lease` from now (default 30 s); answers the new deadline(s). */
+  /** Extends leases to `lease` from now (default `'30s'`); answers the new deadline(s). */
   extend(queue: string, receipt: string, options?: { lease?: Duration }, call?: CallOptions): Promise<{ lease_deadline_ms: number }>;
   extend(queue: string, receipts: string[], options?: { lease?: Duration }, call?: CallOptions): Promise<Settled[]>;
   async extend(
     queue: string, receipts: string | string[], options: { lease?: Duration } = {}, call?: CallOptions,
   ): Promise<{ lease_deadline_ms: number } | Settled[]> {
+    const lease = optionalMs(options.lease, 'lease');
     // Extending again only moves the deadline from now: safe to repeat.
-    const r = await this.settle('POST /v1/queues/{queue}/extend', queue, receipts, { lease: options.lease }, true, call);
+    const r = await this.settle('POST /v1/queues/{queue}/extend', queue, receipts, { lease }, true, call);
     return r as { lease_deadline_ms: number } | Settled[];
   }
 
@@ -178,15 +201,18 @@ export class DelayqClient {
    */
   async nack(queue: string, receipt: string, options: NackOptions = {}, call?: CallOptions): Promise<NackResult> {
     const r = await this.transport.call<NackResult>(
-      { ...route('POST /v1/queues/{queue}/nack'), params: { queue }, body: { receipt, ...options } },
+      { ...route('POST /v1/queues/{queue}/nack'), params: { queue }, body: nackBody(receipt, options) },
       call,
     );
     return r.data;
   }
 
-  /** A worker that receives from `queue` and runs `handler` on each message (see worker.ts). */
-  worker(queue: string, handler: WorkerHandler, options?: WorkerOptions): Worker {
-    return new Worker(this, queue, handler, options);
+  /**
+   * A worker that receives from `source` (a queue; `{queues: [...]}` in strict order; or
+   * `{weights: {...}}`) and runs `handler` on each message (see worker.ts).
+   */
+  worker<T = unknown>(source: WorkerSource, handler: WorkerHandler<T>, options?: WorkerOptions): Worker<T> {
+    return new Worker<T>(this, source, handler, options);
   }
 
   // ---- probes and escape hatch ----
@@ -208,7 +234,10 @@ export class DelayqClient {
     return r.data;
   }
 
-  /** Any route, e.g. one this client leaves out (LEFT_OUT): `raw('GET', '/v1/processes')`. */
+  /**
+   * Any route, e.g. one this client leaves out (LEFT_OUT): `raw('GET', '/v1/processes')`.
+   * The body goes as given: durations in it are not checked (the API reads a number as ms).
+   */
   async raw<T = unknown>(method: string, path: string, body?: unknown, call?: CallOptions): Promise<T> {
     return (await this.transport.call<T>({ method, path, body }, call)).data;
   }
@@ -226,35 +255,12 @@ export class DelayqClient {
   }
 }
 
-/** A send's JSON body: the payload as JSON or base64 bytes, times as ms. */
-function message(payload: Json | Bytes, options: SendOptions): Record<string, unknown> {
-  const body: Record<string, unknown> = { ...options };
-  if (payload instanceof Uint8Array) body.payload_base64 = Buffer.from(payload).toString('base64');
-  else body.payload = payload;
-  if (options.deliver_at !== undefined) body.deliver_at = time(options.deliver_at);
-  if (options.expires_at !== undefined) body.expires_at = time(options.expires_at);
-  return body;
-}
-
 /** A send that a repeat cannot change: it has a caller id and keeps the existing message. */
 function safeToRepeat(options: SendOptions): boolean {
   return options.id !== undefined && (options.on_duplicate ?? 'keep') === 'keep';
 }
 
-function time(t: Time | undefined): number | string | undefined {
-  return t instanceof Date ? t.getTime() : t;
-}
-
-/** A wait in ms, for the call's timeout (text waits are parsed roughly; unknown: 30 s). */
-export function waitMs(wait: Duration | undefined): number {
-  if (wait === undefined) return 0;
-  if (typeof wait === 'number') return wait;
-  const units: Record<string, number> = { ms: 1, s: 1000, sec: 1000, m: 60_000, min: 60_000, h: 3_600_000 };
-  let total = 0;
-  for (const [, n, unit] of wait.matchAll(/(\d+(?:\.\d+)?)\s*([a-z]+)/g)) {
-    const factor = units[unit];
-    if (factor === undefined) return 30_000;
-    total += Number(n) * factor;
-  }
-  return total;
+/** A receive body's wait, ms (already checked by receiveBody), added to the call's timeout. */
+function waitOf(body: Record<string, unknown>): number {
+  return typeof body.wait === 'number' ? body.wait : 0;
 }

@@ -2,7 +2,10 @@
 // HTTP status; each becomes a DelayqError subclass chosen by status and code, so callers can
 // `catch (e) { if (e instanceof LeaseLostError) ... }` or switch on `e.code`.
 // Client-side failures (timeout, connection refused) are DelayqErrors too, with status 0.
-// PermanentError and RetryLaterError are thrown by worker handlers, not by the client.
+// PermanentError and RetryLaterError are thrown by worker handlers, not by the client;
+// HandlerTimeoutError and WorkerStoppedError are why a worker aborts a handler's signal.
+
+import { Duration, durationMs } from './duration.js';
 
 /** The stable codes the server uses (crates/delayq-server/src/error.rs and api/). */
 export type KnownErrorCode =
@@ -101,12 +104,31 @@ export class PermanentError extends Error {
   }
 }
 
-/** Thrown by a worker handler: retry after `retryAfterMs` instead of by the message's backoff. */
+/**
+ * Thrown by a worker handler: retry after `retryAfter` (a duration such as `'30s'`) instead
+ * of by the message's backoff.
+ */
 export class RetryLaterError extends Error {
   readonly retryAfterMs: number;
-  constructor(message: string, retryAfterMs: number, options?: { cause?: unknown }) {
+  constructor(message: string, retryAfter: Duration, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'RetryLaterError';
-    this.retryAfterMs = retryAfterMs;
+    this.retryAfterMs = durationMs(retryAfter, 'RetryLaterError retryAfter');
+  }
+}
+
+/** A handler ran past its message's handler_timeout (or the worker's): the attempt failed. */
+export class HandlerTimeoutError extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`handler timed out after ${timeoutMs} ms`);
+    this.name = 'HandlerTimeoutError';
+  }
+}
+
+/** A handler's signal aborts with this when the worker's stop grace ran out: its message was released. */
+export class WorkerStoppedError extends Error {
+  constructor(message = 'worker stopped: message released') {
+    super(message);
+    this.name = 'WorkerStoppedError';
   }
 }

@@ -2,7 +2,8 @@
 // mapped to the client method that calls each. The client's methods call the transport with
 // these keys (a typo does not compile), and the coverage test (test/coverage.test.js) checks
 // that every operation of a running server is in ROUTES or LEFT_OUT, that every ROUTES
-// method exists, and that no entry names an operation the server no longer has.
+// method exists (`admin.stats` is `client.admin.stats`), and that no entry names an
+// operation the server no longer has.
 
 export const ROUTES = {
   // produce (role send)
@@ -12,8 +13,9 @@ export const ROUTES = {
   'DELETE /v1/queues/{queue}/messages/{id}': 'cancel',
   'POST /v1/queues/{queue}/cancel': 'cancelMany',
   'POST /v1/queues/{queue}/messages/{id}/reschedule': 'reschedule',
-  // browse (any token)
+  // browse (any token but monitor)
   'GET /v1/queues/{queue}/messages': 'listMessages',
+  'GET /v1/queues/{queue}/events': 'events.page',
   // consume (role consume)
   'POST /v1/queues/{queue}/receive': 'receive',
   'POST /v1/receive': 'receiveMany',
@@ -35,6 +37,18 @@ export const ROUTES = {
   'PUT /v1/queues/{queue}/push': 'admin.setPushTarget',
   'GET /v1/queues/{queue}/push': 'admin.getPushTarget',
   'DELETE /v1/queues/{queue}/push': 'admin.deletePushTarget',
+  'PUT /v1/queues/{queue}/webhooks': 'admin.setWebhooks',
+  'GET /v1/queues/{queue}/webhooks': 'admin.getWebhooks',
+  'DELETE /v1/queues/{queue}/webhooks': 'admin.deleteWebhooks',
+  'GET /v1/queues/{queue}/schedules': 'schedules.list',
+  'PUT /v1/queues/{queue}/schedules/{name}': 'schedules.put',
+  'GET /v1/queues/{queue}/schedules/{name}': 'schedules.get',
+  'PATCH /v1/queues/{queue}/schedules/{name}': 'schedules.pause',
+  'DELETE /v1/queues/{queue}/schedules/{name}': 'schedules.delete',
+  'POST /v1/queues/{queue}/schedules/{name}/backfill': 'schedules.backfill',
+  'GET /v1/queues/{queue}/groups': 'groups.list',
+  'GET /v1/queues/{queue}/groups/{group}': 'groups.get',
+  'PATCH /v1/queues/{queue}/groups/{group}': 'groups.set',
   // probes
   'GET /healthz': 'health',
   'GET /readyz': 'ready',
@@ -52,19 +66,6 @@ export function route(r: Route): { method: string; path: string } {
 /** Operations this client does not wrap, each with why. Call them with `client.raw()`. */
 export const LEFT_OUT: Readonly<Record<string, string>> = {
   'GET /metrics': 'Prometheus text for a scraper, not for application code',
-  'GET /v1/queues/{queue}/events': 'event stream (SSE or JSON pages): a consumer of its own, not part of send/receive',
-  'PUT /v1/queues/{queue}/webhooks': 'event webhooks are operator configuration; set them with the CLI or dashboard',
-  'GET /v1/queues/{queue}/webhooks': 'event webhooks are operator configuration; set them with the CLI or dashboard',
-  'DELETE /v1/queues/{queue}/webhooks': 'event webhooks are operator configuration; set them with the CLI or dashboard',
-  'GET /v1/queues/{queue}/schedules': 'recurring schedules are operator configuration (delayq schedule ...)',
-  'PUT /v1/queues/{queue}/schedules/{name}': 'recurring schedules are operator configuration (delayq schedule ...)',
-  'GET /v1/queues/{queue}/schedules/{name}': 'recurring schedules are operator configuration (delayq schedule ...)',
-  'PATCH /v1/queues/{queue}/schedules/{name}': 'recurring schedules are operator configuration (delayq schedule ...)',
-  'DELETE /v1/queues/{queue}/schedules/{name}': 'recurring schedules are operator configuration (delayq schedule ...)',
-  'POST /v1/queues/{queue}/schedules/{name}/backfill': 'recurring schedules are operator configuration (delayq schedule ...)',
-  'GET /v1/queues/{queue}/groups': 'per-group settings are operator configuration; sends take `group` all the same',
-  'GET /v1/queues/{queue}/groups/{group}': 'per-group settings are operator configuration; sends take `group` all the same',
-  'PATCH /v1/queues/{queue}/groups/{group}': 'per-group settings are operator configuration; sends take `group` all the same',
   'GET /v1/queues/{queue}/format': 'data-format upgrades belong to a deploy (delayq format show|upgrade)',
   'POST /v1/queues/{queue}/upgrade': 'data-format upgrades belong to a deploy (delayq format show|upgrade)',
   'GET /v1/processes': 'data-format upgrades belong to a deploy (delayq format show|upgrade)',

@@ -1,17 +1,18 @@
 // The API's JSON shapes (crates/delayq-server/src/api/wire.rs, produce.rs, consume.rs,
 // admin.rs, push.rs). Field names are the API's own, snake_case, so the server's README and
 // OpenAPI document describe them as they are; only the client's own settings are camelCase.
+// Shapes that carry a payload are generic over its type `T` (default `unknown`: narrow it,
+// or name it: `client.queue<Order>('orders')`, `client.worker<Order>(...)`).
+// Durations and times follow duration.ts: text with a unit, a Date or RFC 3339 text.
 
-/** A duration: milliseconds, or text such as `"15m"`, `"1h 30m"`, `"250ms"`. */
-export type Duration = number | string;
+import type { Duration, Time } from './duration.js';
 
-/** A point in time: a Date, Unix milliseconds, or RFC 3339 text. */
-export type Time = Date | number | string;
+export type { Duration, Time };
 
 /** A JSON value (a payload sent as JSON comes back as the same JSON). */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
-/** Bytes: sent as `payload_base64` and delivered back as bytes, never as JSON. */
+/** Bytes: sent as `payload_base64`, and handed back as bytes (a Buffer) in `payload`. */
 export type Bytes = Uint8Array;
 
 /** Retry policy; each takes `jitter_percent` (random shortening, 0-100). */
@@ -57,8 +58,8 @@ export interface SendOptions {
 }
 
 /** One message of a batch. */
-export interface BatchMessage extends SendOptions {
-  payload: Json | Bytes;
+export interface BatchMessage<T = unknown> extends SendOptions {
+  payload: T;
 }
 
 export interface Sent {
@@ -83,9 +84,13 @@ export interface CancelManyResult {
   }>;
 }
 
-/** A payload as answered: JSON as `payload`, bytes as `payload_base64`. */
-export interface PayloadOut {
-  payload?: Json;
+/**
+ * A payload as the client hands it back: `payload` is the JSON sent, or for a message sent
+ * as bytes a Buffer of them (the server answers those as `payload_base64`, kept too).
+ */
+export interface PayloadOut<T = unknown> {
+  payload: T;
+  /** The payload's bytes in base64, for a message sent as bytes. */
   payload_base64?: string;
 }
 
@@ -98,7 +103,7 @@ export interface FailedAttempt {
 export type MessageState = 'delayed' | 'ready' | 'in_flight' | 'dead' | 'completed';
 
 /** A message as `get` answers it. */
-export interface MessageInfo extends PayloadOut {
+export interface MessageInfo<T = unknown> extends PayloadOut<T> {
   id: string;
   state: MessageState;
   due_ms: number;
@@ -120,7 +125,7 @@ export interface MessageInfo extends PayloadOut {
 }
 
 /** A received message: settle it by `receipt` at its `queue`. */
-export interface Delivery extends PayloadOut {
+export interface Delivery<T = unknown> extends PayloadOut<T> {
   queue: string;
   receipt: string;
   id: string;
@@ -137,9 +142,9 @@ export interface Delivery extends PayloadOut {
 export interface ReceiveOptions {
   /** Most messages (default 1, at most the server's --max-batch). */
   max?: number;
-  /** Lease of each (default 30 s). */
+  /** Lease of each (default `'30s'`). */
   lease?: Duration;
-  /** Long-poll: longest wait for something to come due (default 0). */
+  /** Long-poll: longest wait for something to come due (default 0, at most the server's --max-wait). */
   wait?: Duration;
 }
 
@@ -165,7 +170,7 @@ export interface NackOptions {
   /** A dead letter now (a permanent failure). */
   dead?: boolean;
   /** New JSON payload for the next attempts. */
-  payload?: Json;
+  payload?: unknown;
   /** New bytes payload for the next attempts. */
   payload_base64?: string;
   /** Added to the attempts allowed (negative: fewer). */
@@ -181,7 +186,6 @@ export interface RateLimit {
   burst?: number;
 }
 
-/** A queue's counts and settings. */
 /** What a queue's delete did. */
 export interface QueueDeleted {
   queue: string;
@@ -193,6 +197,7 @@ export interface QueueDeleted {
   raced: boolean;
 }
 
+/** A queue's counts and settings. */
 export interface QueueStats {
   name: string;
   delayed: number;
@@ -221,20 +226,32 @@ export interface QueueStats {
   events_max: number | null;
 }
 
-/** Settings to change (`PATCH /v1/queues/{queue}`); `null` lifts a limit. */
+/**
+ * Settings to change (`PATCH /v1/queues/{queue}`), each optional (left out: unchanged);
+ * `null` lifts a limit or stops a feature.
+ */
 export interface QueueSettings {
+  /** How long a caller id stays reserved after its message is gone (0 turns it off). */
   idempotency_window?: Duration;
+  /** At most this many deliveries a second across every consumer. */
   rate_limit?: RateLimit | null;
+  /** At most this many messages of one group in flight (1: each group in order). */
   group_concurrency?: number | null;
+  /** Each group's own token bucket, unless a group has its own (see `client.groups`). */
   group_rate_limit?: RateLimit | null;
+  /** A message without its own deadline is never delivered more than this long after it is due. */
   default_ttl?: Duration | null;
+  /** What an expired message becomes. */
   on_expire?: 'dead_letter' | 'drop';
+  /** Sends due further out than this are refused. */
   max_delay?: Duration | null;
+  /** Keep the final record of each message that ends (`get` answers it as `completed`). */
   retain_completed?: { keep_for: Duration; max: number } | null;
+  /** Record events (`client.events`): about `max` per partition (default 20 000). */
   events?: { max?: number } | null;
 }
 
-export interface DeadLetter extends PayloadOut {
+export interface DeadLetter<T = unknown> extends PayloadOut<T> {
   id: string;
   died_at_ms: number;
   attempts: number;
@@ -244,9 +261,9 @@ export interface DeadLetter extends PayloadOut {
   errors: FailedAttempt[];
 }
 
-export interface DeadLetterPage {
+export interface DeadLetterPage<T = unknown> {
   total: number;
-  dead_letters: DeadLetter[];
+  dead_letters: DeadLetter<T>[];
 }
 
 /** A message as a list shows it (a preview of its payload). */

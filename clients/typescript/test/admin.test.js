@@ -69,7 +69,7 @@ test('pause stops deliveries; resume starts them again', async () => {
   const q = uniqueQueue('pause');
   assert.equal((await client.admin.pause(q)).paused, true);
   await client.send(q, 'held');
-  assert.deepEqual(await client.receive(q, { wait: 200 }), []);
+  assert.deepEqual(await client.receive(q, { wait: '200ms' }), []);
   assert.equal((await client.admin.resume(q)).paused, false);
   const [d] = await client.receive(q, { wait: '2s' });
   assert.equal(d.payload, 'held');

@@ -31,8 +31,11 @@ test('a bad queue name is a BadRequestError with code invalid_queue_name', async
 test('bad input names its code: invalid_id, invalid_duration, invalid_schedule, invalid_receipt', async () => {
   const q = uniqueQueue('bad');
   await assert.rejects(client.send(q, 1, { id: 'has space' }), { status: 400, code: 'invalid_id' });
-  await assert.rejects(client.send(q, 1, { delay: 'soon' }), { status: 400, code: 'invalid_duration' });
-  await assert.rejects(client.send(q, 1, { delay: 1, deliver_at: 2 }), { status: 400, code: 'invalid_schedule' });
+  // The client refuses a duration it cannot read before sending; the server's own check is
+  // reached with raw().
+  await assert.rejects(client.send(q, 1, { delay: 'soon' }), TypeError);
+  await assert.rejects(client.raw('POST', `/v1/queues/${q}/messages`, { payload: 1, delay: 'soon' }), { status: 400, code: 'invalid_duration' });
+  await assert.rejects(client.send(q, 1, { delay: '1ms', deliver_at: new Date() }), { status: 400, code: 'invalid_schedule' });
   await assert.rejects(client.ack(q, 'not-a-receipt'), { status: 400, code: 'invalid_receipt' });
   await assert.rejects(client.receive(q, { wait: '1h' }), { status: 400, code: 'over_limit' });
 });
@@ -50,7 +53,7 @@ test('an unknown id is a NotFoundError', async () => {
 test('a lost lease is a LeaseLostError (409 lease_lost)', async () => {
   const q = uniqueQueue('lease');
   await client.send(q, 'x', { id: 'l1' });
-  const [d] = await client.receive(q, { lease: 200 });
+  const [d] = await client.receive(q, { lease: '200ms' });
   // Its lease passes and another consumer takes the message.
   const [again] = await client.receive(q, { wait: '3s' });
   assert.equal(again.id, 'l1');
@@ -75,7 +78,7 @@ test('a lost lease is a LeaseLostError (409 lease_lost)', async () => {
 test('a call past its timeout is a TimeoutError; an unreachable server a ConnectionError', async () => {
   const q = uniqueQueue('slow');
   // A long-poll's wait is added to its timeout: this one answers, empty.
-  assert.deepEqual(await client.receive(q, { wait: 600 }, { timeoutMs: 500 }), []);
+  assert.deepEqual(await client.receive(q, { wait: '600ms' }, { timeoutMs: 500 }), []);
   // A raw call that waits longer than its timeout allows.
   const error = await client.raw('POST', `/v1/queues/${q}/receive`, { wait: 2000 }, { timeoutMs: 100 }).catch((e) => e);
   assert.ok(error instanceof TimeoutError, String(error));

@@ -49,7 +49,7 @@ test('ackAndReceive acks what was finished and receives the next, in one request
 
 test('a delayed message is not delivered before it is due, then is', async () => {
   const q = uniqueQueue('delayed');
-  const sent = await client.send(q, 'later', { delay: 1500 });
+  const sent = await client.send(q, 'later', { delay: '1500ms' });
   assert.equal((await client.get(q, sent.id)).state, 'delayed');
   assert.deepEqual(await client.receive(q), []);
   const started = Date.now();
@@ -78,9 +78,9 @@ test('every send option is accepted and shows in get and the delivery', async ()
   assert.ok(info.expires_at_ms >= at.getTime() + 3_600_000);
   // The other backoff shapes and expires_at are accepted too.
   for (const backoff of [
-    { fixed: { delay: '30s' } }, { linear: { base: '30s', cap: '10m' } }, { list: { delays: ['30s', 2000] } },
+    { fixed: { delay: '30s' } }, { linear: { base: '30s', cap: '10m' } }, { list: { delays: ['30s', '2s'] } },
   ]) {
-    await client.send(q, 1, { backoff, expires_at: Date.now() + 7_200_000, delay: '1h' });
+    await client.send(q, 1, { backoff, expires_at: new Date(Date.now() + 7_200_000), delay: '1h' });
   }
   // A duplicate caller id is not an error; replace and debounce rewrite the message.
   const dup = await client.send(q, { full: false }, { id: 'opt-1' });
@@ -90,23 +90,25 @@ test('every send option is accepted and shows in get and the delivery', async ()
   const debounced = await client.send(q, 2, { id: 'opt-1', on_duplicate: 'debounce', max_wait: '5m', delay: '10s' });
   assert.equal(debounced.replaced, 'delayed');
   // Now and with handler_timeout: the delivery carries it.
-  await client.send(q, 'now', { id: 'opt-2', handler_timeout: 1500, traceparent });
-  const [d] = await client.receive(q, { wait: 2000 });
+  await client.send(q, 'now', { id: 'opt-2', handler_timeout: '1500ms', traceparent });
+  const [d] = await client.receive(q, { wait: '2s' });
   assert.equal(d.id, 'opt-2');
   assert.equal(d.handler_timeout_ms, 1500);
   assert.equal(d.traceparent, traceparent);
   await client.ack(q, d.receipt);
 });
 
-test('bytes payloads travel as bytes', async () => {
+test('bytes payloads travel as bytes and come back as bytes', async () => {
   const q = uniqueQueue('bytes');
   const bytes = new Uint8Array([0, 1, 2, 250, 255]);
   await client.send(q, bytes, { id: 'bin/1:a@b' });
   const info = await client.get(q, 'bin/1:a@b');
-  assert.equal(info.payload, undefined);
-  assert.deepEqual(new Uint8Array(Buffer.from(info.payload_base64, 'base64')), bytes);
+  assert.ok(info.payload instanceof Uint8Array, 'bytes in payload');
+  assert.deepEqual(new Uint8Array(info.payload), bytes);
+  assert.equal(info.payload_base64, Buffer.from(bytes).toString('base64'));
   const [d] = await client.receive(q);
   assert.equal(d.id, 'bin/1:a@b');
+  assert.deepEqual(new Uint8Array(d.payload), bytes);
   assert.equal(d.payload_base64, Buffer.from(bytes).toString('base64'));
   await client.ack(q, [d.receipt]).then((r) => assert.deepEqual(r.map((x) => x.ok), [true]));
 });

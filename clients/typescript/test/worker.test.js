@@ -21,15 +21,18 @@ before(async () => {
 // Workers a failed test left running are stopped too, or they would keep the process alive.
 const workers = [];
 after(async () => {
-  await Promise.all(workers.map((w) => w.stop({ graceMs: 0 })));
+  await Promise.all(workers.map((w) => w.stop({ grace: 0 })));
   await server?.stop();
 });
 
-/** A worker whose onError collects errors instead of printing them. */
+/** A worker whose 'error' events and log lines are collected instead of printed. */
 function worker(queue, handler, options = {}) {
   const errors = [];
-  const w = client.worker(queue, handler, { waitMs: 1000, onError: (e) => errors.push(e), ...options });
+  const logs = [];
+  const w = client.worker(queue, handler, { wait: '1s', logger: { error: (line) => logs.push(line) }, ...options });
+  w.on('error', (e) => errors.push(e));
   w.errors = errors;
+  w.logs = logs;
   workers.push(w);
   return w;
 }
@@ -65,7 +68,8 @@ test('a worker that goes on acks each message with its next receive', async () =
   for (let i = 0; i < 5; i++) await client.send(q, { i });
   const handled = [];
   const errors = [];
-  const w = new Worker(counted, q, (d) => handled.push(d.payload.i), { waitMs: 1000, onError: (e) => errors.push(e) });
+  const w = new Worker(counted, q, (d) => handled.push(d.payload.i), { wait: '1s' });
+  w.on('error', (e) => errors.push(e));
   workers.push(w);
   w.start();
   await waitFor(async () => {
@@ -87,7 +91,7 @@ test('a failed handler is nacked with its error and retried after retry_after', 
   const done = signal();
   const w = worker(q, (d) => {
     attempts.push({ attempt: d.attempt, at: Date.now() });
-    if (d.attempt === 1) throw new RetryLaterError('payment service down', 300);
+    if (d.attempt === 1) throw new RetryLaterError('payment service down', '300ms');
     done.resolve();
   }).start();
   await client.send(q, 'pay', { id: 'r1', backoff: { fixed: { delay: '1h' } } });
@@ -98,7 +102,7 @@ test('a failed handler is nacked with its error and retried after retry_after', 
   await w.stop();
 });
 
-test('a thrown error keeps its text as the last error', async () => {
+test('a thrown error is kept as the last error: its type and message, then its stack', async () => {
   const q = uniqueQueue('error-text');
   const w = worker(q, () => {
     throw new Error('the database is down');
@@ -108,7 +112,7 @@ test('a thrown error keeps its text as the last error', async () => {
     const m = await client.get(q, 'e1');
     return m.state === 'delayed' && m.last_error ? m : undefined;
   }, { what: 'the nack' });
-  assert.equal(info.last_error, 'the database is down');
+  assert.match(info.last_error, /^Error: the database is down\n\s+at /);
   assert.equal(info.attempts, 1);
   await w.stop();
 });
@@ -129,7 +133,7 @@ test('a permanent failure becomes a dead letter at once; requeue brings it back'
     return p.total === 1 && p.dead_letters.length === 1 ? p : undefined;
   }, { what: 'the dead letter' });
   assert.equal(page.dead_letters[0].id, 'p1');
-  assert.equal(page.dead_letters[0].last_error, 'order 7 does not exist');
+  assert.match(page.dead_letters[0].last_error, /^PermanentError: order 7 does not exist\n/);
   assert.equal(page.dead_letters[0].attempts, 1); // not retried: 9 attempts were left
   assert.equal(handled, 1);
   // Requeued (here with a fixed payload the handler accepts: requeue keeps the payload, so
@@ -152,14 +156,14 @@ test('a handler that runs longer than its lease keeps its message and is not del
   const w = worker(q, async (d) => {
     deliveries.push(d.attempt);
     await release.promise;
-  }, { leaseMs: 1000, concurrency: 2 }).start();
+  }, { lease: '1s', concurrency: 2 }).start();
   await client.send(q, 'slow', { id: 's1' });
   await waitFor(() => deliveries.length === 1, { what: 'the first delivery' });
   // Two and a half leases pass while the handler runs; the lease is extended, so neither another
   // consumer nor the worker's second slot gets the message.
   const until = Date.now() + 2500;
   while (Date.now() < until) {
-    assert.deepEqual(await client.receive(q, { wait: 300 }), []);
+    assert.deepEqual(await client.receive(q, { wait: '300ms' }), []);
     assert.equal((await client.get(q, 's1')).state, 'in_flight');
   }
   release.resolve();
@@ -190,8 +194,8 @@ test('a claim whose reply came after its lease ended is not started', async () =
   const slow = new DelayqClient({ baseUrl: server.url, fetch: slowFetch });
   await client.send(q, 'x', { id: 'late1' });
   const attempts = [];
-  const errors = [];
-  const w = slow.worker(q, (d) => attempts.push(d.attempt), { leaseMs: 400, waitMs: 1000, onError: (e) => errors.push(e) });
+  const w = slow.worker(q, (d) => attempts.push(d.attempt), { lease: '400ms', wait: '1s' });
+  w.on('error', () => {});
   workers.push(w);
   w.start();
   await waitFor(() => attempts.length > 0, { what: 'the message to be handled' });
@@ -212,11 +216,11 @@ test('stop() releases an unfinished message so that another consumer gets it at 
       aborted = s.reason;
       resolve();
     });
-  }), { leaseMs: 60_000 }).start();
+  }), { lease: '60s' }).start();
   await client.send(q, 'long job', { id: 'g1' });
   await within(started.promise, 5000, 'the handler to start');
   const t0 = Date.now();
-  await w.stop({ graceMs: 200 });
+  await w.stop({ grace: '200ms' });
   assert.ok(aborted instanceof Error, 'the handler was told to stop');
   // Its lease was 60 s; released, it is ready now, attempt not counted.
   const [d] = await client.receive(q);
@@ -237,7 +241,7 @@ test('stop() waits for handlers that finish within the grace period, and they ar
   }).start();
   await client.send(q, 'x', { id: 'f1' });
   await within(started.promise, 5000, 'the handler to start');
-  const stopping = w.stop({ graceMs: 10_000 });
+  const stopping = w.stop({ grace: '10s' });
   finish.resolve();
   await stopping;
   await assert.rejects(client.get(q, 'f1'), { code: 'not_found' });
@@ -269,13 +273,13 @@ test('concurrency N runs N handlers at once', async () => {
 test('a handler past its handler_timeout fails the attempt', async () => {
   const q = uniqueQueue('timeout');
   const w = worker(q, () => new Promise(() => {})).start();
-  await client.send(q, 'stuck', { id: 't1', handler_timeout: 200, backoff: { fixed: { delay: '1h' } } });
+  await client.send(q, 'stuck', { id: 't1', handler_timeout: '200ms', backoff: { fixed: { delay: '1h' } } });
   const info = await waitFor(async () => {
     const m = await client.get(q, 't1');
     return m.last_error ? m : undefined;
   }, { what: 'the timeout nack' });
   assert.match(info.last_error, /handler timed out after 200 ms/);
-  await w.stop({ graceMs: 0 });
+  await w.stop({ grace: 0 });
 });
 
 test('with handleSignals, SIGTERM stops the worker process and releases its message', async () => {

@@ -8,6 +8,6 @@ const client = new DelayqClient(process.env.DELAYQ_URL);
 const worker = client.worker(process.env.QUEUE, (d, { signal }) => new Promise((resolve) => {
   console.log(`started ${d.id}`);
   signal.addEventListener('abort', resolve);
-}), { handleSignals: true, graceMs: 200, waitMs: 1000, leaseMs: 60_000 });
+}), { handleSignals: true, grace: '200ms', wait: '1s', lease: '60s' });
 await worker.run();
 console.log('stopped');
