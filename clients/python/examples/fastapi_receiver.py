@@ -23,11 +23,12 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from fastapi import FastAPI, Request, Response
 
-from delayq import verify_push
+from delayq import Duration, parse_duration, verify_push
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ OnPush = Callable[[Pushed], Union[None, Awaitable[None]]]
 
 
 def create_app(keys: Sequence[str], on_push: Optional[OnPush] = None,
-               tolerance_seconds: float = 300, path: str = "/hook") -> FastAPI:
+               tolerance: Duration = timedelta(minutes=5), path: str = "/hook") -> FastAPI:
     """An app whose ``POST path`` takes pushes signed with any of ``keys``, calls
     ``on_push`` (a function or a coroutine function) with each new one, and keeps them in
     ``app.state.received``."""
@@ -54,19 +55,20 @@ def create_app(keys: Sequence[str], on_push: Optional[OnPush] = None,
     # (queue, id, attempt) -> when first seen; forgotten once older than the tolerance,
     # after which verify_push refuses a replay of it anyway.
     seen: Dict[Tuple[str, str, str], float] = {}
+    window = parse_duration(tolerance).total_seconds()
     app.state.received = received
     app.state.refused = 0
 
     @app.post(path)
     async def hook(request: Request) -> Response:
         body = await request.body()
-        if not verify_push(request.headers, body, list(keys), tolerance_seconds):
+        if not verify_push(request.headers, body, list(keys), tolerance):
             app.state.refused += 1
             return Response("bad or old signature", status_code=401)
         h = request.headers
         key = (h["delayq-queue"], h["delayq-message-id"], h["delayq-attempt"])
         now = time.monotonic()
-        for old in [k for k, at in seen.items() if now - at > tolerance_seconds]:
+        for old in [k for k, at in seen.items() if now - at > window]:
             del seen[old]
         if key in seen:
             return Response(status_code=200)  # a replay of what was handled: done

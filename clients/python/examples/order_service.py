@@ -24,6 +24,7 @@ import secrets
 import sys
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -43,7 +44,7 @@ class Shop:
         self.notifications: List[Dict[str, object]] = []
         self._lock = threading.Lock()
 
-    def place(self, client: Client, queue: str, order: int, close_after: float) -> None:
+    def place(self, client: Client, queue: str, order: int, close_after: timedelta) -> None:
         with self._lock:
             self.orders[order] = "placed"
         client.send(queue, {"order": order}, id=f"close-{order}", delay=close_after)
@@ -104,15 +105,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     with Client(args.url, token=args.token) as client, BackgroundServer(receiver_app) as rx:
         client.set_push_target(notify_queue, f"{rx.url}/hook", signing_keys=[key])
         worker = Worker(client, close_queue, shop.closer(client, notify_queue),
-                        concurrency=4, lease=10, poll_wait=1).start()
+                        concurrency=4, lease="10s", poll_wait="1s").start()
         try:
             for order in range(args.orders):
-                shop.place(client, close_queue, order, close_after=0.5)
+                shop.place(client, close_queue, order, close_after=timedelta(milliseconds=500))
             shop.pay(client, close_queue, 0)
             done = wait_for(lambda: shop.count("closed") == unpaid
                             and len(shop.notifications) == unpaid, args.timeout)
         finally:
-            worker.stop(timeout=15)
+            worker.stop(timeout="15s")
             client.delete_push_target(notify_queue)
 
     print(f"placed {args.orders} orders, paid {shop.count('paid')}, "

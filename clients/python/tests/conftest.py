@@ -28,7 +28,7 @@ def server() -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def client(server: ServerProcess) -> Iterator[Client]:
-    with Client(server.url, timeout=10.0) as c:
+    with Client(server.url, timeout="10s") as c:
         yield c
 
 

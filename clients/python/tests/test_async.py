@@ -38,10 +38,10 @@ async def gone(client: AsyncClient, queue: str, id: str) -> bool:
 def test_async_send_receive_ack(server: ServerProcess, queue: str) -> None:
     async def main() -> None:
         async with AsyncClient(server.url) as client:
-            sent = await client.send(queue, b"\x00bytes", id="a1", delay=0.2)
+            sent = await client.send(queue, b"\x00bytes", id="a1", delay="200ms")
             assert not sent.duplicate
             assert await client.receive(queue) == []
-            [d] = await client.receive(queue, wait=3)
+            [d] = await client.receive(queue, wait="3s")
             assert (d.id, d.payload) == ("a1", b"\x00bytes")
             await client.ack(queue, d.receipt)
             try:
@@ -54,7 +54,7 @@ def test_async_send_receive_ack(server: ServerProcess, queue: str) -> None:
             # An ack that goes with the next receive.
             await client.send(queue, "b")
             [b] = await client.receive(queue)
-            acked, got = await client.ack_and_receive(queue, [b.receipt], wait=0.2)
+            acked, got = await client.ack_and_receive(queue, [b.receipt], wait="200ms")
             assert [a.ok for a in acked] == [True] and got == []
             assert (await client.stats(queue)).in_flight == 0
 
@@ -70,11 +70,11 @@ def test_async_worker_acks_retries_and_dead_letters(server: ServerProcess, queue
             async def handle(d: Delivery) -> None:
                 seen.append((d.payload, d.attempt))
                 if d.payload == "retry" and d.attempt == 1:
-                    raise RetryLater("later", retry_after=0.2)
+                    raise RetryLater("later", retry_after="200ms")
                 if d.payload == "poison":
                     raise PermanentFailure("never")
 
-            worker = AsyncWorker(client, queue, handle, concurrency=3, poll_wait=0.5)
+            worker = AsyncWorker(client, queue, handle, concurrency=3, poll_wait="500ms")
             task = asyncio.create_task(worker.run())
             await eventually(lambda: dead_count(client, queue, 1), 10, "the dead letter")
             await eventually(lambda: drained(client, queue), 10, "ok and retry acked")
@@ -116,13 +116,15 @@ def test_async_worker_that_goes_on_acks_with_its_next_receive(server: ServerProc
             async def handle(d: Delivery) -> None:
                 seen.append(d.payload["n"])
 
-            worker = AsyncWorker(client, queue, handle, poll_wait=1)
+            worker = AsyncWorker(client, queue, handle, poll_wait="1s")
             task = asyncio.create_task(worker.run())
             await eventually(lambda: drained(client, queue), 10, "every message acked")
             await worker.stop()
             await task
             assert sorted(seen) == list(range(5))
-            assert (client.acks_alone, client.acks_carried) == (0, 5)
+            # Every ack went with a receive; the stop may cut the long poll that carried the
+            # last one, which is then sent again on its own (its fate was unknown).
+            assert client.acks_carried == 5 and client.acks_alone <= 1
 
     asyncio.run(main())
 
@@ -148,12 +150,12 @@ def test_async_worker_extends_a_long_handlers_lease(server: ServerProcess, queue
                 started.set()
                 await asyncio.sleep(3.5)  # more than two leases of work
 
-            worker = AsyncWorker(client, queue, handle, lease=1.5, poll_wait=0.5)
+            worker = AsyncWorker(client, queue, handle, lease="1500ms", poll_wait="500ms")
             task = asyncio.create_task(worker.run())
             await asyncio.wait_for(started.wait(), 10)
             stolen: List[Delivery] = []
             while not await gone(client, queue, "slow") and not stolen:
-                stolen += await client.receive(queue, wait=0.3, lease=30)
+                stolen += await client.receive(queue, wait="300ms", lease="30s")
             await worker.stop()
             await task
             assert stolen == [] and calls == [1]
@@ -176,14 +178,15 @@ def test_async_stop_releases_and_cancels_an_unfinished_handler(server: ServerPro
                     cancelled.set()
                     raise
 
-            worker = AsyncWorker(client, queue, handle, lease=60, poll_wait=0.5, grace=0.3)
+            worker = AsyncWorker(client, queue, handle, lease="60s", poll_wait="500ms",
+                                 grace="300ms")
             task = asyncio.create_task(worker.run())
             await asyncio.wait_for(started.wait(), 10)
             stop_at = time.monotonic()
             await asyncio.wait_for(worker.stop(), 10)
             await task
             assert cancelled.is_set()
-            [d] = await client.receive(queue, wait=5)
+            [d] = await client.receive(queue, wait="5s")
             assert d.id == "long" and time.monotonic() - stop_at < 5
             await client.ack(queue, d.receipt)
 
@@ -194,12 +197,12 @@ def test_async_handler_timeout_fails_the_attempt(server: ServerProcess, queue: s
     async def main() -> None:
         async with AsyncClient(server.url) as client:
             # The message's own handler_timeout wins over the worker's (none here).
-            await client.send(queue, "x", id="hang", handler_timeout=0.3, max_attempts=1)
+            await client.send(queue, "x", id="hang", handler_timeout="300ms", max_attempts=1)
 
             async def handle(d: Delivery) -> None:
                 await asyncio.sleep(30)
 
-            worker = AsyncWorker(client, queue, handle, poll_wait=0.5)
+            worker = AsyncWorker(client, queue, handle, poll_wait="500ms")
             task = asyncio.create_task(worker.run())
             await eventually(lambda: dead_count(client, queue, 1), 10, "the timed-out attempt")
             await worker.stop()

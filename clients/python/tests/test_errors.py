@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Dict
 
 import pytest
@@ -30,7 +31,7 @@ def test_an_unknown_id_is_not_found(client: Client, queue: str) -> None:
 
 def test_a_lost_lease_is_lease_lost(client: Client, queue: str) -> None:
     client.send(queue, "x")
-    [d] = client.receive(queue, wait=2)
+    [d] = client.receive(queue, wait="2s")
     client.ack(queue, d.receipt)
     with pytest.raises(LeaseLostError) as err:
         client.ack(queue, d.receipt)
@@ -42,15 +43,15 @@ def test_a_lost_lease_is_lease_lost(client: Client, queue: str) -> None:
 
 def test_cancelling_a_message_in_flight_is_wrong_state(client: Client, queue: str) -> None:
     client.send(queue, "x", id="busy")
-    client.receive(queue, wait=2)
+    client.receive(queue, wait="2s")
     with pytest.raises(WrongStateError) as err:
         client.cancel(queue, "busy")
     assert err.value.code == "wrong_state"
 
 
 @pytest.mark.parametrize("kwargs, code", [
-    ({"delay": "soon"}, "invalid_duration"),
-    ({"delay": 1, "deliver_at": 2_000_000_000}, "invalid_schedule"),
+    ({"delay": "1s", "deliver_at": datetime(2033, 5, 18, tzinfo=timezone.utc)},
+     "invalid_schedule"),
     ({"id": "bad id!"}, "invalid_id"),
     ({"priority": 10}, "invalid_option"),
 ])
@@ -64,8 +65,8 @@ def test_bad_options_name_their_code(client: Client, queue: str, kwargs: Dict[st
 def test_no_server_is_a_transport_error() -> None:
     # A refused connection is retried whatever the call (nothing reached a server), then
     # reported.
-    retry = RetryPolicy(retries=2, base_delay=0.01)
-    with Client(f"http://127.0.0.1:{free_port()}", timeout=2.0, retry=retry) as c:
+    retry = RetryPolicy(retries=2, base_delay="10ms")
+    with Client(f"http://127.0.0.1:{free_port()}", timeout="2s", retry=retry) as c:
         with pytest.raises(TransportError) as err:
             c.stats("q")
     assert isinstance(err.value, DelayqError) and err.value.status == 0

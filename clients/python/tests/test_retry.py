@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+from datetime import timedelta
 from typing import Callable, Dict, Iterator, List, Set
 
 import httpx
@@ -48,7 +49,8 @@ def client_for(server: ServerProcess, outage: Outage) -> Client:
     hooks: Dict[str, List[Callable[[httpx.Response], None]]] = {
         "response": [outage.on_response]}
     http = httpx.Client(timeout=10.0, event_hooks=hooks)
-    return Client(server.url, retry=RetryPolicy(retries=4, base_delay=0.05), http_client=http)
+    retry = RetryPolicy(retries=4, base_delay=timedelta(milliseconds=50))
+    return Client(server.url, retry=retry, http_client=http)
 
 
 def retried_through(statuses: List[int], n: int, success: Set[int]) -> bool:

@@ -37,7 +37,7 @@ def test_each_role_does_its_part_and_no_more(secured: ServerProcess, queue: str)
             consumer.send(queue, "y")
         with pytest.raises(ForbiddenError):
             consumer.stats(queue)
-        [d] = consumer.receive(queue, wait=2)
+        [d] = consumer.receive(queue, wait="2s")
         consumer.ack(queue, d.receipt)
         # Admin may do everything.
         assert admin.stats(queue).ready == 0

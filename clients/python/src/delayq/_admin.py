@@ -1,5 +1,5 @@
-"""Admin operations (role ``admin``): queues and their stats, settings, pause and resume,
-dead letters (list, requeue, purge) and push targets."""
+"""Admin operations (role ``admin``): queues and their stats, pause and resume, dead letters
+(list, requeue, purge) and push targets. A queue's settings are in :mod:`delayq._settings`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import httpx
 
-from ._convert import Duration, duration_json
+from ._durations import Duration, duration_json
 from ._ops import Spec, nothing, operation
-from .models import DeadLetter, DeadLetterPage, PushTarget, QueueDeleted, QueueStats
+from .models import DeadLetter, DeadLetterPage, PushTarget, QueueDeleted, QueueStats, RateLimit
 
 
 def _stats(response: httpx.Response) -> QueueStats:
@@ -50,13 +50,6 @@ def create_queue(queue: str, partitions: int) -> Spec[QueueStats]:
     """Creates a queue over ``partitions`` (1-256, fixed for its life); the same count again
     is fine, so it is safe to repeat."""
     return Spec(_stats, {"queue": queue}, json={"partitions": partitions}, idempotent=True)
-
-
-@operation("PATCH /v1/queues/{queue}")
-def configure_queue(queue: str, settings: Mapping[str, Any]) -> Spec[QueueStats]:
-    """Changes settings, given as the API's JSON (``{"rate_limit": {"per_second": 100}}``,
-    ``{"idempotency_window": "1h"}``; ``None`` lifts a limit). All or nothing."""
-    return Spec(_stats, {"queue": queue}, json=dict(settings), idempotent=True)
 
 
 @operation("DELETE /v1/queues/{queue}")
@@ -125,7 +118,7 @@ def set_push_target(
     dead_statuses: Optional[Sequence[int]] = None,
     failure_callback: Optional[str] = None,
     follow_redirects: Optional[bool] = None,
-    rate_limit: Optional[Mapping[str, int]] = None,
+    rate_limit: Optional[RateLimit] = None,
     allow_message_urls: Optional[Sequence[str]] = None,
 ) -> Spec[PushTarget]:
     """Pushes the queue's messages to ``url`` (its pull consumers get none meanwhile).
@@ -142,7 +135,7 @@ def set_push_target(
         "dead_statuses": list(dead_statuses) if dead_statuses is not None else None,
         "failure_callback": failure_callback,
         "follow_redirects": follow_redirects,
-        "rate_limit": dict(rate_limit) if rate_limit is not None else None,
+        "rate_limit": rate_limit.to_json() if rate_limit is not None else None,
         "allow_message_urls": list(allow_message_urls)
         if allow_message_urls is not None else None,
     }

@@ -7,8 +7,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import httpx
 
-from ._convert import Duration, duration_json, payload_fields
-from ._ops import UNSET, Spec, nothing, operation, rough_seconds
+from ._convert import payload_fields
+from ._durations import Duration, duration_json
+from ._ops import UNSET, Spec, holds_for, nothing, operation
 from .models import Delivery, SettleResult
 
 
@@ -47,7 +48,7 @@ def receive(queue: str, max: Optional[int] = None, lease: Optional[Duration] = N
     come due (a long-poll). Never retried: a claim whose answer was lost would sit unseen
     until its lease ran out."""
     return Spec(_deliveries, {"queue": queue}, json=_receive_json(max, lease, wait),
-                holds_for=rough_seconds(wait, 30.0) if wait is not None else 0.0)
+                holds_for=holds_for(wait))
 
 
 def _acked_and_received(response: httpx.Response) -> Tuple[List[SettleResult], List[Delivery]]:
@@ -67,7 +68,7 @@ def ack_and_receive(queue: str, receipts: Sequence[str], max: Optional[int] = No
     body = _receive_json(max, lease, wait)
     body["acks"] = list(receipts)
     return Spec(_acked_and_received, {"queue": queue}, json=body,
-                holds_for=rough_seconds(wait, 30.0) if wait is not None else 0.0)
+                holds_for=holds_for(wait))
 
 
 @operation("POST /v1/receive")
@@ -83,7 +84,7 @@ def receive_many(queues: Optional[Sequence[str]] = None,
     if weights is not None:
         body["weights"] = dict(weights)
     return Spec(_deliveries, json=body,
-                holds_for=rough_seconds(wait, 30.0) if wait is not None else 0.0)
+                holds_for=holds_for(wait))
 
 
 @operation("POST /v1/queues/{queue}/ack")

@@ -1,6 +1,7 @@
 """The API's operations, described once for the sync and the async client alike.
 
-Each builder (in ``_produce``, ``_consume``, ``_admin`` and here) turns a call's arguments
+Each builder (in ``_produce``, ``_consume``, ``_admin``, ``_settings``, ``_schedules``,
+``_groups``, ``_events``, ``_webhooks`` and here) turns a call's arguments
 into an :class:`Op`: the route, the request and how to read the answer. Neither client knows
 any path: they only run ops. The ``@operation("METHOD /path")`` decorator records which
 client method covers which route in :data:`COVERED`, the mapping the OpenAPI coverage test
@@ -16,6 +17,8 @@ from typing import Any, Callable, Dict, Generic, List, Optional, TypeVar
 from urllib.parse import quote
 
 import httpx
+
+from ._durations import Duration, duration_seconds
 
 T = TypeVar("T")
 
@@ -120,18 +123,6 @@ def ready() -> Spec[bool]:
     return Spec(ok, idempotent=True)
 
 
-_UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-
-
-def rough_seconds(value: Any, default: float) -> float:
-    """Seconds of a duration as this client takes them, for a timeout; text it cannot read
-    (the server can) counts as ``default``."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if hasattr(value, "total_seconds"):
-        return float(value.total_seconds())
-    if isinstance(value, str):
-        parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]+)", value)
-        if parts and all(unit in _UNITS for _, unit in parts):
-            return sum(float(n) * _UNITS[unit] for n, unit in parts)
-    return default
+def holds_for(wait: Optional[Duration]) -> float:
+    """Seconds a long-poll with ``wait`` may be held by the server before it answers."""
+    return 0.0 if wait is None else duration_seconds(wait, "wait")

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import httpx
 
-from ._convert import Duration, Time, duration_json, time_json
+from ._durations import Duration, Time, duration_json, time_json
 from ._ops import Spec, operation
 from .models import CancelMany, CancelResult, Message, NewMessage, Sent
 

@@ -3,18 +3,21 @@ answers into results or typed errors, and when a failed request is tried again."
 
 from __future__ import annotations
 
+import datetime as _dt
 import random
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Union
 
 import httpx
 
+from ._durations import Duration, duration_seconds
 from ._ops import NO_BODY, Op, T
+from ._version import __version__
 from .errors import DelayqError, TransportError, error_from_response
 
-__version__ = "0.1.0"
-
-TimeoutArg = Union[float, httpx.Timeout]
+# A duration (a timedelta or text such as "10s") for connect, read, write and pool alike,
+# or an httpx.Timeout for each on its own.
+TimeoutArg = Union[Duration, httpx.Timeout]
 
 # 503 codes worth another try: Redis did not answer in time (or a proxy said 503 with no
 # body of ours). Not redis_full (it fills up, not in a second), not not_replicated (the
@@ -29,12 +32,17 @@ class RetryPolicy:
     up to ``max_delay``, with random jitter so that many clients do not retry in step."""
 
     retries: int = 4
-    base_delay: float = 0.2
-    max_delay: float = 2.0
+    base_delay: Duration = _dt.timedelta(milliseconds=200)
+    max_delay: Duration = _dt.timedelta(seconds=2)
+
+    def __post_init__(self) -> None:
+        duration_seconds(self.base_delay, "RetryPolicy.base_delay")
+        duration_seconds(self.max_delay, "RetryPolicy.max_delay")
 
     def delay(self, retries_done: int) -> float:
         """Seconds to wait before retry number ``retries_done + 1``."""
-        ceiling = min(self.max_delay, self.base_delay * (2 ** retries_done))
+        base = duration_seconds(self.base_delay, "base_delay")
+        ceiling = min(duration_seconds(self.max_delay, "max_delay"), base * (2 ** retries_done))
         return float(ceiling * random.uniform(0.5, 1.0))
 
 
@@ -50,8 +58,10 @@ def default_headers(token: Optional[str]) -> Dict[str, str]:
 
 
 def make_timeout(timeout: TimeoutArg) -> httpx.Timeout:
-    """A timeout as httpx takes it (seconds apply to connect, read, write and pool)."""
-    return timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+    """A timeout as httpx takes it (a duration applies to connect, read, write and pool)."""
+    if isinstance(timeout, httpx.Timeout):
+        return timeout
+    return httpx.Timeout(duration_seconds(timeout, "timeout"))
 
 
 def request_args(op: Op[Any], timeout: httpx.Timeout) -> Dict[str, Any]:

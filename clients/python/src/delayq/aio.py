@@ -1,43 +1,60 @@
 """The asyncio client: the methods of :class:`delayq.Client`, with the same signatures, as
-coroutines over one ``httpx.AsyncClient``. The ops they run and the retry rules are the sync
-client's (``_ops``, ``_transport``); only the waiting differs."""
+coroutines over one ``httpx.AsyncClient`` (``follow_events`` is an async iterator). The ops
+they run and the retry rules are the sync client's (``_ops``, ``_transport``); only the
+waiting differs. An async worker's long poll is a task, which its stop cancels."""
 
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 from types import TracebackType
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Any, AsyncIterator, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import httpx
 
-from . import _admin, _consume, _ops, _produce
-from ._convert import Duration, Time
+from . import _admin, _consume, _events, _groups, _ops, _produce, _schedules, _settings
+from . import _webhooks
+from ._durations import Duration, Time
+from ._events import Event, EventPage
+from ._groups import Group, GroupPage
 from ._ops import UNSET, Op, T
+from ._pollcut import PollLine
+from ._schedules import Backfill, Schedule
+from ._settings import EventsSetting
 from ._transport import (
     RetryPolicy, TimeoutArg, default_headers, make_timeout, never_sent, request_args,
     result_of, retry_delay, transport_error,
 )
-from .client import DEFAULT_URL
+from ._webhooks import Webhook, Webhooks
+from .client import DEFAULT_TIMEOUT, DEFAULT_URL, FOLLOW_WAIT, http_options_of
 from .errors import DelayqError
 from .models import (
-    Backoff, CancelMany, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueDeleted, QueueStats,
-    Sent, SettleResult,
+    Backoff, CancelMany, DeadLetterPage, Delivery, Message, NewMessage, PushTarget,
+    QueueDeleted, QueueStats, RateLimit, Retention, Sent, SettleResult,
 )
+
+
+# The poll line of the worker task making a request, if any (see _pollcut.PollLine).
+POLL_LINE: ContextVar[Optional[PollLine]] = ContextVar("delayq_poll_line", default=None)
 
 
 class AsyncClient:
     """A delayq server's API, for asyncio. Arguments as :class:`delayq.Client`'s;
-    ``http_client`` is an ``httpx.AsyncClient``. Use ``async with`` or :meth:`aclose`."""
+    ``http_client`` is an ``httpx.AsyncClient``, ``http_options`` the keyword arguments of
+    the one it makes. Use ``async with`` or :meth:`aclose`."""
 
     def __init__(self, base_url: str = DEFAULT_URL, *, token: Optional[str] = None,
-                 timeout: TimeoutArg = 10.0, retry: RetryPolicy = RetryPolicy(),
-                 http_client: Optional[httpx.AsyncClient] = None) -> None:
+                 timeout: TimeoutArg = DEFAULT_TIMEOUT, retry: RetryPolicy = RetryPolicy(),
+                 http_client: Optional[httpx.AsyncClient] = None,
+                 http_options: Optional[Mapping[str, Any]] = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = default_headers(token)
         self._timeout = make_timeout(timeout)
         self._retry = retry
         self._owned = http_client is None
-        self._http = http_client or httpx.AsyncClient(timeout=self._timeout)
+        self._http_options = http_options_of(http_options)
+        self._http = http_client or httpx.AsyncClient(timeout=self._timeout,
+                                                      **self._http_options)
 
     async def aclose(self) -> None:
         """Closes the connections (unless the httpx client was given)."""
@@ -51,15 +68,28 @@ class AsyncClient:
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         await self.aclose()
 
+    def _new_poll_http(self) -> Optional[httpx.AsyncClient]:
+        """A pool of one connection for a worker's long polls, made as this client's own;
+        None when this client was given its ``http_client``."""
+        if not self._owned:
+            return None
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        options = {**self._http_options, "limits": limits}
+        return httpx.AsyncClient(timeout=self._timeout, **options)
+
     async def _call(self, op: Op[T]) -> T:
         """Runs ``op``, retrying as the policy allows; raises a :class:`DelayqError`."""
+        line = POLL_LINE.get()
+        http = line.http if line is not None and line.http is not None else self._http
+        extensions = line.async_extensions if line is not None else None
         retries = 0
         while True:
             args = request_args(op, self._timeout)
             args["url"] = self.base_url + args["url"]
             sent = True
             try:
-                response = await self._http.request(headers=self._headers, **args)
+                response = await http.request(headers=self._headers, extensions=extensions,
+                                              **args)
                 return result_of(op, response)
             except httpx.RequestError as exc:
                 error: DelayqError = transport_error(exc)
@@ -68,7 +98,7 @@ class AsyncClient:
             except DelayqError as exc:
                 error, cause = exc, exc
             wait = retry_delay(self._retry, op, error, retries, sent)
-            if wait is None:
+            if wait is None or (line is not None and line.cut_done):
                 if error is cause:
                     raise error
                 raise error from cause
@@ -120,14 +150,11 @@ class AsyncClient:
         return await self._call(_produce.get(queue, id))
 
     async def cancel(self, queue: str, id: str) -> str:
-        """Removes a delayed or ready message; answers the state it was in.
-        :class:`WrongStateError` if it is in flight or dead."""
+        """Removes a delayed or ready message; answers the state it was in."""
         return await self._call(_produce.cancel(queue, id))
 
     async def cancel_many(self, queue: str, ids: Sequence[str]) -> CancelMany:
-        """Cancels many messages by id in one request (up to the server's batch limit), each
-        its own atomic cancel: what became of each, in order (``cancelled``,
-        ``not_cancelled`` for one in flight or dead, left alone, or ``not_found``)."""
+        """Cancels many messages by id in one request, each its own atomic cancel."""
         return await self._call(_produce.cancel_many(queue, ids))
 
     async def reschedule(self, queue: str, id: str, *, delay: Optional[Duration] = None,
@@ -141,25 +168,24 @@ class AsyncClient:
                       lease: Optional[Duration] = None,
                       wait: Optional[Duration] = None) -> List[Delivery]:
         """Claims up to ``max`` (default 1) due messages, each under ``lease`` (default
-        30 s), waiting up to ``wait`` (default 0) for one to come due."""
+        30 s), waiting up to ``wait`` (default: answer at once) for one to come due."""
         return await self._call(_consume.receive(queue, max, lease, wait))
 
     async def ack_and_receive(self, queue: str, receipts: Sequence[str], *,
-                          max: Optional[int] = None, lease: Optional[Duration] = None,
-                          wait: Optional[Duration] = None
-                          ) -> Tuple[List[SettleResult], List[Delivery]]:
-        """Acks ``receipts`` (deliveries of ``queue`` this client finished), then receives as
-        :meth:`receive` does, in one request: the acks go with the receive's claim (in the
-        same call to Redis, waiting at most 20 ms for it), never after its long poll. Answers per receipt, in order,
-        whether it was acked (``ok`` False: its lease was lost, or it was acked before), and
-        the deliveries."""
+                              max: Optional[int] = None, lease: Optional[Duration] = None,
+                              wait: Optional[Duration] = None
+                              ) -> Tuple[List[SettleResult], List[Delivery]]:
+        """Acks ``receipts`` of ``queue``, then receives as :meth:`receive` does, in one
+        request (the acks never wait for its long poll): a result per receipt, and the
+        deliveries."""
         return await self._call(_consume.ack_and_receive(queue, receipts, max, lease, wait))
 
     async def receive_many(self, *, queues: Optional[Sequence[str]] = None,
                            weights: Optional[Mapping[str, int]] = None, max: Optional[int] = None,
                            lease: Optional[Duration] = None,
                            wait: Optional[Duration] = None) -> List[Delivery]:
-        """One receive over several queues: ``queues`` in strict order or ``weights``."""
+        """One receive over several queues: ``queues`` in strict order or ``weights``; each
+        delivery names its ``queue``."""
         return await self._call(_consume.receive_many(queues, weights, max, lease, wait))
 
     async def ack(self, queue: str, receipt: str) -> None:
@@ -193,9 +219,9 @@ class AsyncClient:
         """A failed attempt: retried by backoff or after ``retry_after``, or a dead letter
         now with ``dead=True``. Answers ``retry``, ``dead``, ``expired`` or ``superseded``."""
         return await self._call(_consume.nack(queue, receipt, error, retry_after, dead, payload,
-                                        extra_attempts))
+                                              extra_attempts))
 
-    # Admin (role admin).
+    # Admin (role admin): queues, settings, dead letters, push targets.
 
     async def list_queues(self) -> List[QueueStats]:
         """Every queue with its counts."""
@@ -209,9 +235,19 @@ class AsyncClient:
         """Creates a queue spread over ``partitions`` (fixed for its life)."""
         return await self._call(_admin.create_queue(queue, partitions))
 
-    async def configure_queue(self, queue: str, settings: Mapping[str, Any]) -> QueueStats:
-        """Changes settings, given as the API's JSON (``PATCH /v1/queues/{queue}``)."""
-        return await self._call(_admin.configure_queue(queue, settings))
+    async def configure(self, queue: str, *, idempotency_window: Duration = UNSET,
+                        rate_limit: Optional[RateLimit] = UNSET,
+                        default_ttl: Optional[Duration] = UNSET,
+                        max_delay: Optional[Duration] = UNSET, on_expire: str = UNSET,
+                        group_concurrency: Optional[int] = UNSET,
+                        group_rate_limit: Optional[RateLimit] = UNSET,
+                        events: EventsSetting = UNSET,
+                        retain_completed: Optional[Retention] = UNSET) -> QueueStats:
+        """Changes the settings given, all or none (``None`` lifts a limit or stops a
+        recording; one left out stays); answers the stats. See ``_settings.configure``."""
+        return await self._call(_settings.configure(
+            queue, idempotency_window, rate_limit, default_ttl, max_delay, on_expire,
+            group_concurrency, group_rate_limit, events, retain_completed))
 
     async def delete_queue(self, queue: str, *, force: bool = False) -> QueueDeleted:
         """Deletes the queue (with ``force``, the messages it holds too)."""
@@ -253,7 +289,7 @@ class AsyncClient:
                               dead_statuses: Optional[Sequence[int]] = None,
                               failure_callback: Optional[str] = None,
                               follow_redirects: Optional[bool] = None,
-                              rate_limit: Optional[Mapping[str, int]] = None,
+                              rate_limit: Optional[RateLimit] = None,
                               allow_message_urls: Optional[Sequence[str]] = None) -> PushTarget:
         """Has the server push the queue's messages to ``url``, signed with the target's
         ``signing_keys`` (given, kept, or a new random one)."""
@@ -268,3 +304,104 @@ class AsyncClient:
     async def delete_push_target(self, queue: str) -> None:
         """Gives the queue back to pull consumers."""
         await self._call(_admin.delete_push_target(queue))
+
+    # Schedules (role admin).
+
+    async def put_schedule(self, queue: str, name: str, payload: Any, *, cron: Optional[str] = None,
+                           time_zone: Optional[str] = None, every: Optional[Duration] = None,
+                           missed: Optional[str] = None, jitter: Optional[Duration] = None,
+                           overlap: Optional[str] = None, priority: Optional[int] = None,
+                           max_attempts: Optional[int] = None, backoff: Optional[Backoff] = None,
+                           handler_timeout: Optional[Duration] = None) -> Schedule:
+        """Creates or replaces a recurring schedule: ``cron`` (in ``time_zone``) or
+        ``every``; ``missed`` ``skip``/``once``/``all:N``; ``overlap`` ``allow``/``skip``."""
+        return await self._call(_schedules.put_schedule(
+            queue, name, payload, cron, time_zone, every, missed, jitter, overlap, priority,
+            max_attempts, backoff, handler_timeout))
+
+    async def get_schedule(self, queue: str, name: str) -> Schedule:
+        """One schedule, with its next ticks (:class:`NotFoundError` if none)."""
+        return await self._call(_schedules.get_schedule(queue, name))
+
+    async def list_schedules(self, queue: str) -> List[Schedule]:
+        """Every schedule of the queue."""
+        return await self._call(_schedules.list_schedules(queue))
+
+    async def delete_schedule(self, queue: str, name: str) -> bool:
+        """Deletes a schedule (:class:`NotFoundError` if none)."""
+        return await self._call(_schedules.delete_schedule(queue, name))
+
+    async def pause_schedule(self, queue: str, name: str) -> Schedule:
+        """No tick fires until resumed."""
+        return await self._call(_schedules.pause_schedule(queue, name))
+
+    async def resume_schedule(self, queue: str, name: str) -> Schedule:
+        """Ticks fire again (its ``missed`` policy decides which skipped ones do now)."""
+        return await self._call(_schedules.resume_schedule(queue, name))
+
+    async def backfill_schedule(self, queue: str, name: str, *, from_: Time, to: Time) -> Backfill:
+        """Sends each tick from ``from_`` to ``to`` that was never sent, due at once."""
+        return await self._call(_schedules.backfill_schedule(queue, name, from_, to))
+
+    # Groups (role admin).
+
+    async def list_groups(self, queue: str, *, offset: int = 0, limit: int = 100) -> GroupPage:
+        """A page of the queue's groups with messages, most messages first."""
+        return await self._call(_groups.list_groups(queue, offset, limit))
+
+    async def get_group(self, queue: str, group: str) -> Group:
+        """One group: what it holds and its settings."""
+        return await self._call(_groups.get_group(queue, group))
+
+    async def configure_group(self, queue: str, group: str, *, concurrency: Optional[int] = UNSET,
+                              weight: Optional[int] = UNSET,
+                              rate_limit: Optional[RateLimit] = UNSET,
+                              paused: bool = UNSET) -> Group:
+        """Changes the group's own settings given (``None``: back to the queue's)."""
+        return await self._call(_groups.configure_group(queue, group, concurrency, weight,
+                                                        rate_limit, paused))
+
+    async def pause_group(self, queue: str, group: str) -> Group:
+        """The group's messages wait; the rest of the queue flows."""
+        return await self._call(_groups.pause_group(queue, group))
+
+    async def resume_group(self, queue: str, group: str) -> Group:
+        """The group's messages are delivered again."""
+        return await self._call(_groups.resume_group(queue, group))
+
+    # Events (any role but monitor) and webhooks (role admin).
+
+    async def events(self, queue: str, *, from_: str = "now", kinds: Optional[Sequence[str]] = None,
+                     id: Optional[str] = None, limit: Optional[int] = None,
+                     wait: Optional[Duration] = None) -> EventPage:
+        """A page of the queue's events from ``from_`` (``"oldest"``, ``"now"`` or a
+        cursor), waiting up to ``wait`` for a first one."""
+        return await self._call(_events.events(queue, from_, kinds, id, limit, wait))
+
+    async def follow_events(self, queue: str, *, from_: str = "now",
+                            kinds: Optional[Sequence[str]] = None, id: Optional[str] = None,
+                            limit: int = 100, wait: Duration = FOLLOW_WAIT) -> AsyncIterator[Event]:
+        """The queue's events from ``from_`` on, as they happen: page after page, each a
+        long poll of ``wait``, without end (break out of the loop). Keep the cursor of the
+        last event handled to resume there; start from a page's ``cursor`` (read with
+        ``from_="now"``) to be sure to miss nothing sent after it."""
+        cursor = from_
+        while True:
+            page = await self.events(queue, from_=cursor, kinds=kinds, id=id, limit=limit,
+                                     wait=wait)
+            for event in page.events:
+                yield event
+            cursor = page.cursor
+
+    async def set_webhooks(self, queue: str, webhooks: Sequence[Webhook], *,
+                           signing_keys: Optional[Sequence[str]] = None) -> Webhooks:
+        """Sets the queue's event webhooks in place of those it has."""
+        return await self._call(_webhooks.set_webhooks(queue, webhooks, signing_keys))
+
+    async def get_webhooks(self, queue: str) -> Webhooks:
+        """The queue's webhooks and their signing keys."""
+        return await self._call(_webhooks.get_webhooks(queue))
+
+    async def delete_webhooks(self, queue: str) -> None:
+        """Removes the queue's webhooks."""
+        await self._call(_webhooks.delete_webhooks(queue))

@@ -1,7 +1,8 @@
 """The asyncio worker: as :class:`delayq.Worker`, with tasks instead of threads. Being able to
 cancel a task, it also cancels a handler whose lease was lost, or that ran past its
 ``handler_timeout`` (the worker's, or the one the message was sent with), and one still
-running when a stop's grace period ends, after its delivery was released.
+running when a stop's grace period ends, after its delivery was released. Its long poll is a
+task too: a stop cancels it (after letting it end on its own for a moment).
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ import signal
 import time
 from typing import Any, Awaitable, Callable, Dict, List, Optional
 
-from ._convert import Duration
-from .aio import AsyncClient
+from ._durations import Duration
+from ._pollcut import ANSWER_WAIT, PollLine
+from ._sources import QueueSpec, by_queue
+from ._worker_options import EXTEND_CHUNK, GRACE, LEASE, POLL_SETTLE, POLL_WAIT, WorkerOptions
+from .aio import POLL_LINE, AsyncClient
 from .errors import DelayqError, LeaseLostError
-from .handling import Job, JobState, nack_args, report_lost_acks
+from .handling import CompletedHook, ErrorHook, FailedHook, Job, JobState, nack_args
+from .handling import report_lost_acks, settle_hook
 from .models import Delivery
-from .worker import EXTEND_CHUNK, Seconds, seconds
 
-__all__ = ["AsyncWorker", "AsyncHandler"]
+__all__ = ["AsyncWorker", "AsyncHandler", "HandlerTimeout"]
 
 log = logging.getLogger("delayq.worker")
 
@@ -31,32 +35,36 @@ class HandlerTimeout(Exception):
 
 
 class AsyncWorker:
-    """Runs the coroutine ``handler`` on the deliveries of ``queue``; settings as
-    :class:`delayq.Worker`'s, plus ``handler_timeout``. ``await run()`` works until
+    """Runs the coroutine ``handler`` on the deliveries of ``queue`` (a name, names in strict
+    order, or names and weights); settings and hooks as :class:`delayq.Worker`'s (a hook may
+    also be a coroutine function), plus ``handler_timeout``. ``await run()`` works until
     ``await stop()`` (or SIGTERM/SIGINT with ``handle_signals``)."""
 
-    def __init__(self, client: AsyncClient, queue: str, handler: AsyncHandler, *,
-                 concurrency: int = 1, lease: Seconds = 30.0, poll_wait: Seconds = 5.0,
-                 grace: Seconds = 30.0, extend_every: Optional[Seconds] = None,
+    def __init__(self, client: AsyncClient, queue: QueueSpec, handler: AsyncHandler, *,
+                 concurrency: int = 1, lease: Duration = LEASE,
+                 poll_wait: Duration = POLL_WAIT, grace: Duration = GRACE,
+                 extend_every: Optional[Duration] = None,
                  retry_after: Optional[Duration] = None,
-                 handler_timeout: Optional[Seconds] = None) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency is at least 1")
+                 handler_timeout: Optional[Duration] = None, log_failures: bool = True,
+                 on_failed: Optional[FailedHook] = None,
+                 on_completed: Optional[CompletedHook] = None,
+                 on_error: Optional[ErrorHook] = None) -> None:
+        self.options = WorkerOptions.of(
+            queue, concurrency=concurrency, lease=lease, poll_wait=poll_wait, grace=grace,
+            extend_every=extend_every, retry_after=retry_after,
+            handler_timeout=handler_timeout, log_failures=log_failures, on_failed=on_failed,
+            on_completed=on_completed, on_error=on_error)
         self.client = client
-        self.queue = queue
         self.handler = handler
-        self.concurrency = concurrency
-        self.lease = seconds(lease)
-        self.poll_wait = seconds(poll_wait)
-        self.grace = seconds(grace)
-        self.extend_every = seconds(extend_every) if extend_every else max(self.lease / 3, 0.05)
-        self.retry_after = retry_after
-        self.handler_timeout = seconds(handler_timeout) if handler_timeout else None
+        self.queues = self.options.source.queues
+        self._hooks = self.options.hooks
         self._jobs: Dict[str, Job] = {}
         # Receipts of handlers that succeeded while the poller waited for their slot: its
-        # next receive acks them (one request for both).
+        # next receive acks them (one request for both; one queue only).
         self._carried: List[str] = []
         self._tasks: Dict[str, "asyncio.Task[None]"] = {}
+        self._poll_task: Optional["asyncio.Task[List[Delivery]]"] = None
+        self._line: Optional[PollLine] = None
         self._closed = False
         self._stop_asked = False
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -72,6 +80,7 @@ class AsyncWorker:
         if self._loop is not None:
             raise RuntimeError("a worker runs once")
         loop = self._loop = asyncio.get_running_loop()
+        self._line = PollLine(self.client._new_poll_http())
         self._stopping, self._changed, self._finished = (asyncio.Event(), asyncio.Event(),
                                                          asyncio.Event())
         if self._stop_asked:
@@ -87,7 +96,9 @@ class AsyncWorker:
         finally:
             self._stopping.set()
             stop_wait.cancel()
+            await self._cut_poll()
             await self._shutdown(poller, extender)
+            await self._line.aclose()
             for signum in signals:
                 loop.remove_signal_handler(signum)
             self._finished.set()
@@ -118,14 +129,28 @@ class AsyncWorker:
         except asyncio.TimeoutError:
             pass
 
+    async def _cut_poll(self) -> None:
+        """Lets a long poll under way end on its own for a moment, and an answer that has
+        begun to arrive be read; then cancels it."""
+        task = self._poll_task
+        if task is None or task.done():
+            return
+        await asyncio.wait({task}, timeout=POLL_SETTLE)
+        give_up = time.monotonic() + ANSWER_WAIT
+        while (not task.done() and self._line is not None and self._line.answering()
+               and time.monotonic() < give_up):
+            await asyncio.wait({task}, timeout=0.02)
+        if not task.done():
+            task.cancel()
+
     async def _shutdown(self, poller: "asyncio.Task[None]",
                         extender: "asyncio.Task[None]") -> None:
-        deadline = time.monotonic() + self.grace
+        deadline = time.monotonic() + self.options.grace_s
         while self._jobs and time.monotonic() < deadline:
             await self._wait_change(deadline - time.monotonic())
         self._closed = True
         unfinished = [j for j in self._jobs.values() if j.decide(JobState.RELEASED)]
-        await self._release([j.delivery.receipt for j in unfinished])
+        await self._release([j.delivery for j in unfinished])
         tasks = [self._tasks[j.delivery.receipt] for j in unfinished
                  if j.delivery.receipt in self._tasks]
         for task in tasks:
@@ -133,19 +158,22 @@ class AsyncWorker:
         extender.cancel()
         # A handler that ignores cancellation is left behind rather than awaited forever.
         await asyncio.wait([extender, *tasks], timeout=5.0)
-        done, _ = await asyncio.wait([poller], timeout=self.poll_wait + 15.0)
+        done, _ = await asyncio.wait([poller], timeout=self.options.poll_wait_s + 15.0)
         if not done:
             poller.cancel()
 
-    async def _release(self, receipts: List[str]) -> None:
-        if not receipts:
-            return
-        try:
-            await self.client.release_many(self.queue, receipts)
-            log.info("released %d unfinished deliveries of %s", len(receipts), self.queue)
-        except DelayqError as exc:
-            log.warning("could not release %d deliveries (they return after their leases):"
-                        " %s", len(receipts), exc)
+    async def _release(self, deliveries: List[Delivery]) -> None:
+        by_name: Dict[str, List[str]] = {}
+        for d in deliveries:
+            by_name.setdefault(d.queue, []).append(d.receipt)
+        for queue, receipts in by_name.items():
+            try:
+                await self.client.release_many(queue, receipts)
+                log.info("released %d unfinished deliveries of %s", len(receipts), queue)
+            except DelayqError as exc:
+                log.warning("could not release %d deliveries of %s (they return after "
+                            "their leases): %s", len(receipts), queue, exc)
+                await settle_hook("on_error", self._hooks.error(exc))
 
     # The loops.
 
@@ -153,52 +181,81 @@ class AsyncWorker:
         assert self._stopping is not None
         failures = 0
         while not self._stopping.is_set():
-            while len(self._jobs) >= self.concurrency and not self._stopping.is_set():
+            while len(self._jobs) >= self.options.concurrency and not self._stopping.is_set():
                 await self._wait_change(0.2)
-            acks, self._carried = self._carried, []
             if self._stopping.is_set():
-                await self._ack_on_their_own(acks)
                 break
+            acks, self._carried = self._carried, []
             claimed_at = time.monotonic()
-            free = self.concurrency - len(self._jobs)
+            free = self.options.concurrency - len(self._jobs)
+            task = self._poll_task = asyncio.create_task(self._receive(free, acks))
             try:
-                if acks:
-                    acked, deliveries = await self.client.ack_and_receive(
-                        self.queue, acks, max=free, lease=self.lease, wait=self.poll_wait)
-                    report_lost_acks(acked)
-                else:
-                    deliveries = await self.client.receive(
-                        self.queue, max=free, lease=self.lease, wait=self.poll_wait)
-                failures = 0
-            except Exception as exc:  # noqa: BLE001 - a worker outlives a bad answer
-                failures += 1
-                log.warning("receive from %s failed: %s", self.queue, exc)
+                await asyncio.wait({task})
+            finally:
+                self._poll_task = None
+                if not task.done():  # this loop itself was cancelled
+                    task.cancel()
+            error = None if task.cancelled() else task.exception()
+            if task.cancelled() or error is not None:
                 # Whether its acks were made is unknown: sent again, on their own.
                 await self._ack_on_their_own(acks)
-                await asyncio.sleep(min(5.0, 0.1 * 2 ** failures))
+                if self._stopping.is_set():
+                    break  # cut by the stop
+                assert error is not None
+                failures += 1
+                log.warning("receive from %s failed: %s", self.options.source.name, error)
+                await settle_hook("on_error", self._hooks.error(error))
+                await self._pause(min(5.0, 0.1 * 2 ** failures))
                 continue
-            await self._accept(deliveries, claimed_at)
+            failures = 0
+            await self._accept(task.result(), claimed_at)
         acks, self._carried = self._carried, []
         await self._ack_on_their_own(acks)
 
+    async def _pause(self, seconds: float) -> None:
+        """Waits ``seconds``, or less if the worker is stopped meanwhile."""
+        assert self._stopping is not None
+        try:
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _receive(self, free: int, acks: List[str]) -> List[Delivery]:
+        # This runs as the poll task: its requests go over the worker's own line.
+        POLL_LINE.set(self._line)
+        o = self.options
+        single = o.source.single
+        if single is None:
+            return await self.client.receive_many(
+                queues=o.source.strict, weights=o.source.weights, max=free, lease=o.lease,
+                wait=o.poll_wait)
+        if acks:
+            acked, deliveries = await self.client.ack_and_receive(
+                single, acks, max=free, lease=o.lease, wait=o.poll_wait)
+            report_lost_acks(acked)
+            return deliveries
+        return await self.client.receive(single, max=free, lease=o.lease, wait=o.poll_wait)
+
     async def _ack_on_their_own(self, receipts: List[str]) -> None:
-        if not receipts:
+        single = self.options.source.single
+        if not receipts or single is None:
             return
         try:
             # One acked already (by a request whose answer was lost) answers ok False.
-            await self.client.ack_many(self.queue, receipts)
+            await self.client.ack_many(single, receipts)
         except DelayqError as exc:
             log.error("acking %d deliveries failed (they return after their leases): %s",
                       len(receipts), exc)
+            await settle_hook("on_error", self._hooks.error(exc))
 
     async def _accept(self, deliveries: List[Delivery], claimed_at: float) -> None:
         assert self._stopping is not None
-        late: List[str] = []
+        late: List[Delivery] = []
         for delivery in deliveries:
             if self._stopping.is_set() or self._closed:
-                late.append(delivery.receipt)
+                late.append(delivery)
                 continue
-            job = Job(delivery, self.lease, claimed_at)
+            job = Job(delivery, self.options.lease_s, claimed_at)
             if job.lease_passed():
                 log.warning("skipping %s: its lease passed before it started", delivery.id)
                 continue
@@ -208,18 +265,20 @@ class AsyncWorker:
 
     async def _extend_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.extend_every)
+            await asyncio.sleep(self.options.extend_every_s)
             running = [j for j in self._jobs.values() if j.running]
-            for start in range(0, len(running), EXTEND_CHUNK):
-                await self._extend(running[start:start + EXTEND_CHUNK])
+            for queue, jobs in by_queue(running).items():
+                for start in range(0, len(jobs), EXTEND_CHUNK):
+                    await self._extend(queue, jobs[start:start + EXTEND_CHUNK])
 
-    async def _extend(self, jobs: List[Job]) -> None:
+    async def _extend(self, queue: str, jobs: List[Job]) -> None:
         sent_at = time.monotonic()
         try:
             results = await self.client.extend_many(
-                self.queue, [j.delivery.receipt for j in jobs], lease=self.lease)
+                queue, [j.delivery.receipt for j in jobs], lease=self.options.lease)
         except DelayqError as exc:
             log.warning("extending %d leases failed: %s", len(jobs), exc)
+            await settle_hook("on_error", self._hooks.error(exc))
             for job in jobs:
                 if job.lease_passed():
                     self._lose(job, "passed unrenewed")
@@ -227,7 +286,7 @@ class AsyncWorker:
         ok = {r.receipt for r in results if r.ok}
         for job in jobs:
             if job.delivery.receipt in ok:
-                job.lease_ends = sent_at + self.lease
+                job.lease_ends = sent_at + self.options.lease_s
             else:
                 self._lose(job, "was lost")
 
@@ -244,26 +303,32 @@ class AsyncWorker:
     def _timeout_for(self, delivery: Delivery) -> Optional[float]:
         if delivery.handler_timeout_ms is not None:
             return delivery.handler_timeout_ms / 1000.0
-        return self.handler_timeout
+        return self.options.handler_timeout_s
 
     async def _run_job(self, job: Job) -> None:
         timeout = self._timeout_for(job.delivery)
         started = time.monotonic()
+        failure: Optional[BaseException] = None
+        result: Any = None
         try:
             try:
                 if timeout is None:
-                    await self.handler(job.delivery)
+                    result = await self.handler(job.delivery)
                 else:
-                    await asyncio.wait_for(self.handler(job.delivery), timeout)
+                    result = await asyncio.wait_for(self.handler(job.delivery), timeout)
             except asyncio.TimeoutError as exc:
                 timed_out = timeout is not None and time.monotonic() - started >= timeout
                 failure = HandlerTimeout(f"handler timed out after {timeout}s") if timed_out \
                     else exc
-                await self._settle(job, failure)
             except Exception as exc:  # noqa: BLE001 - any failure of the handler is a nack
-                await self._settle(job, exc)
+                failure = exc
+            if failure is not None:
+                self._hooks.log_failure(job.delivery, failure)
+                await self._settle(job, failure)
+                await settle_hook("on_failed", self._hooks.failed(job.delivery, failure))
             else:
                 await self._settle(job, None)
+                await settle_hook("on_completed", self._hooks.completed(job.delivery, result))
         finally:
             self._jobs.pop(job.delivery.receipt, None)
             self._tasks.pop(job.delivery.receipt, None)
@@ -278,17 +343,19 @@ class AsyncWorker:
             return
         # The poller waits for this job's slot: the receive it makes as this job ends acks it.
         running = self._stopping is not None and not self._stopping.is_set()
-        if exc is None and len(self._jobs) >= self.concurrency and running:
+        if (exc is None and self.options.source.single is not None
+                and len(self._jobs) >= self.options.concurrency and running):
             self._carried.append(d.receipt)
             return
         try:
             if exc is None:
                 await self.client.ack(d.queue, d.receipt)
             else:
-                args = nack_args(exc, self.retry_after)
+                args = nack_args(exc, self.options.retry_after)
                 await self.client.nack(d.queue, d.receipt, args.error,
                                        retry_after=args.retry_after, dead=args.dead)
         except LeaseLostError:
             log.warning("%s: lease lost before it could be settled", d.id)
         except DelayqError as exc2:
             log.error("%s: settling failed (it returns after its lease): %s", d.id, exc2)
+            await settle_hook("on_error", self._hooks.error(exc2))

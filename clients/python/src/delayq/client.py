@@ -1,51 +1,77 @@
 """The synchronous client: every covered API call as a method, over one ``httpx.Client``.
 
-Each method builds an op (``_produce``, ``_consume``, ``_admin``) and runs it; the async
-client in :mod:`delayq.aio` has the same methods with the same signatures (a test checks).
-Durations are seconds (or a timedelta, or text like ``"15m"``); times are Unix seconds (or a
-datetime, or RFC 3339 text); payloads are any JSON value, or ``bytes``.
+Each method builds an op (``_produce``, ``_consume``, ``_admin``, ``_settings``,
+``_schedules``, ``_groups``, ``_events``, ``_webhooks``, where each call's details are
+documented) and runs it; the async client in :mod:`delayq.aio` has the same methods with the
+same signatures (a test checks). Durations are a timedelta or text (``"15m"``), times an
+aware datetime or RFC 3339 text; a bare number is refused. Payloads are any JSON value, or
+``bytes``.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import threading
 import time
 from types import TracebackType
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import httpx
 
-from . import _admin, _consume, _ops, _produce
-from ._convert import Duration, Time
+from . import _admin, _consume, _events, _groups, _ops, _produce, _schedules, _settings
+from . import _webhooks
+from ._durations import Duration, Time
+from ._events import Event, EventPage
+from ._groups import Group, GroupPage
 from ._ops import UNSET, Op, T
+from ._schedules import Backfill, Schedule
+from ._settings import EventsSetting
 from ._transport import (
     RetryPolicy, TimeoutArg, default_headers, make_timeout, never_sent, request_args,
     result_of, retry_delay, transport_error,
 )
+from ._webhooks import Webhook, Webhooks
 from .errors import DelayqError
 from .models import (
-    Backoff, CancelMany, DeadLetterPage, Delivery, Message, NewMessage, PushTarget, QueueDeleted, QueueStats,
-    Sent, SettleResult,
+    Backoff, CancelMany, DeadLetterPage, Delivery, Message, NewMessage, PushTarget,
+    QueueDeleted, QueueStats, RateLimit, Retention, Sent, SettleResult,
 )
 
 DEFAULT_URL = "http://127.0.0.1:7400"
+DEFAULT_TIMEOUT = _dt.timedelta(seconds=10)
+FOLLOW_WAIT = _dt.timedelta(seconds=20)
+
+
+def http_options_of(http_options: Optional[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The keyword arguments for each httpx client a client makes."""
+    options = dict(http_options or {})
+    if "timeout" in options:
+        raise ValueError("give the timeout as the client's own timeout=, not in http_options")
+    return options
 
 
 class Client:
     """A delayq server's API. ``token``: a bearer token (its role decides what it may do);
-    ``timeout``: seconds per request (a long-poll gets its wait on top); ``retry``: how
-    idempotent calls are retried after a 503 or a lost connection; ``http_client``: an
-    ``httpx.Client`` of your own (proxies, TLS, event hooks), which :meth:`close` leaves
-    open."""
+    ``timeout``: of each request (a long-poll gets its wait on top); ``retry``: how
+    idempotent calls are retried after a 503 or a lost connection; ``http_options``:
+    keyword arguments for each ``httpx.Client`` this client makes (``verify=``, ``proxy=``,
+    ``event_hooks=``...): its own, and one per worker for its long polls, which
+    ``Worker.stop`` can cut. ``http_client``: an ``httpx.Client`` of your own instead, which
+    :meth:`close` leaves open (a worker's long poll over it is waited out at stop)."""
 
     def __init__(self, base_url: str = DEFAULT_URL, *, token: Optional[str] = None,
-                 timeout: TimeoutArg = 10.0, retry: RetryPolicy = RetryPolicy(),
-                 http_client: Optional[httpx.Client] = None) -> None:
+                 timeout: TimeoutArg = DEFAULT_TIMEOUT, retry: RetryPolicy = RetryPolicy(),
+                 http_client: Optional[httpx.Client] = None,
+                 http_options: Optional[Mapping[str, Any]] = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._headers = default_headers(token)
         self._timeout = make_timeout(timeout)
         self._retry = retry
         self._owned = http_client is None
-        self._http = http_client or httpx.Client(timeout=self._timeout)
+        self._http_options = http_options_of(http_options)
+        self._http = http_client or httpx.Client(timeout=self._timeout, **self._http_options)
+        # A worker's poller thread sets `line` here (see _pollcut.PollLine).
+        self._local = threading.local()
 
     def close(self) -> None:
         """Closes the connections (unless the httpx client was given)."""
@@ -59,15 +85,27 @@ class Client:
                  exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         self.close()
 
+    def _new_poll_http(self) -> Optional[httpx.Client]:
+        """A pool of one connection for a worker's long polls, made as this client's own;
+        None when this client was given its ``http_client``."""
+        if not self._owned:
+            return None
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        options = {**self._http_options, "limits": limits}
+        return httpx.Client(timeout=self._timeout, **options)
+
     def _call(self, op: Op[T]) -> T:
         """Runs ``op``, retrying as the policy allows; raises a :class:`DelayqError`."""
+        line = getattr(self._local, "line", None)
+        http = line.http if line is not None and line.http is not None else self._http
+        extensions = line.extensions if line is not None else None
         retries = 0
         while True:
             args = request_args(op, self._timeout)
             args["url"] = self.base_url + args["url"]
             sent = True
             try:
-                response = self._http.request(headers=self._headers, **args)
+                response = http.request(headers=self._headers, extensions=extensions, **args)
                 return result_of(op, response)
             except httpx.RequestError as exc:
                 error: DelayqError = transport_error(exc)
@@ -76,7 +114,7 @@ class Client:
             except DelayqError as exc:
                 error, cause = exc, exc
             wait = retry_delay(self._retry, op, error, retries, sent)
-            if wait is None:
+            if wait is None or (line is not None and line.cut_done):
                 if error is cause:
                     raise error
                 raise error from cause
@@ -127,14 +165,11 @@ class Client:
         return self._call(_produce.get(queue, id))
 
     def cancel(self, queue: str, id: str) -> str:
-        """Removes a delayed or ready message; answers the state it was in.
-        :class:`WrongStateError` if it is in flight or dead."""
+        """Removes a delayed or ready message; answers the state it was in."""
         return self._call(_produce.cancel(queue, id))
 
     def cancel_many(self, queue: str, ids: Sequence[str]) -> CancelMany:
-        """Cancels many messages by id in one request (up to the server's batch limit), each
-        its own atomic cancel: what became of each, in order (``cancelled``,
-        ``not_cancelled`` for one in flight or dead, left alone, or ``not_found``)."""
+        """Cancels many messages by id in one request, each its own atomic cancel."""
         return self._call(_produce.cancel_many(queue, ids))
 
     def reschedule(self, queue: str, id: str, *, delay: Optional[Duration] = None,
@@ -148,25 +183,24 @@ class Client:
                 lease: Optional[Duration] = None,
                 wait: Optional[Duration] = None) -> List[Delivery]:
         """Claims up to ``max`` (default 1) due messages, each under ``lease`` (default
-        30 s), waiting up to ``wait`` (default 0) for one to come due."""
+        30 s), waiting up to ``wait`` (default: answer at once) for one to come due."""
         return self._call(_consume.receive(queue, max, lease, wait))
 
     def ack_and_receive(self, queue: str, receipts: Sequence[str], *,
-                    max: Optional[int] = None, lease: Optional[Duration] = None,
-                    wait: Optional[Duration] = None
-                    ) -> Tuple[List[SettleResult], List[Delivery]]:
-        """Acks ``receipts`` (deliveries of ``queue`` this client finished), then receives as
-        :meth:`receive` does, in one request: the acks go with the receive's claim (in the
-        same call to Redis, waiting at most 20 ms for it), never after its long poll. Answers per receipt, in order,
-        whether it was acked (``ok`` False: its lease was lost, or it was acked before), and
-        the deliveries."""
+                        max: Optional[int] = None, lease: Optional[Duration] = None,
+                        wait: Optional[Duration] = None
+                        ) -> Tuple[List[SettleResult], List[Delivery]]:
+        """Acks ``receipts`` of ``queue``, then receives as :meth:`receive` does, in one
+        request (the acks never wait for its long poll): a result per receipt, and the
+        deliveries."""
         return self._call(_consume.ack_and_receive(queue, receipts, max, lease, wait))
 
     def receive_many(self, *, queues: Optional[Sequence[str]] = None,
                      weights: Optional[Mapping[str, int]] = None, max: Optional[int] = None,
                      lease: Optional[Duration] = None,
                      wait: Optional[Duration] = None) -> List[Delivery]:
-        """One receive over several queues: ``queues`` in strict order or ``weights``."""
+        """One receive over several queues: ``queues`` in strict order or ``weights``; each
+        delivery names its ``queue``."""
         return self._call(_consume.receive_many(queues, weights, max, lease, wait))
 
     def ack(self, queue: str, receipt: str) -> None:
@@ -202,7 +236,7 @@ class Client:
         return self._call(_consume.nack(queue, receipt, error, retry_after, dead, payload,
                                         extra_attempts))
 
-    # Admin (role admin).
+    # Admin (role admin): queues, settings, dead letters, push targets.
 
     def list_queues(self) -> List[QueueStats]:
         """Every queue with its counts."""
@@ -216,9 +250,19 @@ class Client:
         """Creates a queue spread over ``partitions`` (fixed for its life)."""
         return self._call(_admin.create_queue(queue, partitions))
 
-    def configure_queue(self, queue: str, settings: Mapping[str, Any]) -> QueueStats:
-        """Changes settings, given as the API's JSON (``PATCH /v1/queues/{queue}``)."""
-        return self._call(_admin.configure_queue(queue, settings))
+    def configure(self, queue: str, *, idempotency_window: Duration = UNSET,
+                  rate_limit: Optional[RateLimit] = UNSET,
+                  default_ttl: Optional[Duration] = UNSET,
+                  max_delay: Optional[Duration] = UNSET, on_expire: str = UNSET,
+                  group_concurrency: Optional[int] = UNSET,
+                  group_rate_limit: Optional[RateLimit] = UNSET,
+                  events: EventsSetting = UNSET,
+                  retain_completed: Optional[Retention] = UNSET) -> QueueStats:
+        """Changes the settings given, all or none (``None`` lifts a limit or stops a
+        recording; one left out stays); answers the stats. See ``_settings.configure``."""
+        return self._call(_settings.configure(
+            queue, idempotency_window, rate_limit, default_ttl, max_delay, on_expire,
+            group_concurrency, group_rate_limit, events, retain_completed))
 
     def delete_queue(self, queue: str, *, force: bool = False) -> QueueDeleted:
         """Deletes the queue (with ``force``, the messages it holds too)."""
@@ -259,7 +303,7 @@ class Client:
                         dead_statuses: Optional[Sequence[int]] = None,
                         failure_callback: Optional[str] = None,
                         follow_redirects: Optional[bool] = None,
-                        rate_limit: Optional[Mapping[str, int]] = None,
+                        rate_limit: Optional[RateLimit] = None,
                         allow_message_urls: Optional[Sequence[str]] = None) -> PushTarget:
         """Has the server push the queue's messages to ``url``, signed with the target's
         ``signing_keys`` (given, kept, or a new random one)."""
@@ -274,3 +318,103 @@ class Client:
     def delete_push_target(self, queue: str) -> None:
         """Gives the queue back to pull consumers."""
         self._call(_admin.delete_push_target(queue))
+
+    # Schedules (role admin).
+
+    def put_schedule(self, queue: str, name: str, payload: Any, *, cron: Optional[str] = None,
+                     time_zone: Optional[str] = None, every: Optional[Duration] = None,
+                     missed: Optional[str] = None, jitter: Optional[Duration] = None,
+                     overlap: Optional[str] = None, priority: Optional[int] = None,
+                     max_attempts: Optional[int] = None, backoff: Optional[Backoff] = None,
+                     handler_timeout: Optional[Duration] = None) -> Schedule:
+        """Creates or replaces a recurring schedule: ``cron`` (in ``time_zone``) or
+        ``every``; ``missed`` ``skip``/``once``/``all:N``; ``overlap`` ``allow``/``skip``."""
+        return self._call(_schedules.put_schedule(
+            queue, name, payload, cron, time_zone, every, missed, jitter, overlap, priority,
+            max_attempts, backoff, handler_timeout))
+
+    def get_schedule(self, queue: str, name: str) -> Schedule:
+        """One schedule, with its next ticks (:class:`NotFoundError` if none)."""
+        return self._call(_schedules.get_schedule(queue, name))
+
+    def list_schedules(self, queue: str) -> List[Schedule]:
+        """Every schedule of the queue."""
+        return self._call(_schedules.list_schedules(queue))
+
+    def delete_schedule(self, queue: str, name: str) -> bool:
+        """Deletes a schedule (:class:`NotFoundError` if none)."""
+        return self._call(_schedules.delete_schedule(queue, name))
+
+    def pause_schedule(self, queue: str, name: str) -> Schedule:
+        """No tick fires until resumed."""
+        return self._call(_schedules.pause_schedule(queue, name))
+
+    def resume_schedule(self, queue: str, name: str) -> Schedule:
+        """Ticks fire again (its ``missed`` policy decides which skipped ones do now)."""
+        return self._call(_schedules.resume_schedule(queue, name))
+
+    def backfill_schedule(self, queue: str, name: str, *, from_: Time, to: Time) -> Backfill:
+        """Sends each tick from ``from_`` to ``to`` that was never sent, due at once."""
+        return self._call(_schedules.backfill_schedule(queue, name, from_, to))
+
+    # Groups (role admin).
+
+    def list_groups(self, queue: str, *, offset: int = 0, limit: int = 100) -> GroupPage:
+        """A page of the queue's groups with messages, most messages first."""
+        return self._call(_groups.list_groups(queue, offset, limit))
+
+    def get_group(self, queue: str, group: str) -> Group:
+        """One group: what it holds and its settings."""
+        return self._call(_groups.get_group(queue, group))
+
+    def configure_group(self, queue: str, group: str, *, concurrency: Optional[int] = UNSET,
+                        weight: Optional[int] = UNSET,
+                        rate_limit: Optional[RateLimit] = UNSET,
+                        paused: bool = UNSET) -> Group:
+        """Changes the group's own settings given (``None``: back to the queue's)."""
+        return self._call(_groups.configure_group(queue, group, concurrency, weight,
+                                                  rate_limit, paused))
+
+    def pause_group(self, queue: str, group: str) -> Group:
+        """The group's messages wait; the rest of the queue flows."""
+        return self._call(_groups.pause_group(queue, group))
+
+    def resume_group(self, queue: str, group: str) -> Group:
+        """The group's messages are delivered again."""
+        return self._call(_groups.resume_group(queue, group))
+
+    # Events (any role but monitor) and webhooks (role admin).
+
+    def events(self, queue: str, *, from_: str = "now", kinds: Optional[Sequence[str]] = None,
+               id: Optional[str] = None, limit: Optional[int] = None,
+               wait: Optional[Duration] = None) -> EventPage:
+        """A page of the queue's events from ``from_`` (``"oldest"``, ``"now"`` or a
+        cursor), waiting up to ``wait`` for a first one."""
+        return self._call(_events.events(queue, from_, kinds, id, limit, wait))
+
+    def follow_events(self, queue: str, *, from_: str = "now",
+                      kinds: Optional[Sequence[str]] = None, id: Optional[str] = None,
+                      limit: int = 100, wait: Duration = FOLLOW_WAIT) -> Iterator[Event]:
+        """The queue's events from ``from_`` on, as they happen: page after page, each a
+        long poll of ``wait``, without end (break out of the loop). Keep the cursor of the
+        last event handled to resume there; start from a page's ``cursor`` (read with
+        ``from_="now"``) to be sure to miss nothing sent after it."""
+        cursor = from_
+        while True:
+            page = self.events(queue, from_=cursor, kinds=kinds, id=id, limit=limit,
+                               wait=wait)
+            yield from page.events
+            cursor = page.cursor
+
+    def set_webhooks(self, queue: str, webhooks: Sequence[Webhook], *,
+                     signing_keys: Optional[Sequence[str]] = None) -> Webhooks:
+        """Sets the queue's event webhooks in place of those it has."""
+        return self._call(_webhooks.set_webhooks(queue, webhooks, signing_keys))
+
+    def get_webhooks(self, queue: str) -> Webhooks:
+        """The queue's webhooks and their signing keys."""
+        return self._call(_webhooks.get_webhooks(queue))
+
+    def delete_webhooks(self, queue: str) -> None:
+        """Removes the queue's webhooks."""
+        self._call(_webhooks.delete_webhooks(queue))

@@ -58,8 +58,8 @@ class ForbiddenError(DelayqError):
 
 
 class NotFoundError(DelayqError):
-    """404 ``not_found``: no such message, dead letter or push target (``no_route`` for a
-    path the server does not have)."""
+    """404 ``not_found``: no such message, dead letter, schedule, push target or webhooks
+    (``no_route`` for a path the server does not have)."""
 
 
 class ConflictError(DelayqError):

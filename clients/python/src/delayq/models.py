@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ._convert import Duration, Time, duration_json, payload_fields, payload_of, time_json
+from ._convert import payload_fields, payload_of
+from ._durations import Duration, Time, duration_json, time_json
 
 __all__ = [
+    "RateLimit",
+    "Retention",
     "Backoff",
     "NewMessage",
     "Sent",
@@ -26,6 +29,38 @@ __all__ = [
     "DeadLetterPage",
     "PushTarget",
 ]
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``per_second`` deliveries a second, ``burst`` at once after a quiet spell
+    (default 1: evenly paced)."""
+
+    per_second: int
+    burst: Optional[int] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"per_second": self.per_second}
+        if self.burst is not None:
+            body["burst"] = self.burst
+        return body
+
+    @classmethod
+    def from_json(cls, obj: Optional[Mapping[str, Any]]) -> Optional["RateLimit"]:
+        return None if obj is None else cls(int(obj["per_second"]), obj.get("burst"))
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Keep the final record of each message that ends for ``keep_for`` (1 s to 366 days),
+    at most ``max`` per partition."""
+
+    keep_for: Duration
+    max: int
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"keep_for": duration_json(self.keep_for, "retain_completed.keep_for"),
+                "max": self.max}
 
 
 @dataclass(frozen=True)
@@ -85,8 +120,8 @@ class Backoff:
 @dataclass
 class NewMessage:
     """One message to send: its payload (any JSON value, or ``bytes``) and every option the
-    API's send takes. Durations are seconds, a timedelta or text (``"15m"``); times are Unix
-    seconds, a datetime or RFC 3339 text."""
+    API's send takes. Durations are a timedelta or text (``"15m"``); times an aware datetime
+    or RFC 3339 text; a bare number is refused (see the README's "Durations and times")."""
 
     payload: Any
     delay: Optional[Duration] = None
@@ -278,6 +313,28 @@ class QueueStats:
             obj["name"], obj["delayed"], obj["ready"], obj["in_flight"], obj["dead"],
             bool(obj["paused"]), obj["partitions"], obj["oldest_ready_lag_ms"], obj,
         )
+
+    @property
+    def rate_limit(self) -> Optional[RateLimit]:
+        """The queue's rate limit, if it has one."""
+        return RateLimit.from_json(self.raw.get("rate_limit"))
+
+    @property
+    def group_concurrency(self) -> Optional[int]:
+        """At most this many messages of one group in flight (None: no limit)."""
+        value = self.raw.get("group_concurrency")
+        return None if value is None else int(value)
+
+    @property
+    def group_rate_limit(self) -> Optional[RateLimit]:
+        """Each group's rate limit, unless it has its own."""
+        return RateLimit.from_json(self.raw.get("group_rate_limit"))
+
+    @property
+    def events_max(self) -> Optional[int]:
+        """About how many events each partition keeps (None: the queue records none)."""
+        value = self.raw.get("events_max")
+        return None if value is None else int(value)
 
     @property
     def overdue(self) -> int:

@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Dict, List
 
 # Importing the builders registers their routes.
-from . import _admin, _consume, _ops, _produce  # noqa: F401
+from . import (  # noqa: F401
+    _admin, _consume, _events, _groups, _ops, _produce, _schedules, _settings, _webhooks,
+)
 
 COVERED: Dict[str, List[str]] = _ops.COVERED
 
@@ -28,26 +30,6 @@ LEFT_OUT: Dict[str, str] = {
     "GET /v1/queues/{queue}/messages": "Browsing a state page by page with payload "
                                        "previews is the dashboard's view; applications "
                                        "get a message by id.",
-    "GET /v1/queues/{queue}/events": "The event feed (JSON pages or a server-sent-events "
-                                     "stream) needs a stream reader of its own; not in "
-                                     "this client yet.",
-    "GET /v1/queues/{queue}/groups": "Group fairness settings are operator tuning; "
-                                     "sending with a group is covered (send(group=...)).",
-    "GET /v1/queues/{queue}/groups/{group}": "As the group list: operator tuning.",
-    "PATCH /v1/queues/{queue}/groups/{group}": "As the group list: operator tuning.",
-    "GET /v1/queues/{queue}/schedules": "Recurring schedules are set up once by an "
-                                        "operator (CLI or dashboard), not per request.",
-    "PUT /v1/queues/{queue}/schedules/{name}": "As the schedule list: operator setup.",
-    "GET /v1/queues/{queue}/schedules/{name}": "As the schedule list: operator setup.",
-    "PATCH /v1/queues/{queue}/schedules/{name}": "As the schedule list: operator setup.",
-    "DELETE /v1/queues/{queue}/schedules/{name}": "As the schedule list: operator setup.",
-    "POST /v1/queues/{queue}/schedules/{name}/backfill": "As the schedule list: an "
-                                                         "operator's repair step.",
-    "PUT /v1/queues/{queue}/webhooks": "Event webhooks are set up once by an operator; "
-                                       "their requests verify like pushes (verify_push "
-                                       "does not cover their body format).",
-    "GET /v1/queues/{queue}/webhooks": "As setting webhooks: operator setup.",
-    "DELETE /v1/queues/{queue}/webhooks": "As setting webhooks: operator setup.",
 }
 
 

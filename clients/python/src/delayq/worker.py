@@ -1,12 +1,17 @@
-"""The thread-based worker: long-polls a queue, runs a handler on up to ``concurrency``
-deliveries at once in a thread pool, keeps their leases extended while they run, acks or
-nacks each by how its handler ended, and stops gracefully.
+"""The thread-based worker: long-polls one queue or several, runs a handler on up to
+``concurrency`` deliveries at once in a thread pool, keeps their leases extended while they
+run, acks or nacks each by how its handler ended (logging a failure with its stack, and
+calling the outcome hooks), and stops promptly and gracefully.
 
 Threads: ``run()``'s own waits for the stop; a poller receives (asking only for as many
 messages as there are free slots, so nothing waits unstarted under a lease); an extender
-renews every running delivery's lease in one call each ``extend_every`` seconds. A handler
+renews every running delivery's lease in one call per queue each ``extend_every``. A handler
 whose lease is lost cannot be interrupted (a thread cannot be), but its result is dropped:
 the message is someone else's by then.
+
+A stop takes no more messages and cuts the long poll under way (see :mod:`delayq._pollcut`),
+lets running handlers finish within ``grace`` and settles them, and releases whatever is
+left, so that it is ready for another consumer at once.
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional
 
-from ._convert import Duration
+from ._durations import Duration, duration_seconds
+from ._pollcut import ANSWER_WAIT, PollLine
+from ._sources import QueueSpec, by_queue
+from ._worker_options import EXTEND_CHUNK, GRACE, LEASE, POLL_SETTLE, POLL_WAIT, WorkerOptions
 from .client import Client
 from .errors import DelayqError, LeaseLostError
-from .handling import Job, JobState, nack_args, report_lost_acks
+from .handling import CompletedHook, ErrorHook, FailedHook, Job, JobState, nack_args
+from .handling import report_lost_acks
 from .models import Delivery
 
 __all__ = ["Worker", "Handler"]
@@ -30,48 +38,46 @@ __all__ = ["Worker", "Handler"]
 log = logging.getLogger("delayq.worker")
 
 Handler = Callable[[Delivery], Any]
-Seconds = Union[float, int, timedelta]
-
-# Most receipts in one extend call (the server's default batch limit is 1000).
-EXTEND_CHUNK = 500
-
-
-def seconds(value: Seconds) -> float:
-    """Seconds of a worker setting."""
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 class Worker:
-    """Runs ``handler`` on the deliveries of ``queue``.
+    """Runs ``handler`` on the deliveries of ``queue``: a queue's name, names in strict
+    order (``["critical", "default"]``), or names and weights (``{"a": 6, "b": 1}``).
 
     ``lease``: each delivery's lease, renewed every ``extend_every`` (default a third of it)
-    while its handler runs. ``poll_wait``: how long one receive waits for a message (a stop
-    waits for the receive under way). ``grace``: how long a stop lets running handlers
-    finish before it releases their deliveries. ``retry_after``: when a handler raises a
-    plain exception, retry after this instead of by the message's backoff.
+    while its handler runs. ``poll_wait``: how long one receive waits for a message.
+    ``grace``: how long a stop lets running handlers finish before it releases their
+    deliveries. ``retry_after``: when a handler raises a plain exception, retry after this
+    instead of by the message's backoff. All durations: a timedelta or text (``"30s"``).
+    ``log_failures``: log each handler failure with its stack on ``delayq.worker``.
+    ``on_failed(delivery, exc)``, ``on_completed(delivery, result)``, ``on_error(exc)``:
+    hooks (see :class:`delayq.handling.Hooks`).
     """
 
-    def __init__(self, client: Client, queue: str, handler: Handler, *, concurrency: int = 1,
-                 lease: Seconds = 30.0, poll_wait: Seconds = 5.0, grace: Seconds = 30.0,
-                 extend_every: Optional[Seconds] = None,
-                 retry_after: Optional[Duration] = None) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency is at least 1")
+    def __init__(self, client: Client, queue: QueueSpec, handler: Handler, *,
+                 concurrency: int = 1, lease: Duration = LEASE,
+                 poll_wait: Duration = POLL_WAIT, grace: Duration = GRACE,
+                 extend_every: Optional[Duration] = None,
+                 retry_after: Optional[Duration] = None, log_failures: bool = True,
+                 on_failed: Optional[FailedHook] = None,
+                 on_completed: Optional[CompletedHook] = None,
+                 on_error: Optional[ErrorHook] = None) -> None:
+        self.options = WorkerOptions.of(
+            queue, concurrency=concurrency, lease=lease, poll_wait=poll_wait, grace=grace,
+            extend_every=extend_every, retry_after=retry_after, log_failures=log_failures,
+            on_failed=on_failed, on_completed=on_completed, on_error=on_error)
         self.client = client
-        self.queue = queue
         self.handler = handler
-        self.concurrency = concurrency
-        self.lease = seconds(lease)
-        self.poll_wait = seconds(poll_wait)
-        self.grace = seconds(grace)
-        self.extend_every = seconds(extend_every) if extend_every else max(self.lease / 3, 0.05)
-        self.retry_after = retry_after
+        self.queues = self.options.source.queues
+        self._hooks = self.options.hooks
         self._cond = threading.Condition()
         self._jobs: Dict[str, Job] = {}
         # Receipts of handlers that succeeded while the poller waited for their slot: its
-        # next receive acks them (one request for both).
+        # next receive acks them (one request for both; one queue only).
         self._carried: List[str] = []
         self._closed = False
+        self._polling = False
+        self._line: Optional[PollLine] = None
         self._stopping = threading.Event()
         self._extender_stop = threading.Event()
         self._finished = threading.Event()
@@ -87,11 +93,13 @@ class Worker:
             raise RuntimeError("a worker runs once")
         self._ran = True
         restore = self._install_signals() if handle_signals else {}
-        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"delayq-{self.queue}")
+        name = self.options.source.name
+        self._line = PollLine(self.client._new_poll_http())
+        pool = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix=f"delayq-{name}")
         poller = threading.Thread(target=self._poll_loop, args=(pool,), daemon=True,
-                                  name=f"delayq-poll-{self.queue}")
+                                  name=f"delayq-poll-{name}")
         extender = threading.Thread(target=self._extend_loop, daemon=True,
-                                    name=f"delayq-extend-{self.queue}")
+                                    name=f"delayq-extend-{name}")
         poller.start()
         extender.start()
         try:
@@ -101,14 +109,17 @@ class Worker:
                     break
         finally:
             self._stopping.set()
+            self._cut_poll()
             self._shutdown(pool, poller, extender)
+            self._line.close()
             for signum, previous in restore.items():
                 signal.signal(signum, previous)
             self._finished.set()
 
     def start(self) -> "Worker":
         """Runs the worker in a background thread; :meth:`stop` ends it."""
-        self._thread = threading.Thread(target=self.run, name=f"delayq-worker-{self.queue}")
+        self._thread = threading.Thread(target=self.run,
+                                        name=f"delayq-worker-{self.options.source.name}")
         self._thread.start()
         return self
 
@@ -116,14 +127,16 @@ class Worker:
         """Asks the worker to stop, without waiting (safe from a signal handler)."""
         self._stopping.set()
 
-    def stop(self, wait: bool = True, timeout: Optional[float] = None) -> bool:
-        """Stops the worker: no new deliveries; running handlers get ``grace`` seconds, then
-        their deliveries are released for other consumers. With ``wait``, returns once the
-        worker has stopped (True) or ``timeout`` passed (False)."""
+    def stop(self, wait: bool = True, timeout: Optional[Duration] = None) -> bool:
+        """Stops the worker: no new deliveries, the long poll cut; running handlers get
+        ``grace``, are settled, and what is left is released for other consumers at once.
+        With ``wait``, returns once the worker has stopped (True) or ``timeout`` passed
+        (False)."""
+        seconds = None if timeout is None else duration_seconds(timeout, "timeout")
         self.request_stop()
         if not wait or not self._ran:
             return self._finished.is_set()
-        return self._finished.wait(timeout)
+        return self._finished.wait(seconds)
 
     @property
     def stopped(self) -> bool:
@@ -138,86 +151,133 @@ class Worker:
             previous[signum] = signal.signal(signum, lambda *_: self.request_stop())
         return previous
 
+    def _cut_poll(self) -> None:
+        """Lets a long poll under way end on its own for a moment, and an answer that has
+        begun to arrive be read; then cuts it."""
+        settle = time.monotonic() + POLL_SETTLE
+        give_up = settle + ANSWER_WAIT
+        with self._cond:
+            self._cond.notify_all()
+            while self._polling:
+                now = time.monotonic()
+                if now >= give_up:
+                    break
+                if now < settle:
+                    self._cond.wait(settle - now)
+                elif self._line is not None and self._line.answering():
+                    self._cond.wait(0.02)
+                else:
+                    break
+            polling = self._polling
+        if polling and self._line is not None:
+            self._line.cut()
+
     def _shutdown(self, pool: ThreadPoolExecutor, poller: threading.Thread,
                   extender: threading.Thread) -> None:
-        deadline = time.monotonic() + self.grace
+        deadline = time.monotonic() + self.options.grace_s
         with self._cond:
             while self._jobs and time.monotonic() < deadline:
                 self._cond.wait(max(0.0, deadline - time.monotonic()))
             # From here on the poller releases whatever it receives.
             self._closed = True
             unfinished = [j for j in self._jobs.values() if j.decide(JobState.RELEASED)]
-        self._release([j.delivery.receipt for j in unfinished])
+        self._release([j.delivery for j in unfinished])
         self._extender_stop.set()
         extender.join()
-        poller.join(self.poll_wait + 15.0)
+        poller.join(self.options.poll_wait_s + 15.0)
         # Handlers still running (released) end on their own; their results are dropped.
         pool.shutdown(wait=False)
 
-    def _release(self, receipts: List[str]) -> None:
-        if not receipts:
-            return
-        try:
-            self.client.release_many(self.queue, receipts)
-            log.info("released %d unfinished deliveries of %s", len(receipts), self.queue)
-        except DelayqError as exc:
-            log.warning("could not release %d deliveries (they return after their leases):"
-                        " %s", len(receipts), exc)
+    def _release(self, deliveries: List[Delivery]) -> None:
+        by_name: Dict[str, List[str]] = {}
+        for d in deliveries:
+            by_name.setdefault(d.queue, []).append(d.receipt)
+        for queue, receipts in by_name.items():
+            try:
+                self.client.release_many(queue, receipts)
+                log.info("released %d unfinished deliveries of %s", len(receipts), queue)
+            except DelayqError as exc:
+                log.warning("could not release %d deliveries of %s (they return after "
+                            "their leases): %s", len(receipts), queue, exc)
+                self._hooks.error(exc)
 
     # The three loops.
 
     def _poll_loop(self, pool: ThreadPoolExecutor) -> None:
         failures = 0
-        while not self._stopping.is_set():
+        while True:
             with self._cond:
-                while len(self._jobs) >= self.concurrency and not self._stopping.is_set():
+                while (len(self._jobs) >= self.options.concurrency
+                       and not self._stopping.is_set()):
                     self._cond.wait(0.2)
-                free = self.concurrency - len(self._jobs)
+                if self._stopping.is_set():
+                    break
+                free = self.options.concurrency - len(self._jobs)
                 acks, self._carried = self._carried, []
-            if self._stopping.is_set():
-                self._ack_on_their_own(acks)
-                break
+                self._polling = True
             claimed_at = time.monotonic()
+            deliveries: List[Delivery] = []
+            error: Optional[Exception] = None
             try:
-                if acks:
-                    acked, deliveries = self.client.ack_and_receive(
-                        self.queue, acks, max=free, lease=self.lease, wait=self.poll_wait)
-                    report_lost_acks(acked)
-                else:
-                    deliveries = self.client.receive(self.queue, max=free, lease=self.lease,
-                                                     wait=self.poll_wait)
-                failures = 0
+                assert self._line is not None
+                with self._line.polling(self.client._local):
+                    deliveries = self._receive(free, acks)
             except Exception as exc:  # noqa: BLE001 - a worker outlives a bad answer
-                failures += 1
-                log.warning("receive from %s failed: %s", self.queue, exc)
+                error = exc
+            finally:
+                with self._cond:
+                    self._polling = False
+                    self._cond.notify_all()
+            if error is not None:
                 # Whether its acks were made is unknown: sent again, on their own.
                 self._ack_on_their_own(acks)
+                if self._stopping.is_set():
+                    break  # cut by the stop
+                failures += 1
+                log.warning("receive from %s failed: %s", self.options.source.name, error)
+                self._hooks.error(error)
                 self._stopping.wait(min(5.0, 0.1 * 2 ** failures))
                 continue
+            failures = 0
             self._accept(deliveries, claimed_at, pool)
         with self._cond:
             acks, self._carried = self._carried, []
         self._ack_on_their_own(acks)
 
+    def _receive(self, free: int, acks: List[str]) -> List[Delivery]:
+        o = self.options
+        single = o.source.single
+        if single is None:
+            return self.client.receive_many(queues=o.source.strict, weights=o.source.weights,
+                                            max=free, lease=o.lease, wait=o.poll_wait)
+        if acks:
+            acked, deliveries = self.client.ack_and_receive(single, acks, max=free,
+                                                            lease=o.lease, wait=o.poll_wait)
+            report_lost_acks(acked)
+            return deliveries
+        return self.client.receive(single, max=free, lease=o.lease, wait=o.poll_wait)
+
     def _ack_on_their_own(self, receipts: List[str]) -> None:
-        if not receipts:
+        single = self.options.source.single
+        if not receipts or single is None:
             return
         try:
             # One acked already (by a request whose answer was lost) answers ok False.
-            self.client.ack_many(self.queue, receipts)
+            self.client.ack_many(single, receipts)
         except DelayqError as exc:
             log.error("acking %d deliveries failed (they return after their leases): %s",
                       len(receipts), exc)
+            self._hooks.error(exc)
 
     def _accept(self, deliveries: List[Delivery], claimed_at: float,
                 pool: ThreadPoolExecutor) -> None:
-        late: List[str] = []
+        late: List[Delivery] = []
         with self._cond:
             for delivery in deliveries:
                 if self._stopping.is_set() or self._closed:
-                    late.append(delivery.receipt)
+                    late.append(delivery)
                     continue
-                job = Job(delivery, self.lease, claimed_at)
+                job = Job(delivery, self.options.lease_s, claimed_at)
                 if job.lease_passed():
                     # Its answer came after its lease: it may be someone else's already.
                     log.warning("skipping %s: its lease passed before it started", delivery.id)
@@ -227,19 +287,21 @@ class Worker:
         self._release(late)
 
     def _extend_loop(self) -> None:
-        while not self._extender_stop.wait(self.extend_every):
+        while not self._extender_stop.wait(self.options.extend_every_s):
             with self._cond:
                 running = [j for j in self._jobs.values() if j.running]
-            for start in range(0, len(running), EXTEND_CHUNK):
-                self._extend(running[start:start + EXTEND_CHUNK])
+            for queue, jobs in by_queue(running).items():
+                for start in range(0, len(jobs), EXTEND_CHUNK):
+                    self._extend(queue, jobs[start:start + EXTEND_CHUNK])
 
-    def _extend(self, jobs: List[Job]) -> None:
+    def _extend(self, queue: str, jobs: List[Job]) -> None:
         sent_at = time.monotonic()
         try:
-            results = self.client.extend_many(self.queue, [j.delivery.receipt for j in jobs],
-                                              lease=self.lease)
+            results = self.client.extend_many(queue, [j.delivery.receipt for j in jobs],
+                                              lease=self.options.lease)
         except DelayqError as exc:
             log.warning("extending %d leases failed: %s", len(jobs), exc)
+            self._hooks.error(exc)
             for job in jobs:
                 if job.lease_passed() and job.decide(JobState.LOST):
                     log.warning("lease of %s passed unrenewed", job.delivery.id)
@@ -247,7 +309,7 @@ class Worker:
         ok = {r.receipt for r in results if r.ok}
         for job in jobs:
             if job.delivery.receipt in ok:
-                job.lease_ends = sent_at + self.lease
+                job.lease_ends = sent_at + self.options.lease_s
             elif job.decide(JobState.LOST):
                 log.warning("lease of %s was lost; its handler's result will be dropped",
                             job.delivery.id)
@@ -257,11 +319,14 @@ class Worker:
     def _run_job(self, job: Job) -> None:
         try:
             try:
-                self.handler(job.delivery)
+                result = self.handler(job.delivery)
             except Exception as exc:  # noqa: BLE001 - any failure of the handler is a nack
+                self._hooks.log_failure(job.delivery, exc)
                 self._settle(job, exc)
+                self._hooks.failed(job.delivery, exc)
             else:
                 self._settle(job, None)
+                self._hooks.completed(job.delivery, result)
         finally:
             with self._cond:
                 self._jobs.pop(job.delivery.receipt, None)
@@ -273,21 +338,23 @@ class Worker:
             log.info("%s: handler ended after its delivery was %s; result dropped",
                      d.id, job.state.value)
             return
-        if exc is None:
+        if exc is None and self.options.source.single is not None:
             with self._cond:
                 # The poller waits for this job's slot: the receive it makes as this job
                 # ends acks it.
-                if len(self._jobs) >= self.concurrency and not self._stopping.is_set():
+                if (len(self._jobs) >= self.options.concurrency
+                        and not self._stopping.is_set()):
                     self._carried.append(d.receipt)
                     return
         try:
             if exc is None:
                 self.client.ack(d.queue, d.receipt)
             else:
-                args = nack_args(exc, self.retry_after)
+                args = nack_args(exc, self.options.retry_after)
                 self.client.nack(d.queue, d.receipt, args.error, retry_after=args.retry_after,
                                  dead=args.dead)
         except LeaseLostError:
             log.warning("%s: lease lost before it could be settled", d.id)
         except DelayqError as exc2:
             log.error("%s: settling failed (it returns after its lease): %s", d.id, exc2)
+            self._hooks.error(exc2)
