@@ -33,6 +33,8 @@ const (
 	ErrInvalidPushTarget    ErrorCode = "invalid_push_target"
 	ErrPushTargetRefused    ErrorCode = "push_target_refused"
 	ErrPushURLNotAllowed    ErrorCode = "push_url_not_allowed"
+	ErrInvalidWebhook       ErrorCode = "invalid_webhook"
+	ErrWebhookRefused       ErrorCode = "webhook_refused"
 	ErrOverLimit            ErrorCode = "over_limit"
 	ErrEmptyBatch           ErrorCode = "empty_batch"
 	ErrUnauthorized         ErrorCode = "unauthorized"

@@ -244,7 +244,9 @@ async fn a_refused_body_says_the_connection_closes() {
             .expect("an answer");
         assert!(answer.starts_with("HTTP/1.1 413"), "{path}: {answer:.300}");
         assert!(
-            answer.to_ascii_lowercase().contains("\r\nconnection: close\r\n"),
+            answer
+                .to_ascii_lowercase()
+                .contains("\r\nconnection: close\r\n"),
             "{path}: {answer:.500}"
         );
     }

@@ -217,7 +217,11 @@ async fn the_newest_error_keeps_its_stack_and_older_ones_are_cut() {
 
     let info = q.get("m").await.expect("get").expect("dead letter");
     let lengths: Vec<usize> = info.errors.iter().map(|e| e.error.len()).collect();
-    assert_eq!(lengths, [512, 512, 4096], "older ones cut, the newest whole to 4 KiB");
+    assert_eq!(
+        lengths,
+        [512, 512, 4096],
+        "older ones cut, the newest whole to 4 KiB"
+    );
     assert_eq!(info.errors[2].error, errors[2][..4096]);
     assert_eq!(info.errors[0].error, errors[0][..512]);
     assert_eq!(info.last_error.as_deref(), Some(&errors[2][..4096]));
