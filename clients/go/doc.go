@@ -4,7 +4,9 @@
 // It covers sending (one message, a batch, an upsert, a group), receiving with a long
 // poll, ack, nack, extend and release, acks carried on the next receive, a Worker with
 // concurrency, lease heartbeats and a graceful stop, the verification of pushed requests
-// (signature v2) and of webhook calls (w1), and queue administration.
+// (signature v2) and of webhook calls (w1), and queue administration: settings, dead
+// letters, push targets, recurring schedules, per-group settings, the event feed (Events,
+// FollowEvents) and event webhooks.
 //
 // Conventions, the same on every call:
 //

@@ -137,3 +137,30 @@ func pushReceiver(keys []string) http.Handler {
 		w.WriteHeader(http.StatusOK) // a 2xx acks it
 	})
 }
+
+// README: administration.
+
+type Report struct {
+	Name string `json:"name"`
+}
+
+func dailyReports(ctx context.Context, c *delayq.Client) error {
+	// A message to "reports" every weekday at 09:30 in Berlin; after downtime, the latest one missed.
+	s, err := delayq.PutSchedule(ctx, c, "reports", "daily-sales", Report{Name: "sales"}, delayq.ScheduleSpec{
+		Cron: "0 30 9 * * MON-FRI", TimeZone: "Europe/Berlin", Missed: delayq.MissedOnce,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println("next report at", s.NextTicks[0].Format(time.RFC3339))
+
+	// Record the queue's events, and follow its acks as they happen, until ctx ends.
+	if _, err := c.Configure(ctx, "reports", delayq.SetEvents(0)); err != nil {
+		return err
+	}
+	return c.FollowEvents(ctx, "reports", delayq.EventQuery{Kinds: []delayq.EventKind{delayq.EventAcked}},
+		func(e delayq.Event) error {
+			fmt.Println("report", e.ID, "done at", e.At.Format(time.RFC3339)) // keep e.Cursor to resume there
+			return nil
+		})
+}

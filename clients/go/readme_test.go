@@ -3,13 +3,16 @@ package delayq_test
 // The README's Go code is example_test.go's, verbatim, and works against a real server.
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,6 +106,37 @@ func TestReadmeCodeWorks(t *testing.T) {
 		t.Fatalf("cancel in flight: %v", err)
 	}
 
+	// dailyReports: the schedule put (its next run printed, a weekday at 09:30 in Berlin),
+	// then an ack followed. The follower starts from now, at a moment not known here: ack
+	// report messages until it prints one.
+	lines, restore := stdoutLines(t)
+	reportsCtx, stopReports := context.WithCancel(ctx)
+	reportsDone := make(chan error, 1)
+	go func() { reportsDone <- dailyReports(reportsCtx, c) }()
+	line, _ := nextLine(lines, 10*time.Second)
+	next, err := time.Parse(time.RFC3339, strings.TrimPrefix(line, "next report at "))
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	if local := next.In(berlin); err != nil || local.Hour() != 9 || local.Minute() != 30 || local.Weekday() == time.Sunday || local.Weekday() == time.Saturday {
+		restore()
+		t.Fatalf("dailyReports printed %q (%v)", line, err)
+	}
+	followed := ""
+	for i := 0; followed == "" && i < 30; i++ {
+		sendReceiveAck(t, c, "reports", fmt.Sprintf("report-%d", i))
+		if line, ok := nextLine(lines, 300*time.Millisecond); ok {
+			followed = line
+		}
+	}
+	stopReports()
+	err = <-reportsDone
+	restore()
+	if err != nil || !regexp.MustCompile(`^report report-\d+ done at \d{4}-`).MatchString(followed) {
+		t.Fatalf("dailyReports followed %q, returned %v", followed, err)
+	}
+	if s, err := c.GetSchedule(ctx, "reports", "daily-sales"); err != nil || s.Missed != delayq.MissedOnce {
+		t.Fatalf("the README's schedule: %+v, %v", s, err)
+	}
+
 	// pushReceiver: 200 for a request the server signed, 401 for another.
 	keys := []string{"a-signing-key-0123456789"}
 	h := pushReceiver(keys)
@@ -120,6 +154,40 @@ func TestReadmeCodeWorks(t *testing.T) {
 		if rec.Code != tc.want {
 			t.Errorf("push of %s: %d, want %d", tc.body, rec.Code, tc.want)
 		}
+	}
+}
+
+// stdoutLines sends what is printed to os.Stdout, line by line, until restore (for code
+// that prints while it runs); the test's end restores it too.
+func stdoutLines(t *testing.T) (lines <-chan string, restore func()) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stdout
+	os.Stdout = w
+	ch := make(chan string, 1000)
+	go func() {
+		scanner := bufio.NewScanner(r)
+		for scanner.Scan() {
+			ch <- scanner.Text()
+		}
+		close(ch)
+	}()
+	var once sync.Once
+	restore = func() { once.Do(func() { os.Stdout = saved; w.Close() }) }
+	t.Cleanup(restore)
+	return ch, restore
+}
+
+// nextLine answers the next line printed, or false after timeout.
+func nextLine(lines <-chan string, timeout time.Duration) (string, bool) {
+	select {
+	case line, ok := <-lines:
+		return line, ok
+	case <-time.After(timeout):
+		return "", false
 	}
 }
 
