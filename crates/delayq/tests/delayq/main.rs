@@ -51,3 +51,6 @@ mod sentinel;
 mod timing;
 mod wakeups;
 mod worker;
+mod worker_helpers;
+mod worker_leases;
+mod worker_stop;
