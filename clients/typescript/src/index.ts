@@ -4,7 +4,7 @@
 
 export { DelayqClient } from './client.js';
 export type { ClientOptions } from './client.js';
-export { Queue } from './queue.js';
+export { Queue } from './client.js';
 export { Admin } from './admin.js';
 export type { Which, Webhook, Webhooks } from './admin.js';
 export { Schedules } from './schedules.js';
