@@ -15,6 +15,7 @@ mod cluster;
 mod data_set_groups;
 mod data_sets;
 mod dead_letters;
+mod error_history;
 mod events;
 mod expiry;
 mod formats;
