@@ -48,6 +48,7 @@ mod queue_delete;
 mod receive_acks;
 mod receiver;
 mod redaction;
+mod redis_outages;
 mod reschedule_limits;
 mod retention;
 mod rolling_upgrade;
