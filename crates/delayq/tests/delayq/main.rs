@@ -30,6 +30,7 @@ mod max_delay;
 mod memory;
 mod multi_queue;
 mod ops;
+mod ops_by_id;
 mod partitions;
 mod pause;
 mod priority;
