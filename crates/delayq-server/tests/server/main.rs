@@ -57,6 +57,7 @@ mod schedule_page;
 mod schedules;
 mod secret_urls;
 mod serve;
+mod serve_runs;
 mod servers;
 mod slow_clients;
 mod token_reload;
