@@ -6,7 +6,7 @@
 # Redis Cluster) exactly as written, after the setup each assumes (a `delayq serve` with its
 # embedded Redis, a receiver, a collector, a cluster on 127.0.0.1:7000-7002), and checks
 # what a reader would see. The shell samples it does not run are marked on the line above
-# their fence, `<!-- not run in CI: why -->`; crates/docs-snippets/tests/shell_samples.rs
+# their fence, `<!-- not run in CI: why -->`; crates/docs-snippets/tests/docs/shell_samples.rs
 # holds every one to either. Usage: docs/run-sessions.sh DELAYQ_BINARY
 set -euo pipefail
 binary=$(realpath "$1")
@@ -32,7 +32,7 @@ for _ in $(seq 1 100); do curl -sf localhost:7400/healthz >/dev/null && break; s
 if ! kill -0 "$serve" 2>/dev/null; then echo "delayq serve did not start:"; cat serve.log; exit 1; fi
 
 # The n-th shell block of a page (```sh, ```bash, ```shell or ```console), counted from 1
-# as crates/docs-snippets/tests/shell_samples.rs counts them.
+# as crates/docs-snippets/tests/docs/shell_samples.rs counts them.
 block() {
   awk -v n="$2" '/^ *```(sh|bash|shell|console)([ \t]|$)/{k++; if (k==n) {grab=1; next}}
     grab && /^ *```/{exit} grab' "$docs/$1"
