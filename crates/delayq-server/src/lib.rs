@@ -6,7 +6,7 @@
 //! * `state.rs`: what handlers share; `limits.rs`, `auth.rs`: what a request may do;
 //!   `front_door.rs`: what every request passes first (Host, origin) and every answer carries;
 //!   `body_guard.rs`: what holds every request body (a deadline, the bytes in flight).
-//! * `api/`: the routes (`produce.rs`, `consume.rs`, `admin.rs`) and `wire.rs`, the JSON
+//! * `api/`: the routes (`produce.rs`, `consume.rs`, `admin.rs`) and `wire/`, the JSON
 //!   shapes; `error.rs`: the one error shape every route answers with.
 //! * `metrics.rs`: Prometheus text at `/metrics`; `http_metrics.rs`: each request counted and
 //!   timed by route; `request_spans.rs`: a span per request,
