@@ -218,12 +218,25 @@ pub fn query(pairs: &[(&str, Option<String>)]) -> String {
     }
 }
 
-/// The query of an offset page (`?offset=N&limit=M`): dead letters, groups.
-pub fn offset_page(offset: u64, limit: usize) -> String {
-    query(&[
-        ("offset", Some(offset.to_string())),
-        ("limit", Some(limit.to_string())),
-    ])
+/// A page by offset (dead letters, groups): `--offset` and `--limit`.
+#[derive(clap::Args)]
+pub struct OffsetPage {
+    /// Skip this many (in the list's order).
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
+    /// At most this many.
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+}
+
+impl OffsetPage {
+    /// The page as a query string: `?offset=N&limit=M`.
+    pub fn query(&self) -> String {
+        query(&[
+            ("offset", Some(self.offset.to_string())),
+            ("limit", Some(self.limit.to_string())),
+        ])
+    }
 }
 
 /// Whether `error` is the API's failure with `code`.

@@ -3,7 +3,7 @@
 use axum::http::Method;
 use serde_json::json;
 
-use super::api_client::{offset_page, segment};
+use super::api_client::{segment, OffsetPage};
 use super::common::{print, time_of, Common};
 use super::messages::text;
 
@@ -15,12 +15,8 @@ pub enum DeadCommand {
         #[command(flatten)]
         common: Common,
         queue: String,
-        /// Skip this many (oldest first).
-        #[arg(long, default_value_t = 0)]
-        offset: u64,
-        /// At most this many.
-        #[arg(long, default_value_t = 100)]
-        limit: usize,
+        #[command(flatten)]
+        page: OffsetPage,
     },
     /// Put dead letters back as ready (one by id, or --all).
     Requeue(DeadTarget),
@@ -47,10 +43,9 @@ pub async fn run(command: DeadCommand) -> anyhow::Result<()> {
         DeadCommand::List {
             common,
             queue,
-            offset,
-            limit,
+            page,
         } => {
-            let page = offset_page(offset, limit);
+            let page = page.query();
             let path = format!("/v1/queues/{}/dead{page}", segment(&queue));
             let out = common.api().await?.get(&path).await?;
             print(&common, &out, || {

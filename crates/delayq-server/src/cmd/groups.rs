@@ -5,7 +5,7 @@
 use axum::http::Method;
 use serde_json::{json, Value};
 
-use super::api_client::{offset_page, segment};
+use super::api_client::{segment, OffsetPage};
 use super::common::{print, Common};
 use super::messages::text;
 
@@ -17,12 +17,8 @@ pub enum GroupsCommand {
         #[command(flatten)]
         common: Common,
         queue: String,
-        /// Skip this many (most messages first).
-        #[arg(long, default_value_t = 0)]
-        offset: u64,
-        /// At most this many.
-        #[arg(long, default_value_t = 100)]
-        limit: usize,
+        #[command(flatten)]
+        page: OffsetPage,
     },
     /// One group: its messages delayed, ready and in flight, and its settings.
     Show {
@@ -78,10 +74,9 @@ pub async fn run(command: GroupsCommand) -> anyhow::Result<()> {
         GroupsCommand::List {
             common,
             queue,
-            offset,
-            limit,
+            page,
         } => {
-            let page = offset_page(offset, limit);
+            let page = page.query();
             let path = format!("/v1/queues/{}/groups{page}", segment(&queue));
             let out = common.api().await?.get(&path).await?;
             print(&common, &out, || {
