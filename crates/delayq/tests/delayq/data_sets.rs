@@ -32,7 +32,7 @@ pub(crate) const FORMAT1: &str = include_str!("data_sets/format1.tsv");
 const FORMAT2: &str = include_str!("data_sets/format2.tsv");
 const FORMAT3: &str = include_str!("data_sets/format3.tsv");
 const FORMAT4: &str = include_str!("data_sets/format4.tsv");
-const FORMAT5: &str = include_str!("data_sets/format5.tsv");
+pub(crate) const FORMAT5: &str = include_str!("data_sets/format5.tsv");
 
 /// Where the writer puts the file it writes (copied into `data_sets/` by hand).
 const WRITTEN_TO: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/data-set-current.tsv");

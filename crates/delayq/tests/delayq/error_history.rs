@@ -77,3 +77,32 @@ async fn the_newest_error_keeps_its_stack_and_older_ones_are_cut() {
     assert_eq!(info.errors[0].error, errors[0][..512]);
     assert_eq!(info.last_error.as_deref(), Some(&errors[2][..4096]));
 }
+
+/// Data outlives code: a history written by the delayq before the 4 KiB error (the data set
+/// of format 5, whose `e1` failed twice) reads as it was, and a failure added to it now keeps
+/// the old entries and the new one whole up to 4 KiB.
+#[tokio::test]
+async fn a_history_written_before_the_4_kib_error_takes_a_new_one() {
+    let (_server, dq) = setup().await;
+    crate::data_sets::load(&dq, crate::data_sets::FORMAT5).await;
+    let orders = queue(&dq, "orders");
+    let mut consumer = orders.consumer().await.expect("consumer");
+    let opts = delayq::ReceiveOptions {
+        max: 100,
+        lease: LEASE,
+        wait: Duration::ZERO,
+    };
+    let got = consumer.receive(&opts).await.expect("receive");
+    let e1 = got.iter().find(|d| d.id == "e1").expect("e1 is ready");
+    let stack = format!("TypeError: third\n{}", "    at handler (x.js:1:1)\n".repeat(200));
+    orders
+        .nack(e1, &stack, Some(Duration::from_secs(3600)))
+        .await
+        .expect("nack");
+
+    let info = orders.get("e1").await.expect("get").expect("e1");
+    let texts: Vec<&str> = info.errors.iter().map(|e| e.error.as_str()).collect();
+    assert_eq!(texts, ["boom 1", "boom 2", &stack[..4096]]);
+    let attempts: Vec<u32> = info.errors.iter().map(|e| e.attempt).collect();
+    assert_eq!(attempts, [1, 2, 3]);
+}
