@@ -150,6 +150,11 @@ pub(super) fn unix_ms(t: std::time::SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, ms)
 }
 
+/// A JSON string's text (`-` for anything else).
+pub(super) fn text(value: &Value) -> String {
+    value.as_str().unwrap_or("-").to_owned()
+}
+
 /// The text of a time in an answer (`null`: `-`).
 pub(super) fn time_of(value: &Value) -> String {
     value.as_u64().map_or("-".into(), time_text)

@@ -4,8 +4,7 @@ use axum::http::Method;
 use serde_json::json;
 
 use super::api_client::{segment, OffsetPage};
-use super::common::{print, time_of, Common};
-use super::messages::text;
+use super::common::{print, text, time_of, Common};
 
 /// Dead-letter commands.
 #[derive(clap::Subcommand)]

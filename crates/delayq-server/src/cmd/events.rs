@@ -9,8 +9,7 @@
 use serde_json::Value;
 
 use super::api_client::{query, segment};
-use super::common::{time_of, Common};
-use super::messages::text;
+use super::common::{text, time_of, Common};
 
 /// Events read at a time.
 const READ: usize = 500;

@@ -7,8 +7,7 @@ use axum::http::Method;
 use serde_json::{json, Value};
 
 use super::api_client::{segment, ApiClient};
-use super::common::{print, Common};
-use super::messages::text;
+use super::common::{print, text, Common};
 
 /// Data format commands.
 #[derive(clap::Subcommand)]
@@ -58,7 +57,7 @@ pub async fn run(command: FormatCommand) -> anyhow::Result<()> {
                 format!(
                     "{}\n\n{}",
                     formats_table(&rows, &out["newest"]),
-                    processes_table(&out["processes"])
+                    super::queues::processes_table(&out["processes"])
                 )
             })
         }
@@ -113,24 +112,6 @@ fn formats_table(rows: &[Value], newest: &Value) -> String {
             "\n{:<32} {:>6}  {progress:<24}",
             text(&f["queue"]),
             f["format"].to_string()
-        ));
-    }
-    t
-}
-
-fn processes_table(processes: &Value) -> String {
-    let mut t = format!("{:<48} {:>14}  {}", "PROCESS", "READS UP TO", "LEASE");
-    for p in processes.as_array().into_iter().flatten() {
-        let left = p["lease_left_ms"].as_i64().unwrap_or(0);
-        let lease = if left > 0 {
-            format!("{:.1}s left", left as f64 / 1000.0)
-        } else {
-            format!("ran out {:.1}s ago", -left as f64 / 1000.0)
-        };
-        t.push_str(&format!(
-            "\n{:<48} {:>14}  {lease}",
-            text(&p["name"]),
-            format!("format {}", p["newest_format"])
         ));
     }
     t

@@ -6,8 +6,7 @@ use axum::http::Method;
 use serde_json::{json, Value};
 
 use super::api_client::{segment, OffsetPage};
-use super::common::{print, Common};
-use super::messages::text;
+use super::common::{print, text, Common};
 
 /// Group commands.
 #[derive(clap::Subcommand)]

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::api_client::{query, segment};
 use super::common::{
-    backoff_json, ms, payload_field, payload_text, print, time_of, unix_ms, Common,
+    backoff_json, ms, payload_field, payload_text, print, text, time_of, unix_ms, Common,
 };
 
 /// `delayq send`.
@@ -188,11 +188,6 @@ fn enum_name(value: impl clap::ValueEnum) -> String {
         .to_possible_value()
         .map(|v| v.get_name().replace('-', "_"))
         .unwrap_or_default()
-}
-
-/// A JSON string's text (`-` for anything else).
-pub(super) fn text(value: &Value) -> String {
-    value.as_str().unwrap_or("-").to_owned()
 }
 
 pub async fn get(common: Common, queue: String, id: String) -> anyhow::Result<()> {

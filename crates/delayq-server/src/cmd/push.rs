@@ -9,8 +9,7 @@ use axum::http::Method;
 use serde_json::{json, Value};
 
 use super::api_client::segment;
-use super::common::{ms, print, Common};
-use super::messages::text;
+use super::common::{ms, print, text, Common};
 
 /// Push target commands.
 #[derive(clap::Subcommand)]

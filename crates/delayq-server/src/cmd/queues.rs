@@ -5,8 +5,7 @@ use axum::http::Method;
 use serde_json::{json, Value};
 
 use super::api_client::{query, segment};
-use super::common::{print, Common};
-use super::messages::text;
+use super::common::{print, text, Common};
 
 fn queue_path(queue: &str) -> String {
     format!("/v1/queues/{}", segment(queue))
@@ -88,32 +87,36 @@ pub async fn set_paused(common: Common, queue: String, paused: bool) -> anyhow::
 
 pub async fn processes(common: Common) -> anyhow::Result<()> {
     let out = common.api().await?.get("/v1/processes").await?;
-    print(&common, &out, || {
-        let mut t = format!(
-            "{:<48} {:<8} {:>14}  {:<12} {}",
-            "PROCESS", "ROLE", "READS UP TO", "LAST SEEN", "LEASE"
-        );
-        for p in out["processes"].as_array().into_iter().flatten() {
-            let left = p["lease_left_ms"].as_i64().unwrap_or(0);
-            let lease = match left > 0 {
-                true => format!("{:.1}s left", left as f64 / 1000.0),
-                false => format!("ran out {:.1}s ago", -left as f64 / 1000.0),
-            };
-            let seen = p["seen_ms_ago"].as_i64().unwrap_or(0) as f64 / 1000.0;
-            let this = match p["answering"].as_bool() {
-                Some(true) => "  (this one)",
-                _ => "",
-            };
-            t.push_str(&format!(
-                "\n{:<48} {:<8} {:>14}  {:<12} {lease}{this}",
-                text(&p["name"]),
-                text(&p["role"]),
-                format!("format {}", p["newest_format"]),
-                format!("{seen:.1}s ago"),
-            ));
-        }
-        t
-    })
+    print(&common, &out, || processes_table(&out["processes"]))
+}
+
+/// The processes of `GET /v1/processes`, a row each: role, newest format, when last seen
+/// and the lease left (`delayq processes`, `delayq format show`).
+pub(super) fn processes_table(processes: &Value) -> String {
+    let mut t = format!(
+        "{:<48} {:<8} {:>14}  {:<12} {}",
+        "PROCESS", "ROLE", "READS UP TO", "LAST SEEN", "LEASE"
+    );
+    for p in processes.as_array().into_iter().flatten() {
+        let left = p["lease_left_ms"].as_i64().unwrap_or(0);
+        let lease = match left > 0 {
+            true => format!("{:.1}s left", left as f64 / 1000.0),
+            false => format!("ran out {:.1}s ago", -left as f64 / 1000.0),
+        };
+        let seen = p["seen_ms_ago"].as_i64().unwrap_or(0) as f64 / 1000.0;
+        let this = match p["answering"].as_bool() {
+            Some(true) => "  (this one)",
+            _ => "",
+        };
+        t.push_str(&format!(
+            "\n{:<48} {:<8} {:>14}  {:<12} {lease}{this}",
+            text(&p["name"]),
+            text(&p["role"]),
+            format!("format {}", p["newest_format"]),
+            format!("{seen:.1}s ago"),
+        ));
+    }
+    t
 }
 
 /// Queues' stats, a row each.

@@ -7,8 +7,9 @@ use axum::http::Method;
 use serde_json::{json, Value};
 
 use super::api_client::{segment, ApiClient};
-use super::common::{backoff_json, ms, payload_field, print, time_of, time_text, unix_ms, Common};
-use super::messages::text;
+use super::common::{
+    backoff_json, ms, payload_field, print, text, time_of, time_text, unix_ms, Common,
+};
 
 /// Schedule commands.
 #[derive(clap::Subcommand)]

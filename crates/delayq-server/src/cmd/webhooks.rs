@@ -7,8 +7,7 @@ use axum::http::Method;
 use serde_json::{json, Value};
 
 use super::api_client::{is_code, segment, ApiClient};
-use super::common::{print, Common};
-use super::messages::text;
+use super::common::{print, text, Common};
 
 /// Webhook commands.
 #[derive(clap::Subcommand)]
