@@ -94,7 +94,10 @@ async fn a_history_written_before_the_4_kib_error_takes_a_new_one() {
     };
     let got = consumer.receive(&opts).await.expect("receive");
     let e1 = got.iter().find(|d| d.id == "e1").expect("e1 is ready");
-    let stack = format!("TypeError: third\n{}", "    at handler (x.js:1:1)\n".repeat(200));
+    let stack = format!(
+        "TypeError: third\n{}",
+        "    at handler (x.js:1:1)\n".repeat(200)
+    );
     orders
         .nack(e1, &stack, Some(Duration::from_secs(3600)))
         .await
