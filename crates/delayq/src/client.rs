@@ -3,19 +3,19 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::announcements::{self, Announcer, Process};
-use crate::config::Config;
-use crate::connection;
-use crate::error::{InvalidInput, Result};
-use crate::formats::DATA_FORMAT;
-use crate::keys::Keys;
-use crate::names::QueueName;
-use crate::partitions;
+use crate::handles::queue_core::{LayoutCell, QueueCore, Shared};
 use crate::queue::Queue;
-use crate::queue_core::{LayoutCell, QueueCore, Shared};
-use crate::sentinel::Sentinels;
-use crate::server::ServerInfo;
-use crate::target::{NoPushes, Target};
+use crate::store::announcements::{self, Announcer, Process};
+use crate::store::connection;
+use crate::store::formats::DATA_FORMAT;
+use crate::store::keys::Keys;
+use crate::store::partitions;
+use crate::store::sentinel::Sentinels;
+use crate::store::server::ServerInfo;
+use crate::store::target::{NoPushes, Target};
+use crate::values::config::Config;
+use crate::values::error::{InvalidInput, Result};
+use crate::values::names::QueueName;
 
 /// A connection to one Redis server, or to a Redis Cluster, shared by all queue handles made
 /// from it. Cheap to clone.
@@ -31,7 +31,7 @@ pub struct DelayQ {
 impl DelayQ {
     /// Checks the server (`server.rs`) before anything is written, then starts.
     async fn start(target: Target, conn: connection::Ordinary, config: Config) -> Result<Self> {
-        let server = crate::server::check(&conn).await?;
+        let server = crate::store::server::check(&conn).await?;
         Ok(DelayQ::new(target, conn, config, server))
     }
 
@@ -193,7 +193,7 @@ impl DelayQ {
     /// version of delayq without the registry are found once, by a walk of the keyspace the
     /// first time any client lists the queues, and registered.
     pub async fn queues(&self) -> Result<Vec<QueueName>> {
-        crate::queue_registry::ensure_walked(&self.shared.conn).await?;
+        crate::store::queue_registry::ensure_walked(&self.shared.conn).await?;
         let mut conn = self.shared.conn.get();
         let registered: Vec<String> = redis::cmd("SMEMBERS")
             .arg(Keys::QUEUES)

@@ -12,33 +12,33 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::browse::{self, Cursor, Page};
-use crate::by_id;
-use crate::choice::Order;
-use crate::consumer::Consumer;
-use crate::control;
-use crate::dead_letters::DeadLetters;
-use crate::delivery::Delivery;
-use crate::error::{Error, Result};
-use crate::event::{Event, EventFilter, EventStart};
-use crate::event_lookback::Timeline;
-use crate::events::EventReader;
-use crate::groups::Groups;
-use crate::history::{self, Minute};
-use crate::message::{Amend, CancelOutcome, MessageInfo, NackOutcome, Next, RateLimit};
-use crate::message::{Sent, Stats};
-use crate::names::QueueName;
-use crate::options::{Message, Schedule, SendOptions};
-use crate::push_target;
-use crate::queue_core::QueueCore;
-use crate::receipt::Receipt;
-use crate::schedules::Schedules;
-use crate::send;
-use crate::settings::Setting;
-use crate::settle;
-use crate::state::State;
-use crate::stats;
-use crate::upgrade::{self, QueueFormat};
+use crate::consume::choice::Order;
+use crate::consume::consumer::Consumer;
+use crate::handles::browse::{self, Cursor, Page};
+use crate::handles::by_id;
+use crate::handles::control;
+use crate::handles::dead_letters::DeadLetters;
+use crate::handles::event_lookback::Timeline;
+use crate::handles::events::EventReader;
+use crate::handles::groups::Groups;
+use crate::handles::history::{self, Minute};
+use crate::handles::push_target;
+use crate::handles::queue_core::QueueCore;
+use crate::handles::schedules::Schedules;
+use crate::handles::send;
+use crate::handles::settle;
+use crate::handles::stats;
+use crate::handles::upgrade::{self, QueueFormat};
+use crate::values::delivery::Delivery;
+use crate::values::error::{Error, Result};
+use crate::values::event::{Event, EventFilter, EventStart};
+use crate::values::message::{Amend, CancelOutcome, MessageInfo, NackOutcome, Next, RateLimit};
+use crate::values::message::{Sent, Stats};
+use crate::values::names::QueueName;
+use crate::values::options::{Message, Schedule, SendOptions};
+use crate::values::receipt::Receipt;
+use crate::values::settings::Setting;
+use crate::values::state::State;
 
 /// A handle on one queue. Cheap to clone; clones share the connection.
 #[derive(Clone)]
@@ -279,8 +279,8 @@ impl Queue {
     /// so a process that used the queue before goes on writing what the data says; a send
     /// afterwards starts the queue again, with default settings. Stop its producers and
     /// consumers first: see [`Deleted::raced`](crate::Deleted::raced).
-    pub async fn delete(&self, force: bool) -> Result<crate::Deleted> {
-        crate::queue_delete::delete(&self.core, force).await
+    pub async fn delete(&self, force: bool) -> Result<crate::handles::queue_delete::Deleted> {
+        crate::handles::queue_delete::delete(&self.core, force).await
     }
 
     /// Counts per state and the lag of the oldest ready message: one atomic read per
@@ -349,13 +349,13 @@ impl Queue {
 
     /// The queue's latest `max` events (1 to 1000), newest first: what just happened.
     pub async fn latest_events(&self, max: usize) -> Result<Vec<Event>> {
-        crate::event_lookback::latest(&self.core, max).await
+        crate::handles::event_lookback::latest(&self.core, max).await
     }
 
     /// The events of message `id` in the order they happened, among the latest
     /// [`TIMELINE_SCAN`](crate::TIMELINE_SCAN) of its partition.
     pub async fn timeline(&self, id: &str) -> Result<Timeline> {
-        crate::event_lookback::timeline(&self.core, id).await
+        crate::handles::event_lookback::timeline(&self.core, id).await
     }
 
     /// The dead letters of this queue.

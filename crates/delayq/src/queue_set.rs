@@ -1,10 +1,10 @@
 //! Several queues served together: which queues, in what order (`choice.rs` has the rule),
 //! by what weights; and the consumers of such a set.
 
-use crate::choice::Order;
-use crate::consumer::Consumer;
-use crate::error::{InvalidInput, Result};
+use crate::consume::choice::Order;
+use crate::consume::consumer::Consumer;
 use crate::queue::Queue;
+use crate::values::error::{InvalidInput, Result};
 
 /// Most queues in one set.
 pub const MAX_QUEUES_PER_SET: usize = 64;

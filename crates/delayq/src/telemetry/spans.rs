@@ -21,7 +21,7 @@ use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::traceparent::{format_traceparent, parse_traceparent};
-use crate::delivery::Delivery;
+use crate::values::delivery::Delivery;
 
 static ON: AtomicBool = AtomicBool::new(false);
 

@@ -4,7 +4,7 @@
 use std::fmt::Display;
 use std::time::SystemTime;
 
-use crate::delivery::Delivery;
+use crate::values::delivery::Delivery;
 
 /// Never on without the feature.
 pub(crate) fn on() -> bool {

@@ -5,7 +5,7 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState}
 /// The span context a version-00 `traceparent` names (as a remote parent), or `None` when
 /// the text is not one.
 pub fn parse_traceparent(text: &str) -> Option<SpanContext> {
-    crate::trace_context::check_traceparent(text).ok()?;
+    crate::values::trace_context::check_traceparent(text).ok()?;
     let trace = TraceId::from_hex(&text[3..35]).ok()?;
     let span = SpanId::from_hex(&text[36..52]).ok()?;
     let flags = u8::from_str_radix(&text[53..55], 16).ok()?;
@@ -50,7 +50,7 @@ mod tests {
             "00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01",
         ] {
             assert!(
-                crate::trace_context::check_traceparent(bad).is_err(),
+                crate::values::trace_context::check_traceparent(bad).is_err(),
                 "{bad}"
             );
             assert!(parse_traceparent(bad).is_none(), "{bad}");

@@ -1,0 +1,92 @@
+//! The client's settings ([`Config`]): limits, timeouts, and how far apart its consumers'
+//! claims on one partition go.
+
+use std::time::Duration;
+
+use crate::values::error::InvalidInput;
+
+/// Client settings.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Largest payload accepted by `send`, in bytes (default 1 MiB).
+    pub max_payload_bytes: usize,
+    /// How long an ordinary command may take before the client gives up on it (default 5 s).
+    /// Blocking waits use their own connection and are not bound by this.
+    pub response_timeout: Duration,
+    /// How long connecting may take (default 5 s).
+    pub connection_timeout: Duration,
+    /// The least time between two claims of this client's consumers on one partition
+    /// (default 1 ms; at most [`MAX_CLAIM_SPACING`]; zero: none). Every claim costs Redis
+    /// the same fixed work however few messages it takes, so on a busy partition, where
+    /// messages come due microseconds apart, one claim a millisecond takes them together
+    /// instead of one claim each. A message is then late by up to this time, and only when
+    /// a claim on its partition went less than this time before it came due: one that
+    /// comes due alone is claimed on time. A claim that took all it could is followed at
+    /// once, so a backlog drains at full speed.
+    pub claim_spacing: Duration,
+    /// What this process is, as the registry of processes lists it (`delayq processes`):
+    /// e.g. `server`, `worker`, `cli` (default none: a library client). Up to 32 of
+    /// `a-z0-9_-`.
+    pub process_role: Option<String>,
+}
+
+/// The longest [`Config::claim_spacing`].
+pub const MAX_CLAIM_SPACING: Duration = Duration::from_millis(100);
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_payload_bytes: 1024 * 1024,
+            response_timeout: Duration::from_secs(5),
+            connection_timeout: Duration::from_secs(5),
+            claim_spacing: Duration::from_millis(1),
+            process_role: None,
+        }
+    }
+}
+
+impl Config {
+    /// Sets the payload limit.
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Sets the response timeout of ordinary commands.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Sets the least time between claims on one partition ([`Config::claim_spacing`]).
+    pub fn claim_spacing(mut self, spacing: Duration) -> Self {
+        self.claim_spacing = spacing;
+        self
+    }
+
+    /// Says what this process is ([`Config::process_role`]).
+    pub fn process_role(mut self, role: &str) -> Self {
+        self.process_role = Some(role.to_owned());
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), InvalidInput> {
+        if let Some(role) = &self.process_role {
+            let fits =
+                |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
+            if role.is_empty() || role.len() > 32 || !role.chars().all(fits) {
+                return Err(InvalidInput::Option(format!(
+                    "a process role is 1 to 32 of a-z0-9_-, not {role:?}"
+                )));
+            }
+        }
+        if self.claim_spacing > MAX_CLAIM_SPACING {
+            return Err(InvalidInput::Option(format!(
+                "a claim spacing of {:?} is longer than {MAX_CLAIM_SPACING:?}",
+                self.claim_spacing
+            )));
+        }
+        Ok(())
+    }
+}
