@@ -28,6 +28,7 @@ mod hold;
 mod holding;
 mod http;
 mod http_consumer;
+mod lookup;
 mod plan;
 mod processes;
 mod producer;

@@ -40,7 +40,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = state.limits().clone();
-    let service = TowerToHyperService::new(crate::api::router(state.clone()));
+    let service = TowerToHyperService::new(crate::app::router(state.clone()));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)

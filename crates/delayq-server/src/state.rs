@@ -8,13 +8,13 @@ use delayq::{DelayQ, Deleted, Queue};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
-use crate::api::event_hub::EventHubs;
-use crate::api::stream_slots::{Holder, StreamSlot, StreamSlots};
 use crate::auth::{Role, Tokens};
 use crate::error::ApiResult;
 use crate::limits::Limits;
 use crate::metrics::GaugeCache;
 use crate::push::callbacks::Callbacks;
+use crate::streams::event_hub::EventHubs;
+use crate::streams::stream_slots::{Holder, StreamSlot, StreamSlots};
 
 /// Most queue handles kept: a handle holds its metric registrations and keeps its queue's
 /// wake-up subscription open between long-polls; names beyond this are served uncached, so
@@ -161,7 +161,7 @@ impl AppState {
     /// A place for one more event stream of `holder` (429 beyond the caps).
     pub fn take_stream_slot(&self, holder: Holder) -> ApiResult<StreamSlot> {
         let limits = &self.0.limits;
-        crate::api::stream_slots::take(
+        crate::streams::stream_slots::take(
             &self.0.stream_slots,
             holder,
             limits.max_event_streams_per_token,

@@ -88,7 +88,8 @@ pub use handles::groups::{
 pub use handles::history::{Lateness, Minute, MAX_HISTORY_MINUTES};
 pub use handles::queue_delete::Deleted;
 pub use handles::schedule_backfill::{Backfilled, MAX_BACKFILL_TICKS};
-pub use handles::schedules::{tick_id, ScheduleInfo, Schedules, MAX_SCHEDULE_NAME_LEN};
+pub use handles::schedule_definition::{ScheduleInfo, MAX_SCHEDULE_NAME_LEN};
+pub use handles::schedules::{tick_id, Schedules};
 pub use handles::send::MAX_BATCH_BYTES;
 pub use handles::upgrade::QueueFormat;
 pub use queue::Queue;

@@ -109,8 +109,8 @@ impl From<MessageInfo> for SummaryOut {
 /// ([`delayq::BROWSE_PAYLOAD_BYTES`]), so a message whose envelope alone is longer shows no
 /// preview, and its size counts the envelope.
 pub fn listed_body(m: &MessageInfo) -> (usize, &[u8]) {
-    let (destination, body) = crate::push::envelope::open(&m.payload);
-    if destination.is_none() && crate::push::envelope::looks_sealed(&m.payload) {
+    let (destination, body) = crate::push_envelope::open(&m.payload);
+    if destination.is_none() && crate::push_envelope::looks_sealed(&m.payload) {
         return (m.payload_len, &[]);
     }
     let envelope = m.payload.len() - body.len();

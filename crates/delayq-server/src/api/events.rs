@@ -35,12 +35,13 @@ use tokio::sync::{broadcast, mpsc};
 use utoipa::{IntoParams, ToSchema};
 
 use super::access::{AnyRole, Authorized};
-use super::event_hub::{self, Batch};
 use super::path::Path;
 use super::query::Query;
-use super::stream_slots::{Holder, StreamSlot};
 use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::shapes::EventOut;
 use crate::state::AppState;
+use crate::streams::event_hub::{self, Batch};
+use crate::streams::stream_slots::{Holder, StreamSlot};
 
 /// How long a stream stays silent before it says where it is.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -69,48 +70,6 @@ pub struct EventsQuery {
     /// A page: how long to wait for a first event when there is none yet (ms; default 0,
     /// at most the server's longest wait).
     wait_ms: Option<u64>,
-}
-
-/// One change of a message's state.
-#[derive(Serialize, ToSchema)]
-pub struct EventOut {
-    /// sent, delivered, acked, retry, released, dead, expired, superseded, cancelled,
-    /// rescheduled, requeued or purged.
-    pub kind: String,
-    /// The message's id.
-    pub id: String,
-    /// When, by the Redis server's clock (ms since the Unix epoch).
-    pub at_ms: u64,
-    /// Of a delivery, its number; of a retry, death or expiry, the attempts made.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub attempt: Option<u32>,
-    /// When the message is due: of a send, a retry, a reschedule.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub due_ms: Option<u64>,
-    /// The error that ended an attempt (its first 200 bytes).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// replaced, superseded (a send that took a message's id) or dropped (an expired
-    /// message gone rather than dead).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-    /// Where a reader that saw this event goes on from (`from=`, or `Last-Event-ID`).
-    pub cursor: String,
-}
-
-impl From<Event> for EventOut {
-    fn from(e: Event) -> Self {
-        EventOut {
-            kind: e.kind.as_str().to_owned(),
-            cursor: e.cursor.to_string(),
-            id: e.id,
-            at_ms: e.at_ms,
-            attempt: e.attempt,
-            due_ms: e.due_ms,
-            error: e.error,
-            detail: e.detail,
-        }
-    }
 }
 
 /// A page of events.

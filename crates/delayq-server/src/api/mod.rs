@@ -29,7 +29,6 @@ pub mod body;
 pub mod browse;
 mod cancel_many;
 mod consume;
-pub mod event_hub;
 pub mod events;
 mod formats;
 mod groups;
@@ -40,17 +39,13 @@ mod query;
 mod queue_delete;
 mod schedules;
 mod sized_json;
-pub mod stream_slots;
 pub mod upsert_args;
 mod webhooks;
 pub mod wire;
 
-use std::sync::Arc;
-
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::get;
 use axum::{Json, Router};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -59,46 +54,10 @@ use utoipa_axum::routes;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
-/// The router with every route, built together with its OpenAPI document (served at
+/// The API's routes, built together with their OpenAPI document (the app serves it at
 /// `/openapi.json`), so that the two cannot disagree.
-pub fn router(state: AppState) -> Router {
-    let limits = state.limits();
-    let body_limit = limits.max_body_bytes;
-    let body_guard =
-        crate::body_guard::BodyGuard::new(limits.body_timeout, limits.max_body_bytes_in_flight);
-    let body_rules = body::BodyRules {
-        payload_limit: limits.max_body_bytes,
-        control_limit: limits.max_control_body_bytes.min(limits.max_body_bytes),
-    };
-    let (router, api) = routes().split_for_parts();
-    let api = Arc::new(api);
-    router
-        .route(
-            "/openapi.json",
-            get(move |_: access::Authorized<access::AnyRole>| {
-                let api = api.clone();
-                async move { Json(api.as_ref().clone()) }
-            }),
-        )
-        .merge(crate::ui::routes())
-        // One layer for both, a span and the request's metrics: each layer costs every
-        // request a boxed call of the route (about 6 % of W2b over HTTP, measured).
-        .route_layer(axum::middleware::from_fn(
-            crate::http_metrics::time_each_request,
-        ))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(axum::Extension(body_rules))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::front_door::guard,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            body_guard,
-            crate::body_guard::guard,
-        ))
-        .with_state(state)
+pub fn routes_and_document() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    routes().split_for_parts()
 }
 
 /// The OpenAPI document of every route.
@@ -231,7 +190,7 @@ struct ServerOut {
     version: String,
 }
 
-async fn method_not_allowed() -> ApiError {
+pub(crate) async fn method_not_allowed() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
@@ -268,6 +227,6 @@ async fn metrics(
     ))
 }
 
-async fn not_found() -> ApiError {
+pub(crate) async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such route")
 }

@@ -66,7 +66,7 @@ impl ApiClient {
             ..Limits::default()
         };
         let state = AppState::new(dq, limits, Tokens::default(), None);
-        Ok(ApiClient::InProcess(delayq_server::api::router(state)))
+        Ok(ApiClient::InProcess(delayq_server::app::router(state)))
     }
 
     /// Requests sent to the server at `base` with `token`. A token that would cross the

@@ -210,7 +210,7 @@ async fn send(dq: &DelayQ, clients: &Clients, report: &Report) {
         // Requeued or purged meanwhile: nothing to report.
         _ => return,
     };
-    let payload = crate::api::wire::PayloadOut::new(info.payload.clone(), info.kind);
+    let payload = crate::shapes::PayloadOut::new(info.payload.clone(), info.kind);
     let body = json!({
         "queue": report.queue.as_str(),
         "id": report.id,

@@ -18,9 +18,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AF
 use tracing::Instrument;
 
 use super::address::{check_url, AddressPolicy};
-use super::envelope::{self, Destination};
 use super::signature;
 use super::target::PushTarget;
+use crate::push_envelope::{self as envelope, Destination};
 
 /// Most bytes of a response body read (the rest is dropped unread).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;

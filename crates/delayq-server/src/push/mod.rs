@@ -6,7 +6,6 @@
 //! * `clients.rs`: the HTTP clients pushes and callbacks go through, with those checks;
 //! * `signature.rs`: the `Delayq-Signature` header, and its verification;
 //! * `headers.rs`: which extra request headers a target or a message may set;
-//! * `envelope.rs`: a message's own URL and headers, carried in its payload;
 //! * `deliver.rs`: one request and what its outcome means;
 //! * `callbacks.rs`: failure callbacks, bounded, from whichever server found a death;
 //! * `runtime.rs`: the workers that make the requests, one per target, in every server.
@@ -15,7 +14,6 @@ pub mod address;
 pub mod callbacks;
 pub mod clients;
 mod deliver;
-pub mod envelope;
 pub mod headers;
 pub mod runtime;
 pub mod signature;

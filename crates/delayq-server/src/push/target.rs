@@ -5,6 +5,7 @@
 //! runtimes to find: an index in another slot, written before a target is saved and removed
 //! after, so it may hold a stale name (skipped) but never misses a queue with a target.
 
+use crate::push_envelope::Destination;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -246,4 +247,14 @@ pub async fn all(dq: &DelayQ) -> delayq::Result<Vec<(Queue, PushTarget)>> {
         .into_iter()
         .filter_map(|(queue, target)| Some((queue, target?)))
         .collect())
+}
+
+/// Checks a message's own destination as its sender gave it: the URL's form (its origin is
+/// checked against the queue's target, and its address when it is pushed) and the headers
+/// (`headers.rs`).
+pub fn check_destination(destination: &Destination) -> Result<(), String> {
+    if let Some(url) = &destination.url {
+        check_destination_url(url)?;
+    }
+    super::headers::check("push.headers", &destination.headers)
 }

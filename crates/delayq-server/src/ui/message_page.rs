@@ -66,7 +66,7 @@ pub async fn page(
 fn render(session: &Session, queue: &str, m: &MessageInfo, done: Option<&str>) -> Markup {
     let base = queue_path(queue);
     let act = format!("{base}/messages/{}/act", segment(&m.id));
-    let (destination, body) = crate::push::envelope::open(&m.payload);
+    let (destination, body) = crate::push_envelope::open(&m.payload);
     html! {
         p { a href=(format!("{base}?state={}", m.state.as_str())) { "← " (queue) } }
         h1 { "Message " code { (m.id) } }

@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use delayq::Event;
 use serde_json::json;
 
-use crate::api::events::EventOut;
 use crate::push::address::{check_url, AddressPolicy};
 use crate::push::signature;
+use crate::shapes::EventOut;
 
 /// How long one request may take.
 pub const TIMEOUT: Duration = Duration::from_secs(10);

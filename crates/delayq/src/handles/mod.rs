@@ -26,6 +26,7 @@ pub(crate) mod push_target;
 pub(crate) mod queue_core;
 pub(crate) mod queue_delete;
 pub(crate) mod schedule_backfill;
+pub(crate) mod schedule_definition;
 pub(crate) mod schedules;
 pub(crate) mod send;
 pub(crate) mod send_generated;

@@ -6,7 +6,8 @@
 //!
 //! [`MissedTicks`]: crate::MissedTicks
 
-use crate::handles::schedules::{check_name, server_ms, Schedules};
+use crate::handles::schedule_definition::check_name;
+use crate::handles::schedules::{server_ms, Schedules};
 use crate::values::error::{Error, InvalidInput, Result};
 
 /// Most ticks one backfill looks at.

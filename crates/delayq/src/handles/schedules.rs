@@ -27,77 +27,20 @@ use crate::store::partitions::join_all;
 use crate::store::scripts::SCRIPTS;
 use crate::values::error::{InvalidInput, Result};
 use crate::values::message::Sent;
-use crate::values::names::QueueName;
-use crate::values::options::{PayloadKind, Schedule, SendOptions};
+use crate::values::options::{Schedule, SendOptions};
 use crate::values::record;
 use crate::values::recurrence::{MissedTicks, Recurrence};
 use crate::values::reply::Reply;
 use crate::values::schedule_firing::{tick_jitter, Firing, DEFAULT_LEAD};
 use crate::values::state::State;
 
-/// Longest schedule name.
-pub const MAX_SCHEDULE_NAME_LEN: usize = crate::values::names::MAX_QUEUE_NAME_LEN;
+use crate::handles::schedule_definition::{
+    check_name, info, parse_definition, Definition, ScheduleInfo,
+};
 
 /// Most ticks sent ahead that a delete looks for (a scheduler sends one ahead unless its
 /// lead is longer than the schedule's period).
 const MAX_AHEAD: usize = 1000;
-
-/// How many next tick times [`ScheduleInfo::next_ticks_ms`] lists.
-const NEXT_TICKS: usize = 5;
-
-/// A recurring schedule as stored, with its next tick times.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ScheduleInfo {
-    /// Its name, unique within its queue.
-    pub name: String,
-    /// When it fires.
-    pub recurrence: Recurrence,
-    /// What a scheduler does with ticks missed while none was running.
-    pub missed: MissedTicks,
-    /// The payload of each message.
-    pub payload: Vec<u8>,
-    /// What the payload is.
-    pub kind: PayloadKind,
-    /// The priority of each message.
-    pub priority: u8,
-    /// Deliveries each message gets before it is dead-lettered.
-    pub max_attempts: u16,
-    /// How long a worker's handler may run on each message, if set.
-    pub handler_timeout: Option<Duration>,
-    /// When it was created or last changed, ms since the Unix epoch (server clock); no tick
-    /// at or before this fires.
-    pub created_ms: u64,
-    /// The last tick sent as a message, if any.
-    pub last_tick_ms: Option<u64>,
-    /// The next few ticks after now (or after the last tick sent, if later); while it is
-    /// paused, those it would fire once resumed.
-    pub next_ticks_ms: Vec<u64>,
-    /// Paused ([`Schedules::pause`]): no scheduler fires it until it is resumed.
-    pub paused: bool,
-    /// Its jitter and overlap ([`Schedules::put_with`]); `next_ticks_ms` are the ticks,
-    /// before jitter.
-    pub firing: Firing,
-}
-
-/// A definition read back from Redis: what a scheduler needs to fire it.
-#[derive(Debug, Clone)]
-pub(crate) struct Definition {
-    pub(crate) name: String,
-    pub(crate) recurrence: Recurrence,
-    pub(crate) missed: MissedTicks,
-    pub(crate) created_ms: u64,
-    pub(crate) priority: u8,
-    /// The record body of its messages, without an id.
-    pub(crate) body: Vec<u8>,
-    /// Paused: schedulers fire none of its ticks.
-    pub(crate) paused: bool,
-    /// Its jitter and overlap.
-    pub(crate) firing: Firing,
-    /// Since when every tick sent is recorded (a backfill looks no further back); None for a
-    /// schedule put by a delayq that kept no record, until it is put again.
-    pub(crate) ticks_from: Option<u64>,
-}
 
 /// The caller id of tick `tick_ms` of schedule `name`.
 pub fn tick_id(name: &str, tick_ms: u64) -> String {
@@ -537,84 +480,4 @@ fn tick_field(name: &str) -> String {
 pub(crate) async fn server_ms(conn: &mut crate::store::connection::Conn) -> Result<u64> {
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await?;
     Ok(secs * 1000 + micros / 1000)
-}
-
-/// Schedule names follow the queue-name rule (1 to 64 of `A-Za-z0-9._-`), so that a tick's
-/// caller id is a valid message id.
-pub(crate) fn check_name(name: &str) -> Result<(), InvalidInput> {
-    QueueName::new(name).map(drop).map_err(|_| {
-        InvalidInput::Option(format!(
-            "a schedule name is 1 to {MAX_SCHEDULE_NAME_LEN} of A-Za-z0-9._-, not {name:?}"
-        ))
-    })
-}
-
-fn parse_definition(name: &str, fields: Vec<(String, Vec<u8>)>) -> Result<Definition> {
-    let bad =
-        |what: &str| crate::values::error::Error::Protocol(format!("schedule {name}: {what}"));
-    let mut map = std::collections::HashMap::new();
-    for (field, value) in fields {
-        map.insert(field, value);
-    }
-    let text = |field: &str| -> Result<String> {
-        let value = map.get(field).ok_or_else(|| bad(&format!("no {field}")))?;
-        String::from_utf8(value.clone()).map_err(|_| bad(&format!("{field} is not text")))
-    };
-    let number = |field: &str| -> Result<u64> {
-        text(field)?
-            .parse()
-            .map_err(|_| bad(&format!("{field} is not a number")))
-    };
-    let recurrence = if map.contains_key("cron") {
-        Recurrence::cron(&text("cron")?, &text("tz")?)
-    } else {
-        Recurrence::interval(
-            Duration::from_millis(number("every_ms")?),
-            number("anchor_ms")?,
-        )
-    }
-    .map_err(|e| bad(&e.to_string()))?;
-    let missed: MissedTicks = text("missed")?
-        .parse()
-        .map_err(|e: InvalidInput| bad(&e.to_string()))?;
-    let priority = u8::try_from(number("priority")?).map_err(|_| bad("priority"))?;
-    let created_ms = number("created_ms")?;
-    let body = map.get("body").cloned().ok_or_else(|| bad("no body"))?;
-    Ok(Definition {
-        name: name.to_owned(),
-        recurrence,
-        missed,
-        created_ms,
-        priority,
-        body,
-        paused: map.get("paused").is_some_and(|v| v == b"1"),
-        firing: Firing::from_fields(
-            map.get("jitter_ms").map(Vec::as_slice),
-            map.get("overlap").map(Vec::as_slice),
-        )
-        .map_err(|e| bad(&e))?,
-        ticks_from: map
-            .get("ticks_from")
-            .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()),
-    })
-}
-
-fn info(def: Definition, last_tick_ms: Option<u64>, now_ms: u64) -> Result<ScheduleInfo> {
-    let rec = record::decode(record::with_sort_key(0, 0, &def.body))?;
-    let after = now_ms.max(last_tick_ms.unwrap_or(0)).max(def.created_ms);
-    Ok(ScheduleInfo {
-        next_ticks_ms: def.recurrence.upcoming(after, NEXT_TICKS),
-        name: def.name,
-        recurrence: def.recurrence,
-        missed: def.missed,
-        payload: rec.payload,
-        kind: rec.kind,
-        priority: def.priority,
-        max_attempts: rec.max_attempts,
-        handler_timeout: rec.handler_timeout,
-        created_ms: def.created_ms,
-        last_tick_ms,
-        paused: def.paused,
-        firing: def.firing,
-    })
 }

@@ -24,7 +24,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::DelayQ;
-use crate::handles::schedules::{server_ms, Definition};
+use crate::handles::schedule_definition::Definition;
+use crate::handles::schedules::server_ms;
 use crate::queue::Queue;
 use crate::store::keys::Keys;
 use crate::values::error::{Error, InvalidInput, Result};

@@ -72,7 +72,7 @@ pub struct SendBody {
     /// On a queue delivered by push: this message's own URL and extra headers, in place of
     /// the target's.
     #[schema(value_type = Option<Object>)]
-    pub push: Option<crate::push::envelope::Destination>,
+    pub push: Option<crate::push_envelope::Destination>,
     /// W3C trace context handed to whoever handles it (default: the request's
     /// `traceparent` header).
     pub traceparent: Option<String>,
@@ -159,16 +159,15 @@ impl SendBody {
 }
 
 /// The payload as stored: in an envelope with the message's own push destination if it has
-/// one (`push/envelope.rs`), or if it could be mistaken for one.
+/// one (`push_envelope.rs`), or if it could be mistaken for one.
 pub fn sealed(
     payload: Vec<u8>,
-    push: Option<crate::push::envelope::Destination>,
+    push: Option<crate::push_envelope::Destination>,
 ) -> ApiResult<Vec<u8>> {
-    use crate::push::envelope;
+    use crate::push_envelope as envelope;
     match push {
         Some(destination) => {
-            destination
-                .check()
+            crate::push::target::check_destination(&destination)
                 .map_err(|e| ApiError::bad_request("invalid_option", e))?;
             Ok(envelope::seal(&destination, &payload))
         }

@@ -11,16 +11,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rand::Rng;
 use redis_fixture::{Proxy, RedisServer, ServerConfig};
 
 use crate::checker;
-use crate::evidence::{ClusterRun, DeadOne, Leftovers, MasterKill, FREEZE};
+use crate::evidence::{ClusterRun, Leftovers, MasterKill};
 use crate::failover::Cluster;
 use crate::history::{now_us, Event, Fault, Recorder};
+use crate::lookup::Lookup;
 use crate::plan;
 use crate::processes::{signal, Launcher, Proc, Role};
 use crate::upgrade;
+
+mod faults;
 
 /// Settings of a run.
 #[derive(clap::Args, Debug)]
@@ -63,61 +65,6 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 const TERM_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long Redis stays down after a kill.
 const REDIS_DOWN: Duration = Duration::from_secs(1);
-
-/// A fault at a fixed point of the run, as a fraction of the fault phase.
-#[derive(Clone, Copy, Debug)]
-enum Planned {
-    TermWorker,
-    KillRedis,
-    FreezeRedis,
-    KillServer,
-    HalfOpen,
-    /// Cluster: kill a master, let its replica take over, restart it.
-    KillMaster,
-    /// Cluster: the same, with the replica frozen first so that it lags behind.
-    StallAndKillMaster,
-    /// The queue's data format upgraded (`upgrade.rs`).
-    UpgradeFormat,
-}
-
-/// The faults at fixed points of a run on one Redis.
-const SINGLE_PLAN: &[(f64, Planned)] = &[
-    (0.15, Planned::HalfOpen),
-    (0.20, Planned::KillRedis),
-    (0.30, Planned::TermWorker),
-    (0.35, Planned::KillServer),
-    (0.40, Planned::FreezeRedis),
-    (0.50, Planned::UpgradeFormat),
-    (0.55, Planned::KillRedis),
-    (0.60, Planned::HalfOpen),
-    (0.70, Planned::TermWorker),
-    (0.75, Planned::KillServer),
-    (0.85, Planned::KillRedis),
-];
-
-/// The faults at fixed points of a short run on a cluster: every master is killed once (a
-/// failover, restart and resync take about 7 s).
-const CLUSTER_SHORT_PLAN: &[(f64, Planned)] = &[
-    (0.15, Planned::KillMaster),
-    (0.30, Planned::TermWorker),
-    (0.35, Planned::KillServer),
-    (0.45, Planned::StallAndKillMaster),
-    (0.65, Planned::TermWorker),
-    (0.70, Planned::KillServer),
-    (0.75, Planned::KillMaster),
-];
-
-/// The same for a full run: every master once, then a promoted replica.
-const CLUSTER_PLAN: &[(f64, Planned)] = &[
-    (0.15, Planned::KillMaster),
-    (0.30, Planned::TermWorker),
-    (0.35, Planned::KillServer),
-    (0.40, Planned::StallAndKillMaster),
-    (0.60, Planned::KillMaster),
-    (0.70, Planned::TermWorker),
-    (0.75, Planned::KillServer),
-    (0.80, Planned::StallAndKillMaster),
-];
 
 /// Runs the whole thing; returns whether the checker passed.
 pub fn run(mut args: RunArgs) -> Result<bool, String> {
@@ -204,88 +151,6 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
         return Ok(false);
     }
     Ok(report.passed)
-}
-
-/// Asks Redis, through the library, whether a message is still there.
-struct Lookup {
-    runtime: tokio::runtime::Runtime,
-    queue: delayq::Queue,
-}
-
-impl Lookup {
-    /// Through the Redis at `urls[0]`, or with `cluster` the cluster of `urls`.
-    fn new(urls: &[String], cluster: bool) -> Result<Lookup, String> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        let nodes: Vec<&str> = urls.iter().map(String::as_str).collect();
-        let dq = runtime
-            .block_on(async {
-                match cluster {
-                    true => {
-                        delayq::DelayQ::connect_cluster(&nodes, delayq::Config::default()).await
-                    }
-                    false => delayq::DelayQ::connect(nodes[0]).await,
-                }
-            })
-            .map_err(|e| e.to_string())?;
-        let queue = dq.queue(plan::QUEUE).map_err(|e| e.to_string())?;
-        Ok(Lookup { runtime, queue })
-    }
-
-    /// True when the message is there, or when Redis cannot say (never call a message lost
-    /// on a failed lookup).
-    fn exists(&self, id: &str) -> bool {
-        !matches!(self.runtime.block_on(self.queue.get(id)), Ok(None))
-    }
-
-    /// Every event the queue recorded, oldest first.
-    fn events(&self) -> Result<Vec<crate::evidence::Recorded>, String> {
-        self.runtime.block_on(async {
-            let mut reader = self
-                .queue
-                .events(delayq::EventStart::Oldest, delayq::EventFilter::new())
-                .await
-                .map_err(|e| format!("reading the events: {e}"))?;
-            let mut all = Vec::new();
-            loop {
-                let got = reader
-                    .next(delayq::MAX_EVENTS_READ, Some(Duration::ZERO))
-                    .await
-                    .map_err(|e| format!("reading the events: {e}"))?;
-                if got.is_empty() {
-                    return Ok(all);
-                }
-                all.extend(got.into_iter().map(|e| crate::evidence::Recorded {
-                    dropped: e.detail.as_deref() == Some("dropped"),
-                    kind: e.kind.as_str().to_owned(),
-                    id: e.id,
-                }));
-            }
-        })
-    }
-
-    /// Every dead letter, with its payload and last error.
-    fn dead_letters(&self) -> Result<Vec<DeadOne>, String> {
-        let mut all = Vec::new();
-        loop {
-            let page = self
-                .runtime
-                .block_on(self.queue.dead_letters().list(all.len() as u64, 1000))
-                .map_err(|e| format!("reading the dead letters: {e}"))?;
-            let full = page.len() == 1000;
-            all.extend(page.into_iter().map(|d| DeadOne {
-                payload: crate::history::Payload::parse(&d.payload),
-                id: d.id,
-                died_ms: d.died_at_ms,
-                last_error: d.last_error,
-            }));
-            if !full {
-                return Ok(all);
-            }
-        }
-    }
 }
 
 /// Where the queue lives.
@@ -482,142 +347,6 @@ impl Run {
             pid,
             at_us: now_us(),
         });
-    }
-
-    /// Runs the fault schedule for `args.seconds`.
-    fn fault_phase(&mut self, args: &RunArgs) -> Result<(), String> {
-        let phase = Duration::from_secs(args.seconds);
-        let plan = match (args.cluster, args.short) {
-            (false, _) => SINGLE_PLAN,
-            (true, true) => CLUSTER_SHORT_PLAN,
-            (true, false) => CLUSTER_PLAN,
-        };
-        let mut planned: Vec<(Duration, Planned)> = plan
-            .iter()
-            .map(|&(at, what)| (phase.mul_f64(at), what))
-            .collect();
-        planned.reverse();
-        let mut rng = rand::rng();
-        let started = Instant::now();
-        let mut next_kill = Duration::from_millis(rng.random_range(2000..4000));
-        let mut next_cut = Duration::from_millis(rng.random_range(4000..8000));
-        while started.elapsed() < phase {
-            std::thread::sleep(Duration::from_millis(50));
-            self.watch()?;
-            let now = started.elapsed();
-            if now >= next_kill {
-                next_kill = now + Duration::from_millis(rng.random_range(2000..4000));
-                self.kill_worker(rng.random_range(0..1000))?;
-            }
-            if now >= next_cut {
-                next_cut = now + Duration::from_millis(rng.random_range(4000..8000));
-                match &self.backend {
-                    Backend::Single { proxy, .. } => proxy.cut_all(),
-                    Backend::Cluster(cluster) => cluster.cut_all(),
-                }
-                self.note(Fault::CutConnections, None);
-            }
-            if let Backend::Cluster(cluster) = &mut self.backend {
-                let finished = cluster.poll()?;
-                self.count_failover(finished);
-            }
-            while planned.last().is_some_and(|(at, _)| *at <= now) {
-                let Some((at, what)) = planned.pop() else {
-                    break;
-                };
-                if !self.planned(what, rng.random_range(0..1000))? {
-                    // Not now (a failover is still under way): a second later.
-                    planned.push((at + Duration::from_secs(1), what));
-                    planned.sort_by_key(|p| std::cmp::Reverse(p.0));
-                    break;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Injects one planned fault; false if it has to wait.
-    fn planned(&mut self, what: Planned, pick: usize) -> Result<bool, String> {
-        match what {
-            Planned::UpgradeFormat => {
-                upgrade::upgrade(self.launcher.delayq_bin(), &self.backend.server_args())?;
-                self.note(Fault::UpgradeFormat, None);
-            }
-            Planned::HalfOpen => {
-                if self.proxy().is_some_and(|p| p.hold_half_open(pick)) {
-                    self.note(Fault::HalfOpen, None);
-                }
-            }
-            Planned::KillRedis => {
-                let redis = self.redis().ok_or("no single Redis to kill")?;
-                redis.kill();
-                self.note(Fault::KillRedis, None);
-                std::thread::sleep(REDIS_DOWN);
-                self.redis().ok_or("no single Redis")?.restart();
-                self.note(Fault::RestartRedis, None);
-            }
-            Planned::FreezeRedis => {
-                let redis = self.redis().ok_or("no single Redis to freeze")?;
-                let pid = redis.pid().ok_or("Redis is not running")?;
-                signal(pid, "STOP")?;
-                self.note(Fault::FreezeRedis, Some(pid));
-                std::thread::sleep(FREEZE);
-                signal(pid, "CONT")?;
-                self.note(Fault::ThawRedis, Some(pid));
-            }
-            Planned::KillMaster | Planned::StallAndKillMaster => {
-                let Backend::Cluster(cluster) = &mut self.backend else {
-                    return Err("no cluster to fail over".into());
-                };
-                let stall = matches!(what, Planned::StallAndKillMaster);
-                let chosen = cluster.begin_failover(stall, self.recorder.clone())?;
-                return Ok(chosen.is_some());
-            }
-            Planned::KillServer => {
-                let pid = self.server.pid();
-                let _ = self.server.child.kill();
-                let _ = self.server.child.wait();
-                self.note(Fault::KillServer, Some(pid));
-                self.server = self
-                    .launcher
-                    .server_on(&self.backend.server_args(), self.server_port)?;
-                self.note(Fault::RestartServer, Some(self.server.pid()));
-            }
-            Planned::TermWorker => {
-                let Some(i) = (0..self.workers.len()).find(|&i| {
-                    self.workers[(i + pick) % self.workers.len()]
-                        .terminated
-                        .is_none()
-                }) else {
-                    return Ok(true);
-                };
-                let i = (i + pick) % self.workers.len();
-                let pid = self.workers[i].pid();
-                signal(pid, "TERM")?;
-                self.workers[i].terminated = Some(Instant::now());
-                self.note(Fault::TermWorker, Some(pid));
-                let role = self.workers[i].role;
-                self.spawn_worker(role)?;
-            }
-        }
-        Ok(true)
-    }
-
-    /// Kills (-9) a worker that is not shutting down already, and starts another.
-    fn kill_worker(&mut self, pick: usize) -> Result<(), String> {
-        let running: Vec<usize> = (0..self.workers.len())
-            .filter(|&i| self.workers[i].terminated.is_none())
-            .collect();
-        if running.is_empty() {
-            return Ok(());
-        }
-        let mut victim = self.workers.swap_remove(running[pick % running.len()]);
-        let pid = victim.pid();
-        let _ = victim.child.kill();
-        let _ = victim.child.wait();
-        // Noted after the kill: whatever it recorded, it did before this time.
-        self.note(Fault::KillWorker, Some(pid));
-        self.spawn_worker(victim.role)
     }
 
     /// Notices processes that exited: a SIGTERMed worker's exit is expected (and must be

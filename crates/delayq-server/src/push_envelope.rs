@@ -31,17 +31,6 @@ pub struct Destination {
     pub headers: BTreeMap<String, String>,
 }
 
-impl Destination {
-    /// Checks what a sender gave: the URL's form (its origin is checked against the queue's
-    /// target, and its address when it is pushed) and the headers (`headers.rs`).
-    pub fn check(&self) -> Result<(), String> {
-        if let Some(url) = &self.url {
-            super::target::check_destination_url(url)?;
-        }
-        super::headers::check("push.headers", &self.headers)
-    }
-}
-
 /// `payload` in an envelope with `destination`.
 pub fn seal(destination: &Destination, payload: &[u8]) -> Vec<u8> {
     let json = serde_json::to_vec(destination).unwrap_or_default();
