@@ -27,6 +27,7 @@
 
 mod cluster;
 mod host;
+mod monitor;
 mod proxy;
 mod resp;
 mod sentinel;
@@ -35,6 +36,7 @@ mod tested_servers;
 
 pub use cluster::{key_slot, RedisCluster};
 pub use host::{free_port, redis_cli_binary, redis_server_binary};
+pub use monitor::Monitor;
 pub use proxy::Proxy;
 pub use resp::Reply;
 pub use sentinel::RedisSentinel;

@@ -254,6 +254,18 @@ impl RedisServer {
             .unwrap_or(0)
     }
 
+    /// A `MONITOR` connection to this server: every command it runs from now on.
+    pub fn monitor(&self) -> crate::Monitor {
+        crate::Monitor::open(self.port()).unwrap_or_else(|e| self.fail(&e))
+    }
+
+    /// How many script calls (`FCALL` and `EVALSHA`) this server ran since its stats were
+    /// reset: a test waits on it for a client's call to have run, e.g. a consumer's claim
+    /// before it waits.
+    pub fn script_calls(&self) -> u64 {
+        self.command_calls("fcall") + self.command_calls("evalsha")
+    }
+
     /// Runs a command and returns the reply as text (see [`Reply::render`]).
     /// Panics with the server log on connection failure or error reply.
     pub fn cli(&self, args: &[&str]) -> String {

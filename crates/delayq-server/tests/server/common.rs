@@ -193,6 +193,30 @@ pub async fn read(resp: reqwest::Response) -> (StatusCode, Value) {
     (status, body)
 }
 
+/// A long-poll under way: its answer, and how long it took.
+pub type LongPoll = JoinHandle<((StatusCode, Value), std::time::Duration)>;
+
+/// Starts `POST {path}` with `body` (a receive that waits) in a task of its own and returns
+/// once Redis has run its claim on `queue` (the first receive of a queue on this server
+/// claims before it waits): from then on only a wake-up, or the end of its wait, answers it.
+pub async fn long_poll_waiting(s: &TestServer, path: &str, body: Value, queue: &str) -> LongPoll {
+    let mut monitor = s.redis.monitor();
+    let (url, http) = (format!("{}{path}", s.base), s.http.clone());
+    let polling = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let resp = http.post(url).json(&body).send().await.expect("request");
+        (read(resp).await, started.elapsed())
+    });
+    let key = format!("dq:{{{queue}}}:");
+    tokio::task::spawn_blocking(move || {
+        monitor.wait_for(&["_claim\"", &key], Duration::from_secs(10))
+    })
+    .await
+    .expect("monitor task")
+    .expect("the long-poll's claim");
+    polling
+}
+
 /// The error code of an error answer, after checking its status.
 #[track_caller]
 pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str) {

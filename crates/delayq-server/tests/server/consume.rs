@@ -252,25 +252,12 @@ async fn a_nack_can_replace_the_payload_and_grant_attempts() {
 #[tokio::test]
 async fn a_long_poll_is_woken_by_a_send() {
     let s = TestServer::start().await;
-    let base = s.base.clone();
-    let http = s.http.clone();
-    let polling = tokio::spawn(async move {
-        let started = Instant::now();
-        let resp = http
-            .post(format!("{base}/v1/queues/poll/receive"))
-            .json(&json!({ "wait": "10s" }))
-            .send()
-            .await
-            .expect("request");
-        (read(resp).await, started.elapsed())
-    });
-    wait_until(Duration::from_secs(5), "the long-poll to wait", || async {
-        s.redis
-            .cli(&["PUBSUB", "SHARDNUMSUB", "dq:{poll}:wake"])
-            .lines()
-            .nth(1)
-            == Some("1")
-    })
+    let polling = long_poll_waiting(
+        &s,
+        "/v1/queues/poll/receive",
+        json!({ "wait": "10s" }),
+        "poll",
+    )
     .await;
     let sent_at = Instant::now();
     let sent = send(&s, "poll", json!({ "payload": "wake up" })).await;
@@ -334,24 +321,12 @@ async fn many_long_polls_share_one_redis_connection_budget() {
 #[tokio::test]
 async fn shutdown_answers_held_long_polls_empty() {
     let mut s = TestServer::start().await;
-    let (base, http) = (s.base.clone(), s.http.clone());
-    let polling = tokio::spawn(async move {
-        let started = Instant::now();
-        let resp = http
-            .post(format!("{base}/v1/queues/bye/receive"))
-            .json(&json!({ "wait": "20s" }))
-            .send()
-            .await
-            .expect("request");
-        (read(resp).await, started.elapsed())
-    });
-    wait_until(Duration::from_secs(5), "the long-poll to wait", || async {
-        s.redis
-            .cli(&["PUBSUB", "SHARDNUMSUB", "dq:{bye}:wake"])
-            .lines()
-            .nth(1)
-            == Some("1")
-    })
+    let polling = long_poll_waiting(
+        &s,
+        "/v1/queues/bye/receive",
+        json!({ "wait": "20s" }),
+        "bye",
+    )
     .await;
     s.begin_shutdown();
     let ((status, body), took) = polling.await.expect("poll task");
@@ -437,28 +412,9 @@ async fn one_receive_serves_several_queues_strictly_or_by_weight() {
 
     // As a long-poll: a send to a queue that was empty answers it (unheard, it would
     // answer empty after 20 s).
-    let polling = {
-        let (base, http) = (s.base.clone(), s.http.clone());
-        tokio::spawn(async move {
-            let resp = http
-                .post(format!("{base}/v1/receive"))
-                .json(&weighted)
-                .send()
-                .await
-                .expect("request");
-            read(resp).await
-        })
-    };
-    wait_until(Duration::from_secs(5), "the long-poll to wait", || async {
-        s.redis
-            .cli(&["PUBSUB", "SHARDNUMSUB", "dq:{mid}:wake"])
-            .lines()
-            .nth(1)
-            == Some("1")
-    })
-    .await;
+    let polling = long_poll_waiting(&s, "/v1/receive", weighted.clone(), "mid").await;
     send(&s, "mid", json!({ "payload": "m" })).await;
-    let (status, body) = polling.await.expect("long-poll");
+    let ((status, body), _) = polling.await.expect("long-poll");
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["deliveries"][0]["queue"], "mid");
     assert_eq!(body["deliveries"][0]["payload"], "m");

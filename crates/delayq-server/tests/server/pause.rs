@@ -32,22 +32,15 @@ async fn pause_and_resume_over_http() {
     );
 
     // A receive waiting (up to 30 s, the most allowed) when the queue resumes returns at once.
-    let waiting = {
-        let base = s.base.clone();
-        let http = s.http.clone();
-        tokio::spawn(async move {
-            let resp = http
-                .post(format!("{base}/v1/queues/held/receive"))
-                .json(&json!({ "max": 10, "lease": "30s", "wait": "30s" }))
-                .send()
-                .await
-                .expect("receive");
-            read(resp).await
-        })
-    };
-    // Paused, the receive has nothing to return for 30 s; it returns within the 10 s
-    // below only if resume wakes it (or if it had not yet begun to wait).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Its first claim (on the paused queue, finding nothing) is run by Redis before it
+    // waits: once Redis ran it, only resume's wake-up can end the wait early.
+    let waiting = long_poll_waiting(
+        &s,
+        "/v1/queues/held/receive",
+        json!({ "max": 10, "lease": "30s", "wait": "30s" }),
+        "held",
+    )
+    .await;
     assert!(
         !waiting.is_finished(),
         "a receive on a paused queue returned"
@@ -57,7 +50,7 @@ async fn pause_and_resume_over_http() {
         (status, &resumed["paused"]),
         (StatusCode::OK, &json!(false))
     );
-    let (status, body) = tokio::time::timeout(Duration::from_secs(10), waiting)
+    let ((status, body), _) = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
         .expect("the waiting receive returned after resume")
         .expect("receive task");

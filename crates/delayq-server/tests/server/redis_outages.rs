@@ -107,25 +107,8 @@ async fn a_redis_loading_its_data_is_not_ready_until_it_has_loaded() {
 #[tokio::test]
 async fn a_long_poll_in_progress_when_redis_dies_answers_503_at_once() {
     let mut s = TestServer::start().await;
-    let (base, http) = (s.base.clone(), s.http.clone());
-    let polling = tokio::spawn(async move {
-        let started = Instant::now();
-        let resp = http
-            .post(format!("{base}/v1/queues/q/receive"))
-            .json(&json!({ "wait": "20s" }))
-            .send()
-            .await
-            .expect("request");
-        (read(resp).await, started.elapsed())
-    });
-    wait_until(Duration::from_secs(5), "the long-poll to wait", || async {
-        s.redis
-            .cli(&["PUBSUB", "SHARDNUMSUB", "dq:{q}:wake"])
-            .lines()
-            .nth(1)
-            == Some("1")
-    })
-    .await;
+    let polling =
+        long_poll_waiting(&s, "/v1/queues/q/receive", json!({ "wait": "20s" }), "q").await;
     s.redis.kill();
     let (answer, took) = polling.await.expect("poll task");
     assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "unavailable");

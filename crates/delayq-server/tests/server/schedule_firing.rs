@@ -219,11 +219,6 @@ async fn the_dashboard_backfills_a_schedule() {
     s.shutdown().await;
 }
 
-/// Calls of every script (`FCALL` and `EVALSHA`) Redis ran since its stats were reset.
-fn script_calls(s: &TestServer) -> u64 {
-    s.redis.command_calls("fcall") + s.redis.command_calls("evalsha")
-}
-
 #[tokio::test]
 async fn a_jitter_past_the_max_delay_is_refused_and_a_refused_tick_is_skipped_not_spun_on() {
     let s = TestServer::start().await;
@@ -285,6 +280,6 @@ async fn a_jitter_past_the_max_delay_is_refused_and_a_refused_tick_is_skipped_no
     // hundreds a second.
     s.redis.cli(&["CONFIG", "RESETSTAT"]);
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    let calls = script_calls(&s);
+    let calls = s.redis.script_calls();
     assert!(calls < 100, "{calls} script calls in 2 s");
 }

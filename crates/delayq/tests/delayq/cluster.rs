@@ -257,7 +257,7 @@ async fn a_queue_carries_on_after_its_master_fails_over() {
 #[tokio::test]
 async fn a_send_waits_for_the_replicas_it_asks_for() {
     // A server without replicas: the send is written, and says it was not replicated.
-    let (_server, dq) = setup().await;
+    let (server, dq) = setup().await;
     let q = queue(&dq, "lonely");
     let durable = SendOptions::new()
         .id("d1")
@@ -286,6 +286,7 @@ async fn a_send_waits_for_the_replicas_it_asks_for() {
         .await
         .expect("zero replicas asked");
     // A wait for replicas blocks its connection; other calls do not queue behind it.
+    let mut monitor = server.monitor();
     let waiting = {
         let q = q.clone();
         tokio::spawn(async move {
@@ -293,7 +294,11 @@ async fn a_send_waits_for_the_replicas_it_asks_for() {
             q.send(b"slow", &slow).await
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Once Redis runs the WAIT, the calls below go while it blocks.
+    tokio::task::spawn_blocking(move || monitor.wait_for(&["\"WAIT\""], Duration::from_secs(10)))
+        .await
+        .expect("monitor task")
+        .expect("the slow send's WAIT");
     for i in 0..20 {
         let sent = q
             .send(format!("{i}"), &SendOptions::new())

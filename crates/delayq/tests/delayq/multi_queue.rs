@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use delayq::worker::WorkerBuilder;
-use delayq::{Delivery, Message, QueueSet, SendOptions};
+use delayq::{DelayQ, Delivery, Message, QueueSet, SendOptions};
 
 use crate::common::*;
 
@@ -107,7 +107,7 @@ async fn a_strict_worker_serves_a_lower_queue_only_when_the_higher_ones_have_not
 
 #[tokio::test]
 async fn a_consumer_of_several_queues_waits_on_all_and_takes_the_first_due() {
-    let (_server, dq) = setup().await;
+    let (server, dq) = setup().await;
     let [a, b, c] = ["a", "b", "c"].map(|n| queue(&dq, n));
     let set = QueueSet::weighted([(a.clone(), 1), (b.clone(), 1), (c.clone(), 1)]).expect("set");
     let mut consumer = set.consumer().await.expect("consumer");
@@ -138,15 +138,27 @@ async fn a_consumer_of_several_queues_waits_on_all_and_takes_the_first_due() {
 
     // A send while it waits, to a queue that was idle: heard through that queue's wake-up.
     // Unheard, the wait would end when queue a's message comes due, and return that one.
+    // A consumer of a client of its own (whose claims no other consumer's news spares)
+    // first claims on each of the three queues, then waits: once Redis ran those claims, a
+    // send can reach it only through the wake-up.
+    let other = DelayQ::connect(&server.url()).await.expect("connect");
+    let set = QueueSet::weighted(["a", "b", "c"].map(|n| (queue(&other, n), 1))).expect("set");
+    let consumer = set.consumer().await.expect("consumer");
+    let claims_before = server.script_calls();
     let waiting = tokio::spawn(async move {
+        let mut consumer = consumer;
         let got = consumer
             .receive(&receiving(10, lease, Duration::from_secs(20)))
             .await
             .expect("receive");
         (consumer, got)
     });
-    // Most likely waiting by then; if not, its first claim finds the message instead.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_until(
+        Duration::from_secs(10),
+        "the waiting consumer's claims",
+        || async { server.script_calls() >= claims_before + 3 },
+    )
+    .await;
     let sent = b.send("now", &SendOptions::new()).await.expect("send");
     let (mut consumer, got) = waiting.await.expect("receive task");
     assert_eq!(got.len(), 1);
