@@ -7,10 +7,12 @@
 //! * `delayq-bench slowlog` measures how long each operation blocks Redis on a big queue.
 //! * `delayq-bench fairness` is W5: fairness across groups, and what groups cost W2a.
 //! * `delayq-bench depth` is W6: 10 million scheduled, and what that depth costs.
+//! * `delayq-bench call-cost` counts the instructions one script call costs Redis.
 //!
 //! This file only parses the command line and hands over.
 
 mod agent;
+mod call_cost;
 mod ceiling;
 mod clock;
 mod debounce;
@@ -60,6 +62,9 @@ enum Cmd {
     Retention(retention::RetentionArgs),
     /// What consumers waiting on empty queues cost Redis: 1,000 for 60 s by default.
     Idle(idle::IdleArgs),
+    /// What one script call costs Redis, in instructions (Redis under callgrind:
+    /// `bench/call_cost.sh`).
+    CallCost(call_cost::CallCostArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +82,7 @@ fn main() -> ExitCode {
         Cmd::Debounce(args) => block_on("debounce", debounce::run(args)),
         Cmd::Retention(args) => block_on("retention", retention::run(args)),
         Cmd::Idle(args) => block_on("idle", idle::run(args)),
+        Cmd::CallCost(args) => block_on("call-cost", call_cost::run(args)),
     }
 }
 

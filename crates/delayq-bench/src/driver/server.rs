@@ -43,6 +43,11 @@ impl BenchServer {
         Ok(server)
     }
 
+    /// Its process id (of the server, or of what runs it: valgrind for `call-cost`).
+    pub fn pid(&self) -> Option<u32> {
+        self.inner.pid()
+    }
+
     /// Its port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.inner.port()

@@ -1,0 +1,193 @@
+//! `delayq-bench call-cost`: what one script call costs Redis, in instructions counted by
+//! callgrind, which are the same run after run where the wall clock on a shared machine is
+//! not. The Redis under test runs under `valgrind --tool=callgrind` (`bench/call_cost.sh`
+//! starts this command so); each call is made N times and then 2N times on a warm queue,
+//! the counters zeroed before and dumped after each (`callgrind_control`), and the
+//! difference over N is one call's cost: what does not grow with the calls (the client's
+//! own commands, a connection's setup) drops out.
+//!
+//! The calls: a send of one message (a W3 producer's), a claim that finds nothing, a
+//! message's whole life one by one (send, claim, ack: W3's three calls), and an ack of a
+//! lease no longer held.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use delayq::{DelayQ, Queue, ReceiveOptions, SendOptions};
+
+use crate::driver::server::BenchServer;
+use crate::error::Result;
+
+/// The call-cost run's options.
+#[derive(clap::Args)]
+pub struct CallCostArgs {
+    /// N: each call is counted over N and over 2N calls.
+    #[arg(long, default_value_t = 200)]
+    calls: usize,
+}
+
+pub async fn run(args: CallCostArgs) -> Result<()> {
+    if args.calls == 0 {
+        return Err("--calls is at least 1".into());
+    }
+    // Few server ticks: the counts are of the calls, not of time passing.
+    let server = BenchServer::start(&["--hz".into(), "1".into()])?;
+    let pid = server
+        .pid()
+        .ok_or("the server under test has no process id")?;
+    // Not under callgrind: there is nothing to count.
+    callgrind_control(pid, &["--zero"])?;
+    let dq = DelayQ::connect(&format!("redis://127.0.0.1:{}/", server.port())).await?;
+    let q = dq.queue("cost")?;
+    let mut consumer = q.consumer().await?;
+    // Warm: the library loaded, the queue's keys there, every path run once.
+    for _ in 0..20 {
+        one_message(&q, &mut consumer).await?;
+    }
+    let stale = {
+        q.send(b"x".to_vec(), &SendOptions::new()).await?;
+        let options = ReceiveOptions {
+            max: 1,
+            lease: Duration::from_secs(60),
+            wait: Duration::from_secs(5),
+        };
+        let got = consumer.receive(&options).await?;
+        let d = got.into_iter().next().ok_or("no message to hold")?;
+        q.ack(&d).await?;
+        d
+    };
+
+    let nothing_due = ReceiveOptions {
+        max: 1,
+        lease: Duration::from_secs(30),
+        wait: Duration::ZERO,
+    };
+    let mut rows = Vec::new();
+    for name in [
+        "send",
+        "claim, nothing due",
+        "send, claim, ack one",
+        "ack, not held",
+    ] {
+        let mut counted = Vec::new();
+        for n in [args.calls, 2 * args.calls] {
+            callgrind_control(pid, &["--zero"])?;
+            for _ in 0..n {
+                match name {
+                    "send" => {
+                        q.send(b"0123456789".to_vec(), &SendOptions::new()).await?;
+                    }
+                    "claim, nothing due" => {
+                        consumer.receive(&nothing_due).await?;
+                    }
+                    "send, claim, ack one" => one_message(&q, &mut consumer).await?,
+                    _ => {
+                        q.ack_many(std::slice::from_ref(&stale)).await?;
+                    }
+                }
+            }
+            counted.push(dumped_instructions(pid)?);
+        }
+        if name == "send" {
+            // What the sends left is taken, so that the claims below start from empty.
+            drain(&mut consumer, &q).await?;
+        }
+        let per_call = counted[1].saturating_sub(counted[0]) as f64 / args.calls as f64;
+        rows.push((name, per_call));
+    }
+    println!(
+        "instructions Redis ran per call (callgrind, {} and {} calls):",
+        args.calls,
+        2 * args.calls
+    );
+    for (name, per_call) in rows {
+        println!("  {name:<22} {per_call:>10.0}");
+    }
+    Ok(())
+}
+
+/// One message's life in W3, one call each: sent, claimed, acked.
+async fn one_message(q: &Queue, consumer: &mut delayq::Consumer) -> Result<()> {
+    q.send(b"0123456789".to_vec(), &SendOptions::new()).await?;
+    let options = ReceiveOptions {
+        max: 1,
+        lease: Duration::from_secs(30),
+        wait: Duration::from_secs(5),
+    };
+    for d in consumer.receive(&options).await? {
+        q.ack(&d).await?;
+    }
+    Ok(())
+}
+
+async fn drain(consumer: &mut delayq::Consumer, q: &Queue) -> Result<()> {
+    let options = ReceiveOptions {
+        max: 500,
+        lease: Duration::from_secs(30),
+        wait: Duration::ZERO,
+    };
+    loop {
+        let got = consumer.receive(&options).await?;
+        if got.is_empty() {
+            return Ok(());
+        }
+        q.ack_many(&got).await?;
+    }
+}
+
+fn callgrind_control(pid: u32, args: &[&str]) -> Result<String> {
+    let out = Command::new("callgrind_control")
+        .args(args)
+        .arg(pid.to_string())
+        .output()
+        .map_err(|e| format!("callgrind_control (valgrind): {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "callgrind_control {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Dumps the counters and returns the instructions counted since they were zeroed.
+fn dumped_instructions(pid: u32) -> Result<u64> {
+    let before: Vec<_> = dump_files(pid)?;
+    callgrind_control(pid, &["--dump"])?;
+    let after = dump_files(pid)?;
+    let newest = after
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .max()
+        .ok_or("callgrind wrote no dump")?;
+    let text = std::fs::read_to_string(&newest)?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("summary: ")
+                .or_else(|| l.strip_prefix("totals: "))
+        })
+        .and_then(|n| n.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("no totals in {}", newest.display()).into())
+}
+
+/// The dump files of process `pid`, in the directory `bench/call_cost.sh` names.
+fn dump_files(pid: u32) -> Result<Vec<std::path::PathBuf>> {
+    let dir = std::env::var("CALLGRIND_DIR")
+        .map_err(|_| "CALLGRIND_DIR is not set (run bench/call_cost.sh)")?;
+    let prefix = format!("callgrind.out.{pid}");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(Path::new(&dir))? {
+        let path = entry?.path();
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(&prefix))
+        {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
