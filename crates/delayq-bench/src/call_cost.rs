@@ -7,8 +7,9 @@
 //! own commands, a connection's setup) drops out.
 //!
 //! The calls: a send of one message (a W3 producer's), a claim that finds nothing, a
-//! message's whole life one by one (send, claim, ack: W3's three calls), and an ack of a
-//! lease no longer held.
+//! message's whole life one by one (send, claim, ack: W3's three calls) without a group and
+//! with one, a send due in an hour (into a far-future bucket), and an ack of a lease no
+//! longer held.
 
 use std::path::Path;
 use std::process::Command;
@@ -25,6 +26,10 @@ pub struct CallCostArgs {
     /// N: each call is counted over N and over 2N calls.
     #[arg(long, default_value_t = 200)]
     calls: usize,
+    /// As a client whose user may not call Functions: every script by `EVALSHA`, as on a
+    /// server that refuses `FUNCTION LOAD`.
+    #[arg(long)]
+    evalsha: bool,
 }
 
 pub async fn run(args: CallCostArgs) -> Result<()> {
@@ -38,12 +43,38 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
         .ok_or("the server under test has no process id")?;
     // Not under callgrind: there is nothing to count.
     callgrind_control(pid, &["--zero"])?;
-    let dq = DelayQ::connect(&format!("redis://127.0.0.1:{}/", server.port())).await?;
+    let url = if args.evalsha {
+        server.ok(&[
+            "ACL",
+            "SETUSER",
+            "evalsha-only",
+            "on",
+            ">call-cost-password",
+            "~*",
+            "&*",
+            "+@all",
+            "-function",
+            "-fcall",
+            "-fcall_ro",
+        ])?;
+        format!(
+            "redis://evalsha-only:call-cost-password@127.0.0.1:{}/",
+            server.port()
+        )
+    } else {
+        format!("redis://127.0.0.1:{}/", server.port())
+    };
+    let dq = DelayQ::connect(&url).await?;
     let q = dq.queue("cost")?;
     let mut consumer = q.consumer().await?;
+    // Grouped messages on a queue of their own: a partition that has had one claims by
+    // the groups' rotation from then on.
+    let grouped_q = dq.queue("cost-grouped")?;
+    let mut grouped_consumer = grouped_q.consumer().await?;
     // Warm: the library loaded, the queue's keys there, every path run once.
     for _ in 0..20 {
         one_message(&q, &mut consumer).await?;
+        one_grouped(&grouped_q, &mut grouped_consumer).await?;
     }
     let stale = {
         q.send(b"x".to_vec(), &SendOptions::new()).await?;
@@ -68,6 +99,8 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
         "send",
         "claim, nothing due",
         "send, claim, ack one",
+        "the same, grouped",
+        "send, due in an hour",
         "ack, not held",
     ] {
         let mut counted = Vec::new();
@@ -82,6 +115,11 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
                         consumer.receive(&nothing_due).await?;
                     }
                     "send, claim, ack one" => one_message(&q, &mut consumer).await?,
+                    "the same, grouped" => one_grouped(&grouped_q, &mut grouped_consumer).await?,
+                    "send, due in an hour" => {
+                        let later = SendOptions::new().delay(Duration::from_secs(3600));
+                        q.send(b"0123456789".to_vec(), &later).await?;
+                    }
                     _ => {
                         q.ack_many(std::slice::from_ref(&stale)).await?;
                     }
@@ -97,9 +135,10 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
         rows.push((name, per_call));
     }
     println!(
-        "instructions Redis ran per call (callgrind, {} and {} calls):",
+        "instructions Redis ran per call (callgrind, {} and {} calls, by {}):",
         args.calls,
-        2 * args.calls
+        2 * args.calls,
+        if args.evalsha { "EVALSHA" } else { "FCALL" }
     );
     for (name, per_call) in rows {
         println!("  {name:<22} {per_call:>10.0}");
@@ -110,6 +149,21 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
 /// One message's life in W3, one call each: sent, claimed, acked.
 async fn one_message(q: &Queue, consumer: &mut delayq::Consumer) -> Result<()> {
     q.send(b"0123456789".to_vec(), &SendOptions::new()).await?;
+    let options = ReceiveOptions {
+        max: 1,
+        lease: Duration::from_secs(30),
+        wait: Duration::from_secs(5),
+    };
+    for d in consumer.receive(&options).await? {
+        q.ack(&d).await?;
+    }
+    Ok(())
+}
+
+/// The same for a message of a group (the groups' helpers at work).
+async fn one_grouped(q: &Queue, consumer: &mut delayq::Consumer) -> Result<()> {
+    let grouped = SendOptions::new().group("tenant-1");
+    q.send(b"0123456789".to_vec(), &grouped).await?;
     let options = ReceiveOptions {
         max: 1,
         lease: Duration::from_secs(30),

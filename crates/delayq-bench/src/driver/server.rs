@@ -86,6 +86,14 @@ impl BenchServer {
         }
     }
 
+    /// Runs one command, which must answer `OK`.
+    pub fn ok(&self, args: &[&str]) -> Result<()> {
+        match self.inner.command(args)? {
+            Reply::Simple(s) if s == "OK" => Ok(()),
+            other => Err(format!("{args:?} replied {other:?}").into()),
+        }
+    }
+
     /// `INFO commandstats`: per command, its calls and the µs Redis spent in them.
     pub fn command_stats(&self) -> Result<Vec<(String, u64, u64)>> {
         let info = self.info("commandstats")?;

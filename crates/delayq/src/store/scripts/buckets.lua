@@ -26,12 +26,12 @@
 -- Per call (the partition's).
 local BUCKET_INDEX
 
--- Made on first use in a call, as groups() is: a call that meets no bucket pays nothing.
-local buckets_made = nil
-local function buckets()
-  if buckets_made then
-    return buckets_made
-  end
+-- Made on first use, once (make_buckets; as groups.lua's); buckets() readies them for a
+-- call. Per call: buckets_made, and the partition's data format and horizon (`format`, `horizon`:
+-- read once per call, or told).
+local buckets_made, format, horizon = nil, nil, nil
+local buckets_helpers
+local function make_buckets()
   local BUCKET_MS, BUCKET_MAX, HORIZON_MS = 100, 1000, 60000
   -- A claim moves whole buckets until it has moved this many records: the work of one call
   -- stays near a millisecond.
@@ -56,7 +56,6 @@ local function buckets()
   end
 
   -- The partition's data format and horizon, read once per call (or told: known).
-  local format, horizon = nil, nil
   local function known(format_value, horizon_value)
     format, horizon = tonumber(format_value or '1'), horizon_of(horizon_value)
   end
@@ -312,7 +311,7 @@ local function buckets()
     return total, due, earliest
   end
 
-  buckets_made = {
+  buckets_helpers = {
     bucket_start = bucket_start,
     far_enough = far_enough,
     settings = settings,
@@ -327,5 +326,15 @@ local function buckets()
     buckets_read = buckets_read,
     buckets_due = buckets_due,
   }
+end
+
+local function buckets()
+  if not buckets_made then
+    if not buckets_helpers then
+      make_buckets()
+    end
+    format, horizon = nil, nil
+    buckets_made = buckets_helpers
+  end
   return buckets_made
 end

@@ -1,9 +1,11 @@
 -- call_state.lua: what every call starts from. Not a script of its own: scripts.rs places it
 -- after the other shared parts (prelude.lua to acking.lua).
--- Those parts' helpers are made once: when the Functions library is loaded (one per server),
--- or, for a script run by EVALSHA, once per call. Either way what belongs to one call (its
--- KEYS and ARGV, the partition's keys, what the call has read or made so far: the names
--- marked "per call") is set here, before the script's own code runs.
+-- Those parts' helpers are made once in the Functions library (one per server): most when
+-- it is loaded, the groups', buckets', retention's and expiry's on first use (make_groups
+-- and the like), and kept. A script run by EVALSHA makes them again in each call (those four
+-- only if the call uses them). Either way what belongs to one call (its KEYS and ARGV, the
+-- partition's keys, what the call has read or made so far: the names marked "per call") is
+-- set here, before the script's own code runs.
 local function begin_call(keys, argv)
   KEYS, ARGV = keys, argv
   k = {
@@ -17,5 +19,5 @@ local function begin_call(keys, argv)
   BUCKET_INDEX = PART_PREFIX .. 'buckets'
   events_cap, events_published = nil, false
   packed, packed_kinds = {}, {}
-  groups_made, record_fields_made, retention_made, expiry_made, buckets_made = nil, nil, nil, nil, nil
+  groups_made, retention_made, expiry_made, buckets_made = nil, nil, nil, nil
 end

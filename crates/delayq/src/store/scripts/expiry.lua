@@ -12,13 +12,12 @@
 -- Nothing scans for expired messages: a claim meets them in due order, as it meets every
 -- due message, and a retry that would start after the deadline expires instead.
 
--- Made on first use in a call, as groups() is: a call that meets no deadline pays nothing.
-local expiry_made = nil
-local function expiry()
-  if expiry_made then
-    return expiry_made
-  end
-  local drop = nil
+-- Made on first use, once (make_expiry; as groups.lua's); expiry() readies them for a call.
+-- Per call: expiry_made, and `drop` (the queue's on_expire, read
+-- once a call expires a message).
+local expiry_made, drop = nil, nil
+local expiry_helpers
+local function make_expiry()
 
   -- The deadline (unix ms) of whole record `rec`, or nil: its own, else its due time plus
   -- the queue's `ttl_ms` (`ttl`: a number, or nil).
@@ -78,6 +77,16 @@ local function expiry()
     return outcome
   end
 
-  expiry_made = { deadline_of = deadline_of, expire = expire }
+  expiry_helpers = { deadline_of = deadline_of, expire = expire }
+end
+
+local function expiry()
+  if not expiry_made then
+    if not expiry_helpers then
+      make_expiry()
+    end
+    drop = nil
+    expiry_made = expiry_helpers
+  end
   return expiry_made
 end

@@ -42,19 +42,14 @@
 -- On a partition with groups the messages without one take turns as one more group, named
 -- '' (no group has an empty name).
 
--- These helpers hold the call's partition (its keys), so they are made per call, on first
--- use (`groups()`): a call on a partition without groups pays nothing for them. Per call.
-local groups_made = nil
-local function groups()
-  if groups_made then
-    return groups_made
-  end
-  local gk = {
-    delayed = PART_PREFIX .. 'gdelayed', rotation = PART_PREFIX .. 'groups',
-    busy = PART_PREFIX .. 'gbusy', keep = PART_PREFIX .. 'gkeep', size = PART_PREFIX .. 'gsize',
-    retry = PART_PREFIX .. 'gretry', conf = PART_PREFIX .. 'gconf', turn = PART_PREFIX .. 'gturn',
-    tat = PART_PREFIX .. 'gtat', wait = PART_PREFIX .. 'gwait',
-  }
+-- The helpers are made on first use (make_groups), once: the Functions library keeps them
+-- from then on; a script run by EVALSHA makes them again in each call that uses them (see
+-- call_state.lua). groups() readies them for a call: a call on a partition without groups
+-- pays nothing for them. Per call: groups_made; the partition's group keys (gk); the queue's group settings and each
+-- group's own, read once a call (queue_group_conf, group_conf_cache).
+local groups_made, gk, queue_group_conf, group_conf_cache = nil, nil, nil, nil
+local groups_helpers
+local function make_groups()
   local UNGROUPED = ''
   local KEEPER_RANK = '\0'
   -- How many due grouped messages one claim moves from gdelayed at most: a claim's work stays
@@ -72,7 +67,6 @@ local function groups()
 
   -- The queue's group concurrency (false: no limit), whether any group has settings of its
   -- own, and the queue's rate limit of each group (rate false: none), read once per call.
-  local queue_group_conf = nil
   local function group_defaults()
     if queue_group_conf == nil then
       local c = redis.call('HMGET', k.control, 'gconc', 'gconf', 'grate')
@@ -93,7 +87,6 @@ local function groups()
   end
 
   -- Group `g`'s own settings, read once per call.
-  local group_conf_cache = {}
   local function group_conf(g)
     if not group_defaults().own then
       return {}
@@ -408,8 +401,7 @@ local function groups()
     queue_group_conf = nil
   end
 
-  groups_made = {
-    gk = gk,
+  groups_helpers = {
     UNGROUPED = UNGROUPED,
     KEEPER_RANK = KEEPER_RANK,
     group_set = group_set,
@@ -435,5 +427,22 @@ local function groups()
     groups_leave = groups_leave,
     forget_conf = forget_conf,
   }
+end
+
+local function groups()
+  if not groups_made then
+    if not groups_helpers then
+      make_groups()
+    end
+    gk = {
+      delayed = PART_PREFIX .. 'gdelayed', rotation = PART_PREFIX .. 'groups',
+      busy = PART_PREFIX .. 'gbusy', keep = PART_PREFIX .. 'gkeep', size = PART_PREFIX .. 'gsize',
+      retry = PART_PREFIX .. 'gretry', conf = PART_PREFIX .. 'gconf', turn = PART_PREFIX .. 'gturn',
+      tat = PART_PREFIX .. 'gtat', wait = PART_PREFIX .. 'gwait',
+    }
+    queue_group_conf, group_conf_cache = nil, {}
+    groups_helpers.gk = gk
+    groups_made = groups_helpers
+  end
   return groups_made
 end

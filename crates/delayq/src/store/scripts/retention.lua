@@ -16,13 +16,10 @@
 -- retained and its queue still retains, so the ends of other messages (a queue that never
 -- retained: every ack) never read the queue's settings for it.
 
--- Helpers that write extension fields into a record, made on first use in a call (as
--- groups() is): a call that writes none pays nothing for them.
-local record_fields_made = nil
-local function record_fields()
-  if record_fields_made then
-    return record_fields_made
-  end
+-- Helpers that write extension fields into a record, made on first use, once (as
+-- groups.lua's); they hold nothing of a call.
+local record_fields_helpers
+local function make_record_fields()
   -- `rec` (a whole record) with the 8-byte value of its extension field `tag` set to `value`;
   -- nil when it has no such field.
   local function set_field8(rec, tag, value)
@@ -70,23 +67,22 @@ local function record_fields()
       .. put_uvarint(#fields) .. fields .. rec:sub(policy_to)
   end
 
-  record_fields_made = { set_field8 = set_field8, with_fields = with_fields }
-  return record_fields_made
+  record_fields_helpers = { set_field8 = set_field8, with_fields = with_fields }
 end
 
--- Made on first use in a call, as groups() is. False when the queue does not retain.
-local retention_made = nil
-local function retention()
-  if retention_made ~= nil then
-    return retention_made
+local function record_fields()
+  if not record_fields_helpers then
+    make_record_fields()
   end
-  local conf = redis.call('HMGET', k.control, 'retain_ms', 'retain_max')
-  local keep_ms, max = tonumber(conf[1] or ''), tonumber(conf[2] or '')
-  if not keep_ms or not max then
-    retention_made = false
-    return false
-  end
-  local rk = { done = PART_PREFIX .. 'done', done_at = PART_PREFIX .. 'done_at' }
+  return record_fields_helpers
+end
+
+-- Made on first use, once (make_retention; as groups.lua's); retention() readies them for a
+-- call (false when the queue does not retain). Per call: retention_made, and the queue's
+-- retention (keep_ms, retain_max) and the partition's keys of final records (rk).
+local retention_made, keep_ms, retain_max, rk = nil, nil, nil, nil
+local retention_helpers
+local function make_retention()
   local TRIM_MAX = 100
 
   -- The two fields a message sent now carries: sent at `now_ms`, first delivered not yet.
@@ -107,7 +103,7 @@ local function retention()
   -- Drops final records older than the queue keeps them, then the oldest over its count.
   local function trim(now_ms)
     local old = redis.call('ZRANGEBYSCORE', rk.done_at, '-inf', now_ms - keep_ms, 'LIMIT', 0, TRIM_MAX)
-    local over = redis.call('ZCARD', rk.done_at) - #old - max
+    local over = redis.call('ZCARD', rk.done_at) - #old - retain_max
     if over > 0 then
       local popped = redis.call('ZRANGE', rk.done_at, #old, #old + math.min(over, TRIM_MAX) - 1)
       for _, id in ipairs(popped) do
@@ -147,10 +143,27 @@ local function retention()
     return redis.call('HGET', rk.done, id) or nil
   end
 
-  retention_made = {
-    rk = rk, new_fields = new_fields, first_claim = first_claim, keep = keep,
+  retention_helpers = {
+    new_fields = new_fields, first_claim = first_claim, keep = keep,
     final_record = final_record,
   }
+end
+
+local function retention()
+  if retention_made == nil then
+    if not retention_helpers then
+      make_retention()
+    end
+    local conf = redis.call('HMGET', k.control, 'retain_ms', 'retain_max')
+    keep_ms, retain_max = tonumber(conf[1] or ''), tonumber(conf[2] or '')
+    if not keep_ms or not retain_max then
+      retention_made = false
+      return false
+    end
+    rk = { done = PART_PREFIX .. 'done', done_at = PART_PREFIX .. 'done_at' }
+    retention_helpers.rk = rk
+    retention_made = retention_helpers
+  end
   return retention_made
 end
 
