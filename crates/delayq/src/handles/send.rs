@@ -16,15 +16,16 @@ use crate::store::partitions::{self, join_all, Layout};
 use crate::store::scripts::SCRIPTS;
 use crate::telemetry::spans::OpSpan;
 use crate::values::error::{Error, InvalidInput, Result};
-use crate::values::extension::{EXPIRY_FORMAT, EXTENSION_FORMAT, GROUPS_FORMAT};
+use crate::values::extension::EXTENSION_FORMAT;
 use crate::values::message::Sent;
 use crate::values::names::{check_caller_id, check_group};
 use crate::values::options::{
-    check_count, checked_ms, DueSpec, Message, Replicas, SendOptions, DEFAULT_PRIORITY,
-    MAX_PRIORITY, MAX_REPLICA_WAIT,
+    check_count, checked_ms, DueSpec, Message, Replicas, SendOptions, MAX_PRIORITY,
+    MAX_REPLICA_WAIT,
 };
 use crate::values::record;
 use crate::values::reply::Reply;
+use crate::values::send_fields;
 use crate::values::state::State;
 
 /// Most payload bytes in one batch send: one script call that large would hold up Redis (and
@@ -176,14 +177,10 @@ async fn send_group(
             .collect();
         return parse_sent(value, &specs, layout.count());
     }
-    let generated = |i: usize| {
-        let options = &messages[i].options;
-        options.id.is_none()
-            && options.priority == DEFAULT_PRIORITY
-            && options.group.is_none()
-            && options.expiry.is_none()
-    };
-    if positions.iter().all(|&i| generated(i)) {
+    if positions
+        .iter()
+        .all(|&i| send_fields::may_skip_script(&messages[i].options))
+    {
         let bodies = positions.iter().map(|&i| &prepared[i]);
         return crate::handles::send_generated::send_generated(core, layout, k, bodies).await;
     }
@@ -315,30 +312,19 @@ fn partition_of(layout: &Layout, options: &SendOptions) -> Result<usize> {
     })
 }
 
-/// Refuses messages that need a newer data format than partition `keys` has: with a group
-/// ([`GROUPS_FORMAT`]: an older delayq would deliver it without its group's turn or limit),
-/// a deadline ([`EXPIRY_FORMAT`]: it would deliver it after its deadline) or trace context
-/// ([`EXTENSION_FORMAT`]: a delayq of format 1 cannot read a record with an extension area).
+/// Refuses messages that need a newer data format than partition `keys` has
+/// (`values/send_fields.rs` says what each field needs: a group, format 3, since an older
+/// delayq would deliver it without its group's turn or limit; a deadline, 4; trace context,
+/// 2, since a delayq of format 1 cannot read a record with an extension area).
 async fn check_format<'o>(
     core: &QueueCore,
     keys: &Keys,
     messages: impl IntoIterator<Item = &'o SendOptions>,
 ) -> Result<()> {
-    let mut needed: Option<(u32, &str)> = None;
-    for options in messages {
-        let this = if options.expiry.is_some() {
-            Some((EXPIRY_FORMAT, "messages with a deadline"))
-        } else if options.group.is_some() {
-            Some((GROUPS_FORMAT, "messages with a group"))
-        } else if options.traceparent.is_some() {
-            Some((EXTENSION_FORMAT, "messages with trace context"))
-        } else {
-            None
-        };
-        if this.is_some_and(|(f, _)| needed.is_none_or(|(n, _)| f > n)) {
-            needed = this;
-        }
-    }
+    let needed = messages
+        .into_iter()
+        .filter_map(|options| send_fields::format_needed(&send_fields::fields_of(options)))
+        .max_by_key(|(format, _)| *format);
     let Some((needed, feature)) = needed else {
         return Ok(());
     };

@@ -2,7 +2,8 @@
 //! encoding; nothing here talks to Redis or imports from another floor.
 //!
 //! * A message and its options: `options.rs` (send and receive options, limits), `record.rs`
-//!   (the bytes stored for one message) with `extension.rs` (the fields added since),
+//!   (the bytes stored for one message) with `extension.rs` (the fields added since) and
+//!   `send_fields.rs` (which of them a send writes, with what format and path),
 //!   `buckets.rs` (which messages wait in far-future buckets), `expiry.rs` (deadlines),
 //!   `upsert.rs` (replace and debounce), `trace_context.rs` (W3C trace context carried with
 //!   a message), `names.rs` (queue names and ids).
@@ -34,6 +35,7 @@ pub(crate) mod recurrence;
 pub(crate) mod reply;
 pub(crate) mod retention;
 pub(crate) mod schedule_firing;
+pub(crate) mod send_fields;
 pub(crate) mod settings;
 pub(crate) mod state;
 pub(crate) mod trace_context;

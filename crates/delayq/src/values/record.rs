@@ -31,10 +31,10 @@
 
 use crate::values::error::Error;
 use crate::values::extension::{self, put_varint, read_varint};
+use crate::values::send_fields;
 use std::time::Duration;
 
 use crate::values::options::{Backoff, PayloadKind, SendOptions, DEFAULT_PRIORITY, MAX_PRIORITY};
-use crate::values::upsert::OnDuplicate;
 
 /// Sequence numbers count below this; the bits above hold the message's priority, which so
 /// travels with the message through every state without a byte of its own (`prelude.lua`).
@@ -127,21 +127,10 @@ pub(crate) fn encode_body(options: &SendOptions, payload: &[u8]) -> Vec<u8> {
         flags |= F_TIMEOUT;
         put_varint(&mut out, timeout.as_millis() as u64);
     }
-    let mut fields: Vec<(u8, &[u8])> = Vec::new();
-    if let Some(group) = options.group.as_deref() {
-        fields.push((extension::TAG_GROUP, group.as_bytes()));
-    }
-    if options.expiry.is_some() {
-        // Zeros: send.lua writes the deadline by the server's clock.
-        fields.push((extension::TAG_DEADLINE, &[0; 8]));
-    }
-    if matches!(options.on_duplicate, OnDuplicate::Debounce { .. }) {
-        // Zeros: send.lua writes the latest due time by the server's clock.
-        fields.push((extension::TAG_DEBOUNCE, &[0; 8]));
-    }
-    if let Some(traceparent) = options.traceparent.as_deref() {
-        fields.push((extension::TAG_TRACE, traceparent.as_bytes()));
-    }
+    let fields: Vec<(u8, &[u8])> = send_fields::fields_of(options)
+        .iter()
+        .map(|f| (f.tag, f.value))
+        .collect();
     if !fields.is_empty() {
         // The area follows the policy; the kind bits announce it (their complement).
         let (kind, _) = kind_and_extension(flags);
