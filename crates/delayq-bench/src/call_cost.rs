@@ -71,10 +71,13 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
     // the groups' rotation from then on.
     let grouped_q = dq.queue("cost-grouped")?;
     let mut grouped_consumer = grouped_q.consumer().await?;
+    let plain = SendOptions::new();
+    // The groups' helpers at work.
+    let grouped = SendOptions::new().group("tenant-1");
     // Warm: the library loaded, the queue's keys there, every path run once.
     for _ in 0..20 {
-        one_message(&q, &mut consumer).await?;
-        one_grouped(&grouped_q, &mut grouped_consumer).await?;
+        one_message(&q, &mut consumer, &plain).await?;
+        one_message(&grouped_q, &mut grouped_consumer, &grouped).await?;
     }
     let stale = {
         q.send(b"x".to_vec(), &SendOptions::new()).await?;
@@ -114,8 +117,10 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
                     "claim, nothing due" => {
                         consumer.receive(&nothing_due).await?;
                     }
-                    "send, claim, ack one" => one_message(&q, &mut consumer).await?,
-                    "the same, grouped" => one_grouped(&grouped_q, &mut grouped_consumer).await?,
+                    "send, claim, ack one" => one_message(&q, &mut consumer, &plain).await?,
+                    "the same, grouped" => {
+                        one_message(&grouped_q, &mut grouped_consumer, &grouped).await?
+                    }
                     "send, due in an hour" => {
                         let later = SendOptions::new().delay(Duration::from_secs(3600));
                         q.send(b"0123456789".to_vec(), &later).await?;
@@ -146,30 +151,19 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
     Ok(())
 }
 
-/// One message's life in W3, one call each: sent, claimed, acked.
-async fn one_message(q: &Queue, consumer: &mut delayq::Consumer) -> Result<()> {
-    q.send(b"0123456789".to_vec(), &SendOptions::new()).await?;
-    let options = ReceiveOptions {
+/// One message's life in W3, one call each: sent with `options`, claimed, acked.
+async fn one_message(
+    q: &Queue,
+    consumer: &mut delayq::Consumer,
+    options: &SendOptions,
+) -> Result<()> {
+    q.send(b"0123456789".to_vec(), options).await?;
+    let receiving = ReceiveOptions {
         max: 1,
         lease: Duration::from_secs(30),
         wait: Duration::from_secs(5),
     };
-    for d in consumer.receive(&options).await? {
-        q.ack(&d).await?;
-    }
-    Ok(())
-}
-
-/// The same for a message of a group (the groups' helpers at work).
-async fn one_grouped(q: &Queue, consumer: &mut delayq::Consumer) -> Result<()> {
-    let grouped = SendOptions::new().group("tenant-1");
-    q.send(b"0123456789".to_vec(), &grouped).await?;
-    let options = ReceiveOptions {
-        max: 1,
-        lease: Duration::from_secs(30),
-        wait: Duration::from_secs(5),
-    };
-    for d in consumer.receive(&options).await? {
+    for d in consumer.receive(&receiving).await? {
         q.ack(&d).await?;
     }
     Ok(())

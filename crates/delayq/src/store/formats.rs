@@ -11,7 +11,7 @@
 //!   (`announcements.rs`);
 //! * a process writes what the partition's format allows, never more: a new process on a
 //!   format-1 partition writes format-1 records, which every process reads;
-//! * the upgrade (`upgrade.rs`) stamps a newer format only while no process that reads only
+//! * the upgrade (the upgrade handle) stamps a newer format only while no process that reads only
 //!   older formats is announced, or was within one lease;
 //! * the gate here reads a partition's format once per announcement lease, not per call:
 //!   a process whose lease ran out (stalled, or cut off from Redis) announces again before

@@ -48,7 +48,7 @@ impl Keys {
                 // HASH: the partition's settings (control.lua): `paused`, `window_ms`, `rate`,
                 // `burst`, `limit` and the rate limit's `tokens`, `tokens_at`; `levels`, the
                 // priorities with a pending set of their own (prelude.lua); and `tick:<name>`,
-                // the last tick of a recurring schedule sent here (schedules.rs).
+                // the last tick of a recurring schedule sent here (the schedules handle).
                 key("control"),
                 // ZSET caller id -> ms until which it stays reserved: ids of messages gone
                 // (acked, cancelled, purged) within the queue's idempotency window.
@@ -65,7 +65,7 @@ impl Keys {
     }
 
     /// HASH under a queue's own name: the definition of its recurring schedule `name`
-    /// (schedules.rs).
+    /// (the schedules handle).
     pub(crate) fn schedule(queue: &QueueName, name: &str) -> String {
         format!("dq:{{{}}}:schedule:{name}", queue.as_str())
     }
@@ -76,7 +76,7 @@ impl Keys {
     }
 
     /// STRING under a queue's own name: its push target, as the server stored it (opaque
-    /// here), changed with partition 0's push-delivery flag (push_target.rs).
+    /// here), changed with partition 0's push-delivery flag (the push target handle).
     pub(crate) fn push_target(queue: &QueueName) -> String {
         format!("dq:{{{}}}:push", queue.as_str())
     }
@@ -86,7 +86,7 @@ impl Keys {
     pub(crate) const SCHEDULED_QUEUES: &'static str = "dq:scheduled";
 
     /// SET, outside every queue's hash tag: the name of every queue used, added when its
-    /// partition count is first read or recorded (`QueueCore::record_partitions`).
+    /// partition count is first read or recorded (by the queue core).
     pub(crate) const QUEUES: &'static str = "dq:queues";
 
     /// STRING, set once the queues from before [`QUEUES`](Self::QUEUES) existed have been
@@ -144,14 +144,14 @@ impl Keys {
 
     /// HASH: the partition's counts in the minute `minute` (ms since the epoch / 60,000) of
     /// the server's clock, kept [`HISTORY_TTL_SECS`](Self::HISTORY_TTL_SECS) (`add_history`
-    /// in prelude.lua; history.rs reads it).
+    /// in prelude.lua; the history handle reads it).
     pub(crate) fn history(&self, minute: u64) -> String {
         format!("{}m:{minute}", self.prefix)
     }
 
     /// STREAM: the partition's events, one entry per change of a message's state, kept
     /// while the queue records them (events.lua); also the shard channel on which their
-    /// scripts say that events were added (events.rs waits on it).
+    /// scripts say that events were added (the event reader waits on it).
     pub(crate) fn events(&self) -> String {
         format!("{}events", self.prefix)
     }

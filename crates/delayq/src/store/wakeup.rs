@@ -86,7 +86,7 @@ pub(crate) struct Subscription {
     channel: String,
     signal: Arc<Signal>,
     /// What the users of this subscription share, of a kind this module does not know (the
-    /// consumers' claim news, `consume/claim_news.rs`): made by the first that asks.
+    /// consumers' claim news, the consumers' claim news): made by the first that asks.
     shared: OnceLock<Arc<dyn Any + Send + Sync>>,
 }
 

@@ -1,5 +1,5 @@
 //! Which messages wait in buckets rather than in a pending set: the client's copy of the
-//! rule in `scripts/buckets.lua`, for the batch path that builds records itself
+//! rule in the scripts' bucket helpers, for the batch path that builds records itself
 //! (`send_generated.rs`). A message due far enough ahead is kept in a plain list per 100 ms
 //! of due times until shortly before it is due, which costs Redis about half the memory of a
 //! sorted set member and keeps sends fast however many are pending (BENCHMARKS.md, W6).
@@ -24,12 +24,12 @@ pub(crate) fn bucket_start(due_us: u64) -> u64 {
 }
 
 /// Whether a message due at `due_us` goes to a bucket at `now_us` (both µs of the server's
-/// clock), as `far_enough` in buckets.lua decides.
+/// clock), as `far_enough` in the scripts' bucket helpers decides.
 pub(crate) fn far_enough(format: u32, horizon_ms: u64, due_us: u64, now_us: u64) -> bool {
     format >= BUCKET_FORMAT && bucket_start(due_us) > now_us / 1000 + horizon_ms
 }
 
-/// The buckets that a batch of this process found full (`add_records.lua` names them), by
+/// The buckets that a batch of this process found full (the batch script names them), by
 /// partition and start: a burst of messages due at one time fills its bucket after 1,000, and
 /// the rest of it goes to the pending set. Knowing that here, a batch sends those records to
 /// the set itself, through the transaction without Lua, instead of through the script that

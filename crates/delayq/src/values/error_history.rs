@@ -1,7 +1,7 @@
 //! A message's error history, as the `errors` hash keeps it: its last five failures, oldest
 //! first, each with its attempt, its time and its text (the newest up to 4 KiB, a client's
 //! error with its stack; the older ones their first 512 bytes), in one field
-//! written by `add_error` in `scripts/prelude.lua`.
+//! written by `add_error` in the scripts' prelude.
 
 /// One failed attempt of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]

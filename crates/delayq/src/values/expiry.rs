@@ -1,7 +1,7 @@
 //! A message's deadline ([`SendOptions::ttl`](crate::SendOptions::ttl),
 //! [`SendOptions::expires_at`](crate::SendOptions::expires_at)): how a send states it and
-//! what is checked of it here. `send.lua` writes it into the record by the server's clock;
-//! `expiry.lua` says what a deadline does.
+//! what is checked of it here. The send script writes it into the record by the server's clock;
+//! the scripts' expiry helpers say what a deadline does.
 
 use std::time::Duration;
 
@@ -57,7 +57,7 @@ impl Expiry {
         Ok(())
     }
 
-    /// As `send.lua` takes it after the due time and a '/': `<ms after due>` or `@<unix ms>`.
+    /// As the send script takes it after the due time and a '/': `<ms after due>` or `@<unix ms>`.
     pub(crate) fn arg(self) -> String {
         match self {
             Expiry::AfterDue(ttl) => ttl.as_millis().to_string(),

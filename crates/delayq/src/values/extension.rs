@@ -2,14 +2,14 @@
 //! each `[tag u8][varint length][value]`, in one area announced by the record header
 //! (`record.rs` says how). A reader takes the tags it knows and skips the rest, so a field
 //! that an older reader may ignore needs no new format; one that it must not ignore comes
-//! with a format of its own (`formats.rs`), which keeps older processes out of the queue.
+//! with a format of its own (the store's format gate), which keeps older processes out of the queue.
 //!
 //! Tags so far:
 //! * 1, the message's group (data format 3, [`GROUPS_FORMAT`]): 1 to 128 bytes. Scripts read
-//!   it (`groups.lua`): it decides where a pending message waits and whose turn it takes.
+//!   it (the scripts' group helpers): it decides where a pending message waits and whose turn it takes.
 //! * 2, the message's deadline (data format 4, [`EXPIRY_FORMAT`]): unix ms, 8 bytes
-//!   big-endian. The client writes zeros; `send.lua` writes the time, by the server's
-//!   clock (`expiry.lua` says what a deadline does).
+//!   big-endian. The client writes zeros; the send script writes the time, by the server's
+//!   clock (the scripts' expiry helpers say what a deadline does).
 //! * 3, a debounced message's latest due time ([`OnDuplicate::Debounce`]): unix ms, 8 bytes
 //!   big-endian, written as the deadline is. Only a later debounce of the same id reads
 //!   it, so it needs no format of its own: an older delayq skips it and delivers the
@@ -17,9 +17,9 @@
 //!
 //! * 4 and 5, when the message was sent and first delivered (unix ms, 8 bytes each; 0 not
 //!   yet), on a queue that retains final records
-//!   ([`Setting::RetainCompleted`](crate::Setting::RetainCompleted)): `send.lua` (or the
+//!   ([`Setting::RetainCompleted`](crate::Setting::RetainCompleted)): the send script (or the
 //!   batch path, `send.rs`) writes the first, the message's first claim the second, and
-//!   `retention.lua` keeps both in its final record. An older delayq skips them.
+//!   the scripts' retention helpers keep both in its final record. An older delayq skips them.
 //!
 //! * 6, the W3C `traceparent` the message was sent with (`trace_context.rs`): 55 ASCII
 //!   bytes, handed back with each delivery. No script reads it, and a delayq of format 2

@@ -74,7 +74,7 @@ impl DueSpec {
         }
     }
 
-    /// The due time in µs, computed exactly as `due_from` in `prelude.lua` does.
+    /// The due time in µs, computed exactly as `due_from` in the scripts' prelude does.
     pub(crate) fn due_us(self, now_us: u64) -> u64 {
         match self {
             DueSpec::After(ms) => now_us + ms * 1000,

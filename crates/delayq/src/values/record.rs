@@ -1,4 +1,4 @@
-//! The bytes stored for one message. Layout (shared with `scripts/prelude.lua`):
+//! The bytes stored for one message. Layout (shared with the scripts' prelude):
 //!
 //! ```text
 //! [7] due µs, big-endian    } the sort key; written by the script, which knows the
@@ -23,7 +23,7 @@
 //! with its extension area whole). A field that an older reader may ignore (tracing context)
 //! needs no new format; one whose neglect would break a promise (a group key, an expiry)
 //! comes with a new format, so older processes are kept out of the queue until they are
-//! upgraded (`formats.rs`).
+//! upgraded (the store's format gate).
 //!
 //! One Redis value holds the whole message, so a pending 100-byte message costs one sorted
 //! set entry and nothing else; the header stays small enough that such a record fits
@@ -37,7 +37,7 @@ use std::time::Duration;
 use crate::values::options::{Backoff, PayloadKind, SendOptions, DEFAULT_PRIORITY, MAX_PRIORITY};
 
 /// Sequence numbers count below this; the bits above hold the message's priority, which so
-/// travels with the message through every state without a byte of its own (`prelude.lua`).
+/// travels with the message through every state without a byte of its own (the scripts' prelude).
 pub(crate) const LEVEL: u64 = 1 << 44;
 
 /// The priority a sequence number carries.
@@ -80,7 +80,7 @@ fn kind_and_extension(flags: u8) -> (u8, bool) {
     }
 }
 
-/// The record without its sort key, as `send.lua` takes it. Options must be validated.
+/// The record without its sort key, as the send script takes it. Options must be validated.
 pub(crate) fn encode_body(options: &SendOptions, payload: &[u8]) -> Vec<u8> {
     let (id, backoff) = (options.id.as_deref(), &options.backoff);
     let (max_attempts, kind) = (options.max_attempts, options.kind);
@@ -150,7 +150,7 @@ pub(crate) fn encode_body(options: &SendOptions, payload: &[u8]) -> Vec<u8> {
 }
 
 /// The id delayq gives a message without a caller id: `<due µs>-<sequence>`, which is exactly
-/// what locates its record (`find_pending` in `prelude.lua` decodes it).
+/// what locates its record (`find_pending` in the scripts' prelude decodes it).
 pub(crate) fn generated_id(due_us: u64, seq: u64) -> String {
     format!("{due_us}-{seq}")
 }

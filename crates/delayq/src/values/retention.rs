@@ -1,7 +1,7 @@
 //! Completed retention ([`Setting::RetainCompleted`](crate::Setting::RetainCompleted)): a
 //! queue that retains keeps the final record of each message that ended (acked, cancelled,
 //! expired, dead) for a while, so that [`Queue::get`](crate::Queue::get) answers "did it
-//! run, and when?" after the message is gone. `scripts/retention.lua` keeps the records;
+//! run, and when?" after the message is gone. The scripts' retention helpers keep the records;
 //! this module says what a setting may be and takes a record apart (`by_id.rs` answers
 //! with it).
 
@@ -102,7 +102,7 @@ pub struct Completion {
 /// times.
 const HEAD: usize = 1 + 2 + 2 + 4 * 8;
 
-/// A final record as `retention.lua` keeps it, taken apart.
+/// A final record as the scripts' retention helpers keep it, taken apart.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct FinalRecord {
     pub(crate) completion: Completion,

@@ -1,6 +1,6 @@
 //! The fields a message's send options put in its record's extension area
 //! (`extension.rs`), described once: what each writes, the data format a partition needs to
-//! take it, and whether `send.lua` must act on it. The record codec (`record.rs`), the
+//! take it, and whether the send script must act on it. The record codec (`record.rs`), the
 //! send's format gate and its choice of path (`handles/send.rs`) are built from
 //! [`fields_of`]; a new option is a compile error there until it says which of them it is.
 
@@ -15,17 +15,17 @@ use crate::values::upsert::OnDuplicate;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SendField<'o> {
     pub(crate) tag: u8,
-    /// What the client writes (zeros where `send.lua` writes a time by the server's clock).
+    /// What the client writes (zeros where the send script writes a time by the server's clock).
     pub(crate) value: &'o [u8],
     /// The data format a partition must have to take it, and what to call messages that
     /// carry it when one is too old; `None`: any format with an extension area.
     pub(crate) format: Option<(u32, &'static str)>,
-    /// Whether only `send.lua` can write it (it reads the server's clock or the partition's
+    /// Whether only the send script can write it (it reads the server's clock or the partition's
     /// state for it): a batch that carries it cannot take the path without Lua.
     pub(crate) needs_script: bool,
 }
 
-/// Eight zero bytes: a time that `send.lua` writes by the server's clock.
+/// Eight zero bytes: a time that the send script writes by the server's clock.
 const SERVER_TIME: &[u8; 8] = &[0; 8];
 
 /// The extension fields of a message sent with `options`, in tag order.
@@ -70,8 +70,8 @@ pub(crate) fn fields_of(options: &SendOptions) -> Vec<SendField<'_>> {
         fields.push(SendField {
             tag: TAG_DEBOUNCE,
             value: SERVER_TIME,
-            // A debounce needs a caller id, so it goes by send.lua, which refuses it on a
-            // partition of format 1 (send.lua's extension check).
+            // A debounce needs a caller id, so it goes by the send script, which refuses it on a
+            // partition of format 1 (the send script's extension check).
             format: None,
             needs_script: true,
         });
@@ -97,7 +97,7 @@ pub(crate) fn format_needed(fields: &[SendField<'_>]) -> Option<(u32, &'static s
 
 /// Whether a message sent with `options` may go by the batch path without Lua
 /// (`handles/send_generated.rs`): no caller id (no duplicate to check), the default
-/// priority (the default pending set) and no field that only `send.lua` can write.
+/// priority (the default pending set) and no field that only the send script can write.
 pub(crate) fn may_skip_script(options: &SendOptions) -> bool {
     options.id.is_none()
         && options.priority == DEFAULT_PRIORITY

@@ -1,4 +1,4 @@
-//! A queue's settings, kept in Redis in each partition's control hash (`control.lua`), so
+//! A queue's settings, kept in Redis in each partition's control hash (the control script), so
 //! every producer, consumer and server sees the same: how each is checked and written.
 
 use std::time::Duration;

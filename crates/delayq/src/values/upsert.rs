@@ -2,7 +2,7 @@
 //! ([`SendOptions::on_duplicate`](crate::SendOptions::on_duplicate)). Keeping the existing
 //! message is the default (an idempotent send); replacing it and debouncing it write a new
 //! message in its place, in the send's one script call, so a claim sees the old message or
-//! the new one and never both or neither. `send.lua` says what each meets: a pending
+//! the new one and never both or neither. The send script says what each meets: a pending
 //! message, one in flight, a dead letter, one gone.
 
 use std::time::Duration;
@@ -69,7 +69,7 @@ impl OnDuplicate {
         Ok(())
     }
 
-    /// As `send.lua` takes it after the due time and a ';' (None for `Keep`).
+    /// As the send script takes it after the due time and a ';' (None for `Keep`).
     pub(crate) fn arg(self, in_flight: IfInFlight) -> Option<String> {
         let refuse = if in_flight == IfInFlight::Refuse {
             "!"

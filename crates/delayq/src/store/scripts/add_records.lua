@@ -1,5 +1,5 @@
 #!lua
--- add_records.lua: the second step of a batch without caller ids (src/send_generated.rs)
+-- add_records.lua: the second step of a batch without caller ids (the Lua-free batch path)
 -- when some of its messages are due far enough ahead for a bucket (buckets.lua): the
 -- records, built by the client with the sequence numbers and clock of its first step, go
 -- to the pending set or, grouped by the client, to their buckets, in one call. A batch with

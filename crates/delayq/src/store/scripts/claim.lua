@@ -19,7 +19,7 @@
 --   ARGV[8] '0' for a consumer that never repeats a claim (one HTTP request's): no claim
 --     record is written; '1': it is, for the length of the lease
 --   ARGV[9..]: acks this claim carries (a worker's handlers that finished since its last
---     claim, ack_carry.rs), per delivery a triple as ack.lua takes; done first, so what they
+--     claim, the worker's carried acks), per delivery a triple as ack.lua takes; done first, so what they
 --     free (a group's slot) can be claimed by this call
 -- Returns: { next_event_us, lease_deadline_ms, token base, now µs, expired leases retried,
 --   what this call dead-lettered as a flat list { id, error, id, error, ... } (expired leases
@@ -533,6 +533,6 @@ end
 -- Says when more comes, as a claim that found nothing would (0 if more is due already: it
 -- took all it could, some expired, or the groups' rounds ended). Its consumer need not make
 -- that claim, which would cost a call per message, and consumers that share its news (a
--- process's long-polls, claim_news.rs) know that it took the last one due.
+-- process's long-polls, the consumers' claim news) know that it took the last one due.
 out[1] = nothing(now)[1]
 return out

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- drop_keys.lua: deletes one batch of a partition's keys, for a queue's delete
--- (queue_delete.rs). Allowed at maxmemory: it frees memory.
+-- (a queue's delete). Allowed at maxmemory: it frees memory.
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
 -- KEYS[12..]: keys of this partition to delete, found by SCAN under its hash tag (never its

@@ -8,7 +8,7 @@
 -- only if its change was, since both are one script. A queue with them off pays one HGET of
 -- its control hash in a call that changes something (claim.lua and send.lua read it with
 -- the settings they read anyway), and writes nothing. The entry's stream id is the Redis
--- server's time of the change (src/event_entries.rs reads it).
+-- server's time of the change (the event reader reads it).
 --
 -- The events of the busy paths (sent, delivered, acked) of one call go into entries of
 -- their kind of up to PACK_MAX, packed (field `m`): per message its attempts (u16: of a

@@ -4,7 +4,7 @@
 -- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
 --   wake, control, gone
 -- ARGV[1]: how many to skip  ARGV[2]: most to return (1 to 11000: a page of up to 1000 from
---   as deep as 10000, src/groups.rs)
+--   as deep as 10000, the groups handle)
 -- Returns: { groups in all, then per group: name, messages (pending and in flight) }
 local G = groups()
 local skip, limit = arg_number(1, 'skip'), arg_number(2, 'limit')

@@ -2,7 +2,7 @@
 -- serves. Not a script of its own: scripts.rs inserts it after prelude.lua.
 --
 -- A message's group is field 1 of its record's extension area (`m.group`, prelude.lua). A
--- group lives in one partition (the hash of its name picks it, src/send.rs), in these keys
+-- group lives in one partition (the hash of its name picks it, the send handle), in these keys
 -- under the partition's hash tag:
 --   gdelayed   ZSET, all scores 0, members whole records: the grouped messages not yet due
 --              (sent with a delay, waiting for a retry, rescheduled). A claim moves the due

@@ -56,7 +56,7 @@ local LEVEL, DEFAULT_PRIORITY = 17592186044416, 5
 -- Per-minute history, for the dashboard's charts: a HASH per partition and minute of the
 -- server's clock, `dq:{tag}:m:<minute>` (a key under the partition's tag, so in its slot),
 -- kept HISTORY_TTL seconds. Fields: s sent, d delivered, a acked, f failed attempts, x
--- dead-lettered, and l<b> the deliveries whose lateness fell in bucket b (src/history.rs
+-- dead-lettered, and l<b> the deliveries whose lateness fell in bucket b (the history handle
 -- reads them).
 local HISTORY_TTL = 90000
 -- What every key of the partition starts with (`dq:{tag}:`): keys not passed in KEYS (the

@@ -3,7 +3,7 @@
 -- (control field `push`) of its partition 0, in one step: no reader ever sees a target whose
 -- queue is not delivered by push, nor a queue delivered by push without a target (nobody
 -- would consume it). The target is the server's (JSON); nothing here reads it. The flags of
--- partitions 1.. live in other slots; push_target.rs makes them follow this one.
+-- partitions 1.. live in other slots; the push target handle makes them follow this one.
 -- Allowed at maxmemory: removing a target gives the queue back to pull consumers, who drain
 -- it; a target is a few hundred bytes.
 -- KEYS[1..11]: partition 0's keys (Keys::all): pending, index, leases, held, dead, dead_msgs,

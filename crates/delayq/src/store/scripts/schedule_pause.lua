@@ -1,5 +1,5 @@
 #!lua flags=allow-oom
--- schedule_pause.lua: pauses or resumes one recurring schedule (src/schedules.rs), only if it
+-- schedule_pause.lua: pauses or resumes one recurring schedule (the schedules handle), only if it
 -- exists: a pause racing a delete must not leave a schedule of one field behind. Runs
 -- without the prelude.
 -- Allowed at maxmemory: pausing a schedule is how a full queue stops growing.

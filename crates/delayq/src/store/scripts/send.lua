@@ -10,8 +10,8 @@
 --   of that recurring schedule sent to this partition; ARGV[4]: '' or the tick (unix ms). A
 --   guarded send of a tick no later than the field's is reported as a duplicate of its first
 --   message and writes nothing, so each tick becomes one message however many schedulers
---   send it (src/scheduler.rs). Or `backfill:<schedule>`: a missed tick sent later
---   (src/schedule_backfill.rs), refused the same way if the tick was ever sent.
+--   send it (the scheduler). Or `backfill:<schedule>`: a missed tick sent later
+--   (the schedules' backfill), refused the same way if the tick was ever sent.
 --   Every tick sent is recorded in the ZSET `ticks:<schedule>` of its partition (the last
 --   TICKS_KEPT of them; the control field `ticks_trimmed:<schedule>` holds the latest tick
 --   trimmed off, before which a backfill cannot know what was sent and is refused).
