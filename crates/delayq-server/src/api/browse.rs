@@ -16,6 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::access::{AnyRole, Authorized};
 use super::path::Path;
 use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::shapes::MessageFields;
 use crate::state::AppState;
 
 /// Bytes of a payload shown in a list.
@@ -51,13 +52,8 @@ pub struct SummaryOut {
     due_ms: u64,
     attempts: u32,
     max_attempts: u32,
-    priority: u8,
-    /// Its group, if it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    group: Option<String>,
-    /// When it can no longer be delivered, ms since the Unix epoch, if it has a deadline.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    expires_at_ms: Option<u64>,
+    #[serde(flatten)]
+    fields: MessageFields,
     last_error: Option<String>,
     lease_deadline_ms: Option<u64>,
     died_at_ms: Option<u64>,
@@ -76,17 +72,15 @@ pub struct SummaryOut {
 }
 
 impl From<MessageInfo> for SummaryOut {
-    fn from(m: MessageInfo) -> Self {
+    fn from(mut m: MessageInfo) -> Self {
         let (payload_bytes, body) = listed_body(&m);
         let payload_preview = preview(body);
         SummaryOut {
+            fields: MessageFields::of_message(&mut m),
             state: m.state.as_str(),
             due_ms: m.due_ms,
             attempts: m.attempts,
             max_attempts: m.max_attempts,
-            priority: m.priority,
-            group: m.group,
-            expires_at_ms: m.expires_at_ms,
             last_error: m.last_error,
             lease_deadline_ms: m.lease_deadline_ms,
             died_at_ms: m.died_at_ms,

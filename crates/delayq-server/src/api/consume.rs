@@ -21,6 +21,7 @@ use super::body::{parse, JsonBody, JsonPayload};
 use super::sized_json::SizedJson;
 use super::wire::{DurationArg, PayloadOut};
 use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::shapes::MessageFields;
 use crate::state::AppState;
 use utoipa::ToSchema;
 
@@ -66,14 +67,8 @@ struct DeliveryOut {
     receipt: String,
     id: String,
     attempt: u32,
-    /// 0 (lowest) to 9 (highest).
-    priority: u8,
-    /// Its group, if it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    group: Option<String>,
-    /// When it can no longer be delivered, ms since the Unix epoch, if it has a deadline.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    expires_at_ms: Option<u64>,
+    #[serde(flatten)]
+    fields: MessageFields,
     due_ms: u64,
     lease_deadline_ms: u64,
     /// The sender's limit on the time spent on it, if it gave one.
@@ -87,14 +82,12 @@ struct DeliveryOut {
 }
 
 impl From<Delivery> for DeliveryOut {
-    fn from(d: Delivery) -> Self {
+    fn from(mut d: Delivery) -> Self {
         DeliveryOut {
+            fields: MessageFields::of_delivery(&mut d),
             queue: d.queue.to_string(),
             receipt: d.receipt().to_string(),
             attempt: d.attempt,
-            priority: d.priority,
-            group: d.group,
-            expires_at_ms: d.expires_at_ms,
             due_ms: d.due_ms,
             lease_deadline_ms: d.lease_deadline_ms,
             handler_timeout_ms: d.handler_timeout.map(|t| t.as_millis() as u64),

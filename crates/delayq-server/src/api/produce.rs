@@ -20,6 +20,7 @@ use super::wire::{
 };
 use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
+use crate::shapes::MessageFields;
 use crate::state::AppState;
 use utoipa::ToSchema;
 
@@ -161,14 +162,8 @@ struct MessageOut {
     due_ms: u64,
     attempts: u32,
     max_attempts: u32,
-    /// 0 (lowest) to 9 (highest).
-    priority: u8,
-    /// Its group, if it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    group: Option<String>,
-    /// When it can no longer be delivered, ms since the Unix epoch, if it has a deadline.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    expires_at_ms: Option<u64>,
+    #[serde(flatten)]
+    fields: MessageFields,
     /// Debounced (`on_duplicate` debounce): the latest its due time may be pushed to, ms
     /// since the Unix epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -205,17 +200,15 @@ struct MessageOut {
 }
 
 impl From<MessageInfo> for MessageOut {
-    fn from(m: MessageInfo) -> Self {
+    fn from(mut m: MessageInfo) -> Self {
         let kept = m.completion.is_none();
         MessageOut {
+            fields: MessageFields::of_message(&mut m),
             id: m.id,
             state: m.state.as_str(),
             due_ms: m.due_ms,
             attempts: m.attempts,
             max_attempts: m.max_attempts,
-            priority: m.priority,
-            group: m.group,
-            expires_at_ms: m.expires_at_ms,
             debounce_until_ms: m.debounce_until_ms,
             traceparent: m.traceparent,
             last_error: m.last_error,

@@ -140,3 +140,47 @@ async fn the_send_body_states_the_default_retry_policy() {
         "the library's default"
     );
 }
+
+/// The properties a schema documents, its own and those of the schemas it is made of
+/// (`allOf`, a flattened part).
+fn properties(doc: &Value, schema: &Value) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = schema["properties"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    if let Some(name) = schema["$ref"].as_str().and_then(|r| r.rsplit('/').next()) {
+        out.extend(properties(doc, &doc["components"]["schemas"][name]));
+    }
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        out.extend(properties(doc, part));
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_answer_that_shows_a_message_documents_its_priority_group_and_deadline() {
+    let s = TestServer::start().await;
+    let doc = document(&s).await;
+    for schema in ["MessageOut", "DeliveryOut", "SummaryOut"] {
+        let documented = properties(&doc, &doc["components"]["schemas"][schema]);
+        for field in ["priority", "group", "expires_at_ms", "id"] {
+            assert!(
+                documented.contains(field),
+                "{schema} does not document {field}: {documented:?}"
+            );
+        }
+    }
+    // And a delivery shows them.
+    let (status, _) = s
+        .post(
+            "/v1/queues/shown/messages",
+            serde_json::json!({ "payload": "x", "group": "g", "ttl": "1h", "priority": 7 }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let got = receive(&s, "shown", 1, "5s").await;
+    assert_eq!(
+        (&got[0]["priority"], &got[0]["group"], got[0]["expires_at_ms"].is_u64()),
+        (&serde_json::json!(7), &serde_json::json!("g"), true)
+    );
+}
