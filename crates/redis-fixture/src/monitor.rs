@@ -36,6 +36,17 @@ impl Monitor {
     /// the client, then each argument quoted) contains every one of `words`; returns that
     /// line.
     pub fn wait_for(&mut self, words: &[&str], limit: Duration) -> Result<String, String> {
+        self.wait_for_any(words, &[], limit)
+    }
+
+    /// [`wait_for`](Self::wait_for) a line that also contains one of `any` (none: no more
+    /// is asked).
+    pub fn wait_for_any(
+        &mut self,
+        words: &[&str],
+        any: &[&str],
+        limit: Duration,
+    ) -> Result<String, String> {
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -49,7 +60,12 @@ impl Monitor {
             let mut line = String::new();
             match self.reader.read_line(&mut line) {
                 Ok(0) => return Err("the server closed the MONITOR connection".into()),
-                Ok(_) if words.iter().all(|w| line.contains(w)) => return Ok(line),
+                Ok(_)
+                    if words.iter().all(|w| line.contains(w))
+                        && (any.is_empty() || any.iter().any(|w| line.contains(w))) =>
+                {
+                    return Ok(line)
+                }
                 Ok(_) => {}
                 Err(e) => return Err(format!("no command with {words:?} within {limit:?}: {e}")),
             }

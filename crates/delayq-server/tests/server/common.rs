@@ -200,6 +200,17 @@ pub type LongPoll = JoinHandle<((StatusCode, Value), std::time::Duration)>;
 /// once Redis has run its claim on `queue` (the first receive of a queue on this server
 /// claims before it waits): from then on only a wake-up, or the end of its wait, answers it.
 pub async fn long_poll_waiting(s: &TestServer, path: &str, body: Value, queue: &str) -> LongPoll {
+    long_poll_claimed(s, path, body, queue, 1).await
+}
+
+/// The same, once Redis has run `claims` claims on `queue` (one on each of its partitions).
+pub async fn long_poll_claimed(
+    s: &TestServer,
+    path: &str,
+    body: Value,
+    queue: &str,
+    claims: usize,
+) -> LongPoll {
     let mut monitor = s.redis.monitor();
     let (url, http) = (format!("{}{path}", s.base), s.http.clone());
     let polling = tokio::spawn(async move {
@@ -207,13 +218,17 @@ pub async fn long_poll_waiting(s: &TestServer, path: &str, body: Value, queue: &
         let resp = http.post(url).json(&body).send().await.expect("request");
         (read(resp).await, started.elapsed())
     });
-    let key = format!("dq:{{{queue}}}:");
+    // Partition 0's keys are `dq:{<queue>}:...`, the others' `dq:{<queue>#<k>.<n>}:...`.
+    let (exact, other) = (format!("dq:{{{queue}}}:"), format!("dq:{{{queue}#"));
     tokio::task::spawn_blocking(move || {
-        monitor.wait_for(&["_claim\"", &key], Duration::from_secs(10))
+        for _ in 0..claims {
+            monitor
+                .wait_for_any(&["_claim\""], &[&exact, &other], Duration::from_secs(10))
+                .expect("the long-poll's claim");
+        }
     })
     .await
-    .expect("monitor task")
-    .expect("the long-poll's claim");
+    .expect("monitor task");
     polling
 }
 

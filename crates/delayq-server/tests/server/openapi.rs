@@ -180,7 +180,11 @@ async fn every_answer_that_shows_a_message_documents_its_priority_group_and_dead
     assert_eq!(status, StatusCode::CREATED);
     let got = receive(&s, "shown", 1, "5s").await;
     assert_eq!(
-        (&got[0]["priority"], &got[0]["group"], got[0]["expires_at_ms"].is_u64()),
+        (
+            &got[0]["priority"],
+            &got[0]["group"],
+            got[0]["expires_at_ms"].is_u64()
+        ),
         (&serde_json::json!(7), &serde_json::json!("g"), true)
     );
 }

@@ -95,14 +95,21 @@ async fn acks_go_before_the_receive_waits_on_every_partition() {
     }
     let got = receive(&s, "parted", 9, "0s").await;
     assert_eq!(got.len(), 9);
-    // Another long poll waits already: its claims tell the server's other receives that
-    // nothing is due, so the receive with acks makes no claim for them to go with.
-    let other = s.post("/v1/queues/parted/receive", json!({ "wait": "3s" }));
+    // Another long poll waits already (Redis ran its claim on each of the 3 partitions): its
+    // claims tell the server's other receives that nothing is due, so the receive with acks
+    // makes no claim for them to go with.
+    let other = long_poll_claimed(
+        &s,
+        "/v1/queues/parted/receive",
+        json!({ "wait": "3s" }),
+        "parted",
+        3,
+    )
+    .await;
     // A receive that waits 3 s on the empty queue: its acks are made all the same, long
     // before its wait ends.
     let started = Instant::now();
     let waiting = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
         s.post(
             "/v1/queues/parted/receive",
             json!({ "acks": receipts(&got), "wait": "3s" }),
