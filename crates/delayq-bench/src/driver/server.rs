@@ -80,10 +80,7 @@ impl BenchServer {
 
     /// `FLUSHALL`.
     pub fn flushall(&self) -> Result<()> {
-        match self.inner.command(&["FLUSHALL"])? {
-            Reply::Simple(s) if s == "OK" => Ok(()),
-            other => Err(format!("FLUSHALL replied {other:?}").into()),
-        }
+        self.ok(&["FLUSHALL"])
     }
 
     /// Runs one command, which must answer `OK`.

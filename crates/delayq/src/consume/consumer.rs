@@ -93,10 +93,12 @@ impl Consumer {
                 false => queue.known_layout().await?,
             };
             for (partition, keys) in layout.parts().iter().enumerate() {
+                let subscription = queue.subscription(keys).await?;
                 lanes.push(PartitionLane {
                     partition,
                     claim_record: keys.claim_record(&name),
-                    subscription: queue.subscription(keys).await?,
+                    news: ClaimNews::of(&subscription),
+                    subscription,
                     keys: keys.clone(),
                     group,
                     queue: queue.clone(),
@@ -319,7 +321,7 @@ impl Consumer {
                 ..*options
             };
             // When to claim is when_to_claim.rs's to say.
-            let news = ClaimNews::of(&self.lanes[i].subscription);
+            let news = self.lanes[i].news.clone();
             let _turn = match !everywhere && self.lanes[i].takes_turn() {
                 true => Some(news.turn().await),
                 false => None,

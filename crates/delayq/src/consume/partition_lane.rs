@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::consume::claim::{self, Claim};
-use crate::consume::claim_news::Quiet;
+use crate::consume::claim_news::{ClaimNews, Quiet};
 use crate::handles::queue_core::QueueCore;
 use crate::store::keys::Keys;
 use crate::store::wakeup::Subscription;
@@ -30,6 +30,9 @@ pub(crate) struct PartitionLane {
     pub(crate) claim_record: String,
     /// The queue's wake-up subscription (shared); renewed once lost.
     pub(crate) subscription: Arc<Subscription>,
+    /// The claim news of this client's consumers of the partition: the subscription's
+    /// (claim_news.rs), taken again with it.
+    pub(crate) news: Arc<ClaimNews>,
     /// Wake-ups heard before the last claim was sent.
     pub(crate) seen: u64,
     /// Token base of a claim sent whose reply has not been read: the next claim repeats it.
@@ -92,6 +95,7 @@ impl PartitionLane {
     pub(crate) async fn subscribed(&mut self) -> Result<Arc<Subscription>> {
         if self.subscription.is_lost() {
             self.subscription = self.queue.subscription(&self.keys).await?;
+            self.news = ClaimNews::of(&self.subscription);
         }
         Ok(self.subscription.clone())
     }

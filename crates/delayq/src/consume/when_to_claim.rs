@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::consume::claim_news::{ClaimNews, Quiet};
+use crate::consume::claim_news::Quiet;
 use crate::consume::partition_lane::PartitionLane;
 
 /// The least wait before a due time after which consumers of one client claim in turn
@@ -42,12 +42,6 @@ impl PartitionLane {
         self.may_have_due(now, lead) && self.spaced_until(now).is_none()
     }
 
-    /// Whether the claim about to be made waits for its turn among this client's consumers
-    /// of the partition (claim_news.rs).
-    pub(crate) fn takes_turn(&self) -> bool {
-        self.waits_on_due_time()
-    }
-
     /// After the turn was waited for: whether the claim is still owed, or claims made
     /// meanwhile spaced it or made it needless.
     pub(crate) fn still_owed(&mut self, now: Instant, lead: Duration) -> bool {
@@ -57,16 +51,7 @@ impl PartitionLane {
     /// How long until this lane owes a claim, when a round took nothing; `None`: not until
     /// a wake-up.
     pub(crate) fn next_claim_in(&self, now: Instant, lead: Duration) -> Option<Duration> {
-        let next = match self.quiet {
-            _ if self.woken() => Duration::ZERO,
-            // (A lane still Unknown after a round is one whose first claim the spacing held
-            // back.)
-            Quiet::Now | Quiet::Unknown => Duration::ZERO,
-            // Claim a little ahead so that the request reaches Redis as the message comes
-            // due; one that arrives early just comes back with a shorter wait.
-            Quiet::Until(at) => at.saturating_duration_since(now + lead),
-            Quiet::Idle => return None,
-        };
+        let next = self.due_in(now, lead)?;
         // A claim owed now waits out the spacing of claims on its partition.
         Some(match self.spaced_until(now) {
             Some(until) => next.max(until - now),
@@ -76,12 +61,22 @@ impl PartitionLane {
 
     /// Whether a claim here could find something at `now`, with claims sent `lead` early.
     fn may_have_due(&self, now: Instant, lead: Duration) -> bool {
-        self.woken()
-            || match self.quiet {
-                Quiet::Unknown | Quiet::Now => true,
-                Quiet::Until(at) => now + lead >= at,
-                Quiet::Idle => false,
-            }
+        self.due_in(now, lead) == Some(Duration::ZERO)
+    }
+
+    /// How long until a claim here could find something, claims sent `lead` early (zero: it
+    /// could now); `None`: nothing is known to come until a wake-up.
+    fn due_in(&self, now: Instant, lead: Duration) -> Option<Duration> {
+        Some(match self.quiet {
+            _ if self.woken() => Duration::ZERO,
+            // (A lane still Unknown after a round is one whose first claim the spacing held
+            // back.)
+            Quiet::Now | Quiet::Unknown => Duration::ZERO,
+            // Claim a little ahead so that the request reaches Redis as the message comes
+            // due; one that arrives early just comes back with a shorter wait.
+            Quiet::Until(at) => at.saturating_duration_since(now + lead),
+            Quiet::Idle => return None,
+        })
     }
 
     /// Whether a wake-up came, or the subscription was lost, since the last claim here (or
@@ -100,14 +95,14 @@ impl PartitionLane {
         if spacing.is_zero() || self.unanswered.is_some() {
             return None;
         }
-        ClaimNews::of(&self.subscription).spaced_until(now, spacing)
+        self.news.spaced_until(now, spacing)
     }
 
     /// Takes in the news of a claim by another consumer of this client since this lane's
     /// last (claim_news.rs): true if it says that no claim is needed now. News older than a
     /// wake-up says nothing: the wake-up may announce what that claim did not see.
     fn take_news(&mut self, now: Instant, lead: Duration) -> bool {
-        let Some(news) = ClaimNews::of(&self.subscription).latest() else {
+        let Some(news) = self.news.latest() else {
             return false;
         };
         if news.number == self.news_seen
@@ -124,10 +119,11 @@ impl PartitionLane {
         !self.may_have_due(now, lead)
     }
 
-    /// Whether the claim about to be made is one that a due time brought on after a wait
-    /// of [`TURN_AFTER`] or more: no wake-up came, and the last claim said nothing was due
-    /// for that long. Shorter gaps are a busy queue's, whose claims go side by side.
-    fn waits_on_due_time(&self) -> bool {
+    /// Whether the claim about to be made waits for its turn among this client's consumers
+    /// of the partition (claim_news.rs): one that a due time brought on after a wait of
+    /// [`TURN_AFTER`] or more (no wake-up came, and the last claim said nothing was due for
+    /// that long). Shorter gaps are a busy queue's, whose claims go side by side.
+    pub(crate) fn takes_turn(&self) -> bool {
         matches!(self.quiet, Quiet::Until(at) if at.saturating_duration_since(self.quiet_since) >= TURN_AFTER)
             && self.unanswered.is_none()
             && self.subscription.generation() == self.seen

@@ -211,7 +211,7 @@ async fn many_keys_go_in_several_bounded_calls() {
             .await
             .expect("schedule");
     }
-    let calls = || server.command_calls("fcall") + server.command_calls("evalsha");
+    let calls = || server.script_calls();
     let unlinks_before = server.command_calls("unlink");
     let before = calls();
     let deleted = q.delete(true).await.expect("delete");

@@ -161,7 +161,6 @@ local function retention()
       return false
     end
     rk = { done = PART_PREFIX .. 'done', done_at = PART_PREFIX .. 'done_at' }
-    retention_helpers.rk = rk
     retention_made = retention_helpers
   end
   return retention_made
