@@ -27,6 +27,8 @@ pub struct Proc {
     pub child: Child,
     /// When SIGTERM was sent, if it was.
     pub terminated: Option<Instant>,
+    /// Where its stderr goes.
+    pub log: PathBuf,
 }
 
 impl Proc {
@@ -38,6 +40,28 @@ impl Proc {
     /// Its exit status if it has exited (`None` while it runs).
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
+    }
+
+    /// What a report says of it when it crashed or hung: its role, pid, `why`, and the last
+    /// lines of its log, so that a failed run in CI shows its cause in the output.
+    pub fn crash_report(&self, why: &str) -> String {
+        const LAST_LINES: usize = 30;
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LAST_LINES)..];
+        let mut out = format!(
+            "{:?} (pid {}) {why}; the last {} lines of {}:\n",
+            self.role,
+            self.pid(),
+            tail.len(),
+            self.log.display()
+        );
+        for line in tail {
+            out.push_str("    ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
     }
 }
 
@@ -69,6 +93,7 @@ impl Launcher {
     pub fn chaos(&mut self, role: Role, args: &[String]) -> std::io::Result<Proc> {
         self.started += 1;
         let name = format!("{:?}-{}", role, self.started).to_lowercase();
+        let log = self.dir.join(format!("{name}.log"));
         let child = Command::new(&self.me)
             .args(args)
             .arg("--out")
@@ -76,12 +101,13 @@ impl Launcher {
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(File::create(self.dir.join(format!("{name}.log")))?)
+            .stderr(File::create(&log)?)
             .spawn()?;
         Ok(Proc {
             role,
             child,
             terminated: None,
+            log,
         })
     }
 
@@ -111,6 +137,7 @@ impl Launcher {
             role: Role::Server,
             child,
             terminated: None,
+            log: log.clone(),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         while !healthy(port) {

@@ -130,6 +130,9 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
         lookup.exists(id)
     })?;
     println!("{}", report.table);
+    for crash in &run.crashes {
+        println!("crashed or hung: {crash}");
+    }
     std::fs::write(dir.join("report.txt"), &report.table).map_err(|e| e.to_string())?;
     if let Err(why) = drained {
         println!("FAILED: {why}");
@@ -190,6 +193,8 @@ struct Run {
     /// Shared with the failover thread of a cluster run.
     recorder: Arc<Recorder>,
     counts: BTreeMap<Fault, u32>,
+    /// What the report says of each process that crashed or hung.
+    crashes: Vec<String>,
 }
 
 impl Run {
@@ -217,6 +222,7 @@ impl Run {
             producers: Vec::new(),
             recorder: Arc::new(recorder),
             counts: BTreeMap::new(),
+            crashes: Vec::new(),
         };
         for i in 0..args.workers + args.consumers {
             let role = if i < args.workers {
@@ -355,35 +361,36 @@ impl Run {
         let mut i = 0;
         while i < self.workers.len() {
             let w = &mut self.workers[i];
-            let pid = w.pid();
             match (w.exited(), w.terminated) {
                 (Some(status), Some(_)) => {
-                    let fault = if status.success() {
-                        Fault::WorkerExited
+                    let w = self.workers.swap_remove(i);
+                    if status.success() {
+                        self.note(Fault::WorkerExited, Some(w.pid()));
                     } else {
-                        Fault::Crashed
-                    };
-                    self.workers.swap_remove(i);
-                    self.note(fault, Some(pid));
+                        self.crashed(&w, &format!("exited with {status} after SIGTERM"));
+                    }
                 }
                 (None, Some(at)) if at.elapsed() > TERM_TIMEOUT => {
                     let _ = w.child.kill();
                     let _ = w.child.wait();
-                    self.workers.swap_remove(i);
-                    self.note(Fault::Crashed, Some(pid));
+                    let w = self.workers.swap_remove(i);
+                    self.crashed(
+                        &w,
+                        &format!("did not exit within {TERM_TIMEOUT:?} of SIGTERM"),
+                    );
                 }
-                (Some(_), None) => {
-                    let role = w.role;
-                    self.workers.swap_remove(i);
-                    self.note(Fault::Crashed, Some(pid));
-                    self.spawn_worker(role)?;
+                (Some(status), None) => {
+                    let w = self.workers.swap_remove(i);
+                    self.crashed(&w, &format!("exited with {status} unasked"));
+                    self.spawn_worker(w.role)?;
                 }
                 _ => i += 1,
             }
         }
-        if self.server.exited().is_some() {
-            let pid = self.server.pid();
-            self.note(Fault::Crashed, Some(pid));
+        if let Some(status) = self.server.exited() {
+            let why = format!("exited with {status} unasked");
+            self.note(Fault::Crashed, Some(self.server.pid()));
+            self.crashes.push(self.server.crash_report(&why));
             self.server = self
                 .launcher
                 .server_on(&self.backend.server_args(), self.server_port)?;
@@ -392,16 +399,21 @@ impl Run {
         while p < self.producers.len() {
             match self.producers[p].exited() {
                 Some(status) => {
-                    let pid = self.producers[p].pid();
-                    self.producers.swap_remove(p);
+                    let producer = self.producers.swap_remove(p);
                     if !status.success() {
-                        self.note(Fault::Crashed, Some(pid));
+                        self.crashed(&producer, &format!("exited with {status}"));
                     }
                 }
                 None => p += 1,
             }
         }
         Ok(())
+    }
+
+    /// Counts a process that crashed or hung, and keeps what the report says of it.
+    fn crashed(&mut self, proc: &Proc, why: &str) {
+        self.note(Fault::Crashed, Some(proc.pid()));
+        self.crashes.push(proc.crash_report(why));
     }
 
     /// Waits for the producers to finish and the queue to empty.
@@ -451,13 +463,16 @@ impl Run {
             while p.exited().is_none() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let pid = p.pid();
             match p.exited() {
                 Some(status) if status.success() => {}
-                _ => {
+                Some(status) => self.crashed(p, &format!("exited with {status} after SIGTERM")),
+                None => {
                     let _ = p.child.kill();
                     let _ = p.child.wait();
-                    self.note(Fault::Crashed, Some(pid));
+                    self.crashed(
+                        p,
+                        &format!("did not exit within {TERM_TIMEOUT:?} of SIGTERM"),
+                    );
                 }
             }
         }
