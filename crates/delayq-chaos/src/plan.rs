@@ -14,6 +14,10 @@ pub const MAX_ATTEMPTS: u16 = 100;
 
 /// Lease of every delivery. Short, so that a frozen Redis outlives it.
 pub const LEASE: Duration = Duration::from_secs(2);
+/// How long before its due time a library process's consumer may take a message
+/// (`Config::look_ahead`): far more than the default 2 ms, so that kills, SIGTERMs and cut
+/// connections find messages taken ahead and not yet handed over (none may start early).
+pub const LOOK_AHEAD: Duration = Duration::from_millis(50);
 
 /// The longest retry delay of [`backoff`].
 pub const BACKOFF_CAP: Duration = Duration::from_secs(2);

@@ -127,7 +127,9 @@ pub async fn connect_to(
     cluster: bool,
     response_timeout: Duration,
 ) -> Result<DelayQ, String> {
-    let config = delayq::Config::default().response_timeout(response_timeout);
+    let config = delayq::Config::default()
+        .response_timeout(response_timeout)
+        .look_ahead(crate::plan::LOOK_AHEAD);
     let nodes: Vec<&str> = url.split(',').collect();
     let give_up = Instant::now() + GIVE_UP;
     loop {

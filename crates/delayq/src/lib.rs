@@ -99,7 +99,7 @@ pub use store::announcements::{Process, LEASE as ANNOUNCEMENT_LEASE};
 pub use store::formats::{DATA_FORMAT, FIRST_FORMAT};
 pub use store::partitions::MAX_PARTITIONS;
 pub use store::server::{ServerInfo, ServerKind, Version, MINIMUM_REDIS};
-pub use values::config::{Config, MAX_CLAIM_SPACING};
+pub use values::config::{Config, MAX_CLAIM_SPACING, MAX_LOOK_AHEAD};
 pub use values::delivery::Delivery;
 pub use values::error::{Error, InvalidInput, Result};
 pub use values::error_history::FailedAttempt;

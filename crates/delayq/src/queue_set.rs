@@ -94,6 +94,9 @@ impl QueueSet {
     /// whose reply was lost on its next receive, from a record of each claim kept in Redis
     /// for the lease; this one has no next receive, so its claims keep no record. Messages
     /// of a claim whose reply it lost wait out their lease, as with any consumer dropped.
+    /// Nor does it take messages ahead of their due time
+    /// ([`Config::look_ahead`](crate::Config::look_ahead)): it could not hold them past its
+    /// receive.
     pub async fn consumer_for_one_receive(&self) -> Result<Consumer> {
         self.consumer_remembering(false).await
     }

@@ -170,9 +170,10 @@ async fn run(args: AgentArgs) -> Result<()> {
 
 async fn connect(port: u16, cluster: bool, workload: Workload) -> Result<Vec<Queue>> {
     let url = format!("redis://127.0.0.1:{port}/");
+    let config = client_config()?;
     let dq = match cluster {
-        false => DelayQ::connect(&url).await,
-        true => DelayQ::connect_cluster(&[&url], Config::default()).await,
+        false => DelayQ::connect_with(&url, config).await,
+        true => DelayQ::connect_cluster(&[&url], config).await,
     }
     .map_err(|e| format!("cannot connect to {url}: {e}"))?;
     let mut queues = Vec::new();
@@ -180,4 +181,26 @@ async fn connect(port: u16, cluster: bool, workload: Workload) -> Result<Vec<Que
         queues.push(dq.queue(&name)?);
     }
     Ok(queues)
+}
+
+/// The client's settings: the defaults, but for a look-ahead and a claim spacing given in
+/// the environment (`DELAYQ_BENCH_LOOK_AHEAD`, `DELAYQ_BENCH_CLAIM_SPACING`, e.g. `25ms`), so
+/// that one driver runs its agents with them beside an older build's, which ignores them.
+fn client_config() -> Result<Config> {
+    let mut config = Config::default();
+    let setting = |name: &str| -> Result<Option<std::time::Duration>> {
+        match std::env::var(name) {
+            Ok(text) => humantime::parse_duration(&text)
+                .map(Some)
+                .map_err(|e| format!("{name}={text}: {e}").into()),
+            Err(_) => Ok(None),
+        }
+    };
+    if let Some(ahead) = setting("DELAYQ_BENCH_LOOK_AHEAD")? {
+        config = config.look_ahead(ahead);
+    }
+    if let Some(spacing) = setting("DELAYQ_BENCH_CLAIM_SPACING")? {
+        config = config.claim_spacing(spacing);
+    }
+    Ok(config)
 }

@@ -78,6 +78,11 @@ pub struct ServeArgs {
     /// up to this time. A backlog is claimed without a pause.
     #[arg(long, default_value = "1ms", value_parser = humantime::parse_duration)]
     claim_spacing: Duration,
+    /// How long before its due time push delivery may take a message (at most 1s; 0s: only
+    /// once due). It is pushed at its due time, never before; taken ahead, it counts as in
+    /// flight (a cancel answers `in_flight`). HTTP receives take only what is due.
+    #[arg(long, default_value = "2ms", value_parser = humantime::parse_duration)]
+    look_ahead: Duration,
     /// Longest a client may take to send a request's headers (and may idle between requests).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     header_timeout: Duration,
@@ -189,6 +194,9 @@ async fn run_logged(args: ServeArgs) -> anyhow::Result<()> {
     if args.claim_spacing > delayq::MAX_CLAIM_SPACING {
         bail!("--claim-spacing is at most {:?}", delayq::MAX_CLAIM_SPACING);
     }
+    if args.look_ahead > delayq::MAX_LOOK_AHEAD {
+        bail!("--look-ahead is at most {:?}", delayq::MAX_LOOK_AHEAD);
+    }
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
         max_batch: args.max_batch,
@@ -245,6 +253,7 @@ async fn serve(
     let config = Config::default()
         .response_timeout(args.redis_timeout)
         .claim_spacing(args.claim_spacing)
+        .look_ahead(args.look_ahead)
         .process_role("server");
     let dq = match url {
         Some(url) => {

@@ -115,6 +115,18 @@ fn a_claim_spacing_over_the_longest_is_refused() {
     );
 }
 
+#[test]
+fn a_look_ahead_over_the_longest_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--look-ahead", "2s", "--listen", "127.0.0.1:1"])
+        .env_remove("DELAYQ_REDIS_URL")
+        .output()
+        .expect("run delayq serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--look-ahead is at most 1s"), "{stderr}");
+}
+
 #[tokio::test]
 async fn the_example_config_in_deploy_starts_a_server() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/delayq.toml");

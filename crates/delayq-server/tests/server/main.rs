@@ -40,6 +40,7 @@ mod produce;
 mod push;
 mod push_callbacks;
 mod push_envelopes;
+mod push_look_ahead;
 mod push_restarts;
 mod push_signature;
 mod push_targets;

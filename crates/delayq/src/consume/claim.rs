@@ -17,9 +17,28 @@ use crate::values::receipt::Held;
 use crate::values::record::{self, lease_member};
 use crate::values::reply::Reply;
 
+/// How a lane claims: the token base, and what kind of consumer it is.
+pub(crate) struct ClaimTerms {
+    /// Lease tokens are this + 1, + 2, ...
+    pub(crate) base: u64,
+    /// This call repeats the claim with token base `base`, whose reply was lost.
+    pub(crate) repeat: bool,
+    /// Write the claim record that a repeat reads (a consumer that never repeats leaves
+    /// none).
+    pub(crate) remember: bool,
+    /// For push delivery ([`QueueSet::pushing`](crate::QueueSet::pushing)).
+    pub(crate) push: bool,
+    /// Also take what comes due within this time ([`crate::Config::look_ahead`]).
+    pub(crate) look_ahead: Duration,
+}
+
 /// What one claim found.
 pub(crate) struct Claim {
     pub(crate) deliveries: Vec<Delivery>,
+    /// Per delivery, how long until it comes due by the Redis server's clock as the claim
+    /// ran (zero: it was due): one taken ahead is handed over no sooner than that after the
+    /// reply arrived, which is never before its due time.
+    pub(crate) due_in: Vec<Duration>,
     /// What the claim made dead letters (expired leases on their last attempt, unreadable
     /// records).
     pub(crate) dead_lettered: Vec<DeadLettered>,
@@ -34,36 +53,36 @@ pub(crate) struct Claim {
 const RECLAIM_PER_CLAIM: usize = 100;
 
 /// Claims up to `options.max` due messages from partition `keys` (one script call, no
-/// waiting); with `repeat`, returns what the earlier claim with token base `base` took
-/// instead, if it ran (`claim.lua`); `push` for push delivery ([`QueueSet::pushing`](crate::QueueSet::pushing));
-/// `remember` writes the claim record that a repeat reads (a consumer that never repeats
-/// leaves none). A record that cannot be decoded is moved to the dead letters and left
-/// out; the rest of the claim is delivered. The call first acks `acks`, deliveries of this
-/// partition whose handlers finished (`ack_carry.rs`).
+/// waiting), on `terms`: with `repeat`, returns what the earlier claim with token base
+/// `base` took instead, if it ran (`claim.lua`). A record that cannot be decoded is moved
+/// to the dead letters and left out; the rest of the claim is delivered. The call first
+/// acks `acks`, deliveries of this partition whose handlers finished (`ack_carry.rs`).
 pub(crate) async fn from_partition(
     core: &QueueCore,
     keys: &Keys,
     claim_record: &str,
     options: &ReceiveOptions,
-    (base, repeat, remember): (u64, bool, bool),
-    push: bool,
+    terms: &ClaimTerms,
     acks: &[impl Held],
 ) -> Result<Claim> {
     let lease_ms = checked_ms(options.lease, "lease")?;
+    let flag = |on: bool| if on { "1" } else { "0" };
     let mut inv = invocation(keys, &SCRIPTS.claim);
     inv.key(claim_record)
         .arg(options.max)
         .arg(lease_ms)
         .arg(rand::random::<f64>())
         .arg(RECLAIM_PER_CLAIM)
-        .arg(base)
-        .arg(if repeat { "1" } else { "0" })
-        .arg(if push { "1" } else { "0" })
-        .arg(if remember { "1" } else { "0" });
+        .arg(terms.base)
+        .arg(flag(terms.repeat))
+        .arg(flag(terms.push))
+        .arg(flag(terms.remember))
+        .arg(terms.look_ahead.as_micros() as u64);
     for d in acks {
         inv.ack_of(d);
     }
-    // The lease began after this moment in Redis, so it ends no earlier than this + lease.
+    // The lease began after this moment in Redis, so it ends no earlier than this + lease
+    // (one taken ahead: + the time until it comes due, claim.lua).
     let expires = Instant::now() + options.lease;
     let mut r = Reply::new(core.invoke(&inv).await?)?;
     let next_event_us = r.int()?;
@@ -104,6 +123,7 @@ pub(crate) async fn from_partition(
     m.retried.increment(reclaimed_retry);
     m.dead_lettered.increment(dead_lettered.len() as u64);
     let mut deliveries = Vec::with_capacity(r.remaining());
+    let mut due_in = Vec::with_capacity(r.remaining());
     let mut undecodable = Vec::new();
     while r.remaining() > 0 {
         token += 1;
@@ -115,6 +135,12 @@ pub(crate) async fn from_partition(
             Ok(rec) => {
                 let late_us = now_us.saturating_sub(rec.due_us);
                 m.lateness.record(late_us as f64 / 1e6);
+                let ahead = Duration::from_micros(rec.due_us.saturating_sub(now_us));
+                due_in.push(ahead);
+                let (lease_deadline_ms, expires) = match ahead.is_zero() {
+                    true => (lease_deadline_ms, expires),
+                    false => (rec.due_us.div_ceil(1000) + lease_ms, expires + ahead),
+                };
                 deliveries.push(Delivery {
                     queue: core.name().clone(),
                     id: rec.id,
@@ -145,6 +171,7 @@ pub(crate) async fn from_partition(
     Ok(Claim {
         dead_lettered,
         deliveries,
+        due_in,
         next_event: u64::try_from(next_event_us).ok().map(Duration::from_micros),
         acked,
     })

@@ -27,6 +27,11 @@
 //! back what that claim took, leases renewed, instead of leaving the messages stranded for a
 //! lease and charging each an attempt nobody made.
 //!
+//! A claim may also take what comes due within the client's look-ahead
+//! ([`Config::look_ahead`](crate::Config::look_ahead)); the consumer holds those
+//! (`taken_ahead.rs`) and hands each over at its due time, so that spaced claims, and one
+//! claim for several messages due close together, are still on time.
+//!
 //! Timers are precise to well under a millisecond: tokio's timer has 1 ms granularity, so the
 //! last stretch of a wait is slept on a blocking-pool thread (`claim_timing.rs`).
 
@@ -42,6 +47,7 @@ use crate::consume::claim_news::{ClaimNews, Quiet};
 use crate::consume::claim_timing::{sleep_precisely, Lead};
 use crate::consume::partition_lane::{PartitionLane, RECHECK_AFTER};
 use crate::consume::receipt_acks::{self, CarriedAck, ReceiptAcks};
+use crate::consume::taken_ahead::TakenAhead;
 use crate::handles::queue_core::QueueCore;
 use crate::handles::settle;
 use crate::telemetry::spans::{self, OpSpan};
@@ -66,6 +72,8 @@ pub struct Consumer {
     carry: Option<Arc<AckCarry>>,
     /// The receipts this receive acks on its way ([`Self::ack_then_receive_until`]).
     receipts: Option<ReceiptAcks>,
+    /// What claims took ahead of its due time, until then.
+    ahead: TakenAhead<Delivery>,
 }
 
 impl Consumer {
@@ -121,6 +129,7 @@ impl Consumer {
             dead_lettered: Vec::new(),
             carry: None,
             receipts: None,
+            ahead: TakenAhead::default(),
         })
     }
 
@@ -147,6 +156,37 @@ impl Consumer {
     /// [`Queue::dead_letters`](crate::Queue::dead_letters)).
     pub fn take_dead_lettered(&mut self) -> Vec<DeadLettered> {
         std::mem::take(&mut self.dead_lettered)
+    }
+
+    /// Hands back, unprocessed and without counting an attempt, what this consumer's claims
+    /// took ahead of its due time ([`Config::look_ahead`](crate::Config::look_ahead)) and no
+    /// `receive` handed over yet: each is pending again, for its due time. Returns how many
+    /// were released. Dropping the consumer does the same in the background.
+    pub async fn release_taken_ahead(&mut self) -> Result<usize> {
+        let mut released = 0;
+        let left = self.ahead.take_all();
+        for (queue, held) in self.by_queue(left) {
+            let outcomes = settle::release(&queue, &held).await?;
+            released += outcomes.into_iter().filter(|r| *r).count();
+        }
+        Ok(released)
+    }
+
+    /// `deliveries` (with the position of their queue in the set) by their queue.
+    fn by_queue(&self, deliveries: Vec<(usize, Delivery)>) -> Vec<(Arc<QueueCore>, Vec<Delivery>)> {
+        let mut out: Vec<(usize, Arc<QueueCore>, Vec<Delivery>)> = Vec::new();
+        for (position, d) in deliveries {
+            match out.iter_mut().find(|(p, _, _)| *p == position) {
+                Some((_, _, list)) => list.push(d),
+                None => {
+                    let Some(lane) = self.lanes.iter().find(|l| l.group == position) else {
+                        continue;
+                    };
+                    out.push((position, lane.queue.clone(), vec![d]));
+                }
+            }
+        }
+        out.into_iter().map(|(_, q, list)| (q, list)).collect()
     }
 
     /// Takes up to `max` due messages under a lease, waiting up to `wait` for one to come due.
@@ -235,7 +275,25 @@ impl Consumer {
         // claims everywhere first: a send just before it may not have been heard yet (one
         // that waits hears it while waiting).
         let mut everywhere = options.wait.is_zero();
+        let mut first = true;
         loop {
+            let now = Instant::now();
+            let due = self.ahead.take_due(now, options.max);
+            if !due.is_empty() {
+                return Ok(due);
+            }
+            // Past the wait, what this consumer took ahead is still handed over when it comes
+            // due (within the look-ahead): nothing else is claimed or waited for.
+            if !first && deadline.is_some_and(|d| now >= d) {
+                let Some(at) = self.ahead.next_due() else {
+                    return Ok(Vec::new());
+                };
+                tokio::select! {
+                    () = sleep_precisely(at.saturating_duration_since(now)) => continue,
+                    () = &mut stop => return Ok(Vec::new()),
+                }
+            }
+            first = false;
             let taken = self.claim_round(options, everywhere).await?;
             everywhere = false;
             if !taken.is_empty() {
@@ -246,8 +304,8 @@ impl Consumer {
             self.ack_leftover_receipts(Some(Instant::now())).await?;
             let now = Instant::now();
             let mut sleep = match deadline {
-                Some(deadline) if now >= deadline => return Ok(Vec::new()),
-                Some(deadline) => Some(deadline - now),
+                Some(deadline) if now >= deadline && self.ahead.len() == 0 => return Ok(Vec::new()),
+                Some(deadline) => Some(deadline.saturating_duration_since(now)),
                 None => None,
             };
             if let Some(by) = self.receipts.as_ref().and_then(ReceiptAcks::next_flush) {
@@ -257,6 +315,11 @@ impl Consumer {
             let lead = self.lead.get();
             for next in self.lanes.iter().filter_map(|l| l.next_claim_in(now, lead)) {
                 sleep = Some(sleep.map_or(next, |s| s.min(next)));
+            }
+            // A message taken ahead is handed over at its due time.
+            if let Some(at) = self.ahead.next_due() {
+                let by = at.saturating_duration_since(now);
+                sleep = Some(sleep.map_or(by, |s| s.min(by)));
             }
             if sleep.is_some_and(|s| s.is_zero()) {
                 continue;
@@ -312,7 +375,8 @@ impl Consumer {
             .collect();
         let mut taken = Vec::new();
         for i in self.picker.order(&eligible) {
-            let wanted = options.max - taken.len();
+            // What was taken ahead counts against `max` as well.
+            let wanted = options.max.saturating_sub(taken.len() + self.ahead.len());
             if wanted == 0 {
                 break;
             }
@@ -381,7 +445,12 @@ impl Consumer {
                 spans::record_receive(lane.queue.name().as_str(), started, &claim.deliveries);
             }
             let group = lane.group;
-            taken.extend(claim.deliveries.into_iter().map(|d| (group, d)));
+            for (d, due_in) in claim.deliveries.into_iter().zip(claim.due_in) {
+                match due_in.is_zero() {
+                    true => taken.push((group, d)),
+                    false => self.ahead.hold(replied, due_in, group, d),
+                }
+            }
         }
         Ok(taken)
     }
@@ -439,6 +508,28 @@ impl Consumer {
             receipts.record(*position, acked);
         }
         Ok(())
+    }
+}
+
+impl Drop for Consumer {
+    /// Releases in the background what was taken ahead and not handed over: otherwise it
+    /// would come back only when its lease ends, late and with an attempt counted.
+    fn drop(&mut self) {
+        if self.ahead.len() == 0 {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let left = self.ahead.take_all();
+        let queues = self.by_queue(left);
+        runtime.spawn(async move {
+            for (queue, held) in queues {
+                if let Err(e) = settle::release(&queue, &held).await {
+                    tracing::warn!(queue = %queue.name(), error = %e, "releasing what a dropped consumer took ahead failed; it returns after its lease");
+                }
+            }
+        });
     }
 }
 

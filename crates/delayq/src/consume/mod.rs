@@ -8,6 +8,7 @@
 //!   client's other consumers' claims learned, and their turn) and `claim_timing.rs` (how
 //!   early to send a claim, and precise sleeps).
 //! * `claim.rs`: one claim (one script call). `choice.rs`: which lane next.
+//!   `taken_ahead.rs`: what claims took ahead of its due time, held until then.
 //! * The acks a claim carries: `ack_carry.rs` (a worker's finished deliveries) and
 //!   `receipt_acks.rs` (receipts given to a receive).
 
@@ -19,4 +20,5 @@ pub(crate) mod claim_timing;
 pub(crate) mod consumer;
 pub(crate) mod partition_lane;
 pub(crate) mod receipt_acks;
+pub(crate) mod taken_ahead;
 pub(crate) mod when_to_claim;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::consume::claim::{self, Claim};
+use crate::consume::claim::{self, Claim, ClaimTerms};
 use crate::consume::claim_news::{ClaimNews, Quiet};
 use crate::handles::queue_core::QueueCore;
 use crate::store::keys::Keys;
@@ -77,18 +77,34 @@ impl PartitionLane {
         // Set before the call and cleared after its reply is read: a dropped future or an
         // error leaves it set.
         self.unanswered = Some(base);
+        let terms = ClaimTerms {
+            base,
+            repeat,
+            remember: self.remember_claims,
+            push: self.push,
+            look_ahead: self.look_ahead(),
+        };
         let claim = claim::from_partition(
             &self.queue,
             &self.keys,
             &self.claim_record,
             options,
-            (base, repeat, self.remember_claims),
-            self.push,
+            &terms,
             acks,
         )
         .await?;
         self.unanswered = None;
         Ok(claim)
+    }
+
+    /// How far ahead of due times this lane's claims take messages
+    /// ([`Config::look_ahead`](crate::Config::look_ahead)): none for a consumer made for one
+    /// receive, which could not hold what it took ahead past that receive.
+    pub(crate) fn look_ahead(&self) -> Duration {
+        match self.remember_claims {
+            true => self.queue.config().look_ahead,
+            false => Duration::ZERO,
+        }
     }
 
     /// The live subscription, renewed if it was lost.

@@ -1,5 +1,5 @@
-//! The client's settings ([`Config`]): limits, timeouts, and how far apart its consumers'
-//! claims on one partition go.
+//! The client's settings ([`Config`]): limits, timeouts, how far apart its consumers'
+//! claims on one partition go, and how far ahead of a due time they take a message.
 
 use std::time::Duration;
 
@@ -25,6 +25,17 @@ pub struct Config {
     /// comes due alone is claimed on time. A claim that took all it could is followed at
     /// once, so a backlog drains at full speed.
     pub claim_spacing: Duration,
+    /// How long before its due time a consumer may take a message (default 2 ms; at most
+    /// [`MAX_LOOK_AHEAD`]; zero: only once due). A claim then takes, besides what is due,
+    /// the messages without a group that come due within this time; the consumer holds them
+    /// under their lease (which runs from their due time on) and hands each over at its due
+    /// time, by the Redis server's clock, never before. So claims that are spaced, or that
+    /// take several messages due close together, deliver each on time, and at a steady rate
+    /// one claim serves several messages. A message taken ahead is in flight: a cancel or
+    /// reschedule of it answers `in_flight`, as for one being handled, and an upsert sends a
+    /// new message beside it. A group's messages are taken only once due (their order). A
+    /// consumer made for a single receive (an HTTP long-poll) does not look ahead.
+    pub look_ahead: Duration,
     /// What this process is, as the registry of processes lists it (`delayq processes`):
     /// e.g. `server`, `worker`, `cli` (default none: a library client). Up to 32 of
     /// `a-z0-9_-`.
@@ -34,6 +45,9 @@ pub struct Config {
 /// The longest [`Config::claim_spacing`].
 pub const MAX_CLAIM_SPACING: Duration = Duration::from_millis(100);
 
+/// The longest [`Config::look_ahead`].
+pub const MAX_LOOK_AHEAD: Duration = Duration::from_secs(1);
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -41,6 +55,7 @@ impl Default for Config {
             response_timeout: Duration::from_secs(5),
             connection_timeout: Duration::from_secs(5),
             claim_spacing: Duration::from_millis(1),
+            look_ahead: Duration::from_millis(2),
             process_role: None,
         }
     }
@@ -65,6 +80,13 @@ impl Config {
         self
     }
 
+    /// Sets how long before its due time a consumer may take a message
+    /// ([`Config::look_ahead`]).
+    pub fn look_ahead(mut self, ahead: Duration) -> Self {
+        self.look_ahead = ahead;
+        self
+    }
+
     /// Says what this process is ([`Config::process_role`]).
     pub fn process_role(mut self, role: &str) -> Self {
         self.process_role = Some(role.to_owned());
@@ -85,6 +107,12 @@ impl Config {
             return Err(InvalidInput::Option(format!(
                 "a claim spacing of {:?} is longer than {MAX_CLAIM_SPACING:?}",
                 self.claim_spacing
+            )));
+        }
+        if self.look_ahead > MAX_LOOK_AHEAD {
+            return Err(InvalidInput::Option(format!(
+                "a look-ahead of {:?} is longer than {MAX_LOOK_AHEAD:?}",
+                self.look_ahead
             )));
         }
         Ok(())

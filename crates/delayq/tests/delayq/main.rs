@@ -26,6 +26,7 @@ mod groups;
 mod history;
 mod idempotency;
 mod leases;
+mod look_ahead;
 mod max_delay;
 mod memory;
 mod multi_queue;

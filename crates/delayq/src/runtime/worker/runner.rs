@@ -190,6 +190,12 @@ where
             }
         }
 
+        // What the consumer took ahead of its due time was not started: pending again.
+        if let Some(consumer) = consumer.as_mut() {
+            if let Err(e) = consumer.release_taken_ahead().await {
+                tracing::warn!(error = %e, "releasing what was taken ahead failed; it returns after its lease");
+            }
+        }
         let finished = tokio::time::timeout(s.shutdown_grace, async {
             while tasks.join_next().await.is_some() {}
         })

@@ -18,10 +18,14 @@
 --     claimed only by those, any other only by the rest
 --   ARGV[8] '0' for a consumer that never repeats a claim (one HTTP request's): no claim
 --     record is written; '1': it is, for the length of the lease
---   ARGV[9..]: acks this claim carries (a worker's handlers that finished since its last
+--   ARGV[9] look-ahead µs: also take messages without a group that come due within this
+--     time (their consumer hands each over at its due time); the lease of one taken ahead
+--     runs from its due time
+--   ARGV[10..]: acks this claim carries (a worker's handlers that finished since its last
 --     claim, the worker's carried acks), per delivery a triple as ack.lua takes; done first, so what they
 --     free (a group's slot) can be claimed by this call
--- Returns: { next_event_us, lease_deadline_ms, token base, now µs, expired leases retried,
+-- Returns: { next_event_us, lease_deadline_ms (of a message due now; one taken ahead: its due
+--   time's ms, rounded up, + lease ms), token base, now µs, expired leases retried,
 --   what this call dead-lettered as a flat list { id, error, id, error, ... } (expired leases
 --   on their last attempt, records too short to read), per carried ack 1 or 0 as ack.lua
 --   returns them, then per message its record as it was pending (message j
@@ -42,9 +46,13 @@ local reclaim_max = arg_number(4, 'most expired leases')
 local claim_record = KEYS[12]
 local now = now_us()
 local now_ms = to_ms(now)
+-- Messages due by `ahead` are taken (the look-ahead); a group's messages only once due. The
+-- lease of one taken ahead runs from its due time (ms, rounded up). (The script's locals are
+-- few: the EVALSHA form, the library and a script in one function, may hold 200.)
+local ahead = now + arg_number(9, 'look-ahead us')
 local deadline = now_ms + lease_ms
-check_groups(3, 'claim', 8)
-local acked = #ARGV > 8 and ack_leases(ARGV, 9, now) or {}
+check_groups(3, 'claim', 9)
+local acked = #ARGV > 9 and ack_leases(ARGV, 10, now) or {}
 
 if ARGV[6] == '1' then
   local rec = redis.call('GET', claim_record)
@@ -55,7 +63,8 @@ if ARGV[6] == '1' then
       local member = seq .. be6(base + j)
       local v = redis.call('HGET', k.held, seq)
       if v and v:sub(1, 6) == member:sub(7) and leased(member, now_ms) then
-        redis.call('ZADD', k.leases, 'XX', deadline, member)
+        local due = unbe7(v, 9)
+        redis.call('ZADD', k.leases, 'XX', due > now and math.ceil(due / 1000) + lease_ms or deadline, member)
         out[7 + j] = v:sub(9)
       else
         out[7 + j] = false
@@ -130,7 +139,9 @@ end
 
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
 local function nothing(not_before)
+  -- A message is taken the look-ahead before it comes due.
   local next_us = earliest_pending()
+  next_us = next_us and next_us - (ahead - now)
   if control[8] then
     local G = groups()
     local rate_held = redis.call('ZRANGE', G.gk.wait, 0, 0, 'WITHSCORES')[2]
@@ -205,10 +216,11 @@ end
 -- (one command where a read of the due ones and one of the head were two). A claim of more
 -- reads the rest by due time.
 local READ_AHEAD = 4
--- True when pending member `rec` is due by now, exactly as ZRANGEBYLEX to due_bound(now)
--- would find it (a record too short to hold a due time sorts first: it is taken, and buried).
+-- True when pending member `rec` is due by `ahead` (now and the look-ahead), exactly as
+-- ZRANGEBYLEX to due_bound(ahead) would find it (a record too short to hold a due time sorts
+-- first: it is taken, and buried).
 local function is_due(rec)
-  return #rec < 7 or unbe7(rec, 1) <= now
+  return #rec < 7 or unbe7(rec, 1) <= ahead
 end
 
 -- Takes up to `wanted` (at least 1) due members of pending set `set`, its lowest. Returns them,
@@ -228,7 +240,7 @@ local function take_from(set, wanted)
     after = false
   elseif #got < wanted then
     -- All that was read is due, and more is wanted: the rest that is due, by due time.
-    local more = redis.call('ZRANGEBYLEX', set, '(' .. got[#got], due_bound(now), 'LIMIT', 0, wanted - #got)
+    local more = redis.call('ZRANGEBYLEX', set, '(' .. got[#got], due_bound(ahead), 'LIMIT', 0, wanted - #got)
     for _, rec in ipairs(more) do
       got[#got + 1] = rec
     end
@@ -354,10 +366,10 @@ local function take_grouped(g, n)
   return again
 end
 
--- True when a message without a group is due.
+-- True when a message without a group is due (within the look-ahead).
 local function ungrouped_due()
   local earliest = earliest_pending()
-  return earliest ~= nil and earliest <= now
+  return earliest ~= nil and earliest <= ahead
 end
 
 if not control[8] then
@@ -491,7 +503,9 @@ for j = 1, count do
     local token = be6(base + j)
     held[#held + 1] = seq
     held[#held + 1] = token .. struct.pack('>H', rec:byte(15) * 256 + rec:byte(16) + 1) .. rec
-    leases[#leases + 1] = deadline_arg
+    -- (Read only when looking ahead: a claim of what is due gives all one deadline.)
+    local due = ahead > now and unbe7(rec, 1) or now
+    leases[#leases + 1] = due > now and math.ceil(due / 1000) + lease_ms or deadline_arg
     leases[#leases + 1] = seq .. token
     seqs[j + 1] = seq
   end

@@ -6,7 +6,8 @@
 -- ARGV: per delivery seven values
 --   lease member (seq .. token),
 --   mode       'f' failed attempt: retried by backoff, dead-lettered after the last attempt
---              'r' released unprocessed (worker shutdown): ready now, the attempt is not counted
+--              'r' released unprocessed (worker shutdown): ready now (or at its due time, if a
+--                  claim took it ahead of that), the attempt is not counted
 --              'd' failed for good: a dead letter now, whatever attempts are left
 --   error      text kept as the message's last error (mode 'f')
 --   retry_ms   delay before the next attempt, or '' for the message's backoff policy
@@ -56,7 +57,8 @@ for i = 1, #ARGV, 7 do
     elseif mode == 'r' then
       m.attempts = math.max(m.attempts - 1, 0)
       -- A grouped message keeps its group's slot: it is still the next of its group.
-      put_pending(m, now, now, true)
+      -- One taken ahead of its due time (a claim's look-ahead) waits for it again.
+      put_pending(m, math.max(m.due, now), now, true)
       wake()
       event('released', m.id, 'n', m.attempts)
       out[#out + 1] = 'released'
