@@ -73,7 +73,7 @@ impl Call<'_> {
             cmd
         } else {
             let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(self.script.script.get_hash());
+            cmd.arg(self.script.script().get_hash());
             cmd
         };
         cmd.arg(self.keys.len()).arg(&self.keys);
@@ -99,7 +99,11 @@ impl Call<'_> {
                 .query_async::<Value>(conn)
                 .await?;
         } else {
-            self.script.script.prepare_invoke().load_async(conn).await?;
+            self.script
+                .script()
+                .prepare_invoke()
+                .load_async(conn)
+                .await?;
         }
         Ok(())
     }

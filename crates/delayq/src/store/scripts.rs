@@ -20,7 +20,7 @@
 //! The four scripts that need no helpers are run by `EVALSHA` only: each runs about once
 //! per queue and client.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use redis::Script;
 
@@ -70,8 +70,12 @@ const HASH_PLACEHOLDER: &str = "@HASH@";
 pub(crate) struct QueueScript {
     /// Its function in the [`Library`].
     pub(crate) function: String,
-    /// The same code as a script of its own, helpers included.
-    pub(crate) script: Script,
+    /// Its name among [`QUEUE_SCRIPTS`].
+    name: &'static str,
+    /// The same code as a script of its own, helpers included, made the first time the
+    /// `EVALSHA` fallback needs it: each is the whole library's helpers again, and making
+    /// (and hashing) them all took about 8 ms of the first call of every process.
+    script: OnceLock<Script>,
 }
 
 /// delayq's Functions library: its name, and the code `FUNCTION LOAD` takes.
@@ -182,22 +186,39 @@ impl Library {
 
 impl QueueScript {
     fn new(name: &str, hash: &str) -> QueueScript {
-        let source = QUEUE_SCRIPTS
+        let (name, _) = QUEUE_SCRIPTS
             .iter()
             .find(|(n, _)| *n == name)
-            .map(|(_, source)| *source)
             .unwrap_or_else(|| panic!("no queue script {name}"));
-        let (shebang, body) = split_shebang(source);
-        // Its KEYS and ARGV are the globals; the helpers' own (per call) shadow them.
-        let script = Script::new(&format!(
-            "{shebang}\nlocal CALL_KEYS, CALL_ARGV = KEYS, ARGV\n{}\n\
-             begin_call(CALL_KEYS, CALL_ARGV)\n{body}",
-            HELPERS.join("\n")
-        ));
         QueueScript {
             function: function_name(hash, name),
-            script,
+            name,
+            script: OnceLock::new(),
         }
+    }
+
+    /// The script of its own, for `EVALSHA`.
+    pub(crate) fn script(&self) -> &Script {
+        self.script.get_or_init(|| {
+            let source = QUEUE_SCRIPTS
+                .iter()
+                .find(|(n, _)| *n == self.name)
+                .map(|(_, source)| *source)
+                .unwrap_or_default();
+            let (shebang, body) = split_shebang(source);
+            // Its KEYS and ARGV are the globals; the helpers' own (per call) shadow them.
+            Script::new(&format!(
+                "{shebang}\nlocal CALL_KEYS, CALL_ARGV = KEYS, ARGV\n{}\n\
+                 begin_call(CALL_KEYS, CALL_ARGV)\n{body}",
+                HELPERS.join("\n")
+            ))
+        })
+    }
+
+    /// Whether its `EVALSHA` script was made.
+    #[cfg(test)]
+    pub(crate) fn script_made(&self) -> bool {
+        self.script.get().is_some()
     }
 }
 
@@ -222,4 +243,31 @@ fn script_flags(shebang: &str) -> impl Iterator<Item = &str> {
         .filter_map(|word| word.strip_prefix("flags="))
         .flat_map(|flags| flags.split(','))
         .filter(|flag| !flag.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first call of a process that uses `FCALL` made every script's `EVALSHA` form
+    /// (the helpers again, and their hash, for each of 22 scripts): about 8 ms spent
+    /// before its first command reached Redis. Each is made once it is needed.
+    #[test]
+    fn a_scripts_evalsha_form_is_made_only_when_needed() {
+        let claim = QueueScript::new("claim", "0123456789abcdef");
+        assert_eq!(claim.function, "delayq_0123456789abcdef_claim");
+        assert!(!claim.script_made());
+        let hash = claim.script().get_hash().to_owned();
+        assert!(claim.script_made());
+        assert_eq!(claim.script().get_hash(), hash, "made once");
+        let body = include_str!("scripts/claim.lua");
+        let (_, body) = split_shebang(body);
+        let made = QueueScript::new("claim", "0123456789abcdef");
+        let expected = Script::new(&format!(
+            "#!lua flags=allow-oom\nlocal CALL_KEYS, CALL_ARGV = KEYS, ARGV\n{}\n\
+             begin_call(CALL_KEYS, CALL_ARGV)\n{body}",
+            HELPERS.join("\n")
+        ));
+        assert_eq!(made.script().get_hash(), expected.get_hash());
+    }
 }
