@@ -139,9 +139,9 @@ end
 
 -- The reply when nothing is claimed: when to call again, not before `not_before` (µs).
 local function nothing(not_before)
-  -- A message is taken the look-ahead before it comes due.
+  -- When the next message comes due: a claim then takes it and, with a look-ahead, those
+  -- that follow within it, so that at a steady rate one claim serves a look-ahead's worth.
   local next_us = earliest_pending()
-  next_us = next_us and next_us - (ahead - now)
   if control[8] then
     local G = groups()
     local rate_held = redis.call('ZRANGE', G.gk.wait, 0, 0, 'WITHSCORES')[2]
