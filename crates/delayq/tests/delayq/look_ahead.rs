@@ -37,6 +37,26 @@ async fn wait_for_state(q: &Queue, id: &str, wanted: State) {
     .await;
 }
 
+/// Sends message `id` due `delay` from now; returns its due time (ms).
+async fn send_due_in(q: &Queue, id: &str, payload: &[u8], delay: Duration) -> u64 {
+    q.send(payload, &SendOptions::new().id(id).delay(delay))
+        .await
+        .expect("send");
+    q.get(id).await.expect("get").expect("pending").due_ms
+}
+
+/// A receive of `consumer` that stops once it took message `id` ahead: it returns nothing.
+async fn take_ahead(consumer: &mut delayq::Consumer, q: &Queue, id: &str) {
+    let got = consumer
+        .receive_until(
+            &receiving(10, LEASE, Duration::from_secs(5)),
+            once_in_flight(q, id),
+        )
+        .await
+        .expect("receive");
+    assert!(got.is_empty(), "handed over before its due time");
+}
+
 /// A future that completes once message `id` is in flight (taken by a claim).
 fn once_in_flight<'a>(q: &'a Queue, id: &'a str) -> impl Future<Output = ()> + 'a {
     wait_for_state(q, id, State::InFlight)
@@ -118,14 +138,7 @@ async fn a_message_taken_ahead_is_in_flight_for_cancel_reschedule_and_upsert() {
     let dq = client(&server, looking_ahead()).await;
     let q = queue(&dq, "ahead-ops");
     let id = "order-1";
-    let sent = q
-        .send(
-            b"v1",
-            &SendOptions::new().id(id).delay(Duration::from_millis(600)),
-        )
-        .await
-        .expect("send");
-    let due_ms = q.get(id).await.expect("get").expect("pending").due_ms;
+    let due_ms = send_due_in(&q, id, b"v1", Duration::from_millis(600)).await;
     let mut consumer = q.consumer().await.expect("consumer");
     let receiving_task = tokio::spawn(async move {
         let got = consumer
@@ -156,7 +169,7 @@ async fn a_message_taken_ahead_is_in_flight_for_cancel_reschedule_and_upsert() {
     // The message taken ahead is still delivered, at its due time, as it was sent.
     let (handed_at, got) = receiving_task.await.expect("receive task");
     assert_eq!(payloads(&got), ["v1"]);
-    assert_eq!(got[0].id, sent.id);
+    assert_eq!(got[0].id, id);
     assert_eq!(got[0].due_ms, due_ms);
     assert!(
         handed_at >= due_ms,
@@ -175,24 +188,11 @@ async fn what_was_taken_ahead_and_not_handed_over_is_released_for_its_due_time()
     let dq = client(&server, looking_ahead()).await;
     let q = queue(&dq, "ahead-release");
     let id = "m";
-    q.send(
-        b"m",
-        &SendOptions::new().id(id).delay(Duration::from_millis(800)),
-    )
-    .await
-    .expect("send");
-    let due_ms = q.get(id).await.expect("get").expect("pending").due_ms;
+    let due_ms = send_due_in(&q, id, b"m", Duration::from_millis(800)).await;
 
     // Released by the consumer: pending again, for the same due time, no attempt counted.
     let mut consumer = q.consumer().await.expect("consumer");
-    let got = consumer
-        .receive_until(
-            &receiving(10, LEASE, Duration::from_secs(5)),
-            once_in_flight(&q, id),
-        )
-        .await
-        .expect("receive");
-    assert!(got.is_empty(), "stopped before its due time");
+    take_ahead(&mut consumer, &q, id).await;
     assert_eq!(consumer.release_taken_ahead().await.expect("release"), 1);
     let info = q.get(id).await.expect("get").expect("pending again");
     assert_eq!(info.state, State::Delayed);
@@ -200,14 +200,7 @@ async fn what_was_taken_ahead_and_not_handed_over_is_released_for_its_due_time()
     assert_eq!(info.attempts, 0);
 
     // Released by dropping the consumer.
-    let got = consumer
-        .receive_until(
-            &receiving(10, LEASE, Duration::from_secs(5)),
-            once_in_flight(&q, id),
-        )
-        .await
-        .expect("receive");
-    assert!(got.is_empty());
+    take_ahead(&mut consumer, &q, id).await;
     drop(consumer);
     wait_for_state(&q, id, State::Delayed).await;
 
@@ -229,12 +222,7 @@ async fn a_worker_that_stops_releases_what_it_took_ahead() {
     let dq = client(&server, looking_ahead()).await;
     let q = queue(&dq, "ahead-worker");
     let id = "m";
-    q.send(
-        b"m",
-        &SendOptions::new().id(id).delay(Duration::from_millis(900)),
-    )
-    .await
-    .expect("send");
+    send_due_in(&q, id, b"m", Duration::from_millis(900)).await;
     let (worker, seen) = spawn_recording_worker(WorkerBuilder::new(q.clone()).lease(LEASE));
     once_in_flight(&q, id).await;
     worker.shutdown().await;
