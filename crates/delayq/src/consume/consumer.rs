@@ -192,7 +192,9 @@ impl Consumer {
     /// Takes up to `max` due messages under a lease, waiting up to `wait` for one to come due.
     /// Also reclaims messages whose lease expired (counting the attempt). Returns an empty
     /// list when nothing came due in time. A consumer of a set claims from its queues in the
-    /// set's order; each delivery names its queue.
+    /// set's order; each delivery names its queue. What a claim took ahead of its due time
+    /// ([`Config::look_ahead`](crate::Config::look_ahead)) is returned once due, even if
+    /// that is after `wait` (by at most the look-ahead).
     ///
     /// Cancel safety: a `receive` dropped while its claim is under way, or failed because
     /// the reply timed out, loses nothing: the next `receive` on this consumer returns what
