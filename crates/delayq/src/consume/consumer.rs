@@ -163,13 +163,8 @@ impl Consumer {
     /// `receive` handed over yet: each is pending again, for its due time. Returns how many
     /// were released. Dropping the consumer does the same in the background.
     pub async fn release_taken_ahead(&mut self) -> Result<usize> {
-        let mut released = 0;
         let left = self.ahead.take_all();
-        for (queue, held) in self.by_queue(left) {
-            let outcomes = settle::release(&queue, &held).await?;
-            released += outcomes.into_iter().filter(|r| *r).count();
-        }
-        Ok(released)
+        release_all(self.by_queue(left)).await
     }
 
     /// `deliveries` (with the position of their queue in the set) by their queue.
@@ -306,22 +301,22 @@ impl Consumer {
             self.ack_leftover_receipts(Some(Instant::now())).await?;
             let now = Instant::now();
             let mut sleep = match deadline {
-                Some(deadline) if now >= deadline && self.ahead.len() == 0 => return Ok(Vec::new()),
+                Some(deadline) if now >= deadline && self.ahead.is_empty() => return Ok(Vec::new()),
                 Some(deadline) => Some(deadline.saturating_duration_since(now)),
                 None => None,
             };
             if let Some(by) = self.receipts.as_ref().and_then(ReceiptAcks::next_flush) {
                 let by = by.saturating_duration_since(now);
-                sleep = Some(sleep.map_or(by, |s| s.min(by)));
+                sleep = sooner(sleep, by);
             }
             let lead = self.lead.get();
             for next in self.lanes.iter().filter_map(|l| l.next_claim_in(now, lead)) {
-                sleep = Some(sleep.map_or(next, |s| s.min(next)));
+                sleep = sooner(sleep, next);
             }
             // A message taken ahead is handed over at its due time.
             if let Some(at) = self.ahead.next_due() {
                 let by = at.saturating_duration_since(now);
-                sleep = Some(sleep.map_or(by, |s| s.min(by)));
+                sleep = sooner(sleep, by);
             }
             if sleep.is_some_and(|s| s.is_zero()) {
                 continue;
@@ -517,7 +512,7 @@ impl Drop for Consumer {
     /// Releases in the background what was taken ahead and not handed over: otherwise it
     /// would come back only when its lease ends, late and with an attempt counted.
     fn drop(&mut self) {
-        if self.ahead.len() == 0 {
+        if self.ahead.is_empty() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -526,13 +521,26 @@ impl Drop for Consumer {
         let left = self.ahead.take_all();
         let queues = self.by_queue(left);
         runtime.spawn(async move {
-            for (queue, held) in queues {
-                if let Err(e) = settle::release(&queue, &held).await {
-                    tracing::warn!(queue = %queue.name(), error = %e, "releasing what a dropped consumer took ahead failed; it returns after its lease");
-                }
+            if let Err(e) = release_all(queues).await {
+                tracing::warn!(error = %e, "releasing what a dropped consumer took ahead failed; it returns after its lease");
             }
         });
     }
+}
+
+/// The wait `sleep` (`None`: without end) cut to `by` if that is sooner.
+fn sooner(sleep: Option<Duration>, by: Duration) -> Option<Duration> {
+    Some(sleep.map_or(by, |s| s.min(by)))
+}
+
+/// Releases `queues`' deliveries (each list of one queue); returns how many were released.
+async fn release_all(queues: Vec<(Arc<QueueCore>, Vec<Delivery>)>) -> Result<usize> {
+    let mut released = 0;
+    for (queue, held) in queues {
+        let outcomes = settle::release(&queue, &held).await?;
+        released += outcomes.into_iter().filter(|r| *r).count();
+    }
+    Ok(released)
 }
 
 /// The longest receipts given to a receive wait for a claim to go with: the one that takes

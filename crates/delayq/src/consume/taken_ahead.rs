@@ -59,6 +59,11 @@ impl<D> TakenAhead<D> {
         self.waiting.len()
     }
 
+    /// Whether none waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
     /// All that wait, to be released.
     pub(crate) fn take_all(&mut self) -> Vec<(usize, D)> {
         self.waiting

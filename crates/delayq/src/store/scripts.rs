@@ -70,8 +70,8 @@ const HASH_PLACEHOLDER: &str = "@HASH@";
 pub(crate) struct QueueScript {
     /// Its function in the [`Library`].
     pub(crate) function: String,
-    /// Its name among [`QUEUE_SCRIPTS`].
-    name: &'static str,
+    /// Its code in [`QUEUE_SCRIPTS`].
+    source: &'static str,
     /// The same code as a script of its own, helpers included, made the first time the
     /// `EVALSHA` fallback needs it: each is the whole library's helpers again, and making
     /// (and hashing) them all took about 8 ms of the first call of every process.
@@ -186,13 +186,14 @@ impl Library {
 
 impl QueueScript {
     fn new(name: &str, hash: &str) -> QueueScript {
-        let (name, _) = QUEUE_SCRIPTS
+        let source = QUEUE_SCRIPTS
             .iter()
             .find(|(n, _)| *n == name)
+            .map(|(_, source)| *source)
             .unwrap_or_else(|| panic!("no queue script {name}"));
         QueueScript {
             function: function_name(hash, name),
-            name,
+            source,
             script: OnceLock::new(),
         }
     }
@@ -200,12 +201,7 @@ impl QueueScript {
     /// The script of its own, for `EVALSHA`.
     pub(crate) fn script(&self) -> &Script {
         self.script.get_or_init(|| {
-            let source = QUEUE_SCRIPTS
-                .iter()
-                .find(|(n, _)| *n == self.name)
-                .map(|(_, source)| *source)
-                .unwrap_or_default();
-            let (shebang, body) = split_shebang(source);
+            let (shebang, body) = split_shebang(self.source);
             // Its KEYS and ARGV are the globals; the helpers' own (per call) shadow them.
             Script::new(&format!(
                 "{shebang}\nlocal CALL_KEYS, CALL_ARGV = KEYS, ARGV\n{}\n\

@@ -57,6 +57,14 @@ async fn take_ahead(consumer: &mut delayq::Consumer, q: &Queue, id: &str) {
     assert!(got.is_empty(), "handed over before its due time");
 }
 
+/// Message `id`, checked to be pending again after a release, with no attempt counted.
+async fn pending_again(q: &Queue, id: &str) -> delayq::MessageInfo {
+    let info = q.get(id).await.expect("get").expect("pending again");
+    assert_eq!(info.state, State::Delayed);
+    assert_eq!(info.attempts, 0);
+    info
+}
+
 /// A future that completes once message `id` is in flight (taken by a claim).
 fn once_in_flight<'a>(q: &'a Queue, id: &'a str) -> impl Future<Output = ()> + 'a {
     wait_for_state(q, id, State::InFlight)
@@ -194,10 +202,7 @@ async fn what_was_taken_ahead_and_not_handed_over_is_released_for_its_due_time()
     let mut consumer = q.consumer().await.expect("consumer");
     take_ahead(&mut consumer, &q, id).await;
     assert_eq!(consumer.release_taken_ahead().await.expect("release"), 1);
-    let info = q.get(id).await.expect("get").expect("pending again");
-    assert_eq!(info.state, State::Delayed);
-    assert_eq!(info.due_ms, due_ms);
-    assert_eq!(info.attempts, 0);
+    assert_eq!(pending_again(&q, id).await.due_ms, due_ms);
 
     // Released by dropping the consumer.
     take_ahead(&mut consumer, &q, id).await;
@@ -230,9 +235,7 @@ async fn a_worker_that_stops_releases_what_it_took_ahead() {
         seen.ids().is_empty(),
         "not handed to the handler before due"
     );
-    let info = q.get(id).await.expect("get").expect("pending again");
-    assert_eq!(info.state, State::Delayed);
-    assert_eq!(info.attempts, 0);
+    pending_again(&q, id).await;
 }
 
 #[tokio::test]

@@ -46,11 +46,16 @@ local reclaim_max = arg_number(4, 'most expired leases')
 local claim_record = KEYS[12]
 local now = now_us()
 local now_ms = to_ms(now)
--- Messages due by `ahead` are taken (the look-ahead); a group's messages only once due. The
--- lease of one taken ahead runs from its due time (ms, rounded up). (The script's locals are
--- few: the EVALSHA form, the library and a script in one function, may hold 200.)
+-- Messages due by `ahead` are taken (the look-ahead); a group's messages only once due.
+-- (The script's locals are few: the EVALSHA form, the library and a script in one
+-- function, may hold 200.)
 local ahead = now + arg_number(9, 'look-ahead us')
 local deadline = now_ms + lease_ms
+-- The lease deadline (ms) of a message due at `due` (µs): one taken ahead is leased from
+-- its due time (ms, rounded up), the others from now.
+local function lease_end(due)
+  return due > now and math.ceil(due / 1000) + lease_ms or deadline
+end
 check_groups(3, 'claim', 9)
 local acked = #ARGV > 9 and ack_leases(ARGV, 10, now) or {}
 
@@ -63,8 +68,7 @@ if ARGV[6] == '1' then
       local member = seq .. be6(base + j)
       local v = redis.call('HGET', k.held, seq)
       if v and v:sub(1, 6) == member:sub(7) and leased(member, now_ms) then
-        local due = unbe7(v, 9)
-        redis.call('ZADD', k.leases, 'XX', due > now and math.ceil(due / 1000) + lease_ms or deadline, member)
+        redis.call('ZADD', k.leases, 'XX', lease_end(unbe7(v, 9)), member)
         out[7 + j] = v:sub(9)
       else
         out[7 + j] = false
@@ -504,8 +508,7 @@ for j = 1, count do
     held[#held + 1] = seq
     held[#held + 1] = token .. struct.pack('>H', rec:byte(15) * 256 + rec:byte(16) + 1) .. rec
     -- (Read only when looking ahead: a claim of what is due gives all one deadline.)
-    local due = ahead > now and unbe7(rec, 1) or now
-    leases[#leases + 1] = due > now and math.ceil(due / 1000) + lease_ms or deadline_arg
+    leases[#leases + 1] = ahead > now and lease_end(unbe7(rec, 1)) or deadline_arg
     leases[#leases + 1] = seq .. token
     seqs[j + 1] = seq
   end
