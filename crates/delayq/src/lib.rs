@@ -96,7 +96,7 @@ pub use queue::Queue;
 pub use queue_set::{QueueSet, MAX_QUEUES_PER_SET, MAX_QUEUE_WEIGHT};
 pub use runtime::scheduler::Scheduler;
 pub use store::announcements::{Process, LEASE as ANNOUNCEMENT_LEASE};
-pub use store::formats::{DATA_FORMAT, FIRST_FORMAT};
+pub use store::formats::{CLAIM_LEASE_FORMAT, DATA_FORMAT, FIRST_FORMAT};
 pub use store::partitions::MAX_PARTITIONS;
 pub use store::server::{ServerInfo, ServerKind, Version, MINIMUM_REDIS};
 pub use values::config::{Config, MAX_CLAIM_SPACING, MAX_LOOK_AHEAD};

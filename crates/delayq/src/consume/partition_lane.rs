@@ -68,9 +68,10 @@ impl PartitionLane {
         self.seen = self.subscribed().await?.generation();
         let (base, repeat) = match self.unanswered {
             Some(base) => (base, true),
-            // Tokens base + 1 ..= base + max must stay within 48 bits.
+            // A multiple of CLAIM_SPAN, so that each token base + 1 ..= base + max names its
+            // claim and place (a claim's lease, prelude.lua), all within 48 bits.
             None => (
-                rand::random::<u64>() % (TOKEN_LIMIT - MAX_BATCH as u64),
+                rand::random::<u64>() % (TOKEN_LIMIT / CLAIM_SPAN) * CLAIM_SPAN,
                 false,
             ),
         };
@@ -119,3 +120,8 @@ impl PartitionLane {
 
 /// Lease tokens are 48-bit.
 const TOKEN_LIMIT: u64 = 1 << 48;
+
+/// The step between token bases: above the most one claim takes ([`MAX_BATCH`]), as
+/// prelude.lua's `CLAIM_SPAN`.
+const CLAIM_SPAN: u64 = 1024;
+const _: () = assert!(MAX_BATCH < CLAIM_SPAN as usize);

@@ -21,6 +21,11 @@
 //! format-1 record is a valid format-2 record, so the upgrade rewrites nothing: it is the
 //! stamp alone. A field that older readers must not ignore comes with a format of its own,
 //! and its writer waits for that stamp ([`FormatGate::admit`] returns the format).
+//!
+//! Format 6 ([`CLAIM_LEASE_FORMAT`]) changes no record either: a claim on a partition
+//! stamped 6 may hold the messages it took under one lease, the claim's (prelude.lua's
+//! `claim_leases`), which an older delayq would take for no lease at all. Every lease of
+//! an older format stays readable beside them, so its upgrade is the stamp alone too.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -38,8 +43,11 @@ use crate::values::error::{Error, Result};
 /// `n`: how the mixed-version test builds "the release before" (never set it otherwise).
 pub const DATA_FORMAT: u32 = match option_env!("DELAYQ_NEWEST_FORMAT") {
     Some(n) => parse_decimal(n),
-    None => 5,
+    None => 6,
 };
+
+/// The format from which a claim may hold what it took under one lease, the claim's.
+pub const CLAIM_LEASE_FORMAT: u32 = 6;
 
 /// The format of data no format is named for: everything written before formats existed.
 pub const FIRST_FORMAT: u32 = 1;

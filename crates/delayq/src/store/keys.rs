@@ -11,7 +11,7 @@ use crate::values::names::QueueName;
 /// order.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    all: [String; 11],
+    all: [String; 12],
     prefix: String,
     /// The Redis Cluster slot of every key here.
     slot: u16,
@@ -30,7 +30,8 @@ impl Keys {
                 // HASH id -> sort key, for pending and in-flight messages whose id does not
                 // encode it (caller ids, moved messages).
                 key("index"),
-                // ZSET (seq bytes + lease token) -> lease deadline ms: messages in flight.
+                // ZSET lease member -> lease deadline ms: messages in flight, each under its
+                // own lease (seq bytes + lease token) or its claim's (token base).
                 key("leases"),
                 // HASH seq bytes -> lease token + attempts + record: messages in flight.
                 key("held"),
@@ -53,6 +54,11 @@ impl Keys {
                 // ZSET caller id -> ms until which it stays reserved: ids of messages gone
                 // (acked, cancelled, purged) within the queue's idempotency window.
                 key("gone"),
+                // HASH claim (its token base, 6 bytes) -> live count (u16) + per message of
+                // the claim seq (6 bytes) + flags byte, zeroed once settled: the messages
+                // held under one lease per claim (data format 6, prelude.lua's
+                // claim_leases); that lease is the claim's member in `leases`.
+                key("claims"),
             ],
             prefix,
             slot: slot(tag),

@@ -9,7 +9,8 @@
 //! once format 3 (groups) came, with a queue of groups (`data_set_groups.rs`);
 //! `data_sets/format4.tsv` (deadlines) by the writer built to read up to format 4
 //! (`DELAYQ_NEWEST_FORMAT=4`) at `2ffd1a1`, and `data_sets/format5.tsv` (buckets: the message
-//! delayed an hour waits in one) at the same commit. A format change adds its
+//! delayed an hour waits in one) at the same commit; `data_sets/format6.tsv` (a lease per
+//! claim: the message in flight is held under its claim's lease) by the writer of format 6. A format change adds its
 //! own file, written the same way, and its own test; the older files and their tests stay,
 //! and each older one is also checked after an upgrade.
 //!
@@ -33,6 +34,7 @@ const FORMAT2: &str = include_str!("data_sets/format2.tsv");
 const FORMAT3: &str = include_str!("data_sets/format3.tsv");
 const FORMAT4: &str = include_str!("data_sets/format4.tsv");
 pub(crate) const FORMAT5: &str = include_str!("data_sets/format5.tsv");
+const FORMAT6: &str = include_str!("data_sets/format6.tsv");
 
 /// Where the writer puts the file it writes (copied into `data_sets/` by hand).
 const WRITTEN_TO: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/data-set-current.tsv");
@@ -249,6 +251,25 @@ async fn format5_loads_whole_with_its_bucket_and_delivers_each_message_once() {
     );
     load(&dq, FORMAT5).await;
     whole_and_delivered_once(&dq, 5, true).await;
+    crate::data_set_groups::check_and_deliver_once(&dq).await;
+}
+
+#[tokio::test]
+async fn format5_upgraded_loses_nothing_and_delivers_each_message_once_in_its_groups_order() {
+    upgraded_with_groups_loses_nothing(FORMAT5).await;
+}
+
+#[tokio::test]
+async fn format6_loads_whole_with_a_claims_lease_and_delivers_each_message_once() {
+    let (_server, dq) = setup().await;
+    assert!(
+        FORMAT6
+            .lines()
+            .any(|l| l.starts_with("hash\tdq:{orders}:claims\t")),
+        "the data set holds its message in flight under its claim's lease"
+    );
+    load(&dq, FORMAT6).await;
+    whole_and_delivered_once(&dq, 6, true).await;
     crate::data_set_groups::check_and_deliver_once(&dq).await;
 }
 

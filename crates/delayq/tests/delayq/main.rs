@@ -10,6 +10,7 @@ mod bad_input;
 mod browse;
 mod buckets;
 mod claim_cost;
+mod claim_leases;
 mod claim_spacing;
 mod cluster;
 mod data_set_groups;

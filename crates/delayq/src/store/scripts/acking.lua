@@ -16,20 +16,75 @@ local function ack_leases(args, from, now)
   end
   -- One read for the whole batch: a stale token's member is simply not there.
   local deadlines = redis.call('ZMSCORE', k.leases, unpack(members))
-  local live, live_seqs = {}, {}
+  -- A delivery without a lease of its own may be held under its claim's (data format 6):
+  -- each claim named is read once, its lease and its field. `flags`: per delivery held so,
+  -- the flags byte its place keeps, so that its record need not be read.
+  local claims, bases, place, flags = {}, {}, {}, {}
   for j, member in ipairs(members) do
-    local deadline = tonumber(deadlines[j])
-    if deadline and deadline > now_ms then
-      live[#live + 1] = j
-      live_seqs[#live_seqs + 1] = member:sub(1, 6)
+    if not deadlines[j] and #member == 12 then
+      local base, n = claim_leases.of(member:sub(7, 12))
+      place[j] = n
+      if not claims[base] then
+        claims[base] = { js = {}, named = {} }
+        bases[#bases + 1] = base
+      end
     end
   end
-  -- And one for the held records of the live leases: what is deleted is named by them.
-  local held = {}
-  if #live_seqs > 0 then
-    held = redis.call('HMGET', k.held, unpack(live_seqs))
+  if #bases > 0 then
+    local fields = redis.call('HMGET', k.claims, unpack(bases))
+    local ends = redis.call('ZMSCORE', k.leases, unpack(bases))
+    for n, base in ipairs(bases) do
+      claims[base].slots = fields[n] or nil
+      claims[base].deadline = tonumber(ends[n])
+    end
   end
-  -- `generated`: the held values of every delivery acked (of generated ids, then of caller ids).
+  local live, live_seqs = {}, {}
+  for j, member in ipairs(members) do
+    local seq, deadline = member:sub(1, 6), tonumber(deadlines[j])
+    if place[j] then
+      local base = claim_leases.of(member:sub(7, 12))
+      local claim = claims[base]
+      local at, f = place[j], nil
+      if claim.slots and not claim.named[at] and (claim.deadline or 0) > now_ms then
+        local held_seq
+        held_seq, f = claim_leases.slot(claim.slots, at)
+        if held_seq == seq and at > 0 then
+          claim.named[at] = member
+          flags[j], deadline = f, claim.deadline
+        end
+      end
+    end
+    if deadline and deadline > now_ms then
+      live[#live + 1] = j
+      live_seqs[#live_seqs + 1] = seq
+    end
+  end
+  -- And one for the held records of the live deliveries that need them: what a lease of its
+  -- own holds is named by its record, as is a message with a caller id or an extension area,
+  -- and every one when errors or events need ids.
+  local any_errors = redis.call('HLEN', k.errors) > 0
+  local all = any_errors or (#bases > 0 and events_on())
+  local need = {}
+  for n, j in ipairs(live) do
+    local f = flags[j]
+    if all or not f or f % 2 == 1 or select(2, kind_of(f)) then
+      need[#need + 1] = n
+    end
+  end
+  local held = {}
+  if #need == #live and #live > 0 then
+    held = redis.call('HMGET', k.held, unpack(live_seqs))
+  elseif #need > 0 then
+    local seqs = {}
+    for i, n in ipairs(need) do
+      seqs[i] = live_seqs[n]
+    end
+    for i, v in ipairs(redis.call('HMGET', k.held, unpack(seqs))) do
+      held[need[i]] = v
+    end
+  end
+  -- `generated`: the held values of every delivery acked (of generated ids, then of caller ids;
+  -- false where not read: a place of a claim with a generated id and no extension area).
   local out, done, seqs, explicit, generated = {}, {}, {}, {}, {}
   for j = 1, #members do
     out[j] = 0
@@ -39,14 +94,15 @@ local function ack_leases(args, from, now)
   -- indexed to this lease's sequence number. A generated id is not taken from the receipt at
   -- all: it follows from the held record, and is only needed for the error history below.
   -- (A live lease's held value carries the same token: claim, extend and nack change the two
-  -- together, so the lease read above has checked the token.)
+  -- together, so the lease read above has checked the token; a claim's place likewise.)
   local callers, caller_ids, caller_seqs, caller_values = {}, {}, {}, {}
   for n, j in ipairs(live) do
     local v = held[n]
-    if v then
-      local indexed = v:byte(22) % 2 == 1
+    local f = flags[j] or (v and v:byte(22))
+    if f then
+      local indexed = f % 2 == 1
       if args[from + 3 * j - 1] == '1' then
-        if indexed then
+        if indexed and v then
           callers[#callers + 1] = j
           caller_ids[#caller_ids + 1] = args[from + 3 * j - 2]
           caller_seqs[#caller_seqs + 1] = live_seqs[n]
@@ -55,7 +111,7 @@ local function ack_leases(args, from, now)
       elseif not indexed then
         done[#done + 1] = members[j]
         seqs[#seqs + 1] = live_seqs[n]
-        generated[#generated + 1] = v
+        generated[#generated + 1] = v or false
         out[j] = 1
       end
     end
@@ -91,14 +147,13 @@ local function ack_leases(args, from, now)
     -- retains. A message without an area costs a flags test.
     local gone, gone_superseded, retained = {}, {}, {}
     for i, v in ipairs(generated) do
-      local flags = v:byte(22)
-      local _, extension = kind_of(flags)
+      local _, extension = kind_of(v and v:byte(22) or 0)
       if extension then
-        local rec = v:sub(9)
-        local _, from, to = policy_end(rec, flags)
+        local rec, f = v:sub(9), v:byte(22)
+        local _, from, to = policy_end(rec, f)
         local group = field_of(rec, from, to, TAG_GROUP)
         if group then
-          local id = id_of(rec, flags)
+          local id = id_of(rec, f)
           local list = superseded[id] and gone_superseded or gone
           list[#list + 1] = { id, group }
         end
@@ -107,7 +162,6 @@ local function ack_leases(args, from, now)
         end
       end
     end
-    local any_errors = redis.call('HLEN', k.errors) > 0
     if #retained > 0 and retention() then
       local ended = {}
       for _, i in ipairs(retained) do
@@ -118,7 +172,26 @@ local function ack_leases(args, from, now)
       end
       retention().keep(ended, now)
     end
-    redis.call('ZREM', k.leases, unpack(done))
+    -- Leases of their own end; places leave their claims, and a claim's lease ends with its
+    -- last message.
+    local own = {}
+    for j, member in ipairs(members) do
+      if out[j] == 1 and flags[j] then
+        local claim = claims[claim_leases.of(member:sub(7, 12))]
+        claim.js[#claim.js + 1] = place[j]
+      elseif out[j] == 1 then
+        own[#own + 1] = member
+      end
+    end
+    if #own > 0 then
+      redis.call('ZREM', k.leases, unpack(own))
+    end
+    for _, base in ipairs(bases) do
+      local claim = claims[base]
+      if #claim.js > 0 then
+        claim_leases.leave(base, claim.slots, claim.js)
+      end
+    end
     redis.call('HDEL', k.held, unpack(seqs))
     if #explicit > 0 then
       redis.call('HDEL', k.index, unpack(explicit))

@@ -2,8 +2,8 @@
 -- add_history.lua: adds counts kept outside the scripts (a server's push responses) to the
 -- current minute of the partition's history (add_history in prelude.lua).
 -- Allowed at maxmemory: statistics must not fail a push, and they expire.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV: pairs of field name and count (a non-negative integer)
 -- Returns: the number of fields added to.
 check_groups(2, 'add_history')

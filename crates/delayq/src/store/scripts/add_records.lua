@@ -5,8 +5,8 @@
 -- to the pending set or, grouped by the client, to their buckets, in one call. A batch with
 -- none due that far takes a MULTI transaction instead, which does the same without buckets.
 -- Refused at maxmemory (no allow-oom flag), as send.lua is.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: n, the number of records for the pending set; ARGV[2..n+1]: those records
 -- Then per bucket: its start (ms), the number of its records c, and those c records.
 -- Every record starts with its 13-byte sort key and is of the default priority.

@@ -2,8 +2,8 @@
 -- browse.lua: one bounded step through the messages of one state, in order: a page of a list,
 -- or a step of a payload search.
 -- Read-only (no-writes): served at maxmemory.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: state: 'delayed' or 'ready' (in order of due time, then sequence number, over every
 --   priority's set), 'in_flight' (in order of lease deadline), 'dead' (in order of death)
 -- ARGV[2]: where the step starts: '' for the first message; for delayed and ready the 13-byte
@@ -207,12 +207,84 @@ if state == 'delayed' or state == 'ready' then
     -- starts at them.
     out[2] = key_of(unread_from - 1, 2 ^ 48 - 2)
   end
-elseif state == 'in_flight' or state == 'dead' then
-  local set = state == 'dead' and k.dead or k.leases
-  local died, after = nil, nil
-  if state == 'dead' then
-    died, after = from:match('^(%d+):(.+)$')
+elseif state == 'in_flight' then
+  -- In order of lease deadline, a claim's lease (data format 6) giving its messages in
+  -- their order in the claim. A position counts messages, so the entries before it are
+  -- walked, a claim counted by its live count without reading its places.
+  local skip = tonumber(from == '' and '0' or from)
+  if skip == nil or skip < 0 or skip % 1 ~= 0 then
+    error('delayq: a browse position of in_flight is a count')
   end
+  local entry, within, found = 0, skip, skip == 0
+  while not found do
+    local chunk = redis.call('ZRANGE', k.leases, entry, entry + 999)
+    local claims = {}
+    for _, member in ipairs(chunk) do
+      if #member == 6 then
+        claims[#claims + 1] = member
+      end
+    end
+    local fields = #claims > 0 and redis.call('HMGET', k.claims, unpack(claims)) or {}
+    local c = 0
+    for _, member in ipairs(chunk) do
+      local n = 1
+      if #member == 6 then
+        c = c + 1
+        n = fields[c] and struct.unpack('>H', fields[c], 1) or 0
+      end
+      if within < n then
+        found = true
+        break
+      end
+      within, entry = within - n, entry + 1
+    end
+    if #chunk < 1000 then
+      break
+    end
+  end
+  -- Per message of each entry from `entry` on: seq, token; the first entry's first `within`
+  -- messages are before the position.
+  local looked = 0
+  local entries = redis.call('ZRANGE', k.leases, entry, entry + limit - 1, 'WITHSCORES')
+  for i = 1, #entries, 2 do
+    local member, score = entries[i], tonumber(entries[i + 1])
+    local list = {}
+    if #member == 6 then
+      local slots, token = redis.call('HGET', k.claims, member) or '', unbe6(member, 1)
+      for j = 1, (#slots - 2) / claim_leases.SLOT do
+        local seq = claim_leases.slot(slots, j)
+        if seq ~= claim_leases.ZERO_SEQ then
+          list[#list + 1] = seq .. be6(token + j)
+        end
+      end
+    else
+      list[1] = member
+    end
+    for n = (i == 1 and within or 0) + 1, #list do
+      if looked >= limit or (looked > 0 and loaded >= BUDGET) then
+        -- The step is done: the next goes on at this message.
+        out[2] = tostring(skip + looked)
+        return out
+      end
+      looked = looked + 1
+      local seq = list[n]:sub(1, 6)
+      local v = redis.call('HGET', k.held, seq)
+      loaded = loaded + (v and #v or 0)
+      -- A lease whose held value has another token is stale: skip it, but count it, so
+      -- that positions stay counts.
+      if v and v:sub(1, 6) == list[n]:sub(7, 12) then
+        add(parse_held(seq, v), score)
+      else
+        out[1] = out[1] + 1
+      end
+    end
+  end
+  if #entries / 2 >= limit then
+    out[2] = tostring(skip + looked)
+  end
+elseif state == 'dead' then
+  local set = k.dead
+  local died, after = from:match('^(%d+):(.+)$')
   local skip
   if after then
     -- After dead letter `after`: where it is, or, requeued or purged meanwhile, where it
@@ -232,15 +304,12 @@ elseif state == 'in_flight' or state == 'dead' then
   else
     skip = tonumber(from == '' and '0' or from)
     if skip == nil or skip < 0 or skip % 1 ~= 0 then
-      error('delayq: a browse position of in_flight is a count, of dead <ms>:<id>')
+      error('delayq: a browse position of dead is <ms>:<id> (or a count)')
     end
   end
   -- Where the next step starts, after entry `i` of this one (1-based).
   local function next_after(i, entries)
-    if state == 'dead' then
-      return string.format('%d', tonumber(entries[2 * i])) .. ':' .. entries[2 * i - 1]
-    end
-    return tostring(skip + i)
+    return string.format('%d', tonumber(entries[2 * i])) .. ':' .. entries[2 * i - 1]
   end
   local entries = redis.call('ZRANGE', set, skip, skip + limit - 1, 'WITHSCORES')
   for i = 1, #entries, 2 do
@@ -250,22 +319,9 @@ elseif state == 'in_flight' or state == 'dead' then
       return out
     end
     local member, score = entries[i], tonumber(entries[i + 1])
-    if state == 'dead' then
-      local rec = redis.call('HGET', k.dead_msgs, member)
-      loaded = loaded + #rec
-      add(parse(rec), score)
-    else
-      local seq = member:sub(1, 6)
-      local v = redis.call('HGET', k.held, seq)
-      loaded = loaded + (v and #v or 0)
-      -- A lease member whose held value has another token is stale: skip it, but count it,
-      -- so that positions stay offsets into the set.
-      if v and v:sub(1, 6) == member:sub(7, 12) then
-        add(parse_held(seq, v), score)
-      else
-        out[1] = out[1] + 1
-      end
-    end
+    local rec = redis.call('HGET', k.dead_msgs, member)
+    loaded = loaded + #rec
+    add(parse(rec), score)
   end
   if #entries / 2 >= limit then
     out[2] = next_after(limit, entries)

@@ -2,8 +2,8 @@
 -- bury.lua: moves deliveries whose record the client could not read to the dead letters,
 -- bytes intact (see bury_raw in prelude.lua), so one bad record never fails a claim that
 -- Redis has already made.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV: per delivery a pair: lease member (seq .. token), error text
 -- Returns per delivery: the id it is a dead letter under, or false when the lease was lost.
 check_groups(2, 'bury')
@@ -15,7 +15,7 @@ for i = 1, #ARGV, 2 do
   local seq = member:sub(1, 6)
   local v = redis.call('HGET', k.held, seq)
   if v and v:sub(1, 6) == member:sub(7, 12) and leased(member, now_ms) then
-    redis.call('ZREM', k.leases, member)
+    release_lease(member)
     out[#out + 1] = bury_raw(seq, v, ARGV[i + 1], now)
   else
     out[#out + 1] = false

@@ -11,7 +11,7 @@ local function begin_call(keys, argv)
   k = {
     pending = keys[1], index = keys[2], leases = keys[3], held = keys[4], dead = keys[5],
     dead_msgs = keys[6], errors = keys[7], seq = keys[8], wake = keys[9], control = keys[10],
-    gone = keys[11],
+    gone = keys[11], claims = keys[12],
   }
   PART_PREFIX = k.pending:sub(1, #k.pending - #'pending')
   HISTORY_PREFIX = PART_PREFIX .. 'm:'

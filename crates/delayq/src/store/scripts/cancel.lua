@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 -- cancel.lua: removes a delayed or ready message. In-flight and dead messages are left alone.
 -- Allowed at maxmemory: it frees memory.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: message id
 -- Returns: { state, cancelled } where state is what the message was in ('delayed', 'ready',
 --   'in_flight', 'dead' or 'missing') and cancelled is 1 when it was removed.

@@ -4,14 +4,16 @@
 -- highest priority first (on a partition with groups: the groups in turn, groups.lua),
 -- unless the queue is paused, and no more than its rate limit allows.
 -- Allowed at maxmemory: draining the queue must not need free memory.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
--- KEYS[12]: the consumer's claim record (Keys::claim_record): which messages its last claim took
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
+-- KEYS[13]: the consumer's claim record (Keys::claim_record): which messages its last claim took
 -- ARGV[1] max messages  ARGV[2] lease ms  ARGV[3] random number in [0,1) for backoff jitter
 --   ARGV[4] most expired leases to reclaim in this call
---   ARGV[5] token base: a random number below 2^48 - 1001 from the client; message j of the
---     claim gets lease token base + j, so tokens are neither guessable nor repeated when Redis
---     loses its last writes
+--   ARGV[5] token base: a random multiple of 1024 (prelude.lua's claim_leases.SPAN) below
+--     2^48 - 1024 from the client; message j of the claim gets lease token base + j, so tokens are neither
+--     guessable nor repeated when Redis loses its last writes, and each names its claim
+--   On a partition of data format 6 or later, the messages of a claim that are due now, if
+--   more than one, are held under one lease, the claim's (prelude.lua's claim_leases)
 --   ARGV[6] '1' when this call repeats a claim whose reply was lost (same token base): the
 --     messages that claim took are returned again, leases renewed, if still held under it
 --   ARGV[7] '1' for a claim by push delivery: a queue set to push (control field `push`) is
@@ -42,8 +44,7 @@ local MIN_RECORD = 19
 local EXPIRED_AS = { expired = 'expired', dropped = 'expired, dropped' }
 local max, lease_ms = arg_number(1, 'max'), arg_number(2, 'lease ms')
 local rnd, base = arg_number(3, 'rnd'), arg_number(5, 'token base')
-local reclaim_max = arg_number(4, 'most expired leases')
-local claim_record = KEYS[12]
+arg_number(4, 'most expired leases')
 local now = now_us()
 local now_ms = to_ms(now)
 -- Messages due by `ahead` are taken (the look-ahead); a group's messages only once due.
@@ -60,15 +61,16 @@ check_groups(3, 'claim', 9)
 local acked = #ARGV > 9 and ack_leases(ARGV, 10, now) or {}
 
 if ARGV[6] == '1' then
-  local rec = redis.call('GET', claim_record)
+  local rec = redis.call('GET', KEYS[13])
   if rec and rec:sub(1, 6) == be6(base) then
     local out = { 0, deadline, base, now, 0, {}, acked }
     for j = 1, (#rec - 6) / 6 do
       local seq = rec:sub(6 * j + 1, 6 * j + 6)
       local member = seq .. be6(base + j)
       local v = redis.call('HGET', k.held, seq)
-      if v and v:sub(1, 6) == member:sub(7) and leased(member, now_ms) then
-        redis.call('ZADD', k.leases, 'XX', lease_end(unbe7(v, 9)), member)
+      local held_until, claim = claim_leases.deadline(seq, member:sub(7))
+      if v and v:sub(1, 6) == member:sub(7) and (held_until or 0) > now_ms then
+        redis.call('ZADD', k.leases, 'XX', lease_end(unbe7(v, 9)), claim or member)
         out[7 + j] = v:sub(9)
       else
         out[7 + j] = false
@@ -89,40 +91,71 @@ local function first_lease()
   end
   return lease_head
 end
-local expired = {}
-if (first_lease() or math.huge) <= now_ms then
-  expired = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, reclaim_max)
-  -- What the reclaim leaves first is read again when needed.
-  lease_head_read = false
-end
 local retried, buried = 0, {}
 local function buried_as(id, err)
   buried[#buried + 1] = id
   buried[#buried + 1] = err
 end
-for j, member in ipairs(expired) do
-  local seq = member:sub(1, 6)
-  local v = redis.call('HGET', k.held, seq)
-  -- Parse before changing anything: a Lua error after a write would not undo the write.
-  local ok, m = false, nil
-  if v then
-    ok, m = pcall(parse_held, seq, v)
-  end
-  redis.call('ZREM', k.leases, member)
-  if ok then
-    redis.call('HDEL', k.held, seq)
-    local outcome = retry_or_bury(m, 'lease expired', backoff_ms(m, nth_random(rnd, j)), now)
-    if outcome == 'retry' then
-      retried = retried + 1
-    elseif outcome ~= 'superseded' then
-      buried_as(m.id, EXPIRED_AS[outcome] or 'lease expired')
+-- (A block: its locals end with it, and the EVALSHA form's function may hold 200.)
+do
+  local reclaim_max = tonumber(ARGV[4])
+  -- Per delivery whose lease expired, its lease member (seq .. token): at most reclaim_max,
+  -- its lease ended here. A claim's lease (format 6) gives the messages it still holds; one
+  -- that holds more than fit keeps the rest, still expired, for the next call.
+  local expired = {}
+  if (first_lease() or math.huge) <= now_ms then
+    local own = {}
+    for _, member in ipairs(redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, reclaim_max)) do
+      if #expired >= reclaim_max then
+        break
+      elseif #member == 6 then
+        local slots = redis.call('HGET', k.claims, member) or ''
+        local token, js = unbe6(member, 1), {}
+        for j = 1, (#slots - 2) / claim_leases.SLOT do
+          local seq = claim_leases.slot(slots, j)
+          if seq ~= claim_leases.ZERO_SEQ and #expired < reclaim_max then
+            expired[#expired + 1] = seq .. be6(token + j)
+            js[#js + 1] = j
+          end
+        end
+        if slots == '' then
+          redis.call('ZREM', k.leases, member)
+        else
+          claim_leases.leave(member, slots, js)
+        end
+      else
+        own[#own + 1] = member
+        expired[#expired + 1] = member
+      end
     end
-  elseif v then
-    local err = 'undecodable record of ' .. (#v - 8) .. ' bytes'
-    buried_as(bury_raw(seq, v, err, now), err)
+    if #own > 0 then
+      redis.call('ZREM', k.leases, unpack(own))
+    end
+    -- What the reclaim leaves first is read again when needed.
+    lease_head_read = false
+  end
+  for j, member in ipairs(expired) do
+    local seq = member:sub(1, 6)
+    local v = redis.call('HGET', k.held, seq)
+    -- Parse before changing anything: a Lua error after a write would not undo the write.
+    local ok, m = false, nil
+    if v then
+      ok, m = pcall(parse_held, seq, v)
+    end
+    if ok then
+      redis.call('HDEL', k.held, seq)
+      local outcome = retry_or_bury(m, 'lease expired', backoff_ms(m, nth_random(rnd, j)), now)
+      if outcome == 'retry' then
+        retried = retried + 1
+      elseif outcome ~= 'superseded' then
+        buried_as(m.id, EXPIRED_AS[outcome] or 'lease expired')
+      end
+    elseif v then
+      local err = 'undecodable record of ' .. (#v - 8) .. ' bytes'
+      buried_as(bury_raw(seq, v, err, now), err)
+    end
   end
 end
-
 local control = redis.call('HMGET', k.control, 'paused', 'rate', 'burst', 'tokens', 'tokens_at', 'levels',
   'push', 'grouped', 'ttl_ms', 'deadlines', 'retain_ms', 'events', 'format', 'bucket_horizon_ms')
 local prios = priorities(control[6])
@@ -484,60 +517,87 @@ if rate then
     'tokens_at', string.format('%d', now))
 end
 
--- Bulk arguments as strings: Lua would format a number argument for every element.
-local deadline_arg = string.format('%d', deadline)
 local out = { 0, deadline, base, now, retried, buried, acked }
-local held, leases, seqs = {}, {}, { be6(base) }
--- A queue that retains notes when each message was first delivered (retention.lua).
-local retained = control[11] and retention()
-for j = 1, count do
-  local rec = due[j]
-  if retained and #rec >= MIN_RECORD then
-    rec = retained.first_claim(rec, now_ms)
-  end
-  if #rec < MIN_RECORD then
-    -- Too short to even name: kept as a dead letter, and this claim goes on without it.
-    local pad = (rec .. string.rep('\0', 13)):sub(1, 13)
-    local err = 'undecodable record of ' .. #rec .. ' bytes'
-    buried_as(bury_raw(seq_of(pad), be6(base + j) .. '\0\0' .. rec, err, now), err)
-    rec = false
-    seqs[j + 1] = '\0\0\0\0\0\0'
-  else
-    local seq = seq_of(rec)
-    local token = be6(base + j)
-    held[#held + 1] = seq
-    held[#held + 1] = token .. struct.pack('>H', rec:byte(15) * 256 + rec:byte(16) + 1) .. rec
-    -- (Read only when looking ahead: a claim of what is due gives all one deadline.)
-    leases[#leases + 1] = ahead > now and lease_end(unbe7(rec, 1)) or deadline_arg
-    leases[#leases + 1] = seq .. token
-    seqs[j + 1] = seq
-  end
-  out[7 + j] = rec
-end
-if #held > 0 then
-  add_history(now, 'd', #held / 2)
-  for b, n in pairs(late) do
-    add_history(now, 'l' .. b, n)
-  end
-  redis.call('HSET', k.held, unpack(held))
-  redis.call('ZADD', k.leases, unpack(leases))
-  if lease_head_read then
-    lease_head = math.min(lease_head or deadline, deadline)
-  end
-  if events_on() then
-    -- `held` alternates seq and held value (token, attempts, record): the value's bytes
-    -- 7-21 are this delivery's attempts and the sort key.
-    for j = 2, #held, 2 do
-      local v = held[j]
-      local flags = v:byte(22)
-      event_packed('delivered', v:sub(7, 21), has(flags, F_ID) and id_of(v:sub(9), flags) or '')
+-- (A block: its locals end with it, and the EVALSHA form's function may hold 200.)
+do
+  -- Bulk arguments as strings: Lua would format a number argument for every element.
+  local deadline_arg = string.format('%d', deadline)
+  local held, leases, seqs = {}, {}, { be6(base) }
+  -- Format 6: per place j of the claim, what its field in `claims` holds (ZERO_SLOT for a
+  -- message leased alone: taken ahead, or not held); `shared`, the places under its lease.
+  local places, shared = tonumber(control[13] or '1') >= 6 and {} or nil, {}
+  -- A queue that retains notes when each message was first delivered (retention.lua).
+  local retained = control[11] and retention()
+  for j = 1, count do
+    local rec = due[j]
+    if retained and #rec >= MIN_RECORD then
+      rec = retained.first_claim(rec, now_ms)
     end
-    flush_events()
+    if #rec < MIN_RECORD then
+      -- Too short to even name: kept as a dead letter, and this claim goes on without it.
+      local pad = (rec .. string.rep('\0', 13)):sub(1, 13)
+      local err = 'undecodable record of ' .. #rec .. ' bytes'
+      buried_as(bury_raw(seq_of(pad), be6(base + j) .. '\0\0' .. rec, err, now), err)
+      rec = false
+      seqs[j + 1] = '\0\0\0\0\0\0'
+      if places then
+        places[j] = claim_leases.ZERO_SLOT
+      end
+    else
+      local seq = seq_of(rec)
+      local token = be6(base + j)
+      held[#held + 1] = seq
+      held[#held + 1] = token .. struct.pack('>H', rec:byte(15) * 256 + rec:byte(16) + 1) .. rec
+      -- (Read only when looking ahead: a claim of what is due gives all one deadline.)
+      local due_later = ahead > now and unbe7(rec, 1) > now
+      if places and not due_later then
+        places[j] = seq .. rec:sub(14, 14)
+        shared[#shared + 1] = j
+      else
+        leases[#leases + 1] = due_later and lease_end(unbe7(rec, 1)) or deadline_arg
+        leases[#leases + 1] = seq .. token
+        if places then
+          places[j] = claim_leases.ZERO_SLOT
+        end
+      end
+      seqs[j + 1] = seq
+    end
+    out[7 + j] = rec
   end
-  -- Lets a repeat of this claim (its reply lost) find what it took. One key per consumer,
-  -- overwritten by its next claim, gone with the lease.
-  if ARGV[8] ~= '0' then
-    redis.call('SET', claim_record, table.concat(seqs), 'PX', lease_ms)
+  if #held > 0 then
+    add_history(now, 'd', #held / 2)
+    for b, n in pairs(late) do
+      add_history(now, 'l' .. b, n)
+    end
+    redis.call('HSET', k.held, unpack(held))
+    if #shared > 1 then
+      redis.call('HSET', k.claims, be6(base), u16(#shared) .. table.concat(places))
+      leases[#leases + 1] = deadline_arg
+      leases[#leases + 1] = be6(base)
+    elseif #shared == 1 then
+      -- One message due now: a lease of its own costs less than a claim's.
+      leases[#leases + 1] = deadline_arg
+      leases[#leases + 1] = seqs[shared[1] + 1] .. be6(base + shared[1])
+    end
+    redis.call('ZADD', k.leases, unpack(leases))
+    if lease_head_read then
+      lease_head = math.min(lease_head or deadline, deadline)
+    end
+    if events_on() then
+      -- `held` alternates seq and held value (token, attempts, record): the value's bytes
+      -- 7-21 are this delivery's attempts and the sort key.
+      for j = 2, #held, 2 do
+        local v = held[j]
+        local flags = v:byte(22)
+        event_packed('delivered', v:sub(7, 21), has(flags, F_ID) and id_of(v:sub(9), flags) or '')
+      end
+      flush_events()
+    end
+    -- Lets a repeat of this claim (its reply lost) find what it took. One key per consumer,
+    -- overwritten by its next claim, gone with the lease.
+    if ARGV[8] ~= '0' then
+      redis.call('SET', KEYS[13], table.concat(seqs), 'PX', lease_ms)
+    end
   end
 end
 -- Pass the wake-up on: another consumer can take what this call left behind (unless the rate

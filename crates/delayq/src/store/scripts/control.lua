@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 -- control.lua: changes settings of one partition of a queue (its control hash).
 -- Allowed at maxmemory: resuming is how a full queue gets drained again.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV: pairs of a setting and its value, '' to clear it:
 --   paused     '1': claims take nothing (claim.lua); sends, acks, nacks and extends go on.
 --              Clearing it wakes waiting consumers.

@@ -1,8 +1,8 @@
 #!lua flags=no-writes
 -- dead_list.lua: one page of dead letters, oldest death first.
 -- Read-only (no-writes): served at maxmemory.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: offset  ARGV[2]: page size
 -- Returns: 1 when it stopped before the page's end because the records it read reached
 --   BUDGET bytes (it returns at least one), else 0; then per dead letter: id, died-at ms,

@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 -- dead_purge.lua: deletes dead letters for good.
 -- Allowed at maxmemory: it frees memory.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: 'id' then ARGV[2] the message id, or 'oldest' then ARGV[2] how many (at most)
 -- Returns: how many were purged.
 local ids = { ARGV[2] }

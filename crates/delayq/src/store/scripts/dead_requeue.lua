@@ -2,8 +2,8 @@
 -- dead_requeue.lua: moves dead letters back to pending, ready now, with their attempts reset.
 -- The last error stays readable through get until the message is acked.
 -- Refused at maxmemory: it may add index entries; purge frees memory instead.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: 'id' then ARGV[2] the message id, or 'oldest' then ARGV[2] how many (at most)
 -- Returns: how many were requeued.
 local ids = { ARGV[2] }

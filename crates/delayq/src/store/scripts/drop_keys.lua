@@ -1,9 +1,9 @@
 #!lua flags=allow-oom
 -- drop_keys.lua: deletes one batch of a partition's keys, for a queue's delete
 -- (a queue's delete). Allowed at maxmemory: it frees memory.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
--- KEYS[12..]: keys of this partition to delete, found by SCAN under its hash tag (never its
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
+-- KEYS[13..]: keys of this partition to delete, found by SCAN under its hash tag (never its
 --   control hash or its partition count, which keep the queue's data format)
 -- ARGV[1]: 'empty' (delete only while the partition holds no message) or 'force'
 -- ARGV[2]: '1' to clear the partition's settings too (every field of its control hash but
@@ -17,7 +17,7 @@ elseif ARGV[1] ~= 'empty' and ARGV[1] ~= 'force' then
   error('delayq: give empty or force')
 end
 local deleted = 0
-for i = 12, #KEYS do
+for i = 13, #KEYS do
   deleted = deleted + redis.call('UNLINK', KEYS[i])
 end
 if ARGV[2] == '1' then

@@ -1,8 +1,8 @@
 #!lua flags=no-writes
 -- get.lua: what is known of one message.
 -- Read-only (no-writes): served at maxmemory.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: message id
 -- Returns: { state } when missing; { 'completed', final record (retention.lua) } when gone
 --   and retained; else { state, due ms, attempts, max attempts, last error or
@@ -19,7 +19,7 @@ else
   state = settled_state(id, key)
   if state == 'in_flight' then
     m = parse_held(seq_of(key), held_value(key))
-    extra = tonumber(redis.call('ZSCORE', k.leases, m.lease)) or 0
+    extra = claim_leases.deadline(m.lease:sub(1, 6), m.lease:sub(7, 12)) or 0
   elseif state == 'dead' then
     m = parse(redis.call('HGET', k.dead_msgs, id))
     extra = tonumber(redis.call('ZSCORE', k.dead, id)) or 0

@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 -- group_control.lua: changes one group's own settings (groups.lua, `gconf`).
 -- Allowed at maxmemory: resuming a group is how its messages get drained again.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: the group
 -- ARGV[2..]: pairs of a setting and its value, '' to clear it:
 --   l   at most this many of the group's messages in flight, in place of the queue's

@@ -1,8 +1,8 @@
 #!lua flags=no-writes
 -- group_info.lua: what one group holds, and its settings.
 -- Read-only (no-writes): served at maxmemory.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: the group
 -- Returns: { messages (pending and in flight), ready, slots taken (in flight and slot
 --   keepers), slot keepers waiting for their retry, slot keepers ready, its own settings

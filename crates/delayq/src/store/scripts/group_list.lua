@@ -1,8 +1,8 @@
 #!lua flags=no-writes
 -- group_list.lua: the groups of a partition, most messages first.
 -- Read-only (no-writes): served at maxmemory.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: how many to skip  ARGV[2]: most to return (1 to 11000: a page of up to 1000 from
 --   as deep as 10000, the groups handle)
 -- Returns: { groups in all, then per group: name, messages (pending and in flight) }

@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 -- nack.lua: ends deliveries that did not succeed.
 -- Allowed at maxmemory: a retry only moves the record back, a death moves it on.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV: per delivery seven values
 --   lease member (seq .. token),
 --   mode       'f' failed attempt: retried by backoff, dead-lettered after the last attempt

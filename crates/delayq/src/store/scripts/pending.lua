@@ -226,5 +226,5 @@ local function messages_held(now)
     held = held + buckets().buckets_due(now)
   end
   held = held + tonumber(control[2] or '0') + redis.call('ZCARD', groups().gk.delayed)
-  return held + redis.call('ZCARD', k.leases) + redis.call('ZCARD', k.dead)
+  return held + redis.call('HLEN', k.held) + redis.call('ZCARD', k.dead)
 end

@@ -6,16 +6,16 @@
 -- partitions 1.. live in other slots; the push target handle makes them follow this one.
 -- Allowed at maxmemory: removing a target gives the queue back to pull consumers, who drain
 -- it; a target is a few hundred bytes.
--- KEYS[1..11]: partition 0's keys (Keys::all): pending, index, leases, held, dead, dead_msgs,
---   errors, seq, wake, control, gone
--- KEYS[12]: the queue's push target (Keys::push_target), a STRING under partition 0's tag
+-- KEYS[1..12]: partition 0's keys (Keys::all): pending, index, leases, held, dead, dead_msgs,
+--   errors, seq, wake, control, gone, claims
+-- KEYS[13]: the queue's push target (Keys::push_target), a STRING under partition 0's tag
 -- ARGV[1] 'set' (ARGV[2] the target), 'remove', or 'sync' (the flag made to say whether a
 --   target is there: the repair of a state left by a change that failed part-way, or by a
 --   version that made these separate steps)
 -- Returns: 1 if the queue has a target after this call, 0 if not; then 1 if it had one
 --   before, 0 if not.
 -- Writes nothing when nothing changes (a 'remove' of no target leaves every key as it was).
-local op, target_key = ARGV[1], KEYS[12]
+local op, target_key = ARGV[1], KEYS[13]
 if op == 'set' then
   if type(ARGV[2]) ~= 'string' or ARGV[2] == '' then
     error('delayq: a push target cannot be empty')

@@ -1,8 +1,8 @@
 #!lua
 -- reschedule.lua: moves a delayed or ready message to a new due time, keeping its id.
 -- Refused at maxmemory: it may add an index entry.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: message id  ARGV[2]: '<ms>' delay from the server's now, or '@<ms>' absolute unix ms
 -- Returns: { state before, new due ms } when moved; { state, -1 } when the message is not
 --   pending ('in_flight', 'dead' or 'missing') and nothing changed.

@@ -2,8 +2,8 @@
 -- send.lua: adds one or more messages to the pending sets (those due far ahead to their
 -- buckets, buckets.lua).
 -- Refused at maxmemory (no allow-oom flag): the caller gets the OOM error.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV[1]: the queue's partition count P   ARGV[2]: this partition's index k (src/partitions.rs)
 --   Sequence numbers here are k modulo P, so a message's sequence number names its partition.
 -- ARGV[3]: '' or a tick guard: the control field `tick:<schedule>`, which holds the last tick

@@ -1,8 +1,8 @@
 #!lua flags=no-writes
 -- stats.lua: counts per state and the lag of the oldest due message nobody has claimed yet.
 -- Read-only (no-writes): served at maxmemory.
--- KEYS[1..11]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
---   wake, control, gone
+-- KEYS[1..12]: the queue's keys (Keys::all): pending, index, leases, held, dead, dead_msgs, errors, seq,
+--   wake, control, gone, claims
 -- ARGV: none
 -- Returns: { delayed, ready, in_flight, dead, oldest ready lag ms (0 when none is ready),
 --   1 when paused else 0, idempotency window ms (0: none), rate limit '<per second>/<burst>'
@@ -49,12 +49,23 @@ if grouped_due > 0 then
 end
 -- Leases that ended: held by a consumer that died or stalled, waiting for a claim.
 local now_ms = to_ms(now)
+-- A claim's lease (format 6) counts its messages: exactly for the first OVERDUE_EXACT leases
+-- that ended, each of the rest as one.
+local OVERDUE_EXACT = 1000
 local overdue = redis.call('ZCOUNT', k.leases, '-inf', now_ms)
 local overdue_ms = 0
 if overdue > 0 then
-  overdue_ms = now_ms - tonumber(redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2])
+  local ended = redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'WITHSCORES', 'LIMIT', 0,
+    OVERDUE_EXACT)
+  overdue_ms = now_ms - tonumber(ended[2])
+  for i = 1, #ended, 2 do
+    if #ended[i] == 6 then
+      local slots = redis.call('HGET', k.claims, ended[i])
+      overdue = overdue + (slots and struct.unpack('>H', slots, 1) or 0) - 1
+    end
+  end
 end
-return { pending - ready, ready, redis.call('ZCARD', k.leases), redis.call('ZCARD', k.dead), lag,
+return { pending - ready, ready, redis.call('HLEN', k.held), redis.call('ZCARD', k.dead), lag,
   control[1] and 1 or 0, tonumber(control[2] or '0'), control[3] or '', control[5] and 1 or 0,
   tonumber(control[6] or '1'), redis.call('ZCARD', groups().gk.size), tonumber(control[8] or '0'),
   control[9] or '', tonumber(control[10] or '0'), control[11] and 1 or 0,
