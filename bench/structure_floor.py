@@ -11,6 +11,14 @@ sys) per message for each phase:
     claim    ZRANGE + ZREMRANGEBYRANK pending, HSET held, ZADD leases (500 a claim)
     ack      ZMSCORE leases, HMGET held, ZREM leases, HDEL held (500 an ack)
 
+for the leased queue of data format 5 (a lease per message), then for format 6's (a lease
+per claim: one leases member and one claims field for the 500, each message's place its seq
+and flags byte):
+
+    claim    ZRANGE + ZREMRANGEBYRANK pending, HSET held, ZADD leases (one), HSET claims
+    ack      ZMSCORE leases (the messages' own: none), HMGET claims, ZMSCORE leases (the
+             claim's), HDEL held, HDEL claims, ZREM leases (the acks of a whole claim)
+
 and, for comparison, the least any sorted-set queue does: ZADD, then ZPOPMIN.
 BENCHMARKS.md, "Issue 33, fifth step", quotes it.
 
@@ -86,6 +94,41 @@ def run(conn: Conn) -> dict:
         ]
     measure("ack: ZMSCORE, HMGET, ZREM, HDEL", acks)
 
+    # Format 6: the same messages again, a lease per claim.
+    conn.call("FLUSHALL")
+    conn.pipeline(sends)
+    claims = []
+    for i in range(0, N, CLAIM_BATCH):
+        batch = recs[i:i + CLAIM_BATCH]
+        base = b"%06d" % i
+        held = [b"HSET", b"held"]
+        places = [len(batch).to_bytes(2, "big")]
+        for r in batch:
+            held += [seq(r), b"tokenA\x00\x01" + r]
+            places.append(seq(r) + b"\x00")
+        claims += [
+            command(b"ZRANGE", b"pending", b"0", b"%d" % (CLAIM_BATCH - 1)),
+            command(b"ZREMRANGEBYRANK", b"pending", b"0", b"%d" % (CLAIM_BATCH - 1)),
+            command(*held),
+            command(b"ZADD", b"leases", deadline, base),
+            command(b"HSET", b"claims", base, b"".join(places)),
+        ]
+    measure("6 claim: ZRANGE, ZREMRANGEBYRANK, HSET held, ZADD leases, HSET claims", claims)
+    acks = []
+    for i in range(0, N, CLAIM_BATCH):
+        batch = recs[i:i + CLAIM_BATCH]
+        base = b"%06d" % i
+        members = [seq(r) + b"tokenA" for r in batch]
+        acks += [
+            command(b"ZMSCORE", b"leases", *members),
+            command(b"HMGET", b"claims", base),
+            command(b"ZMSCORE", b"leases", base),
+            command(b"HDEL", b"held", *[seq(r) for r in batch]),
+            command(b"HDEL", b"claims", base),
+            command(b"ZREM", b"leases", base),
+        ]
+    measure("6 ack: ZMSCORE, HMGET claims, ZMSCORE, HDEL held, HDEL claims, ZREM", acks)
+
     conn.call("FLUSHALL")
     measure("least: ZADD", sends)
     pops = [command(b"ZPOPMIN", b"pending", b"%d" % CLAIM_BATCH) for _ in range(0, N, CLAIM_BATCH)]
@@ -98,10 +141,13 @@ def main() -> None:
         conn = Conn(port)
         for r in range(RUNS):
             phases = run(conn)
-            delayq = sum(v for k, v in phases.items() if not k.startswith("least"))
+            send = phases["send: ZADD pending"]
+            five = sum(v for k, v in phases.items() if k.startswith(("claim", "ack")))
+            six = sum(v for k, v in phases.items() if k.startswith("6 "))
             least = sum(v for k, v in phases.items() if k.startswith("least"))
             print(f"run {r + 1}: " + "; ".join(f"{k} {v:.2f}" for k, v in phases.items()))
-            print(f"run {r + 1}: delayq's structures {delayq:.2f} us/msg, the least {least:.2f} us/msg")
+            print(f"run {r + 1}: delayq's structures, format 5 {send + five:.2f} us/msg, "
+                  f"format 6 {send + six:.2f} us/msg; the least {least:.2f} us/msg")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@
 //!
 //! The calls: a send of one message (a W3 producer's), a claim that finds nothing, a
 //! message's whole life one by one (send, claim, ack: W3's three calls) without a group and
-//! with one, a send due in an hour (into a far-future bucket), and an ack of a lease no
-//! longer held.
+//! with one, a send due in an hour (into a far-future bucket), an ack of a lease no
+//! longer held, and per message a batch's life (100 sent in one call, claimed in one, acked
+//! in one: W2's shape) on a partition of the newest data format and on one of format 5
+//! (a lease per message, not per claim).
 
 use std::path::Path;
 use std::process::Command;
@@ -71,6 +73,13 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
     // the groups' rotation from then on.
     let grouped_q = dq.queue("cost-grouped")?;
     let mut grouped_consumer = grouped_q.consumer().await?;
+    // A partition stamped format 5 before its first use: its claims lease per message.
+    let format5_q = dq.queue("cost-format5")?;
+    format5_q.send(b"x".to_vec(), &SendOptions::new()).await?;
+    server.run(&["HSET", "dq:{cost-format5}:control", "format", "5"])?;
+    let dq5 = DelayQ::connect(&url).await?;
+    let format5_q = dq5.queue("cost-format5")?;
+    let mut format5_consumer = format5_q.consumer().await?;
     let plain = SendOptions::new();
     // The groups' helpers at work.
     let grouped = SendOptions::new().group("tenant-1");
@@ -78,6 +87,11 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
     for _ in 0..20 {
         one_message(&q, &mut consumer, &plain).await?;
         one_message(&grouped_q, &mut grouped_consumer, &grouped).await?;
+    }
+    drain(&mut format5_consumer, &format5_q).await?;
+    for _ in 0..3 {
+        a_batch(&q, &mut consumer).await?;
+        a_batch(&format5_q, &mut format5_consumer).await?;
     }
     let stale = {
         q.send(b"x".to_vec(), &SendOptions::new()).await?;
@@ -105,6 +119,8 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
         "the same, grouped",
         "send, due in an hour",
         "ack, not held",
+        "a batch, per message",
+        "the same, format 5",
     ] {
         let mut counted = Vec::new();
         for n in [args.calls, 2 * args.calls] {
@@ -125,18 +141,25 @@ pub async fn run(args: CallCostArgs) -> Result<()> {
                         let later = SendOptions::new().delay(Duration::from_secs(3600));
                         q.send(b"0123456789".to_vec(), &later).await?;
                     }
-                    _ => {
+                    "ack, not held" => {
                         q.ack_many(std::slice::from_ref(&stale)).await?;
                     }
+                    "a batch, per message" => a_batch(&q, &mut consumer).await?,
+                    _ => a_batch(&format5_q, &mut format5_consumer).await?,
                 }
             }
             counted.push(dumped_instructions(pid)?);
         }
+        let per = if name.starts_with("a batch") || name.ends_with("format 5") {
+            BATCH as f64
+        } else {
+            1.0
+        };
         if name == "send" {
             // What the sends left is taken, so that the claims below start from empty.
             drain(&mut consumer, &q).await?;
         }
-        let per_call = counted[1].saturating_sub(counted[0]) as f64 / args.calls as f64;
+        let per_call = counted[1].saturating_sub(counted[0]) as f64 / args.calls as f64 / per;
         rows.push((name, per_call));
     }
     println!(
@@ -165,6 +188,28 @@ async fn one_message(
     };
     for d in consumer.receive(&receiving).await? {
         q.ack(&d).await?;
+    }
+    Ok(())
+}
+
+/// A batch's life in W2: [`BATCH`] messages sent in one call, claimed in one, acked in one.
+const BATCH: usize = 100;
+
+async fn a_batch(q: &Queue, consumer: &mut delayq::Consumer) -> Result<()> {
+    let messages: Vec<_> = (0..BATCH)
+        .map(|_| delayq::Message::new(vec![b'x'; 100], SendOptions::new()))
+        .collect();
+    q.send_batch(&messages).await?;
+    let receiving = ReceiveOptions {
+        max: BATCH,
+        lease: Duration::from_secs(30),
+        wait: Duration::from_secs(5),
+    };
+    let mut left = BATCH;
+    while left > 0 {
+        let got = consumer.receive(&receiving).await?;
+        left = left.saturating_sub(got.len());
+        q.ack_many(&got).await?;
     }
     Ok(())
 }

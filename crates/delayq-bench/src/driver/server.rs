@@ -91,6 +91,12 @@ impl BenchServer {
         }
     }
 
+    /// Runs one command, whatever it answers.
+    pub fn run(&self, args: &[&str]) -> Result<()> {
+        self.inner.command(args)?;
+        Ok(())
+    }
+
     /// `INFO commandstats`: per command, its calls and the µs Redis spent in them.
     pub fn command_stats(&self) -> Result<Vec<(String, u64, u64)>> {
         let info = self.info("commandstats")?;
