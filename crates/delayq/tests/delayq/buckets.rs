@@ -1,5 +1,6 @@
-//! Messages due far ahead wait in buckets (plain lists per 100 ms of due times) rather than
-//! in the pending sorted set, from data format 5 (scripts/buckets.lua). What a user sees
+//! Messages due far ahead wait in buckets (plain lists per 100 ms of due times, from format 6
+//! also per 1,024 sequence numbers) rather than in the pending sorted set, from data format
+//! 5 (scripts/buckets.lua). What a user sees
 //! must not change: each is delivered once, never early, and found by id, browsed in due
 //! order, counted and cancelled as any pending message is. The tests make the horizon small
 //! (the control field `bucket_horizon_ms`, 60 s unless set) so that buckets come due within
@@ -19,7 +20,7 @@ use crate::common::*;
 /// goes to a bucket.
 const HORIZON_MS: u64 = 300;
 
-/// Queue `name` on `server`, its partition of format 5 with the tests' horizon.
+/// Queue `name` on `server`, its partition of the newest format with the tests' horizon.
 async fn bucketed_queue(server: &RedisServer, dq: &delayq::DelayQ, name: &str) -> Queue {
     let q = queue(dq, name);
     q.upgrade_format().await.expect("format");
@@ -351,26 +352,61 @@ async fn a_batch_without_ids_puts_each_message_where_its_due_time_says() {
     assert_eq!(in_buckets(&server, "batch"), (0, 0));
 }
 
-#[tokio::test]
-async fn a_full_bucket_sends_the_rest_to_the_set() {
-    let (server, dq) = setup().await;
-    let q = bucketed_queue(&server, &dq, "full").await;
-    let at = now_ms() + 3_000;
+/// Sends 1,500 messages due at one time `at`, in three batches.
+async fn a_burst_of_one_due_time(q: &Queue, at: u64) {
     for lot in 0..3 {
         let batch: Vec<Message> = (0..500)
             .map(|i| Message::new(format!("{lot}-{i}"), SendOptions::new().deliver_at(at)))
             .collect();
         q.send_batch(&batch).await.expect("batch");
     }
-    // One bucket of at most 1,000; the rest waits in the set.
-    assert_eq!(in_buckets(&server, "full"), (1000, 1000));
-    assert_eq!(in_pending_set(&server, "full"), 500);
-    let stats = q.stats().await.expect("stats");
-    assert_eq!(stats.delayed, 1500);
-    let got = receive_all(&q, 1500, Duration::from_secs(30)).await;
+}
+
+/// Receives the burst: each message once, none early.
+async fn the_burst_comes_once_on_time(q: &Queue, at: u64) {
+    let got = receive_all(q, 1500, Duration::from_secs(30)).await;
     let unique: HashSet<&str> = got.iter().map(|(p, _, _)| p.as_str()).collect();
     assert_eq!(unique.len(), 1500, "each once");
     assert!(got.iter().all(|(_, came, _)| *came >= at));
+}
+
+#[tokio::test]
+async fn a_burst_of_one_due_time_fills_buckets_by_sequence_not_the_set() {
+    let (server, dq) = setup().await;
+    let q = bucketed_queue(&server, &dq, "burst").await;
+    let at = now_ms() + 3_000;
+    a_burst_of_one_due_time(&q, at).await;
+    // Format 6: buckets of at most 1,024 sequence numbers each, so all 1,500 fit.
+    assert_eq!(in_buckets(&server, "burst"), (1500, 1500));
+    assert_eq!(in_pending_set(&server, "burst"), 0);
+    let names = server.cli(&["ZRANGE", "dq:{burst}:buckets", "0", "-1"]);
+    assert!(
+        names.lines().filter(|n| !n.trim().is_empty()).count() >= 2,
+        "{names}"
+    );
+    assert_eq!(q.stats().await.expect("stats").delayed, 1500);
+    the_burst_comes_once_on_time(&q, at).await;
+    assert_eq!(in_buckets(&server, "burst"), (0, 0));
+}
+
+#[tokio::test]
+async fn a_full_bucket_of_format_5_sends_the_rest_to_the_set() {
+    let (server, _dq) = setup().await;
+    let (q, _) = queue_of_format(&server, "full", 5).await;
+    server.cli(&[
+        "HSET",
+        "dq:{full}:control",
+        "bucket_horizon_ms",
+        &HORIZON_MS.to_string(),
+    ]);
+    claim(&q, 1).await;
+    let at = now_ms() + 3_000;
+    a_burst_of_one_due_time(&q, at).await;
+    // One bucket of at most 1,000; the rest waits in the set.
+    assert_eq!(in_buckets(&server, "full"), (1000, 1000));
+    assert_eq!(in_pending_set(&server, "full"), 500);
+    assert_eq!(q.stats().await.expect("stats").delayed, 1500);
+    the_burst_comes_once_on_time(&q, at).await;
 }
 
 #[tokio::test]

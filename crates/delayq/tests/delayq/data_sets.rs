@@ -10,7 +10,9 @@
 //! `data_sets/format4.tsv` (deadlines) by the writer built to read up to format 4
 //! (`DELAYQ_NEWEST_FORMAT=4`) at `2ffd1a1`, and `data_sets/format5.tsv` (buckets: the message
 //! delayed an hour waits in one) at the same commit; `data_sets/format6.tsv` (a lease per
-//! claim: the message in flight is held under its claim's lease) by the writer of format 6. A format change adds its
+//! claim: the message in flight is held under its claim's lease; buckets by sequence: the
+//! message delayed an hour waits in a bucket named by its start and part) by the writer of
+//! format 6. A format change adds its
 //! own file, written the same way, and its own test; the older files and their tests stay,
 //! and each older one is also checked after an upgrade.
 //!
@@ -260,13 +262,20 @@ async fn format5_upgraded_loses_nothing_and_delivers_each_message_once_in_its_gr
 }
 
 #[tokio::test]
-async fn format6_loads_whole_with_a_claims_lease_and_delivers_each_message_once() {
+async fn format6_loads_whole_with_a_claims_lease_and_a_bucket_part_and_delivers_each_once() {
     let (_server, dq) = setup().await;
     assert!(
         FORMAT6
             .lines()
             .any(|l| l.starts_with("hash\tdq:{orders}:claims\t")),
         "the data set holds its message in flight under its claim's lease"
+    );
+    assert!(
+        FORMAT6
+            .lines()
+            .any(|l| l.starts_with("list\tdq:{orders}:b:")
+                && l.split('\t').nth(1).is_some_and(|k| k.contains('.'))),
+        "the data set keeps the message delayed an hour in a bucket of format 6 (start.part)"
     );
     load(&dq, FORMAT6).await;
     whole_and_delivered_once(&dq, 6, true).await;

@@ -7,12 +7,17 @@
 -- is due, so it waits in a plain list instead (about 127 bytes a record, appended at a flat
 -- rate), and moves into its pending set before it comes due.
 --
--- Layout: a bucket is a LIST `b:<start ms>` under the partition's prefix, holding the
--- records (unordered) of ungrouped messages due in [start, start + BUCKET_MS); the ZSET
--- `buckets` scores each bucket's start by itself; the control field `bucketed` counts the
--- records in all buckets (stats.lua). A bucket holds at most BUCKET_MAX records, so that a
--- lookup by id (a scan of one bucket) and a move stay bounded; what does not fit goes to the
--- pending set at once.
+-- Layout: a bucket is a LIST `b:<name>` under the partition's prefix, holding the records
+-- (unordered) of ungrouped messages due in [start, start + BUCKET_MS); the ZSET `buckets`
+-- scores each bucket's name by its start; the control field `bucketed` counts the records in
+-- all buckets (stats.lua). A lookup by id scans one bucket, and a move takes whole buckets,
+-- so each bucket is kept small:
+-- * format 5: a bucket per start, named by it (`<start ms>`), of at most BUCKET_MAX
+--   records; what does not fit goes to the pending set at once;
+-- * format 6: a bucket per start and PART_SEQS sequence numbers (`<start ms>.<seq div
+--   PART_SEQS>`), so it holds at most PART_SEQS records by construction and a burst of one
+--   due time fills buckets, not the pending set. A lookup knows the part from the sort key.
+--   Format 5's buckets are still read, found in and moved.
 --
 -- The rule that keeps delivery on time: a message goes to a bucket only when its bucket
 -- starts later than now + the horizon (control field `bucket_horizon_ms`, HORIZON_MS unless
@@ -38,7 +43,7 @@ local function make_buckets()
   local MOVE_MAX = 2000
   -- A run of more records than this for one bucket checks the bucket's room first.
   local LONG_RUN = 16
-  local BUCKET_FORMAT = 5
+  local BUCKET_FORMAT, PARTS_FORMAT, PART_SEQS = 5, 6, 1024
 
   -- The start (ms) of the bucket of a message due at `due` (µs).
   local function bucket_start(due)
@@ -46,8 +51,19 @@ local function make_buckets()
     return ms - ms % BUCKET_MS
   end
 
-  local function bucket_key(start)
-    return PART_PREFIX .. 'b:' .. string.format('%d', start)
+  -- The bucket named `name` (an index member).
+  local function bucket_key(name)
+    return PART_PREFIX .. 'b:' .. name
+  end
+
+  -- The name of a format-5 bucket (one per start).
+  local function whole_name(start)
+    return string.format('%d', start)
+  end
+
+  -- The name of the format-6 bucket of the record with sort key `key` (its first 13 bytes).
+  local function part_name(start, key)
+    return string.format('%d.%d', start, math.floor(unbe6(key, 8) / PART_SEQS))
   end
 
   -- The horizon (ms) from the control field's value (nil: the default).
@@ -108,7 +124,29 @@ local function make_buckets()
   -- went into the bucket, whether the bucket is new, and whether it is full. The caller adds the count to
   -- `bucketed` (buckets_counted) once per call.
   local function bucket_append(start, recs, from, to)
-    local key = bucket_key(start)
+    if settings() >= PARTS_FORMAT then
+      -- By part, in the order first met: each part's records pushed at once.
+      local parts, order = {}, {}
+      for i = from, to do
+        local name = part_name(start, recs[i])
+        if not parts[name] then
+          parts[name] = {}
+          order[#order + 1] = name
+        end
+        local list = parts[name]
+        list[#list + 1] = recs[i]
+      end
+      local fresh = false
+      for _, name in ipairs(order) do
+        local list = parts[name]
+        if redis.call('RPUSH', bucket_key(name), unpack(list)) == #list then
+          redis.call('ZADD', BUCKET_INDEX, start, name)
+          fresh = true
+        end
+      end
+      return to - from + 1, fresh, false
+    end
+    local key = bucket_key(whole_name(start))
     local n = to - from + 1
     if n > LONG_RUN then
       -- A long run (a burst of one due time) may not fit: what does is pushed, the rest
@@ -132,7 +170,7 @@ local function make_buckets()
     end
     local fresh = len == pushed
     if fresh then
-      redis.call('ZADD', BUCKET_INDEX, start, string.format('%d', start))
+      redis.call('ZADD', BUCKET_INDEX, start, whole_name(start))
     end
     return pushed - math.max(over, 0), fresh, len >= BUCKET_MAX
   end
@@ -204,24 +242,31 @@ local function make_buckets()
     return put_runs(runs, now)
   end
 
-  -- The record with sort key `key` in its bucket, and the bucket's start; nil if not there.
+  -- The record with sort key `key` in its bucket, and the bucket's name; nil if not there.
+  -- Its part (format 6) is looked in first, then the start's whole bucket (format 5).
   local function bucket_find(key)
     local start = bucket_start(unbe7(key, 1))
-    for _, rec in ipairs(redis.call('LRANGE', bucket_key(start), 0, -1)) do
-      if rec:sub(1, 13) == key then
-        return rec, start
+    local names = { whole_name(start) }
+    if settings() >= PARTS_FORMAT then
+      table.insert(names, 1, part_name(start, key))
+    end
+    for _, name in ipairs(names) do
+      for _, rec in ipairs(redis.call('LRANGE', bucket_key(name), 0, -1)) do
+        if rec:sub(1, 13) == key then
+          return rec, name
+        end
       end
     end
     return nil
   end
 
-  -- Takes record `rec` out of the bucket that starts at `start`.
-  local function bucket_remove(rec, start)
-    local key = bucket_key(start)
+  -- Takes record `rec` out of the bucket named `name`.
+  local function bucket_remove(rec, name)
+    local key = bucket_key(name)
     redis.call('LREM', key, 1, rec)
     buckets_counted(-1)
     if redis.call('EXISTS', key) == 0 then
-      redis.call('ZREM', BUCKET_INDEX, string.format('%d', start))
+      redis.call('ZREM', BUCKET_INDEX, name)
     end
   end
 
@@ -230,22 +275,22 @@ local function make_buckets()
   -- already past). Returns how many records moved.
   local function buckets_move(now)
     local _, h = settings()
-    local starts = redis.call('ZRANGEBYSCORE', BUCKET_INDEX, '-inf', math.floor(now / 1000) + h,
+    local names = redis.call('ZRANGEBYSCORE', BUCKET_INDEX, '-inf', math.floor(now / 1000) + h,
       'LIMIT', 0, MOVE_MAX)
-    if #starts == 0 then
+    if #names == 0 then
       return 0
     end
     local recs, done, keys = {}, {}, {}
-    for _, start in ipairs(starts) do
+    for _, name in ipairs(names) do
       if #recs >= MOVE_MAX then
         break
       end
-      local key = bucket_key(tonumber(start))
+      local key = bucket_key(name)
       for _, rec in ipairs(redis.call('LRANGE', key, 0, -1)) do
         recs[#recs + 1] = rec
       end
       keys[#keys + 1] = key
-      done[#done + 1] = start
+      done[#done + 1] = name
     end
     -- Into the sets before the buckets go: nothing is ever only in a deleted bucket.
     add_to_sets(recs)
@@ -262,16 +307,16 @@ local function make_buckets()
   -- (ms) of the first bucket that a stop by `more` left unread, if one did.
   local function buckets_read(from, to, enough, take, more)
     local read = 0
-    local starts = redis.call('ZRANGEBYSCORE', BUCKET_INDEX, bucket_start(from), to,
+    local named = redis.call('ZRANGEBYSCORE', BUCKET_INDEX, bucket_start(from), to, 'WITHSCORES',
       'LIMIT', 0, enough + 1)
-    for _, start in ipairs(starts) do
+    for i = 1, #named, 2 do
       if read >= enough then
         return
       end
       if more and not more() then
-        return tonumber(start)
+        return tonumber(named[i + 1])
       end
-      for _, rec in ipairs(redis.call('LRANGE', bucket_key(tonumber(start)), 0, -1)) do
+      for _, rec in ipairs(redis.call('LRANGE', bucket_key(named[i]), 0, -1)) do
         if take(rec) then
           read = read + 1
         end
@@ -290,11 +335,12 @@ local function make_buckets()
       return 0, 0, nil
     end
     local now_ms = math.floor(now / 1000)
-    local starts = redis.call('ZRANGEBYSCORE', BUCKET_INDEX, '-inf', now_ms, 'LIMIT', 0, STATS_BUCKETS)
+    local named = redis.call('ZRANGEBYSCORE', BUCKET_INDEX, '-inf', now_ms, 'WITHSCORES', 'LIMIT', 0,
+      STATS_BUCKETS)
     local due, earliest = 0, nil
-    for i, start in ipairs(starts) do
-      local s = tonumber(start)
-      local key = bucket_key(s)
+    for i = 1, #named, 2 do
+      local s = tonumber(named[i + 1])
+      local key = bucket_key(named[i])
       if i == 1 or s + BUCKET_MS > now_ms then
         -- The first (for the earliest due) and the one still open: read record by record.
         for _, rec in ipairs(redis.call('LRANGE', key, 0, -1)) do

@@ -80,11 +80,11 @@ local function find_pending(id)
     end
     return nil, key
   end
-  local rec, start = buckets().bucket_find(key)
+  local rec, bucket = buckets().bucket_find(key)
   if rec then
     local m = parse(rec)
     if m.id == id then
-      m.member, m.bucket = rec, start
+      m.member, m.bucket = rec, bucket
       return m, key
     end
   end
