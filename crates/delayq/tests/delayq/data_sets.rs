@@ -10,9 +10,11 @@
 //! `data_sets/format4.tsv` (deadlines) by the writer built to read up to format 4
 //! (`DELAYQ_NEWEST_FORMAT=4`) at `2ffd1a1`, and `data_sets/format5.tsv` (buckets: the message
 //! delayed an hour waits in one) at the same commit; `data_sets/format6.tsv` (a lease per
-//! claim: the message in flight is held under its claim's lease; buckets by sequence: the
-//! message delayed an hour waits in a bucket named by its start and part) by the writer of
-//! format 6. A format change adds its
+//! claim: the message in flight is held under its claim's lease; overflow buckets: the
+//! message delayed an hour waits in one, `<start>.<part>`, as a burst's last messages do) by
+//! the writer of format 6 at a step that bucketed every message by part (the writer of the
+//! final format 6 puts that one message in its start's bucket, which format 5's data set
+//! covers). A format change adds its
 //! own file, written the same way, and its own test; the older files and their tests stay,
 //! and each older one is also checked after an upgrade.
 //!
@@ -275,7 +277,7 @@ async fn format6_loads_whole_with_a_claims_lease_and_a_bucket_part_and_delivers_
             .lines()
             .any(|l| l.starts_with("list\tdq:{orders}:b:")
                 && l.split('\t').nth(1).is_some_and(|k| k.contains('.'))),
-        "the data set keeps the message delayed an hour in a bucket of format 6 (start.part)"
+        "the data set keeps the message delayed an hour in an overflow bucket (start.part)"
     );
     load(&dq, FORMAT6).await;
     whole_and_delivered_once(&dq, 6, true).await;

@@ -12,12 +12,13 @@
 -- scores each bucket's name by its start; the control field `bucketed` counts the records in
 -- all buckets (stats.lua). A lookup by id scans one bucket, and a move takes whole buckets,
 -- so each bucket is kept small:
--- * format 5: a bucket per start, named by it (`<start ms>`), of at most BUCKET_MAX
---   records; what does not fit goes to the pending set at once;
--- * format 6: a bucket per start and PART_SEQS sequence numbers (`<start ms>.<seq div
---   PART_SEQS>`), so it holds at most PART_SEQS records by construction and a burst of one
---   due time fills buckets, not the pending set. A lookup knows the part from the sort key.
---   Format 5's buckets are still read, found in and moved.
+-- * a bucket per start, named by it (`<start ms>`), of at most BUCKET_MAX records; in
+--   format 5 what does not fit goes to the pending set at once;
+-- * from format 6, what does not fit goes to the start's overflow buckets, one per
+--   PART_SEQS sequence numbers (`<start ms>.<seq div PART_SEQS>`), each at most PART_SEQS
+--   records by construction: a burst of one due time (a big batch sent at once) fills
+--   buckets, not the pending set, while due times spread thin keep one bucket per start. A
+--   lookup scans the start's bucket, then the one overflow bucket its sort key names.
 --
 -- The rule that keeps delivery on time: a message goes to a bucket only when its bucket
 -- starts later than now + the horizon (control field `bucket_horizon_ms`, HORIZON_MS unless
@@ -120,14 +121,22 @@ local function make_buckets()
   end
 
   -- Appends `recs[from..to]` (records of messages due in the bucket that starts at `start`)
-  -- to their bucket; those it has no room for go to their pending sets. Returns how many
-  -- went into the bucket, whether the bucket is new, and whether it is full. The caller adds the count to
-  -- `bucketed` (buckets_counted) once per call.
+  -- to their bucket; those it has no room for go to its overflow buckets (format 6) or their
+  -- pending sets (format 5). Returns how many went into buckets, whether a bucket is new,
+  -- and whether the start's bucket is full and sends the rest to the sets (format 5 only).
+  -- The caller adds the count to `bucketed` (buckets_counted) once per call.
   local function bucket_append(start, recs, from, to)
     if settings() >= PARTS_FORMAT then
-      -- By part, in the order first met: each part's records pushed at once.
+      -- The start's bucket first, as far as it has room; the rest by overflow bucket, in the
+      -- order first met, each one's records pushed at once.
+      local whole = whole_name(start)
+      local upto = math.min(to, from - 1 + math.max(BUCKET_MAX - redis.call('LLEN', bucket_key(whole)), 0))
       local parts, order = {}, {}
-      for i = from, to do
+      if upto >= from then
+        parts[whole] = { unpack(recs, from, upto) }
+        order[1] = whole
+      end
+      for i = upto + 1, to do
         local name = part_name(start, recs[i])
         if not parts[name] then
           parts[name] = {}
@@ -243,12 +252,12 @@ local function make_buckets()
   end
 
   -- The record with sort key `key` in its bucket, and the bucket's name; nil if not there.
-  -- Its part (format 6) is looked in first, then the start's whole bucket (format 5).
+  -- The start's bucket is looked in first, then (format 6) the overflow bucket of its part.
   local function bucket_find(key)
     local start = bucket_start(unbe7(key, 1))
     local names = { whole_name(start) }
     if settings() >= PARTS_FORMAT then
-      table.insert(names, 1, part_name(start, key))
+      names[2] = part_name(start, key)
     end
     for _, name in ipairs(names) do
       for _, rec in ipairs(redis.call('LRANGE', bucket_key(name), 0, -1)) do
