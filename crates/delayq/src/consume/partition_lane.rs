@@ -122,6 +122,6 @@ impl PartitionLane {
 const TOKEN_LIMIT: u64 = 1 << 48;
 
 /// The step between token bases: above the most one claim takes ([`MAX_BATCH`]), as
-/// prelude.lua's `CLAIM_SPAN`.
+/// leases.lua's `claim_leases.SPAN`.
 const CLAIM_SPAN: u64 = 1024;
 const _: () = assert!(MAX_BATCH < CLAIM_SPAN as usize);

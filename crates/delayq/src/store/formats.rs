@@ -23,9 +23,11 @@
 //! and its writer waits for that stamp ([`FormatGate::admit`] returns the format).
 //!
 //! Format 6 ([`CLAIM_LEASE_FORMAT`]) changes no record either: a claim on a partition
-//! stamped 6 may hold the messages it took under one lease, the claim's (prelude.lua's
-//! `claim_leases`), which an older delayq would take for no lease at all. Every lease of
-//! an older format stays readable beside them, so its upgrade is the stamp alone too.
+//! stamped 6 may hold the messages it took under one lease, the claim's (leases.lua's
+//! `claim_leases`), which an older delayq would take for no lease at all, and a full
+//! far-future bucket sends what does not fit to overflow lists (`buckets.lua`), where an
+//! older delayq would not look. Every lease and bucket of an older format stays readable
+//! beside them, so its upgrade is the stamp alone too.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

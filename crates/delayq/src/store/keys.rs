@@ -56,7 +56,7 @@ impl Keys {
                 key("gone"),
                 // HASH claim (its token base, 6 bytes) -> live count (u16) + per message of
                 // the claim seq (6 bytes) + flags byte, zeroed once settled: the messages
-                // held under one lease per claim (data format 6, prelude.lua's
+                // held under one lease per claim (data format 6, leases.lua's
                 // claim_leases); that lease is the claim's member in `leases`.
                 key("claims"),
             ],

@@ -5,7 +5,7 @@
 //! work when Redis is at `maxmemory`) or `flags=no-writes` where it only reads; scripts
 //! without a flag (send, reschedule, requeue) are refused at `maxmemory`.
 //!
-//! The *queue scripts* share helpers: `prelude.lua`, `events.lua`, `groups.lua`,
+//! The *queue scripts* share helpers: `prelude.lua`, `leases.lua`, `events.lua`, `groups.lua`,
 //! `retention.lua`, `expiry.lua`, `buckets.lua`, `pending.lua` and `acking.lua`, then `call_state.lua`,
 //! whose `begin_call` sets what belongs to one call. They reach Redis in two forms, built
 //! here from the same text:
@@ -25,8 +25,9 @@ use std::sync::{LazyLock, OnceLock};
 use redis::Script;
 
 /// The helpers every queue script shares, in their order (each uses the ones before it).
-const HELPERS: [&str; 9] = [
+const HELPERS: [&str; 10] = [
     include_str!("scripts/prelude.lua"),
+    include_str!("scripts/leases.lua"),
     include_str!("scripts/events.lua"),
     include_str!("scripts/groups.lua"),
     include_str!("scripts/retention.lua"),

@@ -84,7 +84,7 @@ async fn the_newest_error_keeps_its_stack_and_older_ones_are_cut() {
 #[tokio::test]
 async fn a_history_written_before_the_4_kib_error_takes_a_new_one() {
     let (_server, dq) = setup().await;
-    crate::data_sets::load(&dq, crate::data_sets::FORMAT5).await;
+    crate::data_set_files::load(&dq, crate::data_sets::FORMAT5).await;
     let orders = queue(&dq, "orders");
     let mut consumer = orders.consumer().await.expect("consumer");
     let opts = delayq::ReceiveOptions {

@@ -13,6 +13,7 @@ mod claim_cost;
 mod claim_leases;
 mod claim_spacing;
 mod cluster;
+mod data_set_files;
 mod data_set_groups;
 mod data_sets;
 mod dead_letters;

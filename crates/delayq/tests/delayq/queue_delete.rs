@@ -251,7 +251,7 @@ async fn a_send_after_the_delete_starts_the_queue_again_and_is_delivered() {
 #[tokio::test]
 async fn queues_of_data_format_1_are_deleted_whole_and_their_neighbours_kept() {
     let (server, dq) = setup().await;
-    crate::data_sets::load(&dq, crate::data_sets::FORMAT1).await;
+    crate::data_set_files::load(&dq, crate::data_sets::FORMAT1).await;
     let orders = queue(&dq, "orders");
     let paused = queue(&dq, "paused");
     let held = orders.stats().await.expect("stats").held();

@@ -9,11 +9,11 @@
 -- KEYS[13]: the consumer's claim record (Keys::claim_record): which messages its last claim took
 -- ARGV[1] max messages  ARGV[2] lease ms  ARGV[3] random number in [0,1) for backoff jitter
 --   ARGV[4] most expired leases to reclaim in this call
---   ARGV[5] token base: a random multiple of 1024 (prelude.lua's claim_leases.SPAN) below
+--   ARGV[5] token base: a random multiple of 1024 (leases.lua's claim_leases.SPAN) below
 --     2^48 - 1024 from the client; message j of the claim gets lease token base + j, so tokens are neither
 --     guessable nor repeated when Redis loses its last writes, and each names its claim
 --   On a partition of data format 6 or later, the messages of a claim that are due now, if
---   more than one, are held under one lease, the claim's (prelude.lua's claim_leases)
+--   more than one, are held under one lease, the claim's (leases.lua)
 --   ARGV[6] '1' when this call repeats a claim whose reply was lost (same token base): the
 --     messages that claim took are returned again, leases renewed, if still held under it
 --   ARGV[7] '1' for a claim by push delivery: a queue set to push (control field `push`) is
@@ -98,39 +98,9 @@ local function buried_as(id, err)
 end
 -- (A block: its locals end with it, and the EVALSHA form's function may hold 200.)
 do
-  local reclaim_max = tonumber(ARGV[4])
-  -- Per delivery whose lease expired, its lease member (seq .. token): at most reclaim_max,
-  -- its lease ended here. A claim's lease (format 6) gives the messages it still holds; one
-  -- that holds more than fit keeps the rest, still expired, for the next call.
   local expired = {}
   if (first_lease() or math.huge) <= now_ms then
-    local own = {}
-    for _, member in ipairs(redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, reclaim_max)) do
-      if #expired >= reclaim_max then
-        break
-      elseif #member == 6 then
-        local slots = redis.call('HGET', k.claims, member) or ''
-        local token, js = unbe6(member, 1), {}
-        for j = 1, (#slots - 2) / claim_leases.SLOT do
-          local seq = claim_leases.slot(slots, j)
-          if seq ~= claim_leases.ZERO_SEQ and #expired < reclaim_max then
-            expired[#expired + 1] = seq .. be6(token + j)
-            js[#js + 1] = j
-          end
-        end
-        if slots == '' then
-          redis.call('ZREM', k.leases, member)
-        else
-          claim_leases.leave(member, slots, js)
-        end
-      else
-        own[#own + 1] = member
-        expired[#expired + 1] = member
-      end
-    end
-    if #own > 0 then
-      redis.call('ZREM', k.leases, unpack(own))
-    end
+    expired = claim_leases.expire(now_ms, tonumber(ARGV[4]))
     -- What the reclaim leaves first is read again when needed.
     lease_head_read = false
   end

@@ -1,0 +1,123 @@
+-- leases.lua: the leases of messages in flight, each its own or (data format 6) its
+-- claim's. Not a script of its own: scripts.rs places it after prelude.lua.
+
+-- A lease per claim (data format 6). A claim that takes several messages due now leases
+-- them together: one member in `leases`, the claim's token base (6 bytes; a message's own
+-- lease member is 12), and one field of the same name in `claims`: a live count (u16), then
+-- per message of the claim in order (message j has token base + j) its seq and flags byte,
+-- zeroed when the message leaves the claim (settled, extended alone, taken ahead and so
+-- leased alone). Token bases are multiples of SPAN (above the most a claim takes), so a
+-- token names its claim and place (SPAN). Every format's own leases stay readable beside them.
+-- (Its names live in one table: the EVALSHA form of a script, the library and the script in
+-- one function, may hold 200 locals.)
+local claim_leases = { SPAN = 1024, SLOT = 7, ZERO_SLOT = '\0\0\0\0\0\0\0', ZERO_SEQ = '\0\0\0\0\0\0' }
+
+-- The claim member (token base) and place j of lease token `token` (6 bytes).
+function claim_leases.of(token)
+  local t = unbe6(token, 1)
+  local j = t % claim_leases.SPAN
+  return be6(t - j), j
+end
+
+-- Seq and flags byte of place j of a claim's field `slots` ('' past its end).
+function claim_leases.slot(slots, j)
+  local at = 3 + claim_leases.SLOT * (j - 1)
+  return slots:sub(at, at + 5), slots:byte(at + 6)
+end
+
+-- The claim's field for `base` when it holds `seq` at place j, else nil.
+function claim_leases.holding(base, j, seq)
+  local slots = redis.call('HGET', k.claims, base)
+  if slots and j > 0 and claim_leases.slot(slots, j) == seq then
+    return slots
+  end
+  return nil
+end
+
+-- Takes places `js` (distinct, each holding a message) out of claim `base` whose field is
+-- `slots`; the claim's lease ends with its last message.
+function claim_leases.leave(base, slots, js)
+  local live = struct.unpack('>H', slots, 1) - #js
+  if live <= 0 then
+    redis.call('HDEL', k.claims, base)
+    redis.call('ZREM', k.leases, base)
+    return
+  end
+  table.sort(js)
+  local parts, at = { u16(live) }, 3
+  for _, j in ipairs(js) do
+    local from = 3 + claim_leases.SLOT * (j - 1)
+    parts[#parts + 1] = slots:sub(at, from - 1)
+    parts[#parts + 1] = claim_leases.ZERO_SLOT
+    at = from + claim_leases.SLOT
+  end
+  parts[#parts + 1] = slots:sub(at)
+  redis.call('HSET', k.claims, base, table.concat(parts))
+end
+
+-- The deadline (ms) of the lease that holds `seq` under token `token`, its own or its
+-- claim's (then also the claim's member, place and field), or nil when none does.
+function claim_leases.deadline(seq, token)
+  local own = redis.call('ZSCORE', k.leases, seq .. token)
+  if own then
+    return tonumber(own)
+  end
+  local base, j = claim_leases.of(token)
+  local slots = claim_leases.holding(base, j, seq)
+  if slots then
+    return tonumber(redis.call('ZSCORE', k.leases, base)), base, j, slots
+  end
+  return nil
+end
+
+-- Ends leases whose deadline passed by `now_ms`, and returns the lease member (seq .. token)
+-- of each delivery they held: at most `most`. A claim's lease gives the messages it still
+-- holds; one that holds more than fit keeps the rest, still expired, for the next call.
+function claim_leases.expire(now_ms, most)
+  local expired, own = {}, {}
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, most)) do
+    if #expired >= most then
+      break
+    elseif #member == 6 then
+      local slots = redis.call('HGET', k.claims, member) or ''
+      local token, js = unbe6(member, 1), {}
+      for j = 1, (#slots - 2) / claim_leases.SLOT do
+        local seq = claim_leases.slot(slots, j)
+        if seq ~= claim_leases.ZERO_SEQ and #expired < most then
+          expired[#expired + 1] = seq .. be6(token + j)
+          js[#js + 1] = j
+        end
+      end
+      if slots == '' then
+        redis.call('ZREM', k.leases, member)
+      else
+        claim_leases.leave(member, slots, js)
+      end
+    else
+      own[#own + 1] = member
+      expired[#expired + 1] = member
+    end
+  end
+  if #own > 0 then
+    redis.call('ZREM', k.leases, unpack(own))
+  end
+  return expired
+end
+
+-- True when lease `member` (seq .. token) is held and unexpired.
+local function leased(member, now_ms)
+  local deadline = claim_leases.deadline(member:sub(1, 6), member:sub(7, 12))
+  return deadline ~= nil and deadline > now_ms
+end
+
+-- Ends the lease `member` (seq .. token), its own or its place in its claim's, and the hold.
+local function release_lease(member)
+  if redis.call('ZREM', k.leases, member) == 0 then
+    local base, j = claim_leases.of(member:sub(7, 12))
+    local slots = claim_leases.holding(base, j, member:sub(1, 6))
+    if slots then
+      claim_leases.leave(base, slots, { j })
+    end
+  end
+  redis.call('HDEL', k.held, member:sub(1, 6))
+end
