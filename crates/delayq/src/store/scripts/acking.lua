@@ -14,56 +14,90 @@ local function ack_leases(args, from, now)
   for i = from, #args, 3 do
     members[#members + 1] = args[i]
   end
-  -- One read for the whole batch: a stale token's member is simply not there.
-  local deadlines = redis.call('ZMSCORE', k.leases, unpack(members))
-  -- A delivery without a lease of its own may be held under its claim's (data format 6):
-  -- each claim named is read once, its lease and its field. `flags`: per delivery held so,
-  -- the flags byte its place keeps, so that its record need not be read.
-  local claims, bases, place, flags = {}, {}, {}, {}
-  for j, member in ipairs(members) do
-    if not deadlines[j] and #member == 12 then
-      local base, n = claim_leases.of(member:sub(7, 12))
-      place[j] = n
-      if not claims[base] then
-        claims[base] = { js = {}, named = {} }
-        bases[#bases + 1] = base
+  -- Each delivery's lease: its claim's (data format 6: each claim named read once, its
+  -- lease and its field; `flags`, per delivery held so, the flags byte its place keeps, so
+  -- that its record need not be read) or its own (one ZMSCORE for all; a stale token's
+  -- member is simply not there). A batch looks for claims first, as a claim's deliveries are
+  -- acked together; a single ack for its own lease first.
+  local deadlines, claims, bases, place, base_of, flags = {}, {}, {}, {}, {}, {}
+  local function claimed(which)
+    local named = {}
+    for _, j in ipairs(which) do
+      local member = members[j]
+      if #member == 12 then
+        local base, at = claim_leases.of(member:sub(7, 12))
+        if at > 0 then
+          place[j], base_of[j] = at, base
+          named[#named + 1] = j
+          if not claims[base] then
+            claims[base] = { js = {}, named = {} }
+            bases[#bases + 1] = base
+          end
+        end
       end
     end
-  end
-  if #bases > 0 then
+    if #named == 0 then
+      return
+    end
     local fields = redis.call('HMGET', k.claims, unpack(bases))
     local ends = redis.call('ZMSCORE', k.leases, unpack(bases))
     for n, base in ipairs(bases) do
       claims[base].slots = fields[n] or nil
       claims[base].deadline = tonumber(ends[n])
     end
-  end
-  local live, live_seqs = {}, {}
-  for j, member in ipairs(members) do
-    local seq, deadline = member:sub(1, 6), tonumber(deadlines[j])
-    if place[j] then
-      local base = claim_leases.of(member:sub(7, 12))
-      local claim = claims[base]
-      local at, f = place[j], nil
+    for _, j in ipairs(named) do
+      local claim, at = claims[base_of[j]], place[j]
       if claim.slots and not claim.named[at] and (claim.deadline or 0) > now_ms then
-        local held_seq
-        held_seq, f = claim_leases.slot(claim.slots, at)
-        if held_seq == seq and at > 0 then
-          claim.named[at] = member
-          flags[j], deadline = f, claim.deadline
+        local held_seq, f = claim_leases.slot(claim.slots, at)
+        if held_seq == members[j]:sub(1, 6) then
+          claim.named[at] = true
+          flags[j], deadlines[j] = f, claim.deadline
         end
       end
     end
+  end
+  local function owned(which)
+    local listed = {}
+    for i, j in ipairs(which) do
+      listed[i] = members[j]
+    end
+    for i, d in ipairs(redis.call('ZMSCORE', k.leases, unpack(listed))) do
+      deadlines[which[i]] = tonumber(d)
+    end
+  end
+  local all_j, rest = {}, {}
+  for j = 1, #members do
+    all_j[j] = j
+  end
+  if #members > 1 then
+    claimed(all_j)
+    for j = 1, #members do
+      if not flags[j] then
+        rest[#rest + 1] = j
+      end
+    end
+    if #rest > 0 then
+      owned(rest)
+    end
+  else
+    owned(all_j)
+    if not deadlines[1] then
+      claimed(all_j)
+    end
+  end
+  local live, live_seqs = {}, {}
+  for j, member in ipairs(members) do
+    local deadline = deadlines[j]
     if deadline and deadline > now_ms then
       live[#live + 1] = j
-      live_seqs[#live_seqs + 1] = seq
+      live_seqs[#live_seqs + 1] = member:sub(1, 6)
     end
   end
   -- And one for the held records of the live deliveries that need them: what a lease of its
   -- own holds is named by its record, as is a message with a caller id or an extension area,
   -- and every one when errors or events need ids.
   local any_errors = redis.call('HLEN', k.errors) > 0
-  local all = any_errors or (#bases > 0 and events_on())
+  local all = any_errors or (next(flags) ~= nil and events_on())
   local need = {}
   for n, j in ipairs(live) do
     local f = flags[j]
@@ -177,7 +211,7 @@ local function ack_leases(args, from, now)
     local own = {}
     for j, member in ipairs(members) do
       if out[j] == 1 and flags[j] then
-        local claim = claims[claim_leases.of(member:sub(7, 12))]
+        local claim = claims[base_of[j]]
         claim.js[#claim.js + 1] = place[j]
       elseif out[j] == 1 then
         own[#own + 1] = member
