@@ -98,10 +98,10 @@ local function ack_leases(args, from, now)
   -- and every one when errors or events need ids.
   local any_errors = redis.call('HLEN', k.errors) > 0
   local all = any_errors or (next(flags) ~= nil and events_on())
-  local need = {}
+  local need, plain = {}, claim_leases.plain
   for n, j in ipairs(live) do
     local f = flags[j]
-    if all or not f or f % 2 == 1 or select(2, kind_of(f)) then
+    if all or not f or not plain(f) then
       need[#need + 1] = n
     end
   end
@@ -181,7 +181,8 @@ local function ack_leases(args, from, now)
     -- retains. A message without an area costs a flags test.
     local gone, gone_superseded, retained = {}, {}, {}
     for i, v in ipairs(generated) do
-      local _, extension = kind_of(v and v:byte(22) or 0)
+      -- (A value not read is plain: it has no extension area.)
+      local extension = v and select(2, kind_of(v:byte(22)))
       if extension then
         local rec, f = v:sub(9), v:byte(22)
         local _, from, to = policy_end(rec, f)

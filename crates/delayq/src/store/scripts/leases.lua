@@ -70,6 +70,20 @@ function claim_leases.deadline(seq, token)
   return nil
 end
 
+-- Whether a message with flags byte `f` is plain: its id generated, no extension area. An
+-- ack of a plain message under its claim needs nothing of its record. Memoized by flags
+-- byte (kept by the Functions library between calls).
+claim_leases.plain_flags = {}
+function claim_leases.plain(f)
+  local p = claim_leases.plain_flags[f]
+  if p == nil then
+    local _, extension = kind_of(f)
+    p = f % 2 == 0 and not extension
+    claim_leases.plain_flags[f] = p
+  end
+  return p
+end
+
 -- Ends leases whose deadline passed by `now_ms`, and returns the lease member (seq .. token)
 -- of each delivery they held: at most `most`. A claim's lease gives the messages it still
 -- holds; one that holds more than fit keeps the rest, still expired, for the next call.
