@@ -522,7 +522,7 @@ do
       local due_later = ahead > now and unbe7(rec, 1) > now
       if places and not due_later then
         -- (Its seq and flags byte are the record's bytes 8-14.)
-      places[j] = rec:sub(8, 14)
+        places[j] = rec:sub(8, 14)
         shared[#shared + 1] = j
       else
         leases[#leases + 1] = due_later and lease_end(unbe7(rec, 1)) or deadline_arg
