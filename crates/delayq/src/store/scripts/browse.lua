@@ -248,17 +248,9 @@ elseif state == 'in_flight' then
   local entries = redis.call('ZRANGE', k.leases, entry, entry + limit - 1, 'WITHSCORES')
   for i = 1, #entries, 2 do
     local member, score = entries[i], tonumber(entries[i + 1])
-    local list = {}
+    local list = { member }
     if #member == 6 then
-      local slots, token = redis.call('HGET', k.claims, member) or '', unbe6(member, 1)
-      for j = 1, (#slots - 2) / claim_leases.SLOT do
-        local seq = claim_leases.slot(slots, j)
-        if seq ~= claim_leases.ZERO_SEQ then
-          list[#list + 1] = seq .. be6(token + j)
-        end
-      end
-    else
-      list[1] = member
+      list = claim_leases.members(member, redis.call('HGET', k.claims, member) or '')
     end
     for n = (i == 1 and within or 0) + 1, #list do
       if looked >= limit or (looked > 0 and loaded >= BUDGET) then

@@ -25,6 +25,20 @@ function claim_leases.slot(slots, j)
   return slots:sub(at, at + 5), slots:byte(at + 6)
 end
 
+-- The lease members (seq .. token) of the messages claim `base` still holds, its field being
+-- `slots` ('' for none), in their order in the claim; and the place of each.
+function claim_leases.members(base, slots)
+  local members, places, token = {}, {}, unbe6(base, 1)
+  for j = 1, (#slots - 2) / claim_leases.SLOT do
+    local seq = claim_leases.slot(slots, j)
+    if seq ~= claim_leases.ZERO_SEQ then
+      members[#members + 1] = seq .. be6(token + j)
+      places[#places + 1] = j
+    end
+  end
+  return members, places
+end
+
 -- The claim's field for `base` when it holds `seq` at place j, else nil.
 function claim_leases.holding(base, j, seq)
   local slots = redis.call('HGET', k.claims, base)
@@ -94,13 +108,11 @@ function claim_leases.expire(now_ms, most)
       break
     elseif #member == 6 then
       local slots = redis.call('HGET', k.claims, member) or ''
-      local token, js = unbe6(member, 1), {}
-      for j = 1, (#slots - 2) / claim_leases.SLOT do
-        local seq = claim_leases.slot(slots, j)
-        if seq ~= claim_leases.ZERO_SEQ and #expired < most then
-          expired[#expired + 1] = seq .. be6(token + j)
-          js[#js + 1] = j
-        end
+      local held, places = claim_leases.members(member, slots)
+      local js = {}
+      for n = 1, math.min(#held, most - #expired) do
+        expired[#expired + 1] = held[n]
+        js[n] = places[n]
       end
       if slots == '' then
         redis.call('ZREM', k.leases, member)
