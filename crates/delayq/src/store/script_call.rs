@@ -52,11 +52,19 @@ impl Call<'_> {
         self
     }
 
-    /// The arguments `ack.lua` (and a claim that carries acks) takes for one delivery.
+    /// The argument `ack.lua` (and a claim that carries acks) takes for one delivery: its
+    /// lease member, then its id if the caller chose it (a generated id follows from the
+    /// held record, so it is not sent).
     pub(crate) fn ack_of(&mut self, held: &impl Held) -> &mut Self {
-        self.arg(&held.lease_member()[..])
-            .arg(held.id())
-            .arg(if held.explicit_id() { "1" } else { "0" })
+        let member = held.lease_member();
+        if held.explicit_id() {
+            let mut arg = Vec::with_capacity(member.len() + held.id().len());
+            arg.extend_from_slice(&member);
+            arg.extend_from_slice(held.id().as_bytes());
+            self.arg(arg)
+        } else {
+            self.arg(&member[..])
+        }
     }
 
     /// Adds an argument.

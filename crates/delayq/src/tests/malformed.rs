@@ -142,7 +142,11 @@ async fn a_malformed_call_fails_before_its_first_write() {
                 b("body"),
             ],
         ),
-        ("ack: not a triple", &s.ack, vec![m1.clone(), b("id")]),
+        (
+            "ack: a lease member, then an argument too short for one",
+            &s.ack,
+            vec![m1.clone(), b("id")],
+        ),
         (
             "nack: a valid failure, then a bad random number",
             &s.nack,
@@ -193,7 +197,7 @@ async fn a_malformed_call_fails_before_its_first_write() {
             vec![b("1"), b("1000"), b("x"), b("10"), b("5"), b("0")],
         ),
         (
-            "claim: carried acks not in threes",
+            "claim: a carried ack too short for a lease member",
             &s.claim,
             vec![
                 b("1"),

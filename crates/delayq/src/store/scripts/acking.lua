@@ -2,116 +2,131 @@
 -- claim that carries the acks of its consumer's worker (claim.lua). Not a script of its own:
 -- scripts.rs places it after pending.lua.
 
--- Acks the deliveries named by args[from..]: per delivery a triple: lease member (seq .. token),
--- id, '1' if the id is explicit (the id and the flag come from the client's receipt: the flag
--- must agree with the held record, a caller id with the index; a generated id is read from the
--- record instead). `now`: the call's time, µs.
+-- Acks the deliveries named by args[from..]: per delivery one argument, its lease member
+-- (seq .. token, 12 bytes) followed, for a caller id, by the id (from the client's receipt:
+-- the kind of id must agree with the held record, and a caller id with the index; a generated
+-- id is not sent, it follows from the held record). `now`: the call's time, µs.
 -- Returns per delivery: 1 acked, 0 lease lost (token stale or lease expired) or a receipt that
 -- does not match the message it holds; nothing changed for a 0.
+-- (Every delivery costs the interpreter here, so the loops are few, counted, not `#t + 1`,
+-- and each argument is cut once.)
 local function ack_leases(args, from, now)
   local now_ms = to_ms(now)
-  local members = {}
-  for i = from, #args, 3 do
-    members[#members + 1] = args[i]
+  local n = #args - from + 1
+  -- Per delivery j: its lease member, seq, caller id (or false), and once found its lease's
+  -- deadline; held by a claim: its place, claim (token base) and the place's flags byte.
+  local members, seq_of, caller_id, deadlines, place, base_of, flags = {}, {}, {}, {}, {}, {}, {}
+  for j = 1, n do
+    local arg = args[from + j - 1]
+    -- (Before any write: a malformed call changes nothing.)
+    if #arg < 12 then
+      error('delayq: an ack names a lease member of 12 bytes, not ' .. #arg .. ' (argument '
+        .. (from + j - 1) .. ')')
+    elseif #arg > 12 then
+      members[j], caller_id[j] = arg:sub(1, 12), arg:sub(13)
+    else
+      members[j], caller_id[j] = arg, false
+    end
+    seq_of[j] = arg:sub(1, 6)
   end
   -- Each delivery's lease: its claim's (data format 6: each claim named read once, its
-  -- lease and its field; `flags`, per delivery held so, the flags byte its place keeps, so
-  -- that its record need not be read) or its own (one ZMSCORE for all; a stale token's
-  -- member is simply not there). A batch looks for claims first, as a claim's deliveries are
-  -- acked together; a single ack for its own lease first.
-  local deadlines, claims, bases, place, base_of, flags = {}, {}, {}, {}, {}, {}
-  local function claimed(which)
-    local named = {}
-    for _, j in ipairs(which) do
-      local member = members[j]
-      if #member == 12 then
-        local base, at = claim_leases.of(member:sub(7, 12))
-        if at > 0 then
-          place[j], base_of[j] = at, base
-          named[#named + 1] = j
+  -- lease and its field; the flags byte its place keeps means its record need not be read)
+  -- or its own (one ZMSCORE for all; a stale token's member is simply not there). A batch
+  -- looks for claims first, as a claim's deliveries are acked together; a single ack for
+  -- its own lease first.
+  local claims, bases, SPAN, SLOT = {}, {}, claim_leases.SPAN, claim_leases.SLOT
+  local function claimed(first, last)
+    local named, count, last_base, base = {}, 0, -1, nil
+    for j = first, last do
+      local t = struct.unpack('>I6', members[j], 7)
+      local at = t % SPAN
+      if at > 0 then
+        if t - at ~= last_base then
+          last_base = t - at
+          base = be6(last_base)
           if not claims[base] then
             claims[base] = { js = {}, named = {} }
             bases[#bases + 1] = base
           end
         end
+        place[j], base_of[j] = at, base
+        count = count + 1
+        named[count] = j
       end
     end
-    if #named == 0 then
+    if count == 0 then
       return
     end
     local fields = redis.call('HMGET', k.claims, unpack(bases))
     local ends = redis.call('ZMSCORE', k.leases, unpack(bases))
-    for n, base in ipairs(bases) do
-      claims[base].slots = fields[n] or nil
-      claims[base].deadline = tonumber(ends[n])
+    for i, base in ipairs(bases) do
+      claims[base].slots = fields[i] or nil
+      claims[base].deadline = tonumber(ends[i])
     end
-    for _, j in ipairs(named) do
+    for i = 1, count do
+      local j = named[i]
       local claim, at = claims[base_of[j]], place[j]
-      if claim.slots and not claim.named[at] and (claim.deadline or 0) > now_ms then
-        local held_seq, f = claim_leases.slot(claim.slots, at)
-        if held_seq == members[j]:sub(1, 6) then
+      local slots = claim.slots
+      if slots and not claim.named[at] and (claim.deadline or 0) > now_ms then
+        local from_byte = 3 + SLOT * (at - 1)
+        if slots:sub(from_byte, from_byte + 5) == seq_of[j] then
           claim.named[at] = true
-          flags[j], deadlines[j] = f, claim.deadline
+          flags[j], deadlines[j] = slots:byte(from_byte + 6), claim.deadline
         end
       end
     end
   end
-  local function owned(which)
+  local function owned(which, count)
     local listed = {}
-    for i, j in ipairs(which) do
-      listed[i] = members[j]
+    for i = 1, count do
+      listed[i] = members[which[i]]
     end
     for i, d in ipairs(redis.call('ZMSCORE', k.leases, unpack(listed))) do
       deadlines[which[i]] = tonumber(d)
     end
   end
-  local all_j, rest = {}, {}
-  for j = 1, #members do
-    all_j[j] = j
-  end
-  if #members > 1 then
-    claimed(all_j)
-    for j = 1, #members do
+  if n > 1 then
+    claimed(1, n)
+    local rest, count = {}, 0
+    for j = 1, n do
       if not flags[j] then
-        rest[#rest + 1] = j
+        count = count + 1
+        rest[count] = j
       end
     end
-    if #rest > 0 then
-      owned(rest)
+    if count > 0 then
+      owned(rest, count)
     end
-  else
-    owned(all_j)
+  elseif n == 1 then
+    owned({ 1 }, 1)
     if not deadlines[1] then
-      claimed(all_j)
+      claimed(1, 1)
     end
   end
-  local live, live_seqs = {}, {}
-  for j, member in ipairs(members) do
-    local deadline = deadlines[j]
-    if deadline and deadline > now_ms then
-      live[#live + 1] = j
-      live_seqs[#live_seqs + 1] = member:sub(1, 6)
-    end
-  end
-  -- And one for the held records of the live deliveries that need them: what a lease of its
-  -- own holds is named by its record, as is a message with a caller id or an extension area,
-  -- and every one when errors or events need ids.
+  -- The live deliveries, and of them those whose held records must be read: what a lease of
+  -- its own holds is named by its record, as is a message with a caller id or an extension
+  -- area, and every one when errors or events need ids.
   local any_errors = redis.call('HLEN', k.errors) > 0
   local all = any_errors or (next(flags) ~= nil and events_on())
-  local need, plain = {}, claim_leases.plain
-  for n, j in ipairs(live) do
-    local f = flags[j]
-    if all or not f or not plain(f) then
-      need[#need + 1] = n
+  local live, live_count, need, need_count, plain = {}, 0, {}, 0, claim_leases.plain
+  for j = 1, n do
+    local deadline = deadlines[j]
+    if deadline and deadline > now_ms then
+      live_count = live_count + 1
+      live[live_count] = j
+      local f = flags[j]
+      if all or not f or not plain(f) then
+        need_count = need_count + 1
+        need[need_count] = j
+      end
     end
   end
+  -- held[j]: the held record of delivery j where read.
   local held = {}
-  if #need == #live and #live > 0 then
-    held = redis.call('HMGET', k.held, unpack(live_seqs))
-  elseif #need > 0 then
+  if need_count > 0 then
     local seqs = {}
-    for i, n in ipairs(need) do
-      seqs[i] = live_seqs[n]
+    for i = 1, need_count do
+      seqs[i] = seq_of[need[i]]
     end
     for i, v in ipairs(redis.call('HMGET', k.held, unpack(seqs))) do
       held[need[i]] = v
@@ -119,9 +134,14 @@ local function ack_leases(args, from, now)
   end
   -- `generated`: the held values of every delivery acked (of generated ids, then of caller ids;
   -- false where not read: a place of a claim with a generated id and no extension area).
-  local out, done, seqs, explicit, generated = {}, {}, {}, {}, {}
-  for j = 1, #members do
+  local out, done, seqs, explicit, generated, done_count = {}, {}, {}, {}, {}, 0
+  for j = 1, n do
     out[j] = 0
+  end
+  local function acked(j, v)
+    done_count = done_count + 1
+    done[done_count], seqs[done_count], generated[done_count] = j, seq_of[j], v
+    out[j] = 1
   end
   -- What the receipt says must be what the held record is, checked without parsing the
   -- record: its kind of id against the flags byte (F_ID, bit 0), and a caller id must be
@@ -129,24 +149,20 @@ local function ack_leases(args, from, now)
   -- all: it follows from the held record, and is only needed for the error history below.
   -- (A live lease's held value carries the same token: claim, extend and nack change the two
   -- together, so the lease read above has checked the token; a claim's place likewise.)
-  local callers, caller_ids, caller_seqs, caller_values = {}, {}, {}, {}
-  for n, j in ipairs(live) do
-    local v = held[n]
+  local callers, caller_ids, caller_count = {}, {}, 0
+  for i = 1, live_count do
+    local j = live[i]
+    local v = held[j]
     local f = flags[j] or (v and v:byte(22))
     if f then
       local indexed = f % 2 == 1
-      if args[from + 3 * j - 1] == '1' then
+      if caller_id[j] then
         if indexed and v then
-          callers[#callers + 1] = j
-          caller_ids[#caller_ids + 1] = args[from + 3 * j - 2]
-          caller_seqs[#caller_seqs + 1] = live_seqs[n]
-          caller_values[#caller_values + 1] = v
+          caller_count = caller_count + 1
+          callers[caller_count], caller_ids[caller_count] = j, caller_id[j]
         end
       elseif not indexed then
-        done[#done + 1] = members[j]
-        seqs[#seqs + 1] = live_seqs[n]
-        generated[#generated + 1] = v or false
-        out[j] = 1
+        acked(j, v or false)
       end
     end
   end
@@ -154,16 +170,14 @@ local function ack_leases(args, from, now)
   -- message under it): its ack counts if the held record bears that id, and leaves the id's
   -- index entry, errors and idempotency to the newer message.
   local superseded = {}
-  if #callers > 0 then
+  if caller_count > 0 then
     local keys = redis.call('HMGET', k.index, unpack(caller_ids))
-    for n, j in ipairs(callers) do
-      local key, id, v = keys[n], caller_ids[n], caller_values[n]
-      local own = key and key:sub(8, 13) == caller_seqs[n]
+    for i = 1, caller_count do
+      local j, key, id = callers[i], keys[i], caller_ids[i]
+      local v = held[j]
+      local own = key and key:sub(8, 13) == seq_of[j]
       if own or id_of(v:sub(9), v:byte(22)) == id then
-        done[#done + 1] = members[j]
-        seqs[#seqs + 1] = caller_seqs[n]
-        generated[#generated + 1] = v
-        out[j] = 1
+        acked(j, v)
         if own then
           explicit[#explicit + 1] = id
         else
@@ -172,16 +186,17 @@ local function ack_leases(args, from, now)
       end
     end
   end
-  if #done > 0 then
-    add_history(now, 'a', #done)
+  if done_count > 0 then
+    add_history(now, 'a', done_count)
     -- What the extension areas say, read without parsing whole records: a grouped message
     -- (its area names a group, groups.lua) frees its group's slot, count and index entry,
     -- each group changed once per call; a message sent while its queue retained (its area
     -- says when it was sent) leaves its final record (retention.lua) if the queue still
     -- retains. A message without an area costs a flags test.
     local gone, gone_superseded, retained = {}, {}, {}
-    for i, v in ipairs(generated) do
-      -- (A value not read is plain: it has no extension area.)
+    -- (A value not read is plain: it has no extension area; none was read, none to test.)
+    for i = 1, need_count > 0 and done_count or 0 do
+      local v = generated[i]
       local extension = v and select(2, kind_of(v:byte(22)))
       if extension then
         local rec, f = v:sub(9), v:byte(22)
@@ -209,16 +224,18 @@ local function ack_leases(args, from, now)
     end
     -- Leases of their own end; places leave their claims, and a claim's lease ends with its
     -- last message.
-    local own = {}
-    for j, member in ipairs(members) do
-      if out[j] == 1 and flags[j] then
-        local claim = claims[base_of[j]]
-        claim.js[#claim.js + 1] = place[j]
-      elseif out[j] == 1 then
-        own[#own + 1] = member
+    local own, own_count = {}, 0
+    for i = 1, done_count do
+      local j = done[i]
+      if flags[j] then
+        local js = claims[base_of[j]].js
+        js[#js + 1] = place[j]
+      else
+        own_count = own_count + 1
+        own[own_count] = members[j]
       end
     end
-    if #own > 0 then
+    if own_count > 0 then
       redis.call('ZREM', k.leases, unpack(own))
     end
     for _, base in ipairs(bases) do

@@ -24,7 +24,7 @@
 --     time (their consumer hands each over at its due time); the lease of one taken ahead
 --     runs from its due time
 --   ARGV[10..]: acks this claim carries (a worker's handlers that finished since its last
---     claim, the worker's carried acks), per delivery a triple as ack.lua takes; done first, so what they
+--     claim, the worker's carried acks), per delivery one argument as ack.lua takes; done first, so what they
 --     free (a group's slot) can be claimed by this call
 -- Returns: { next_event_us, lease_deadline_ms (of a message due now; one taken ahead: its due
 --   time's ms, rounded up, + lease ms), token base, now µs, expired leases retried,
@@ -57,7 +57,7 @@ local deadline = now_ms + lease_ms
 local function lease_end(due)
   return due > now and math.ceil(due / 1000) + lease_ms or deadline
 end
-check_groups(3, 'claim', 9)
+check_groups(1, 'claim', 9)
 local acked = #ARGV > 9 and ack_leases(ARGV, 10, now) or {}
 
 if ARGV[6] == '1' then
