@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the shell samples of docs/events.md (the live event stream, a webhook, OTLP export),
 # docs/operations.md (/readyz, the Functions library on the server, a tokens reload, the
-# CLI on call over HTTP, a queue's delete), docs/http-api.md (an ack with the next receive), docs/schedules.md,
+# CLI on call over HTTP, a queue's delete, a scoped token), docs/http-api.md (an ack with the next receive), docs/schedules.md,
 # docs/upgrading.md (`delayq format`) and docs/cluster.md (a queue of 6 partitions on a
 # Redis Cluster) exactly as written, after the setup each assumes (a `delayq serve` with its
 # embedded Redis, a receiver, a collector, a cluster on 127.0.0.1:7000-7002), and checks
@@ -217,6 +217,26 @@ if ! ADMIN=an-admin-token-0123456789 DELAYQ_DATA_DIR="$dir/configured" bash dele
   echo "docs/operations.md delete-queue session failed:"; cat delete.out; exit 1
 fi
 echo "docs/operations.md delete-queue session: refused, then old-orders deleted (CLI), old-invoices (HTTP)"
+
+# docs/operations.md, blocks 8 and 9: a scoped token made by `delayq token create`, added to
+# this server's tokens file (`tokens` here) and taken on SIGHUP; then the billing service's
+# send to billing.invoices (201) and to orders (403 out_of_scope).
+block operations.md 8 > scoped.sh
+if ! bash scoped.sh > scoped.out 2>&1 || ! grep -q '^line:  name=billing-sender role=send queues=billing.\* sha256=' scoped.out; then
+  echo "docs/operations.md scoped-token session failed:"; cat scoped.out; exit 1
+fi
+billing=(-H "authorization: Bearer $(grep '^token:' billing.txt | cut -c8-)")
+for _ in $(seq 1 50); do
+  [[ $(curl -s -o /dev/null -w '%{http_code}' localhost:7400/v1/queues/billing.x/messages?state=delayed "${billing[@]}") == 200 ]] && break
+  sleep 0.1
+done
+block operations.md 9 > scoped_send.sh
+if ! bash scoped_send.sh > scoped_send.out 2>&1 \
+  || ! grep -q '^{"id":"[0-9]*-[0-9]*","due_ms":[0-9]*,"duplicate":false}' scoped_send.out \
+  || ! grep -q '"code":"out_of_scope"' scoped_send.out; then
+  echo "docs/operations.md scoped-token send session failed:"; cat scoped_send.out configured.log; exit 1
+fi
+echo "docs/operations.md scoped-token session: billing.invoices took the send, orders answered out_of_scope"
 kill -TERM "$serve"; wait "$serve" 2>/dev/null || true
 
 # docs/push.md's Python check of a signature, on the known answer that the server's own

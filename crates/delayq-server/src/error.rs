@@ -36,6 +36,7 @@ pub const CODES: &[&str] = &[
     "empty_batch",
     "unauthorized",
     "forbidden",
+    "out_of_scope",
     "host_not_allowed",
     "cross_origin",
     "not_found",

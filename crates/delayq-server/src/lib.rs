@@ -36,6 +36,7 @@ pub mod front_door;
 pub mod http_metrics;
 pub mod limits;
 pub mod metrics;
+pub mod metrics_scope;
 pub mod push;
 pub mod push_envelope;
 pub mod redact;

@@ -28,6 +28,8 @@ pub async fn in_span(request: Request, next: Next) -> Response {
         http.request.method = %method,
         http.route = %route,
         http.response.status_code = tracing::field::Empty,
+        // The token's name (never its secret), set once it is checked (`api/access.rs`).
+        delayq.token = tracing::field::Empty,
     );
     if let Some(traceparent) = request
         .headers()

@@ -8,7 +8,7 @@ use delayq::{DelayQ, Deleted, Queue};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
 
-use crate::auth::{Role, Tokens};
+use crate::auth::{Caller, Role, Tokens};
 use crate::error::ApiResult;
 use crate::limits::Limits;
 use crate::metrics::GaugeCache;
@@ -44,7 +44,13 @@ struct Inner {
     event_hubs: EventHubs,
     /// The event streams open, by token.
     stream_slots: Arc<StreamSlots>,
+    /// The dashboard sessions' secret, read from Redis once (`ui/session.rs`).
+    session_secret: tokio::sync::OnceCell<Vec<u8>>,
 }
+
+/// Where the dashboard sessions' secret is kept: made by the first server that needs it, read
+/// by every other, so that a session is good on each server of one Redis.
+const SESSION_SECRET_KEY: &str = "dq:ui-session-secret";
 
 impl AppState {
     /// State for a server on `dq`; `metrics` renders `/metrics` (none: 404).
@@ -66,6 +72,7 @@ impl AppState {
             callbacks: OnceLock::new(),
             event_hubs: EventHubs::default(),
             stream_slots: Arc::default(),
+            session_secret: tokio::sync::OnceCell::new(),
         }))
     }
 
@@ -158,6 +165,33 @@ impl AppState {
         &self.0.event_hubs
     }
 
+    /// The dashboard sessions' secret: 32 random bytes, made once (`SET NX`) and kept in
+    /// Redis for every server of it; read once per process.
+    pub async fn session_secret(&self) -> ApiResult<&[u8]> {
+        let secret = self
+            .0
+            .session_secret
+            .get_or_try_init(|| async {
+                let mut conn = self.0.dq.redis();
+                let made = crate::push::signature::hex(&rand::random::<[u8; 32]>());
+                let _: Option<String> = redis::cmd("SET")
+                    .arg(SESSION_SECRET_KEY)
+                    .arg(&made)
+                    .arg("NX")
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(delayq::Error::from)?;
+                let kept: Option<String> = redis::cmd("GET")
+                    .arg(SESSION_SECRET_KEY)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(delayq::Error::from)?;
+                Ok::<_, crate::error::ApiError>(kept.unwrap_or(made).into_bytes())
+            })
+            .await?;
+        Ok(secret)
+    }
+
     /// A place for one more event stream of `holder` (429 beyond the caps).
     pub fn take_stream_slot(&self, holder: Holder) -> ApiResult<StreamSlot> {
         let limits = &self.0.limits;
@@ -169,8 +203,12 @@ impl AppState {
         )
     }
 
-    /// Checks the request's token for `role` (see [`Tokens::authorize`]).
-    pub fn authorize(&self, headers: &axum::http::HeaderMap, role: Role) -> ApiResult<()> {
+    /// Checks the request's token for `role` (see [`Tokens::authorize`]): who it is.
+    pub fn authorize(
+        &self,
+        headers: &axum::http::HeaderMap,
+        role: Role,
+    ) -> ApiResult<Option<Caller>> {
         self.tokens().authorize(headers, role)
     }
 

@@ -1,17 +1,20 @@
-//! The role a route needs, checked from the request's head before anything else is
-//! extracted: a client without a valid token is answered 401 (or 403) at once, so it never
-//! makes the server read, wait for or hold its body.
+//! The role a route needs, and the queue it names, checked from the request's head before
+//! anything else is extracted: a client without a valid token is answered 401 (or 403) at
+//! once, so it never makes the server read, wait for or hold its body.
 //!
 //! A handler names its role in its arguments, first among them:
-//! `_: Authorized<SendRole>`. The marker types are the roles of `auth.rs`, plus
-//! [`AnyRole`] for routes any valid token may use.
+//! `_: Authorized<SendRole>`. The marker types are the roles of `auth/mod.rs`, plus
+//! [`AnyRole`] for routes any valid token may use. A route whose path names a queue
+//! (`{queue}`) is refused (403 `out_of_scope`) to a token scoped to other queues, the same
+//! whether that queue exists or not; a route that lists or reads several queues asks
+//! [`Authorized::caller`] which it may show.
 
 use std::marker::PhantomData;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, RawPathParams};
 use axum::http::request::Parts;
 
-use crate::auth::Role;
+use crate::auth::{in_scope, out_of_scope, Caller, Role};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -57,26 +60,72 @@ impl Needs for ProbeRole {
     const MONITOR_TOO: bool = true;
 }
 
-/// Proof that the request's token allows `R`; extracting it is the check.
-pub struct Authorized<R>(PhantomData<R>);
+/// Proof that the request's token allows `R`, and the queue its path names; extracting it
+/// is the check.
+pub struct Authorized<R> {
+    caller: Option<Caller>,
+    role: PhantomData<R>,
+}
+
+impl<R> Authorized<R> {
+    /// Who the request is (`None` when auth is off: every queue).
+    pub fn caller(&self) -> Option<&Caller> {
+        self.caller.as_ref()
+    }
+
+    /// Whether the request's token may touch queue `name`.
+    pub fn may_use(&self, name: &str) -> bool {
+        in_scope(self.caller(), name)
+    }
+
+    /// 403 `out_of_scope` unless the request's token may touch every queue (what concerns
+    /// no queue in particular: the processes, a cross-queue change).
+    pub fn every_queue(&self) -> Result<(), ApiError> {
+        match self.caller() {
+            Some(c) if !c.scope.is_every_queue() => Err(out_of_scope()),
+            _ => Ok(()),
+        }
+    }
+}
 
 impl<R: Needs> FromRequestParts<AppState> for Authorized<R> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        match R::ROLE {
+        let caller = match R::ROLE {
             Some(role) => state.authorize(&parts.headers, role)?,
             None => {
-                let role = state.tokens().authenticate(&parts.headers)?;
-                if !R::MONITOR_TOO && role.is_some_and(|r| !r.reads_messages()) {
+                let caller = state.tokens().authenticate(&parts.headers)?;
+                if !R::MONITOR_TOO && caller.as_ref().is_some_and(|c| !c.role.reads_messages()) {
                     return Err(ApiError::new(
                         axum::http::StatusCode::FORBIDDEN,
                         "forbidden",
                         "a Monitor token reads /metrics and /readyz only",
                     ));
                 }
+                caller
+            }
+        };
+        if let Some(c) = &caller {
+            tracing::Span::current().record("delayq.token", &*c.name);
+            if !c.scope.is_every_queue() {
+                // The path's queue as the client wrote it (percent-decoded): a name out of
+                // scope, valid or not, existing or not, gets the same answer.
+                let params = RawPathParams::from_request_parts(parts, state)
+                    .await
+                    .map_err(|_| out_of_scope())?;
+                if let Some((_, queue)) = params
+                    .iter()
+                    .find(|(key, value)| *key == "queue" && !c.scope.allows(value))
+                {
+                    tracing::info!(token = %c.name, queue, "refused: a queue out of the token's scope");
+                    return Err(out_of_scope());
+                }
             }
         }
-        Ok(Authorized(PhantomData))
+        Ok(Authorized {
+            caller,
+            role: PhantomData,
+        })
     }
 }

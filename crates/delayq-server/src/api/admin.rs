@@ -129,15 +129,18 @@ struct QueuesOut {
     queues: Vec<StatsOut>,
 }
 
-/// `GET /v1/queues`: every queue with its counts.
+/// `GET /v1/queues`: every queue with its counts (a scoped token's queues only).
 #[utoipa::path(get, path = "/v1/queues", tag = "admin", responses((status = 200, body = QueuesOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn queues(
     State(state): State<AppState>,
-    _: Authorized<AdminRole>,
+    auth: Authorized<AdminRole>,
 ) -> ApiResult<impl IntoResponse> {
     let mut out = Vec::new();
+    // A scoped token sees its queues only.
     for name in state.dq().queues().await? {
-        out.push(StatsOut::of(&state.queue(name.as_str())?).await?);
+        if auth.may_use(name.as_str()) {
+            out.push(StatsOut::of(&state.queue(name.as_str())?).await?);
+        }
     }
     Ok(Json(QueuesOut { queues: out }))
 }

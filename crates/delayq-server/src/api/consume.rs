@@ -142,21 +142,26 @@ pub async fn receive(
     responses((status = 200, body = ReceiveOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn receive_many(
     State(state): State<AppState>,
-    _: Authorized<ConsumeRole>,
+    auth: Authorized<ConsumeRole>,
     JsonBody(body): JsonBody,
 ) -> ApiResult<impl IntoResponse> {
     let req: ReceiveManyBody = parse(&body)?;
+    // Each queue within the token's scope, checked before its name (as for one queue's path).
+    let queue = |n: &str| match auth.may_use(n) {
+        true => state.queue(n),
+        false => Err(crate::auth::out_of_scope()),
+    };
     let set = match (req.queues, req.weights) {
         (Some(names), None) => QueueSet::strict(
             names
                 .iter()
-                .map(|n| state.queue(n))
+                .map(|n| queue(n))
                 .collect::<ApiResult<Vec<_>>>()?,
         )?,
         (None, Some(weights)) => QueueSet::weighted(
             weights
                 .iter()
-                .map(|(n, w)| Ok((state.queue(n)?, *w)))
+                .map(|(n, w)| Ok((queue(n)?, *w)))
                 .collect::<ApiResult<Vec<_>>>()?,
         )?,
         _ => {

@@ -102,8 +102,10 @@ struct ProcessesOut {
 #[utoipa::path(get, path = "/v1/processes", tag = "admin", responses((status = 200, body = ProcessesOut), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn processes(
     State(state): State<AppState>,
-    _: Authorized<AdminRole>,
+    auth: Authorized<AdminRole>,
 ) -> ApiResult<impl IntoResponse> {
+    // The processes serve every queue: an admin of some queues does not see them.
+    auth.every_queue()?;
     let processes = state.dq().processes().await?;
     let lease = delayq::ANNOUNCEMENT_LEASE.as_millis() as i64;
     let me = state.dq().process_name();

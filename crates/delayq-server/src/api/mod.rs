@@ -132,8 +132,17 @@ struct BearerAuth;
 impl utoipa::Modify for BearerAuth {
     fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-        let scheme =
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build());
+        let scheme = SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "A token of the server's tokens file. Its role (send, consume, admin, \
+                     monitor) decides which routes it may use (403 forbidden); a token scoped \
+                     to some queues acts on and lists those only, and a route of any other \
+                     queue answers 403 out_of_scope, whether that queue exists or not.",
+                ))
+                .build(),
+        );
         api.components
             .get_or_insert_with(Default::default)
             .add_security_scheme("bearer", scheme);
@@ -204,7 +213,7 @@ pub(crate) async fn method_not_allowed() -> ApiError {
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn metrics(
     State(state): State<AppState>,
-    _: access::Authorized<access::MonitorRole>,
+    auth: access::Authorized<access::MonitorRole>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Some(handle) = state.metrics() else {
         return Err(ApiError::not_found("metrics are off"));
@@ -217,7 +226,11 @@ async fn metrics(
         }
         Ok(all)
     };
-    let text = crate::metrics::render(state.gauge_cache(), handle, read_stats).await?;
+    let mut text = crate::metrics::render(state.gauge_cache(), handle, read_stats).await?;
+    if let Some(caller) = auth.caller().filter(|c| !c.scope.is_every_queue()) {
+        // A scoped token's scraper sees its queues' series, and those of no queue.
+        text = crate::metrics_scope::in_scope(&text, &caller.scope);
+    }
     Ok((
         [(
             axum::http::header::CONTENT_TYPE,

@@ -2,14 +2,14 @@
 //! not (its answer on stderr). It is the container image's `HEALTHCHECK`, so the image needs
 //! no curl: with no flags it asks the server of this machine (`DELAYQ_LISTEN`, a wildcard
 //! address asked on loopback), with a token of the server's own tokens file
-//! (`DELAYQ_TOKENS_FILE`; a monitor's first) when it has one.
+//! (`DELAYQ_TOKENS_FILE`; a monitor's first, of the entries that give a secret in clear) when
+//! it has one.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use delayq_server::auth::Role;
 
 use super::token_reload::TokenSource;
 
@@ -77,15 +77,13 @@ fn asked_address(listen: SocketAddr) -> SocketAddr {
 }
 
 /// A token of the tokens file: a monitor's if it has one (it reads /readyz and no more).
+/// Only an entry that gives its secret in clear has one to present: with hashed entries
+/// only, the check needs DELAYQ_TOKEN.
 fn token_from(file: &Path) -> anyhow::Result<Option<String>> {
     let source = TokenSource {
         file: Some(file.to_owned()),
         inline: None,
     };
     let tokens = source.load()?;
-    let best = tokens
-        .iter()
-        .find(|(role, _, _)| *role == Role::Monitor)
-        .or_else(|| tokens.iter().next());
-    Ok(best.map(|(_, token, _)| String::from_utf8_lossy(token).into_owned()))
+    Ok(tokens.probe_secret().map(str::to_owned))
 }

@@ -2,7 +2,8 @@
 //!
 //! Floors, top down (each imports only from below it):
 //! * this file: the command line, dispatched to `serve`, `health` (a server's /readyz, the
-//!   container's health check) or `admin`;
+//!   container's health check), `token` (a token's secret and line for the tokens file) or
+//!   `admin`;
 //! * `admin.rs`: the admin commands' flags, each handed to its module;
 //! * `messages.rs`, `queues.rs`, `dead.rs`, `schedule.rs`, `push.rs`, `format.rs`,
 //!   `groups.rs`, `configure.rs`, `events.rs`, `webhooks.rs`: messages (send, get, cancel,
@@ -32,6 +33,7 @@ mod queues;
 mod redis_args;
 mod schedule;
 mod serve;
+mod token;
 mod token_reload;
 mod webhooks;
 
@@ -52,6 +54,9 @@ enum Command {
     /// Ask a running server whether it is ready (its /readyz): exit 0 when it is. The
     /// container image's health check.
     Health(health::HealthArgs),
+    /// Tokens for the tokens file: `create` makes one (its secret, and its hashed line).
+    #[command(subcommand)]
+    Token(token::TokenCommand),
     #[command(flatten)]
     Admin(admin::AdminCommand),
 }
@@ -60,6 +65,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Health(args) => health::run(args).await,
+        Command::Token(command) => token::run(command),
         Command::Admin(command) => {
             let done = admin::run(command).await;
             common::withdraw_all().await;

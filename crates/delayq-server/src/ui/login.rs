@@ -75,7 +75,11 @@ pub async fn submit(
     headers: HeaderMap,
     FormBody(form): FormBody<LoginForm>,
 ) -> Response {
-    match session::issue(&state.tokens(), &form.token) {
+    let secret = match state.session_secret().await {
+        Ok(secret) => secret,
+        Err(e) => return e.into_response(),
+    };
+    match session::issue(&state.tokens(), secret, &form.token) {
         Some(cookie) => {
             let set = format!(
                 "{COOKIE}={cookie}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{}",
@@ -102,8 +106,9 @@ pub async fn logout(
     headers: HeaderMap,
     FormBody(form): FormBody<LogoutForm>,
 ) -> Response {
-    let valid =
-        super::visitor::session_of(&headers, &state).is_some_and(|s| s.csrf_matches(&form.csrf));
+    let valid = super::visitor::session_of(&headers, &state)
+        .await
+        .is_some_and(|s| s.csrf_matches(&form.csrf));
     if !valid {
         return (StatusCode::FORBIDDEN, "bad or missing CSRF token").into_response();
     }

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use tokio::task::JoinSet;
 
 use super::layout;
+use super::session::Session;
 use super::text::{queue_path, segment, span};
 use super::visitor::Visitor;
 use crate::state::AppState;
@@ -68,7 +69,7 @@ pub async fn page(
     Query(query): Query<OverviewQuery>,
 ) -> Response {
     let started = std::time::Instant::now();
-    let result = rows(&state, query.q.as_deref()).await;
+    let result = rows(&state, &session, query.q.as_deref()).await;
     let (mut rows, mut targets) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -177,16 +178,17 @@ pub fn late(l: &Lateness) -> String {
     }
 }
 
-/// Every queue (whose name contains `filter`) with its row, all read at once; and the push
-/// targets by queue.
+/// Every queue the session may see (whose name contains `filter`) with its row, all read
+/// at once; and the push targets by queue.
 async fn rows(
     state: &AppState,
+    session: &Session,
     filter: Option<&str>,
 ) -> delayq::Result<(Vec<Row>, HashMap<String, String>)> {
     let names = state.dq().queues().await?;
     let mut reads = JoinSet::new();
     for name in names {
-        if filter.is_some_and(|f| !name.as_str().contains(f)) {
+        if filter.is_some_and(|f| !name.as_str().contains(f)) || !session.may_use(name.as_str()) {
             continue;
         }
         if let Ok(queue) = state.queue(name.as_str()) {

@@ -1,12 +1,15 @@
 //! Dashboard sessions: the login form takes an API token and sets a cookie that proves it
-//! without holding it, and every action carries a CSRF token derived from the same secret.
+//! without holding it, and every action carries a CSRF token derived from the same key.
 //!
-//! The cookie is `<expiry unix s>.<hex HMAC-SHA256(token, "delayq-ui-session." + expiry)>`:
-//! nothing is stored, any server with the same tokens accepts it, and removing a token from
-//! the configuration ends its sessions. The CSRF token is the HMAC of
-//! `"delayq-ui-csrf." + expiry` under the same key, so a page from another site can neither
-//! read nor guess it. With no tokens configured (the server then listens on loopback only)
-//! everyone is admin, and the key is a random one of this process.
+//! The cookie is `<expiry unix s>.<hex HMAC-SHA256(key, "delayq-ui-session." + expiry)>`,
+//! where a token's key is HMAC-SHA256(the servers' session secret, its secret's SHA-256):
+//! nothing is stored per session, any server on the same Redis with the same tokens accepts
+//! it, and removing a token from the configuration ends its sessions. The session secret is
+//! random, made once and kept in Redis (`AppState::session_secret`): the tokens file holds
+//! only SHA-256s of secrets, and with it alone no cookie can be made. The CSRF token is the
+//! HMAC of `"delayq-ui-csrf." + expiry` under the same key, so a page from another site can
+//! neither read nor guess it. With no tokens configured (the server then listens on loopback
+//! only) everyone is admin, and the key is a random one of this process.
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::auth::{constant_time_eq, Role, Tokens};
+use crate::auth::{constant_time_eq, Caller, Role, Tokens};
 use crate::push::signature::hex;
 
 /// The session cookie's name.
@@ -35,6 +38,8 @@ pub struct Session {
     /// The token logged in with: what the session's event streams count against, and what
     /// ends them when a reload removes it.
     pub token: Option<crate::auth::TokenId>,
+    /// Who logged in (`None` when auth is off): its name and the queues it may see.
+    pub caller: Option<Caller>,
 }
 
 impl Session {
@@ -53,32 +58,42 @@ impl Session {
         }
     }
 
+    /// Whether this session may see and act on queue `name` (its token's scope).
+    pub fn may_use(&self, name: &str) -> bool {
+        crate::auth::in_scope(self.caller.as_ref(), name)
+    }
+
     /// True when `presented` is this session's CSRF token.
     pub fn csrf_matches(&self, presented: &str) -> bool {
         constant_time_eq(self.csrf.as_bytes(), presented.as_bytes())
     }
 }
 
-/// The cookie value for a login with `token`, or `None` when it is not a configured token.
-pub fn issue(tokens: &Tokens, token: &str) -> Option<String> {
-    let (role, key) = tokens.find(token.trim().as_bytes())?;
-    if !role.reads_messages() {
+/// The cookie value for a login with `token`, or `None` when it is not a configured token;
+/// `secret` is the servers' session secret.
+pub fn issue(tokens: &Tokens, secret: &[u8], token: &str) -> Option<String> {
+    let (caller, digest) = tokens.find_with_digest(token.trim().as_bytes())?;
+    if !caller.role.reads_messages() {
         // The dashboard shows messages; a monitor's token reads metrics only.
         return None;
     }
     let expiry = unix_now() + LIFETIME.as_secs();
-    Some(format!("{expiry}.{}", mac(key, "session", expiry)))
+    Some(format!(
+        "{expiry}.{}",
+        mac(&key_of(secret, &digest), "session", expiry)
+    ))
 }
 
-/// The session a request's cookie proves, if any. With no tokens configured, every request
-/// has an admin session.
-pub fn verify(tokens: &Tokens, cookie: Option<&str>) -> Option<Session> {
+/// The session a request's cookie proves, if any; `secret` is the servers' session secret.
+/// With no tokens configured, every request has an admin session.
+pub fn verify(tokens: &Tokens, secret: &[u8], cookie: Option<&str>) -> Option<Session> {
     if tokens.is_empty() {
         return Some(Session {
             role: Role::Admin,
             csrf: mac(open_key(), "csrf", 0),
             logged_in: false,
             token: None,
+            caller: None,
         });
     }
     let (expiry, signature) = cookie?.split_once('.')?;
@@ -88,19 +103,34 @@ pub fn verify(tokens: &Tokens, cookie: Option<&str>) -> Option<Session> {
     }
     // Every token is tried, so the time taken does not tell which one matched.
     let mut found = None;
-    for (role, key, id) in tokens.iter() {
-        if role.reads_messages()
-            && constant_time_eq(mac(key, "session", expiry).as_bytes(), signature.as_bytes())
+    for (caller, digest) in tokens.iter() {
+        let key = key_of(secret, digest);
+        if caller.role.reads_messages()
+            && constant_time_eq(
+                mac(&key, "session", expiry).as_bytes(),
+                signature.as_bytes(),
+            )
         {
             found = Some(Session {
-                role,
-                csrf: mac(key, "csrf", expiry),
+                role: caller.role,
+                csrf: mac(&key, "csrf", expiry),
                 logged_in: true,
-                token: Some(id),
+                token: Some(caller.id),
+                caller: Some(caller.clone()),
             });
         }
     }
     found
+}
+
+/// A token's session key: HMAC-SHA256(the servers' session secret, its secret's SHA-256).
+fn key_of(secret: &[u8], digest: &[u8; 32]) -> [u8; 32] {
+    // HMAC takes a key of any length; the error case cannot happen.
+    let Ok(mut m) = Hmac::<Sha256>::new_from_slice(secret) else {
+        return [0; 32];
+    };
+    m.update(digest);
+    m.finalize().into_bytes().into()
 }
 
 /// The `Cookie` header's value of `name`.
@@ -138,30 +168,31 @@ mod tests {
 
     #[test]
     fn a_cookie_proves_its_token_until_it_expires_or_the_token_goes() {
+        let secret = b"the servers' session secret";
         let tokens = Tokens::parse("admin:admin-token-0123456789\nsend:send-token-0123456789")
             .expect("tokens");
-        assert!(issue(&tokens, "wrong-token-0123456789").is_none());
-        let cookie = issue(&tokens, "send-token-0123456789").expect("cookie");
-        let session = verify(&tokens, Some(&cookie)).expect("valid");
+        assert!(issue(&tokens, secret, "wrong-token-0123456789").is_none());
+        let cookie = issue(&tokens, secret, "send-token-0123456789").expect("cookie");
+        let session = verify(&tokens, secret, Some(&cookie)).expect("valid");
         assert_eq!(session.role, Role::Send);
         assert!(!session.can_act());
         assert!(session.csrf_matches(&session.csrf.clone()));
         assert!(!session.csrf_matches("0"));
-        // Tampered, expired, or its token removed: no session.
+        // Tampered, expired, made without the session secret, or its token removed: no
+        // session.
         let (expiry, sig) = cookie.split_once('.').expect("dot");
         let later = expiry.parse::<u64>().expect("n") + 1;
-        assert!(verify(&tokens, Some(&format!("{later}.{sig}"))).is_none());
-        assert!(verify(
-            &tokens,
-            Some(&format!(
-                "1.{}",
-                mac(b"send-token-0123456789", "session", 1)
-            ))
-        )
-        .is_none());
+        assert!(verify(&tokens, secret, Some(&format!("{later}.{sig}"))).is_none());
+        assert!(verify(&tokens, b"another secret", Some(&cookie)).is_none());
+        let digest: [u8; 32] = <Sha256 as sha2::Digest>::digest(b"send-token-0123456789").into();
+        let far = unix_now() + 60;
+        for key in [&b"send-token-0123456789"[..], &digest[..]] {
+            let forged = format!("{far}.{}", mac(key, "session", far));
+            assert!(verify(&tokens, secret, Some(&forged)).is_none());
+        }
         let fewer = Tokens::parse("admin:admin-token-0123456789").expect("tokens");
-        assert!(verify(&fewer, Some(&cookie)).is_none());
-        assert!(verify(&tokens, None).is_none());
+        assert!(verify(&fewer, secret, Some(&cookie)).is_none());
+        assert!(verify(&tokens, secret, None).is_none());
         assert_eq!(
             cookie_value(Some("a=1; delayq_session=x.y; b=2"), COOKIE),
             Some("x.y")

@@ -1,6 +1,8 @@
-//! Who may see a dashboard page: a visitor with a valid session cookie.
+//! Who may see a dashboard page: a visitor with a valid session cookie, and on a queue's
+//! pages (`{queue}` in the path) one whose token's scope takes that queue: any other gets
+//! 403, the same whether the queue exists or not.
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, RawPathParams};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -16,8 +18,19 @@ impl FromRequestParts<AppState> for Visitor {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        match session_of(&parts.headers, state) {
-            Some(s) => Ok(Visitor(s)),
+        match session_of(&parts.headers, state).await {
+            Some(s) => {
+                let params = RawPathParams::from_request_parts(parts, state).await.ok();
+                let out = params
+                    .iter()
+                    .flat_map(|p| p.iter())
+                    .any(|(key, value)| key == "queue" && !s.may_use(value));
+                match out {
+                    true => Err((StatusCode::FORBIDDEN, "this token may not use that queue")
+                        .into_response()),
+                    false => Ok(Visitor(s)),
+                }
+            }
             None if parts.method == axum::http::Method::GET => {
                 Err(Redirect::to("/ui/login").into_response())
             }
@@ -26,11 +39,18 @@ impl FromRequestParts<AppState> for Visitor {
     }
 }
 
-/// The session the request's cookie proves, if any (see [`session::verify`]).
-pub fn session_of(headers: &axum::http::HeaderMap, state: &AppState) -> Option<Session> {
+/// The session the request's cookie proves, if any (see [`session::verify`]). None too when
+/// the sessions' secret cannot be read (Redis is away): the visitor logs in again later.
+pub async fn session_of(headers: &axum::http::HeaderMap, state: &AppState) -> Option<Session> {
     let cookies = headers.get(header::COOKIE).and_then(|v| v.to_str().ok());
+    let tokens = state.tokens();
+    let secret = match tokens.is_empty() {
+        true => &[][..],
+        false => state.session_secret().await.ok()?,
+    };
     session::verify(
-        &state.tokens(),
+        &tokens,
+        secret,
         session::cookie_value(cookies, session::COOKIE),
     )
 }

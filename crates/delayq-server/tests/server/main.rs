@@ -56,6 +56,7 @@ mod rolling_upgrade;
 mod schedule_firing;
 mod schedule_page;
 mod schedules;
+mod scoped_tokens;
 mod secret_urls;
 mod serve;
 mod serve_runs;
