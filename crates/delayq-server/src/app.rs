@@ -34,9 +34,11 @@ pub fn router(state: AppState) -> Router {
             }),
         )
         .merge(crate::ui::routes())
-        // One layer for both, a span and the request's metrics: each layer costs every
-        // request a boxed call of the route (about 6 % of W2b over HTTP, measured).
-        .route_layer(axum::middleware::from_fn(
+        // One layer for all, a span, the request's metrics and the audit log: each layer
+        // costs every request a boxed call of the route (about 6 % of W2b over HTTP,
+        // measured).
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             crate::http_metrics::time_each_request,
         ))
         .fallback(api::not_found)

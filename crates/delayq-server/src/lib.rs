@@ -27,6 +27,7 @@
 
 pub mod api;
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod body_guard;
 pub mod deletion;

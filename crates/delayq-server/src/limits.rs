@@ -35,6 +35,8 @@ pub struct Limits {
     pub max_event_streams_per_token: usize,
     /// Most events one page of events looks at, those its filter drops included.
     pub max_events_scanned: usize,
+    /// About how many entries the audit log keeps (the oldest go first; `audit/record.rs`).
+    pub audit_max_entries: usize,
     /// Most bytes of request bodies read and not yet answered, across the server: a body
     /// that would go beyond is refused (503 `server_busy`) instead of buffered.
     pub max_body_bytes_in_flight: usize,
@@ -73,6 +75,7 @@ impl Default for Limits {
             max_event_streams: 1024,
             max_event_streams_per_token: 64,
             max_events_scanned: 10_000,
+            audit_max_entries: 100_000,
             max_header_bytes: 16 * 1024,
             max_connections: 4096,
             max_connections_per_peer: None,

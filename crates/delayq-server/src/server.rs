@@ -125,7 +125,20 @@ pub async fn run(
             None => None,
         };
         let _ = stream.set_nodelay(true);
-        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        // The peer's address goes with each request that may change something, for the audit
+        // log (`audit/mod.rs`); reads, the most requests, go without.
+        let with_peer = {
+            let service = service.clone();
+            hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+                if request.method() != hyper::Method::GET {
+                    request
+                        .extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
+                }
+                hyper::service::Service::call(&service, request)
+            })
+        };
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), with_peer));
         tokio::spawn(async move {
             // A client that goes away mid-request is its own problem, not the server's.
             let _ = conn.await;

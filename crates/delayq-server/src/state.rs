@@ -46,6 +46,9 @@ struct Inner {
     stream_slots: Arc<StreamSlots>,
     /// The dashboard sessions' secret, read from Redis once (`ui/session.rs`).
     session_secret: tokio::sync::OnceCell<Vec<u8>>,
+    /// What the audit log says requests came through: `api`, or `cli` for the CLI's own
+    /// router on Redis (`cmd/api_client.rs`).
+    audit_via: OnceLock<&'static str>,
 }
 
 /// Where the dashboard sessions' secret is kept: made by the first server that needs it, read
@@ -73,6 +76,7 @@ impl AppState {
             event_hubs: EventHubs::default(),
             stream_slots: Arc::default(),
             session_secret: tokio::sync::OnceCell::new(),
+            audit_via: OnceLock::new(),
         }))
     }
 
@@ -190,6 +194,16 @@ impl AppState {
             })
             .await?;
         Ok(secret)
+    }
+
+    /// What the audit log says this state's API requests came through (`api` unless set).
+    pub fn audit_via(&self) -> &'static str {
+        self.0.audit_via.get().copied().unwrap_or("api")
+    }
+
+    /// Sets what the audit log says the requests came through (once).
+    pub fn set_audit_via(&self, via: &'static str) {
+        let _ = self.0.audit_via.set(via);
     }
 
     /// A place for one more event stream of `holder` (429 beyond the caps).

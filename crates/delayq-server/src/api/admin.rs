@@ -485,10 +485,13 @@ async fn one_or_all(
     queue: &str,
     body: &[u8],
     action: Action,
-) -> ApiResult<Json<CountOut>> {
+) -> ApiResult<axum::response::Response> {
     let q = state.queue(queue)?;
     let dead = q.dead_letters();
-    let count = match (parse::<Which>(body)?, action) {
+    let which = parse::<Which>(body)?;
+    // What the audit log names: the dead letter, or all of them.
+    let named = which.id.clone().unwrap_or_else(|| "(all)".to_owned());
+    let count = match (which, action) {
         (
             Which {
                 id: Some(id),
@@ -521,7 +524,12 @@ async fn one_or_all(
         ) => dead.purge_all().await?,
         _ => return Err(which_error()),
     };
-    Ok(Json(CountOut { count }))
+    let mut response = Json(CountOut { count }).into_response();
+    response.extensions_mut().insert(crate::audit::Detail {
+        action: None,
+        ids: vec![named],
+    });
+    Ok(response)
 }
 
 fn which_error() -> ApiError {

@@ -68,5 +68,15 @@ pub async fn cancel_many(
         };
         results.push(CancelResultOut { id, outcome, state });
     }
-    Ok(Json(CancelManyOut { cancelled, results }))
+    // The audit log names the messages cancelled.
+    let ids = results
+        .iter()
+        .filter(|r| r.outcome == "cancelled")
+        .map(|r| r.id.clone())
+        .collect();
+    let mut response = Json(CancelManyOut { cancelled, results }).into_response();
+    response
+        .extensions_mut()
+        .insert(crate::audit::Detail { action: None, ids });
+    Ok(response)
 }

@@ -24,6 +24,7 @@
 
 pub mod access;
 mod admin;
+mod audit;
 mod batch_reader;
 pub mod body;
 pub mod browse;
@@ -109,6 +110,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(formats::get))
         .routes(routes!(formats::upgrade))
         .routes(routes!(formats::processes))
+        .routes(routes!(audit::list))
 }
 
 #[derive(utoipa::OpenApi)]

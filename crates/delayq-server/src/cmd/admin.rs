@@ -26,6 +26,9 @@ pub enum AdminCommand {
     /// List one state's messages a page at a time (--cursor from the page before), or
     /// search them (--contains).
     List(super::messages::ListArgs),
+    /// The audit log, newest first: who did what (admin and destructive actions, refused
+    /// attempts too), through what, on which queue and ids, from where, and the outcome.
+    Audit(super::audit::AuditArgs),
     /// The processes using this Redis (servers, workers and other library clients), each
     /// with when it was last seen and the newest data format it reads.
     Processes {
@@ -132,6 +135,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::Stats { common, queue } => queues::stats(common, queue).await,
         AdminCommand::Queues { common } => queues::queues(common).await,
         AdminCommand::Processes { common } => queues::processes(common).await,
+        AdminCommand::Audit(args) => super::audit::run(args).await,
         AdminCommand::CreateQueue {
             common,
             queue,

@@ -66,6 +66,8 @@ impl ApiClient {
             ..Limits::default()
         };
         let state = AppState::new(dq, limits, Tokens::default(), None);
+        // The audit log says what this process did as the local CLI's.
+        state.set_audit_via("cli");
         Ok(ApiClient::InProcess(delayq_server::app::router(state)))
     }
 

@@ -5,7 +5,7 @@
 //!   container's health check), `token` (a token's secret and line for the tokens file) or
 //!   `admin`;
 //! * `admin.rs`: the admin commands' flags, each handed to its module;
-//! * `messages.rs`, `queues.rs`, `dead.rs`, `schedule.rs`, `push.rs`, `format.rs`,
+//! * `audit.rs`, `messages.rs`, `queues.rs`, `dead.rs`, `schedule.rs`, `push.rs`, `format.rs`,
 //!   `groups.rs`, `configure.rs`, `events.rs`, `webhooks.rs`: messages (send, get, cancel,
 //!   list), queues and processes, dead letters, recurring schedules, push targets, data
 //!   formats, groups, settings, the event stream, the URLs a queue's events are sent to;
@@ -19,6 +19,7 @@
 
 mod admin;
 mod api_client;
+mod audit;
 mod common;
 pub mod config_file;
 mod configure;

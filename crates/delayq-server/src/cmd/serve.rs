@@ -95,6 +95,9 @@ pub struct ServeArgs {
     /// Most event streams open at once per token (a dashboard session counts as its token).
     #[arg(long, default_value_t = 64)]
     max_event_streams_per_token: usize,
+    /// About how many entries the audit log keeps in Redis (`dq:audit`); the oldest go first.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    audit_max_entries: u64,
     /// Most bytes of request bodies the server holds at once, across all requests; a body
     /// beyond is refused with 503 server_busy.
     #[arg(long, default_value_t = 256 * 1024 * 1024)]
@@ -208,6 +211,7 @@ async fn run_logged(args: ServeArgs) -> anyhow::Result<()> {
         max_body_bytes_in_flight: args.max_body_bytes_in_flight,
         max_event_streams: args.max_event_streams,
         max_event_streams_per_token: args.max_event_streams_per_token,
+        audit_max_entries: usize::try_from(args.audit_max_entries).unwrap_or(usize::MAX),
         max_connections: args.max_connections,
         max_connections_per_peer: (!args.listen.ip().is_loopback()
             && args.max_connections_per_peer > 0)

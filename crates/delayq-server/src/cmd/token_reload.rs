@@ -67,25 +67,34 @@ pub(super) fn spawn(source: TokenSource, state: AppState) -> anyhow::Result<()> 
                 continue;
             }
             stamp = now;
-            reload(&source, &state, why);
+            let ok = reload(&source, &state, why);
+            delayq_server::audit::record_reload(&state, ok, why).await;
         }
     });
     Ok(())
 }
 
-fn reload(source: &TokenSource, state: &AppState, why: &str) {
+/// Reloads the tokens; whether they were (the audit log records either).
+fn reload(source: &TokenSource, state: &AppState, why: &str) -> bool {
     let kept = state.tokens().summary();
     match source.load() {
-        Ok(tokens) if tokens.is_empty() => tracing::error!(
-            why,
-            kept,
-            "tokens not reloaded: the file has no tokens (authentication stays on)"
-        ),
+        Ok(tokens) if tokens.is_empty() => {
+            tracing::error!(
+                why,
+                kept,
+                "tokens not reloaded: the file has no tokens (authentication stays on)"
+            );
+            false
+        }
         Ok(tokens) => {
             let loaded = tokens.summary();
             state.replace_tokens(tokens);
             tracing::info!(why, loaded, "tokens reloaded");
+            true
         }
-        Err(e) => tracing::error!(why, kept, "tokens not reloaded: {e:#}"),
+        Err(e) => {
+            tracing::error!(why, kept, "tokens not reloaded: {e:#}");
+            false
+        }
     }
 }

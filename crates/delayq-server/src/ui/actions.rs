@@ -22,7 +22,7 @@ use crate::state::AppState;
 pub struct ActionForm {
     #[serde(default)]
     csrf: String,
-    action: String,
+    pub(super) action: String,
     /// Reschedule: the new due time, `YYYY-MM-DDTHH:MM[:SS]` in UTC.
     at: Option<String>,
     /// Group concurrency: the new limit (empty: none).

@@ -47,6 +47,7 @@ pub fn page(title: &str, session: Option<&Session>, refresh: bool, body: Markup)
                 header {
                     a.brand href="/ui" { "delayq" }
                     @if let Some(s) = session {
+                        @if s.can_act() { a href="/ui/audit" { "Audit log" } }
                         span.who {
                             (format!("{:?}", s.role).to_lowercase())
                             @if !s.can_act() { " · read-only" }

@@ -15,6 +15,8 @@
 //!   spans are written on the pages.
 
 mod actions;
+mod audit_page;
+mod audited_actions;
 mod bulk_cancel;
 mod chart;
 mod event_feed;
@@ -26,7 +28,7 @@ mod overview;
 mod queue_page;
 pub mod session;
 mod text;
-mod visitor;
+pub(crate) mod visitor;
 
 pub use text::segment;
 
@@ -46,20 +48,24 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/", get(|| async { Redirect::to("/ui") }))
         .route("/ui/login", get(login::form).post(login::submit))
         .route("/ui/logout", post(login::logout))
+        .route("/ui/audit", get(audit_page::page))
         .route("/ui/queues/{queue}", get(queue_page::page))
         .route("/ui/queues/{queue}/search", get(queue_page::search_step))
         .route("/ui/queues/{queue}/events", get(event_feed::stream))
         .route("/ui/queues/{queue}/confirm", get(actions::confirm))
-        .route("/ui/queues/{queue}/act", post(actions::queue_action))
+        .route(
+            "/ui/queues/{queue}/act",
+            post(audited_actions::queue_action),
+        )
         .route("/ui/queues/{queue}/groups/{group}", get(group_page::page))
         .route(
             "/ui/queues/{queue}/groups/{group}/act",
-            post(actions::group_action),
+            post(audited_actions::group_action),
         )
         .route("/ui/queues/{queue}/messages/{id}", get(message_page::page))
         .route(
             "/ui/queues/{queue}/messages/{id}/act",
-            post(actions::message_action),
+            post(audited_actions::message_action),
         )
         .layer(axum::middleware::from_fn(with_policy))
 }

@@ -242,16 +242,26 @@ pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str
 
 /// Every key in `redis`, sorted: what a refused request must leave as it found it. Not the
 /// registry of processes, where a server announces itself before its first call reaches
-/// a queue.
+/// a queue, nor the audit log, where a refused attempt is recorded on purpose.
 pub fn all_keys(redis: &RedisServer) -> Vec<String> {
     let mut keys: Vec<String> = redis
         .cli(&["KEYS", "*"])
         .lines()
-        .filter(|k| *k != "dq:processes")
+        .filter(|k| !NOT_QUEUE_DATA.contains(k))
         .map(str::to_owned)
         .collect();
     keys.sort();
     keys
+}
+
+/// Keys of delayq's that hold no queue's data: the processes' announcements and the audit log.
+const NOT_QUEUE_DATA: [&str; 2] = ["dq:processes", "dq:audit"];
+
+/// Every key of delayq's with its `DUMP`, sorted, but for those of [`NOT_QUEUE_DATA`].
+pub fn queue_data_dumped(redis: &RedisServer) -> Vec<(String, String)> {
+    let mut dumped = redis.every_key_dumped("dq:*");
+    dumped.retain(|(key, _)| !NOT_QUEUE_DATA.contains(&key.as_str()));
+    dumped
 }
 
 /// Polls `check` until it returns true, failing the test after `limit`.

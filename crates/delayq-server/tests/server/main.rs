@@ -3,6 +3,7 @@
 
 mod common;
 
+mod audit_log;
 mod auth;
 mod body_guard;
 mod browse;

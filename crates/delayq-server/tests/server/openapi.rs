@@ -56,6 +56,7 @@ const ROUTES: &[&str] = &[
     "PATCH /v1/queues/{queue}/schedules/{name}",
     "POST /v1/queues/{queue}/schedules/{name}/backfill",
     "GET /v1/processes",
+    "GET /v1/audit",
 ];
 
 async fn document(s: &TestServer) -> Value {

@@ -62,11 +62,11 @@ async fn a_queue_is_deleted_with_its_push_target_webhooks_and_gauges_and_refused
         "{text}"
     );
 
-    let before = s.redis.every_key_dumped("dq:*");
+    let before = queue_data_dumped(&s.redis);
     let refused = s.call(Method::DELETE, q, None).await;
     assert_error(&refused, StatusCode::CONFLICT, "queue_not_empty");
     assert_eq!(
-        s.redis.every_key_dumped("dq:*"),
+        queue_data_dumped(&s.redis),
         before,
         "a refused delete wrote"
     );

@@ -142,6 +142,29 @@ async fn sighup_reloads_the_tokens_and_a_removed_token_loses_requests_sessions_a
         StatusCode::UNAUTHORIZED,
         "authentication stays on"
     );
+    // The audit log has each reload: the one that took, then the two refused, newest first.
+    let audit = serve
+        .http
+        .get(format!("{}/v1/audit", serve.base))
+        .bearer_auth(NEW)
+        .send()
+        .await
+        .expect("audit");
+    let entries: serde_json::Value = audit.json().await.expect("json");
+    let reloads: Vec<&str> = entries["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["action"] == "tokens_reloaded")
+        .filter_map(|e| e["outcome"].as_str())
+        .collect();
+    // (The file's watcher may also have seen a change before its SIGHUP: a reload more.)
+    assert_eq!(reloads.first(), Some(&"failed"), "{entries}");
+    assert!(
+        reloads.iter().filter(|o| **o == "failed").count() >= 2,
+        "{entries}"
+    );
+    assert!(reloads.contains(&"ok"), "{entries}");
     let log = serve.terminate();
     for secret in [OLD, NEW] {
         assert!(!log.contains(secret), "a token in the log: {log}");
