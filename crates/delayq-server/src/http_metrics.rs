@@ -6,42 +6,16 @@
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, RwLock};
-use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
 use axum::http::Method;
-use axum::middleware::Next;
-use axum::response::Response;
 use metrics::Histogram;
-
-use crate::state::AppState;
 
 /// The histogram's name.
 pub const REQUEST_SECONDS: &str = "delayq_http_request_duration_seconds";
 
-/// The middleware, as a route layer (it needs the matched route); the request runs in its
-/// span (`request_spans.rs`), and an audited one is recorded (`audit/mod.rs`), so that one
-/// layer does all three.
-pub async fn time_each_request(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let started = Instant::now();
-    let method = method_label(request.method());
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let (mut parts, body) = request.into_parts();
-    let audited = crate::audit::Pending::of(&state, &mut parts).await;
-    let request = Request::from_parts(parts, body);
-    let response = crate::request_spans::in_span(request, next).await;
-    if let Some(audited) = audited {
-        audited.finish(&state, &response).await;
-    }
-    if let Some(route) = route {
-        histogram(method, route.as_str(), response.status().as_u16())
-            .record(started.elapsed().as_secs_f64());
-    }
-    response
+/// Records one request that matched `route`, answered `status` after `elapsed` seconds.
+pub fn record(method: &Method, route: &str, status: u16, elapsed: f64) {
+    histogram(method_label(method), route, status).record(elapsed);
 }
 
 /// Each series' handle, by route, then method and status: a request finds its own under a

@@ -41,6 +41,7 @@ pub mod metrics_scope;
 pub mod push;
 pub mod push_envelope;
 pub mod redact;
+pub mod request_layer;
 pub mod request_spans;
 pub mod rfc3339;
 pub mod server;

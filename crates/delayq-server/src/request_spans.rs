@@ -10,7 +10,7 @@ use axum::response::Response;
 use tracing::Instrument;
 
 /// Runs the rest of the request in its span: a pass-through when spans are off. Called by
-/// the one request layer (`http_metrics.rs`).
+/// the one request layer (`request_layer.rs`).
 pub async fn in_span(request: Request, next: Next) -> Response {
     if !delayq::telemetry::is_enabled() {
         return next.run(request).await;

@@ -526,8 +526,8 @@ async fn one_or_all(
     };
     let mut response = Json(CountOut { count }).into_response();
     response.extensions_mut().insert(crate::audit::Detail {
-        action: None,
         ids: vec![named],
+        ..Default::default()
     });
     Ok(response)
 }

@@ -75,8 +75,9 @@ pub async fn cancel_many(
         .map(|r| r.id.clone())
         .collect();
     let mut response = Json(CancelManyOut { cancelled, results }).into_response();
-    response
-        .extensions_mut()
-        .insert(crate::audit::Detail { action: None, ids });
+    response.extensions_mut().insert(crate::audit::Detail {
+        ids,
+        ..Default::default()
+    });
     Ok(response)
 }

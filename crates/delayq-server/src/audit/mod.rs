@@ -8,7 +8,7 @@
 //! Entries go to a Redis stream, `dq:audit`, trimmed to about the newest
 //! `--audit-max-entries` (`record.rs`), and to the log as `audit` events; admins read them
 //! (`GET /v1/audit`, `delayq audit`, the dashboard's audit page). Which routes are audited is
-//! the table [`action_of`]; the one request layer (`http_metrics.rs`) asks it of every
+//! the table [`action_of`]; the one request layer (`request_layer.rs`) asks it of every
 //! request, and what is not in it costs a lookup.
 
 mod record;
@@ -29,6 +29,8 @@ use crate::state::AppState;
 /// on, and for a dashboard form the action it took (its route says only "act").
 #[derive(Debug, Clone, Default)]
 pub struct Detail {
+    /// Who, where the request's head does not say it (a dashboard session's token).
+    pub actor: Option<String>,
     /// The action, where the route does not say it (a dashboard form's).
     pub action: Option<String>,
     /// The ids acted on, besides those in the path.
@@ -95,8 +97,10 @@ impl Pending {
                 }
             }
         }
+        // A dashboard form's handler names its session's token (`ui/audited_actions.rs`);
+        // one that never ran had no session.
         let (via, actor) = match route.starts_with("/ui/") {
-            true => ("dashboard", dashboard_actor(state, &parts.headers).await),
+            true => ("dashboard", "(not logged in)".to_owned()),
             false => (state.audit_via(), api_actor(state, &parts.headers)),
         };
         Some(Pending {
@@ -119,13 +123,15 @@ impl Pending {
         let detail = response.extensions().get::<Detail>().cloned();
         let mut ids = self.ids;
         let mut action = self.action.to_owned();
+        let mut actor = self.actor;
         if let Some(d) = detail {
             ids.extend(d.ids);
             action = d.action.unwrap_or(action);
+            actor = d.actor.unwrap_or(actor);
         }
         let entry = Entry {
             id: String::new(),
-            actor: self.actor,
+            actor,
             via: self.via.to_owned(),
             action,
             queue: self.queue,
@@ -170,17 +176,6 @@ fn api_actor(state: &AppState, headers: &HeaderMap) -> String {
             Some(caller) => caller.name.to_string(),
             None => "(unknown token)".to_owned(),
         },
-    }
-}
-
-/// Who a dashboard request is: its session's token's name, or `(not logged in)`.
-async fn dashboard_actor(state: &AppState, headers: &HeaderMap) -> String {
-    match crate::ui::visitor::session_of(headers, state).await {
-        Some(session) => match session.caller {
-            Some(caller) => caller.name.to_string(),
-            None => "(open server)".to_owned(),
-        },
-        None => "(not logged in)".to_owned(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The dashboard's forms as the audit log sees them: each form's handler (`actions.rs`), its
-//! answer tagged with the action the form asked for (`audit::Detail`), since every form's
-//! route says only "act".
+//! answer tagged with the session's token and the action the form asked for
+//! (`audit::Detail`), since every form's route says only "act", and the audit log does not
+//! read sessions.
 
 use axum::extract::{Path, State};
 use axum::response::Response;
@@ -18,9 +19,9 @@ pub async fn queue_action(
     path: Path<String>,
     form: FormBody<ActionForm>,
 ) -> Response {
-    let action = tag(&form.0.action);
+    let detail = detail(&visitor, &form);
     tagged(
-        action,
+        detail,
         actions::queue_action(state, visitor, path, form).await,
     )
 }
@@ -32,9 +33,9 @@ pub async fn group_action(
     path: Path<(String, String)>,
     form: FormBody<ActionForm>,
 ) -> Response {
-    let action = tag(&form.0.action);
+    let detail = detail(&visitor, &form);
     tagged(
-        action,
+        detail,
         actions::group_action(state, visitor, path, form).await,
     )
 }
@@ -46,9 +47,9 @@ pub async fn message_action(
     path: Path<(String, String)>,
     form: FormBody<ActionForm>,
 ) -> Response {
-    let action = tag(&form.0.action);
+    let detail = detail(&visitor, &form);
     tagged(
-        action,
+        detail,
         actions::message_action(state, visitor, path, form).await,
     )
 }
@@ -66,10 +67,20 @@ fn tag(action: &str) -> String {
     }
 }
 
-fn tagged(action: String, mut response: Response) -> Response {
-    response.extensions_mut().insert(Detail {
-        action: Some(action),
+/// Who (the session's token) and what (the form's action), for the audit log.
+fn detail(visitor: &Visitor, form: &FormBody<ActionForm>) -> Detail {
+    let actor = match &visitor.0.caller {
+        Some(caller) => caller.name.to_string(),
+        None => "(open server)".to_owned(),
+    };
+    Detail {
+        actor: Some(actor),
+        action: Some(tag(&form.0.action)),
         ids: Vec::new(),
-    });
+    }
+}
+
+fn tagged(detail: Detail, mut response: Response) -> Response {
+    response.extensions_mut().insert(detail);
     response
 }

@@ -28,7 +28,7 @@ mod overview;
 mod queue_page;
 pub mod session;
 mod text;
-pub(crate) mod visitor;
+mod visitor;
 
 pub use text::segment;
 
