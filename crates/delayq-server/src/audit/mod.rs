@@ -180,7 +180,7 @@ fn api_actor(state: &AppState, headers: &HeaderMap) -> String {
 }
 
 /// Where a request came from: the peer's address, and what a proxy in front says it
-/// forwarded for (`X-Forwarded-For`, kept as given, up to 200 bytes).
+/// forwarded for (`X-Forwarded-For`, kept as given; `record.rs` cuts it).
 fn from_of(parts: &Parts) -> String {
     let peer = parts
         .extensions
@@ -192,10 +192,7 @@ fn from_of(parts: &Parts) -> String {
         .get("x-forwarded-for")
         .and_then(|v| v.to_str().ok())
     {
-        Some(forwarded) => {
-            let forwarded: String = forwarded.chars().take(200).collect();
-            format!("{peer} (for {forwarded})")
-        }
+        Some(forwarded) => format!("{peer} (for {forwarded})"),
         None => peer,
     }
 }

@@ -14,6 +14,21 @@ pub const AUDIT_KEY: &str = "dq:audit";
 /// Most ids one entry keeps (a cancel of many names up to a batch's): the rest are counted.
 const MAX_IDS: usize = 100;
 
+/// Most bytes of an entry's `from` (a peer's address and what a proxy forwarded for).
+const MAX_FROM: usize = 256;
+
+/// Cuts `text` to at most `most` bytes (at a character's boundary), marking the cut with `…`.
+fn cut(text: &mut String, most: usize) {
+    if text.len() > most {
+        let mut end = most;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+}
+
 /// One entry of the audit log.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Entry {
@@ -41,11 +56,18 @@ pub struct Entry {
 /// Writes `entry` to the log, and to the stream unless the action failed with Redis away (503).
 /// A failure to write it is logged: the action happened (or was refused) either way.
 pub async fn write(state: &AppState, mut entry: Entry) {
+    // What a request names comes from its client, refused ones too: each field is cut, so
+    // that an entry stays within about 14 KiB (100 ids of 128 bytes) whatever was sent.
     if entry.ids.len() > MAX_IDS {
         let more = entry.ids.len() - MAX_IDS;
         entry.ids.truncate(MAX_IDS);
         entry.ids.push(format!("(and {more} more)"));
     }
+    cut(&mut entry.queue, delayq::MAX_QUEUE_NAME_LEN);
+    for id in &mut entry.ids {
+        cut(id, delayq::MAX_MESSAGE_ID_LEN);
+    }
+    cut(&mut entry.from, MAX_FROM);
     tracing::info!(
         target: "audit",
         actor = %entry.actor,

@@ -250,3 +250,30 @@ async fn the_cli_reads_the_log_and_what_it_does_is_in_it() {
         "{table}"
     );
 }
+
+/// A refused request costs the log a bounded entry, whatever it sends: an anonymous client
+/// with a path of 10 KiB (a queue name and an id, neither valid) and a long forwarded-for
+/// cannot make the log grow by more than a few hundred bytes a request.
+#[tokio::test]
+async fn a_refused_requests_entry_is_bounded_whatever_it_sends() {
+    let mut s = audited(Limits::default()).await;
+    let long = "x".repeat(5000);
+    let answer = s
+        .http
+        .delete(format!("{}/v1/queues/{long}/messages/{long}", s.base))
+        .header("x-forwarded-for", "y".repeat(5000))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
+    let entries = log(&mut s, OPS, "").await;
+    let e = entries
+        .iter()
+        .find(|e| e["actor"] == "(no token)" && e["action"] == "cancel")
+        .expect("the refused cancel");
+    let size = e.to_string().len();
+    assert!(size < 1024, "an entry of {size} bytes: {e}");
+    assert!(e["queue"]
+        .as_str()
+        .is_some_and(|q| q.starts_with("xxx") && q.len() <= 70));
+}
