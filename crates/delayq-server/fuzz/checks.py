@@ -7,7 +7,9 @@ after a 4xx answer it is digested again and must be the same. Claim records are 
 they expire by themselves with their lease, whatever the request did; so is the registry of
 processes (`dq:processes`), which the server renews every 10 s on its own (README,
 "Upgrading"), and so are the webhooks' leases and places (`dq:webhooks:lease:<queue>`,
-`dq:webhooks:cursors`), which the server's webhook runtime takes and moves on its own.
+`dq:webhooks:cursors`), which the server's webhook runtime takes and moves on its own, and
+the audit log (`dq:audit`), where a refused attempt at an admin action is recorded on
+purpose (docs/operations.md, "Many teams on one delayq").
 """
 
 import json
@@ -23,7 +25,7 @@ local keys = redis.call('KEYS', '*')
 table.sort(keys)
 local parts = {}
 for _, key in ipairs(keys) do
-  if not string.find(key, ':claim:', 1, true) and key ~= 'dq:processes'
+  if not string.find(key, ':claim:', 1, true) and key ~= 'dq:processes' and key ~= 'dq:audit'
       and not string.find(key, 'dq:webhooks:lease:', 1, true) and key ~= 'dq:webhooks:cursors' then
     parts[#parts + 1] = key .. '=' .. redis.sha1hex(redis.call('DUMP', key))
   end
