@@ -10,6 +10,7 @@
 mod scope;
 mod tokens_file;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -96,7 +97,16 @@ pub fn out_of_scope() -> ApiError {
 
 /// The configured tokens. Never printed: `Debug` shows only how many there are.
 #[derive(Clone, Default)]
-pub struct Tokens(Vec<Entry>);
+pub struct Tokens {
+    entries: Vec<Entry>,
+    /// Each entry's place by its secret's digest, so that a request finds its token in one
+    /// lookup however many there are. (A lookup by digest reveals through its timing no more
+    /// than the answer does: a client cannot steer a SHA-256 towards a stored one byte by
+    /// byte, as it could a secret compared byte by byte.)
+    by_digest: HashMap<[u8; 32], usize>,
+    /// Each entry's place by its id (a dashboard cookie names its token's id).
+    by_id: HashMap<TokenId, usize>,
+}
 
 #[derive(Clone)]
 struct Entry {
@@ -121,7 +131,7 @@ fn id_of(digest: &[u8; 32]) -> TokenId {
 
 impl fmt::Debug for Tokens {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Tokens({} configured)", self.0.len())
+        write!(f, "Tokens({} configured)", self.entries.len())
     }
 }
 
@@ -129,34 +139,46 @@ impl Tokens {
     /// Reads the tokens file's entries (`tokens_file.rs`).
     pub fn parse(text: &str) -> Result<Tokens, String> {
         let lines = tokens_file::parse(text)?;
-        Ok(Tokens(
-            lines
-                .into_iter()
-                .map(|l| Entry {
-                    caller: Caller {
-                        name: l.name.into(),
-                        role: l.role,
-                        scope: Arc::new(l.scope),
-                        id: id_of(&l.digest),
-                    },
-                    digest: l.digest,
-                    clear: l.clear,
-                })
-                .collect(),
-        ))
+        let entries: Vec<Entry> = lines
+            .into_iter()
+            .map(|l| Entry {
+                caller: Caller {
+                    name: l.name.into(),
+                    role: l.role,
+                    scope: Arc::new(l.scope),
+                    id: id_of(&l.digest),
+                },
+                digest: l.digest,
+                clear: l.clear,
+            })
+            .collect();
+        let by_digest = entries
+            .iter()
+            .enumerate()
+            .map(|(n, e)| (e.digest, n))
+            .collect();
+        let by_id = entries
+            .iter()
+            .enumerate()
+            .map(|(n, e)| (e.caller.id, n))
+            .collect();
+        Ok(Tokens {
+            entries,
+            by_digest,
+            by_id,
+        })
     }
 
-    /// Who `presented` is, if it is one of these tokens. Every token's digest is compared,
-    /// each in constant time, so timing reveals nothing.
+    /// Who `presented` is, if it is one of these tokens: found by its SHA-256.
     pub fn find(&self, presented: &[u8]) -> Option<&Caller> {
-        let digest = tokens_file::digest_of(presented);
-        let mut found = None;
-        for entry in &self.0 {
-            if constant_time_eq(&entry.digest, &digest) {
-                found = Some(&entry.caller);
-            }
-        }
-        found
+        let n = self.by_digest.get(&tokens_file::digest_of(presented))?;
+        Some(&self.entries[*n].caller)
+    }
+
+    /// The token of id `id` and its secret's digest, if it is one of these.
+    pub fn by_id(&self, id: TokenId) -> Option<(&Caller, &[u8; 32])> {
+        let e = &self.entries[*self.by_id.get(&id)?];
+        Some((&e.caller, &e.digest))
     }
 
     /// Which token the request's bearer token is, `None` when auth is off or it is none of
@@ -167,19 +189,13 @@ impl Tokens {
 
     /// Whether the token `id` is one of these.
     pub fn has(&self, id: TokenId) -> bool {
-        self.0.iter().any(|e| e.caller.id == id)
-    }
-
-    /// Every token and its secret's digest (the dashboard's sessions are signed with a key
-    /// made from it).
-    pub fn iter(&self) -> impl Iterator<Item = (&Caller, &[u8; 32])> {
-        self.0.iter().map(|e| (&e.caller, &e.digest))
+        self.by_id.contains_key(&id)
     }
 
     /// A secret given in clear to present to `/readyz` (a monitor's first), if any: the
     /// file's hashed entries keep none.
     pub fn probe_secret(&self) -> Option<&str> {
-        let clear = || self.0.iter().filter(|e| e.clear.is_some());
+        let clear = || self.entries.iter().filter(|e| e.clear.is_some());
         clear()
             .find(|e| e.caller.role == Role::Monitor)
             .or_else(|| clear().next())
@@ -196,7 +212,7 @@ impl Tokens {
     /// `admin 1, send 2 (1 scoped)`.
     pub fn summary(&self) -> String {
         let mut counts: Vec<(&str, usize, usize)> = Vec::new();
-        for entry in &self.0 {
+        for entry in &self.entries {
             let role = entry.caller.role.as_str();
             let scoped = usize::from(!entry.caller.scope.is_every_queue());
             match counts.iter_mut().find(|(r, _, _)| *r == role) {
@@ -220,7 +236,7 @@ impl Tokens {
 
     /// True when no token is configured (auth is off).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries.is_empty()
     }
 
     /// Checks the request's bearer token against `needed`: 401 when it is missing or
@@ -288,7 +304,7 @@ mod tests {
             "admin:aaaaaaaaaaaaaaaa # on call\nsend:bbbbbbbbbbbbbbbb, consume:cccccccccccccccc",
         )
         .expect("valid");
-        assert_eq!(t.0.len(), 3);
+        assert_eq!(t.entries.len(), 3);
         let found = t.find(b"bbbbbbbbbbbbbbbb").expect("known");
         assert_eq!(found.role, Role::Send);
         assert!(t.find(b"bbbbbbbbbbbbbbb").is_none());

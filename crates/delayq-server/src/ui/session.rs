@@ -1,15 +1,17 @@
 //! Dashboard sessions: the login form takes an API token and sets a cookie that proves it
 //! without holding it, and every action carries a CSRF token derived from the same key.
 //!
-//! The cookie is `<expiry unix s>.<hex HMAC-SHA256(key, "delayq-ui-session." + expiry)>`,
-//! where a token's key is HMAC-SHA256(the servers' session secret, its secret's SHA-256):
-//! nothing is stored per session, any server on the same Redis with the same tokens accepts
-//! it, and removing a token from the configuration ends its sessions. The session secret is
-//! random, made once and kept in Redis (`AppState::session_secret`): the tokens file holds
-//! only SHA-256s of secrets, and with it alone no cookie can be made. The CSRF token is the
-//! HMAC of `"delayq-ui-csrf." + expiry` under the same key, so a page from another site can
-//! neither read nor guess it. With no tokens configured (the server then listens on loopback
-//! only) everyone is admin, and the key is a random one of this process.
+//! The cookie is `<expiry unix s>.<token id, hex>.<signature>`. The signature is the hex
+//! HMAC-SHA256 of `"delayq-ui-session." + expiry` under the token's key, which is
+//! HMAC-SHA256(the servers' session secret, the token's secret's SHA-256). So a request
+//! checks one signature however many tokens there are, nothing is stored per session, any
+//! server on the same Redis with the same tokens accepts it, and removing a token from the
+//! configuration ends its sessions. The session secret is random, made once and kept in
+//! Redis (`AppState::session_secret`): the tokens file holds only SHA-256s of secrets, and
+//! with it alone no cookie can be made. The CSRF token is the HMAC of `"delayq-ui-csrf." +
+//! expiry` under the same key, so a page from another site can neither read nor guess it.
+//! With no tokens configured (the server then listens on loopback only) everyone is admin,
+//! and the key is a random one of this process.
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -78,9 +80,11 @@ pub fn issue(tokens: &Tokens, secret: &[u8], token: &str) -> Option<String> {
         return None;
     }
     let expiry = unix_now() + LIFETIME.as_secs();
+    let key = key_of(secret, &digest);
     Some(format!(
-        "{expiry}.{}",
-        mac(&key_of(secret, &digest), "session", expiry)
+        "{expiry}.{:016x}.{}",
+        caller.id,
+        mac(&key, "session", expiry)
     ))
 }
 
@@ -96,31 +100,27 @@ pub fn verify(tokens: &Tokens, secret: &[u8], cookie: Option<&str>) -> Option<Se
             caller: None,
         });
     }
-    let (expiry, signature) = cookie?.split_once('.')?;
+    let mut parts = cookie?.split('.');
+    let (expiry, id, signature) = (parts.next()?, parts.next()?, parts.next()?);
     let expiry: u64 = expiry.parse().ok()?;
-    if expiry <= unix_now() {
+    if parts.next().is_some() || expiry <= unix_now() {
         return None;
     }
-    // Every token is tried, so the time taken does not tell which one matched.
-    let mut found = None;
-    for (caller, digest) in tokens.iter() {
-        let key = key_of(secret, digest);
-        if caller.role.reads_messages()
-            && constant_time_eq(
-                mac(&key, "session", expiry).as_bytes(),
-                signature.as_bytes(),
-            )
-        {
-            found = Some(Session {
-                role: caller.role,
-                csrf: mac(&key, "csrf", expiry),
-                logged_in: true,
-                token: Some(caller.id),
-                caller: Some(caller.clone()),
-            });
-        }
-    }
-    found
+    // The cookie names its token (by id, not a secret): one signature to check.
+    let (caller, digest) = tokens.by_id(u64::from_str_radix(id, 16).ok()?)?;
+    let key = key_of(secret, digest);
+    let valid = caller.role.reads_messages()
+        && constant_time_eq(
+            mac(&key, "session", expiry).as_bytes(),
+            signature.as_bytes(),
+        );
+    valid.then(|| Session {
+        role: caller.role,
+        csrf: mac(&key, "csrf", expiry),
+        logged_in: true,
+        token: Some(caller.id),
+        caller: Some(caller.clone()),
+    })
 }
 
 /// A token's session key: HMAC-SHA256(the servers' session secret, its secret's SHA-256).
@@ -180,14 +180,23 @@ mod tests {
         assert!(!session.csrf_matches("0"));
         // Tampered, expired, made without the session secret, or its token removed: no
         // session.
-        let (expiry, sig) = cookie.split_once('.').expect("dot");
+        let (expiry, rest) = cookie.split_once('.').expect("dot");
         let later = expiry.parse::<u64>().expect("n") + 1;
-        assert!(verify(&tokens, secret, Some(&format!("{later}.{sig}"))).is_none());
+        assert!(verify(&tokens, secret, Some(&format!("{later}.{rest}"))).is_none());
+        let (id, sig) = rest.split_once('.').expect("two dots");
+        let admin = tokens.find(b"admin-token-0123456789").expect("admin").id;
+        let as_admin = format!("{expiry}.{admin:016x}.{sig}");
+        assert!(
+            verify(&tokens, secret, Some(&as_admin)).is_none(),
+            "another token's id"
+        );
+        assert!(id.len() == 16);
         assert!(verify(&tokens, b"another secret", Some(&cookie)).is_none());
         let digest: [u8; 32] = <Sha256 as sha2::Digest>::digest(b"send-token-0123456789").into();
         let far = unix_now() + 60;
+        let send = tokens.find(b"send-token-0123456789").expect("send").id;
         for key in [&b"send-token-0123456789"[..], &digest[..]] {
-            let forged = format!("{far}.{}", mac(key, "session", far));
+            let forged = format!("{far}.{send:016x}.{}", mac(key, "session", far));
             assert!(verify(&tokens, secret, Some(&forged)).is_none());
         }
         let fewer = Tokens::parse("admin:admin-token-0123456789").expect("tokens");
