@@ -86,7 +86,7 @@ end
 local lease_head, lease_head_read = nil, false
 local function first_lease()
   if not lease_head_read then
-    local score = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')[2]
+    local score = redis.call('ZRANGE', k.leases, '0', '0', 'WITHSCORES')[2]
     lease_head, lease_head_read = score and tonumber(score), true
   end
   return lease_head
@@ -235,7 +235,7 @@ end
 -- not read.
 local function take_from(set, wanted)
   local asked = math.min(wanted, READ_AHEAD) + 1
-  local read = redis.call('ZRANGE', set, 0, asked - 1)
+  local read = redis.call('ZRANGE', set, '0', string.format('%d', asked - 1))
   local got = {}
   while #got < wanted and #got < #read and is_due(read[#got + 1]) do
     got[#got + 1] = read[#got + 1]
@@ -247,7 +247,7 @@ local function take_from(set, wanted)
     after = false
   elseif #got < wanted then
     -- All that was read is due, and more is wanted: the rest that is due, by due time.
-    local more = redis.call('ZRANGEBYLEX', set, '(' .. got[#got], due_bound(ahead), 'LIMIT', 0, wanted - #got)
+    local more = redis.call('ZRANGEBYLEX', set, '(' .. got[#got], due_bound(ahead), 'LIMIT', '0', string.format('%d', wanted - #got))
     local n = #got
     for i, rec in ipairs(more) do
       got[n + i] = rec
@@ -255,7 +255,7 @@ local function take_from(set, wanted)
   end
   if #got > 0 then
     -- The claimed messages are exactly the set's lowest members.
-    redis.call('ZREMRANGEBYRANK', set, 0, #got - 1)
+    redis.call('ZREMRANGEBYRANK', set, '0', string.format('%d', #got - 1))
   end
   return got, after
 end

@@ -103,7 +103,7 @@ end
 -- holds; one that holds more than fit keeps the rest, still expired, for the next call.
 function claim_leases.expire(now_ms, most)
   local expired, own = {}, {}
-  for _, member in ipairs(redis.call('ZRANGEBYSCORE', k.leases, '-inf', now_ms, 'LIMIT', 0, most)) do
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', k.leases, '-inf', string.format('%d', now_ms), 'LIMIT', '0', string.format('%d', most))) do
     if #expired >= most then
       break
     elseif #member == 6 then

@@ -186,7 +186,7 @@ end
 if stride > 1 then
   redis.call('SET', k.seq, offset, 'NX')
 end
-local first = redis.call('INCRBY', k.seq, n * stride) - n * stride
+local first = redis.call('INCRBY', k.seq, string.format('%d', n * stride)) - n * stride
 if first + n * stride >= LEVEL then
   error('delayq: this queue has used up its sequence numbers')
 end
