@@ -59,4 +59,5 @@ var LeftOut = map[string]string{
 	"GET /v1/queues/{queue}/format":   "data-format upgrades belong to a deploy (delayq format show)",
 	"POST /v1/queues/{queue}/upgrade": "data-format upgrades belong to a deploy (delayq format upgrade)",
 	"GET /v1/processes":               "which processes read which data format: upgrade tooling (delayq processes)",
+	"GET /v1/audit":                   "who did what on the server: an operator's read (delayq audit, the dashboard's audit log)",
 }

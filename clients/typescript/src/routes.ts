@@ -69,4 +69,5 @@ export const LEFT_OUT: Readonly<Record<string, string>> = {
   'GET /v1/queues/{queue}/format': 'data-format upgrades belong to a deploy (delayq format show|upgrade)',
   'POST /v1/queues/{queue}/upgrade': 'data-format upgrades belong to a deploy (delayq format show|upgrade)',
   'GET /v1/processes': 'data-format upgrades belong to a deploy (delayq format show|upgrade)',
+  'GET /v1/audit': "who did what on the server: an operator's read (delayq audit, the dashboard's audit log)",
 };

@@ -23,6 +23,8 @@ LEFT_OUT: Dict[str, str] = {
     "GET /metrics": "Prometheus text for a scraper, not an application call.",
     "GET /v1/processes": "Operator's upgrade tooling (which processes read which data "
                          "format); the delayq CLI and dashboard show it.",
+    "GET /v1/audit": "Who did what on the server: an operator's read; the delayq CLI "
+                     "(`delayq audit`) and the dashboard's audit log show it.",
     "GET /v1/queues/{queue}/format": "Operator's data-format upgrade progress; use the "
                                      "CLI (`delayq format show`).",
     "POST /v1/queues/{queue}/upgrade": "Data-format upgrades are a one-off operator step "
