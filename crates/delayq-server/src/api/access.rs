@@ -11,10 +11,10 @@
 
 use std::marker::PhantomData;
 
-use axum::extract::{FromRequestParts, RawPathParams};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
-use crate::auth::{in_scope, out_of_scope, Caller, Role};
+use crate::auth::{in_scope, out_of_scope, queue_out_of_scope, Caller, Role};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -108,19 +108,10 @@ impl<R: Needs> FromRequestParts<AppState> for Authorized<R> {
         };
         if let Some(c) = &caller {
             tracing::Span::current().record("delayq.token", &*c.name);
-            if !c.scope.is_every_queue() {
-                // The path's queue as the client wrote it (percent-decoded): a name out of
-                // scope, valid or not, existing or not, gets the same answer.
-                let params = RawPathParams::from_request_parts(parts, state)
-                    .await
-                    .map_err(|_| out_of_scope())?;
-                if let Some((_, queue)) = params
-                    .iter()
-                    .find(|(key, value)| *key == "queue" && !c.scope.allows(value))
-                {
-                    tracing::info!(token = %c.name, queue, "refused: a queue out of the token's scope");
-                    return Err(out_of_scope());
-                }
+            // A name out of scope, valid or not, existing or not, gets the same answer.
+            if let Some(queue) = queue_out_of_scope(parts, c).await {
+                tracing::info!(token = %c.name, queue, "refused: a queue out of the token's scope");
+                return Err(out_of_scope());
             }
         }
         Ok(Authorized {

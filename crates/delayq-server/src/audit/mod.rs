@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, RawPathParams};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 
 pub use record::{read, write, Entry, Page, AUDIT_KEY};
@@ -165,12 +165,7 @@ fn api_actor(state: &AppState, headers: &HeaderMap) -> String {
         }
         .to_owned();
     }
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
+    match crate::auth::bearer(headers) {
         None => "(no token)".to_owned(),
         Some(secret) => match tokens.find(secret.as_bytes()) {
             Some(caller) => caller.name.to_string(),

@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use axum::extract::{FromRequestParts, RawPathParams};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 
 use crate::error::{ApiError, ApiResult};
@@ -95,6 +97,23 @@ pub fn out_of_scope() -> ApiError {
     )
 }
 
+/// The queue the request's path names (`{queue}`, as the client wrote it, percent-decoded)
+/// if `caller`'s scope does not take it: what a route of a queue refuses. A path whose
+/// parameters cannot be read is refused too (named ""): a scoped token gets no queue
+/// it cannot be checked for. `None`: the path names no queue, or one in scope.
+pub(crate) async fn queue_out_of_scope(parts: &mut Parts, caller: &Caller) -> Option<String> {
+    if caller.scope.is_every_queue() {
+        return None;
+    }
+    let Ok(params) = RawPathParams::from_request_parts(parts, &()).await else {
+        return Some(String::new());
+    };
+    params
+        .iter()
+        .find(|(key, value)| *key == "queue" && !caller.scope.allows(value))
+        .map(|(_, queue)| queue.to_owned())
+}
+
 /// The configured tokens. Never printed: `Debug` shows only how many there are.
 #[derive(Clone, Default)]
 pub struct Tokens {
@@ -171,8 +190,7 @@ impl Tokens {
 
     /// Who `presented` is, if it is one of these tokens: found by its SHA-256.
     pub fn find(&self, presented: &[u8]) -> Option<&Caller> {
-        let n = self.by_digest.get(&tokens_file::digest_of(presented))?;
-        Some(&self.entries[*n].caller)
+        Some(self.find_with_digest(presented)?.0)
     }
 
     /// The token of id `id` and its secret's digest, if it is one of these.
@@ -204,8 +222,9 @@ impl Tokens {
 
     /// The token `presented` is and its digest, if any.
     pub fn find_with_digest(&self, presented: &[u8]) -> Option<(&Caller, [u8; 32])> {
-        let caller = self.find(presented)?;
-        Some((caller, tokens_file::digest_of(presented)))
+        let digest = tokens_file::digest_of(presented);
+        let n = self.by_digest.get(&digest)?;
+        Some((&self.entries[*n].caller, digest))
     }
 
     /// How many tokens of each role, and which are scoped, as a log line says it:
@@ -274,7 +293,7 @@ impl Tokens {
 }
 
 /// The request's bearer token, as presented.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

@@ -2,12 +2,13 @@
 //! pages (`{queue}` in the path) one whose token's scope takes that queue: any other gets
 //! 403, the same whether the queue exists or not.
 
-use axum::extract::{FromRequestParts, RawPathParams};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::session::{self, Session};
+use crate::auth::queue_out_of_scope;
 use crate::state::AppState;
 
 /// A visitor with a valid session. A request without one is sent to the login form (a page)
@@ -20,11 +21,10 @@ impl FromRequestParts<AppState> for Visitor {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
         match session_of(&parts.headers, state).await {
             Some(s) => {
-                let params = RawPathParams::from_request_parts(parts, state).await.ok();
-                let out = params
-                    .iter()
-                    .flat_map(|p| p.iter())
-                    .any(|(key, value)| key == "queue" && !s.may_use(value));
+                let out = match &s.caller {
+                    Some(caller) => queue_out_of_scope(parts, caller).await.is_some(),
+                    None => false,
+                };
                 match out {
                     true => Err((StatusCode::FORBIDDEN, "this token may not use that queue")
                         .into_response()),

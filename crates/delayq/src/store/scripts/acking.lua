@@ -68,6 +68,7 @@ local function ack_leases(args, from, now)
       local claim, at = claims[base_of[j]], place[j]
       local slots = claim.slots
       if slots and not claim.named[at] and (claim.deadline or 0) > now_ms then
+        -- (claim_leases.slot written out: this runs for every delivery of a claim.)
         local from_byte = 3 + SLOT * (at - 1)
         if slots:sub(from_byte, from_byte + 5) == seq_of[j] then
           claim.named[at] = true
