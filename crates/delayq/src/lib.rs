@@ -105,10 +105,10 @@ pub use values::error::{Error, InvalidInput, Result};
 pub use values::error_history::FailedAttempt;
 pub use values::event::{Event, EventCursor, EventFilter, EventKind, EventStart};
 pub use values::expiry::MAX_TTL;
-pub use values::extension::{EXPIRY_FORMAT, EXTENSION_FORMAT, GROUPS_FORMAT};
+pub use values::extension::{ENCRYPTION_FORMAT, EXPIRY_FORMAT, EXTENSION_FORMAT, GROUPS_FORMAT};
 pub use values::message::{
     Amend, CancelOutcome, DeadLetter, DeadLettered, MessageInfo, NackOutcome, Next, RateLimit,
-    Sent, Stats,
+    Sealed, Sent, Stats,
 };
 pub use values::names::{QueueName, MAX_MESSAGE_ID_LEN, MAX_QUEUE_NAME_LEN};
 pub use values::options::{
@@ -123,6 +123,7 @@ pub use values::recording::{
 pub use values::recurrence::{MissedTicks, Recurrence};
 pub use values::retention::{Completion, Outcome, Retention, MAX_RETAINED, MAX_RETENTION};
 pub use values::schedule_firing::{tick_jitter, Firing, Overlap, MAX_JITTER};
+pub use values::sealing::{key_id_of, Keyring, Undecryptable, MAX_KEY_ID_LEN, SEAL_OVERHEAD};
 pub use values::settings::{
     OnExpire, Setting, DEFAULT_EVENTS_KEPT, MAX_EVENTS_KEPT, MAX_GROUP_CONCURRENCY,
     MAX_IDEMPOTENCY_WINDOW,

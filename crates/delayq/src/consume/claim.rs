@@ -1,12 +1,15 @@
 //! One claim: up to `max` due messages of one partition taken under a lease, in one
 //! script call (`claim.lua`), which also reclaims expired leases. A record that cannot be
-//! decoded is moved to the dead letters (`bury.lua`) and left out of the claim.
+//! decoded is moved to the dead letters (`bury.lua`), one whose sealed payload this client
+//! cannot open (`handles/sealed.rs`) becomes a dead letter as it is (`nack.lua`), each with
+//! the reason, and both are left out of the claim.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::handles::queue_core::{invocation, QueueCore};
+use crate::handles::sealed;
 use crate::store::keys::Keys;
 use crate::store::scripts::SCRIPTS;
 use crate::values::delivery::Delivery;
@@ -125,14 +128,24 @@ pub(crate) async fn from_partition(
     let mut deliveries = Vec::with_capacity(r.remaining());
     let mut due_in = Vec::with_capacity(r.remaining());
     let mut undecodable = Vec::new();
+    let mut unopened = Vec::new();
     while r.remaining() > 0 {
         token += 1;
         let Some(raw) = r.opt_bytes()? else {
             continue; // a repeated claim's message that is no longer held under it
         };
         let seq = record::seq_of(&raw);
-        match record::decode(raw) {
-            Ok(rec) => {
+        let opened = record::decode(raw).map(|mut rec| {
+            let stored = std::mem::take(&mut rec.payload);
+            let opened = sealed::open(core, rec.sealed, stored);
+            (rec, opened)
+        });
+        match opened {
+            Ok((rec, Err(undecryptable))) => {
+                unopened.push((lease_member(seq, token), rec.id, undecryptable.to_string()));
+            }
+            Ok((mut rec, Ok(payload))) => {
+                rec.payload = payload;
                 let late_us = now_us.saturating_sub(rec.due_us);
                 m.lateness.record(late_us as f64 / 1e6);
                 let ahead = Duration::from_micros(rec.due_us.saturating_sub(now_us));
@@ -159,14 +172,18 @@ pub(crate) async fn from_partition(
                     group: rec.group,
                     expires_at_ms: rec.deadline_ms,
                     traceparent: rec.traceparent,
+                    sealed: rec.sealed,
                 })
             }
-            Err(e) => undecodable.push((lease_member(seq, token), e.to_string())),
+            Err(e) => undecodable.push((lease_member(seq, token), format!("undecodable: {e}"))),
         }
     }
     m.delivered.increment(deliveries.len() as u64);
     if !undecodable.is_empty() {
         dead_lettered.extend(bury(core, keys, &undecodable).await);
+    }
+    if !unopened.is_empty() {
+        dead_lettered.extend(dead_now(core, keys, &unopened).await);
     }
     Ok(Claim {
         dead_lettered,
@@ -185,11 +202,8 @@ async fn bury(
     undecodable: &[([u8; 12], String)],
 ) -> Vec<DeadLettered> {
     let mut inv = invocation(keys, &SCRIPTS.bury);
-    let errors: Vec<String> = undecodable
-        .iter()
-        .map(|(_, error)| format!("undecodable: {error}"))
-        .collect();
-    for ((member, _), error) in undecodable.iter().zip(&errors) {
+    let errors: Vec<String> = undecodable.iter().map(|(_, error)| error.clone()).collect();
+    for (member, error) in undecodable {
         inv.arg(&member[..]).arg(error);
     }
     let mut buried = Vec::new();
@@ -197,7 +211,7 @@ async fn bury(
         Ok(mut r) => {
             for error in errors {
                 if let Ok(Some(id)) = r.opt_string() {
-                    tracing::error!(queue = %core.name(), id = %id, "undecodable record moved to the dead letters");
+                    tracing::error!(queue = %core.name(), id = %id, error = %error, "a message that cannot be read moved to the dead letters");
                     buried.push(death(core, id, error));
                 }
             }
@@ -207,6 +221,42 @@ async fn bury(
         }
     }
     buried
+}
+
+/// Makes claimed messages whose sealed payload this client cannot open dead letters now,
+/// under their own ids and with their records as they are (`nack.lua`, mode `d`), so that a
+/// client that holds the key can requeue them. A failure is only logged: the messages come
+/// back when their lease expires.
+async fn dead_now(
+    core: &QueueCore,
+    keys: &Keys,
+    unopened: &[([u8; 12], String, String)],
+) -> Vec<DeadLettered> {
+    let mut inv = invocation(keys, &SCRIPTS.nack);
+    for (member, _, error) in unopened {
+        inv.arg(&member[..])
+            .arg("d")
+            .arg(error)
+            .arg("")
+            .arg("0")
+            .arg("")
+            .arg("");
+    }
+    let mut dead = Vec::new();
+    match core.invoke(&inv).await.and_then(Reply::new) {
+        Ok(mut r) => {
+            for (_, id, error) in unopened {
+                if r.string().is_ok_and(|outcome| outcome == "dead") {
+                    tracing::error!(queue = %core.name(), id = %id, error = %error, "a message this process cannot open moved to the dead letters");
+                    dead.push(death(core, id.clone(), error.clone()));
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(queue = %core.name(), error = %e, "could not move messages this process cannot open to the dead letters; they return after their lease");
+        }
+    }
+    dead
 }
 
 fn death(core: &QueueCore, id: String, error: String) -> DeadLettered {

@@ -44,6 +44,10 @@ impl Held for CarriedAck {
         self.held().explicit_id()
     }
 
+    fn sealed(&self) -> bool {
+        self.held().sealed()
+    }
+
     fn traceparent(&self) -> Option<&str> {
         self.held().traceparent()
     }
@@ -143,6 +147,7 @@ mod tests {
             seq: [0, 0, 0, 0, 0, seq],
             token,
             explicit_id: false,
+            sealed: false,
         }
     }
 

@@ -14,6 +14,7 @@ use std::fmt;
 
 use crate::handles::by_id::read_message;
 use crate::handles::queue_core::{invocation, QueueCore};
+use crate::handles::sealed;
 use crate::store::partitions::join_all;
 use crate::store::scripts::SCRIPTS;
 use crate::values::error::{InvalidInput, Result};
@@ -332,6 +333,9 @@ fn read_step(mut r: Reply, state: State) -> Result<Step> {
         };
         let key = r.bytes()?;
         info.payload_len = r.uint()? as usize;
+        if r.uint()? == 1 {
+            info.sealed = Some(sealed::listed(&std::mem::take(&mut info.payload)));
+        }
         let order = match (<[u8; 13]>::try_from(key.as_slice()), &info.completion) {
             (Ok(k), _) => Order::Key(k),
             // The latest ended first.

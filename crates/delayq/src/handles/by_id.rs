@@ -4,6 +4,7 @@
 use crate::store::scripts::QueueScript;
 
 use crate::handles::queue_core::{invocation, Call, QueueCore};
+use crate::handles::sealed;
 use crate::values::error::{Error, Result};
 use crate::values::error_history;
 use crate::values::message::{CancelOutcome, MessageInfo};
@@ -80,6 +81,10 @@ pub(crate) async fn get(core: &QueueCore, id: &str) -> Result<Option<MessageInfo
     info.traceparent = r
         .opt_bytes()?
         .map(|t| String::from_utf8_lossy(&t).into_owned());
+    if r.uint()? == 1 {
+        let (payload, sealed) = sealed::open_for_reader(core, std::mem::take(&mut info.payload));
+        (info.payload_len, info.payload, info.sealed) = (payload.len(), payload, Some(sealed));
+    }
     Ok(Some(info))
 }
 
@@ -107,6 +112,7 @@ pub(crate) fn read_final(id: String, record: &[u8]) -> Result<MessageInfo> {
         died_at_ms: None,
         traceparent: None,
         completion: Some(fin.completion),
+        sealed: None,
     })
 }
 
@@ -146,5 +152,6 @@ pub(crate) fn read_message(r: &mut Reply, id: String, state: State) -> Result<Me
         died_at_ms: (state == State::Dead).then_some(extra),
         traceparent: None,
         completion: None,
+        sealed: None,
     })
 }

@@ -4,7 +4,8 @@
 use crate::handles::queue_core::{invocation, QueueCore};
 use crate::store::partitions::{join_all, Layout};
 use crate::store::scripts::SCRIPTS;
-use crate::values::error::Result;
+use crate::values::error::{Error, Result};
+use crate::values::extension::ENCRYPTION_FORMAT;
 use crate::values::settings::Setting;
 
 /// Pauses (`true`) or resumes the queue.
@@ -21,13 +22,37 @@ pub(crate) async fn configure(core: &QueueCore, settings: &[Setting]) -> Result<
     for setting in settings {
         setting.fields(1)?;
     }
+    if settings.contains(&Setting::Encryption(true)) && core.config().keys.is_none() {
+        return Err(Error::NoKey {
+            queue: core.name().to_string(),
+        });
+    }
     let layout = core.layout().await?;
     let parts = layout.count() as u16;
     let mut fields = Vec::new();
     for setting in settings {
         fields.extend(setting.fields(parts)?);
     }
-    control(core, &layout, &fields).await
+    if settings.contains(&Setting::Encryption(true)) {
+        for keys in layout.parts() {
+            let found = core.admit_at_least(keys, ENCRYPTION_FORMAT).await?;
+            if found < ENCRYPTION_FORMAT {
+                return Err(Error::FormatTooOld {
+                    feature: "encrypted messages",
+                    found,
+                    needed: ENCRYPTION_FORMAT,
+                });
+            }
+        }
+    }
+    let result = control(core, &layout, &fields).await;
+    if settings.iter().any(|s| matches!(s, Setting::Encryption(_))) {
+        // This process's sends follow the change at once, not a lease later.
+        for keys in layout.parts() {
+            core.forget_reading(keys);
+        }
+    }
+    result
 }
 
 /// Writes `fields` (a value of '' clears one) to the control hash of every partition

@@ -5,6 +5,7 @@
 //! into one order of death.
 
 use crate::handles::queue_core::{invocation, QueueCore};
+use crate::handles::sealed;
 use crate::store::keys::Keys;
 use crate::store::partitions::join_all;
 use crate::values::error::Result;
@@ -150,6 +151,14 @@ impl<'a> DeadLetters<'a> {
             let (id, died_at_ms) = (r.string()?, r.uint()?);
             let (attempts, max_attempts) = (r.uint()? as u32, r.uint()? as u32);
             let (last_error, errors) = crate::values::error_history::read(r.opt_bytes()?);
+            let (stored, flags, priority) = (r.bytes()?, r.uint()?, r.uint()? as u8);
+            let (payload, sealed) = match r.uint()? {
+                1 => {
+                    let (payload, sealed) = sealed::open_for_reader(&self.queue, stored);
+                    (payload, Some(sealed))
+                }
+                _ => (stored, None),
+            };
             out.push(DeadLetter {
                 id,
                 died_at_ms,
@@ -157,9 +166,10 @@ impl<'a> DeadLetters<'a> {
                 max_attempts,
                 last_error,
                 errors,
-                payload: r.bytes()?,
-                kind: record::kind_of(r.uint()? as u8),
-                priority: r.uint()? as u8,
+                payload,
+                kind: record::kind_of(flags as u8),
+                priority,
+                sealed,
             });
         }
         Ok(cut)

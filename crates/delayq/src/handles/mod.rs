@@ -28,6 +28,7 @@ pub(crate) mod queue_delete;
 pub(crate) mod schedule_backfill;
 pub(crate) mod schedule_definition;
 pub(crate) mod schedules;
+pub(crate) mod sealed;
 pub(crate) mod send;
 pub(crate) mod send_generated;
 pub(crate) mod settle;

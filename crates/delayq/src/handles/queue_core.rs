@@ -190,6 +190,21 @@ impl QueueCore {
             .await
     }
 
+    /// Whether partition `keys`' queue encrypts its payloads, as last read (at most a lease
+    /// ago; [`FormatGate::encrypts`]).
+    pub(crate) async fn encrypts(&self, keys: &Keys) -> Result<bool> {
+        let shared = &self.shared;
+        shared
+            .formats
+            .encrypts(&shared.announcer, &shared.conn, keys.control())
+            .await
+    }
+
+    /// Forgets what was read of partition `keys`' format and settings.
+    pub(crate) fn forget_reading(&self, keys: &Keys) {
+        self.shared.formats.forget(keys.control());
+    }
+
     async fn admit_control(&self, control: &str) -> Result<u32> {
         let shared = &self.shared;
         shared

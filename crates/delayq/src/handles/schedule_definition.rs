@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::handles::queue_core::QueueCore;
+use crate::handles::sealed;
 use crate::values::error::{InvalidInput, Result};
 use crate::values::names::QueueName;
 use crate::values::options::PayloadKind;
@@ -50,6 +52,8 @@ pub struct ScheduleInfo {
     /// Its jitter and overlap ([`Schedules::put_with`]); `next_ticks_ms` are the ticks,
     /// before jitter.
     pub firing: Firing,
+    /// Its payload is kept sealed (its queue encrypts): opened or not, and with which key.
+    pub sealed: Option<crate::values::message::Sealed>,
 }
 
 /// A definition read back from Redis: what a scheduler needs to fire it.
@@ -132,11 +136,17 @@ pub(crate) fn parse_definition(name: &str, fields: Vec<(String, Vec<u8>)>) -> Re
 }
 
 pub(crate) fn info(
+    core: &QueueCore,
     def: Definition,
     last_tick_ms: Option<u64>,
     now_ms: u64,
 ) -> Result<ScheduleInfo> {
-    let rec = record::decode(record::with_sort_key(0, 0, &def.body))?;
+    let mut rec = record::decode(record::with_sort_key(0, 0, &def.body))?;
+    let sealed = rec.sealed.then(|| {
+        let (payload, sealed) = sealed::open_for_reader(core, std::mem::take(&mut rec.payload));
+        rec.payload = payload;
+        sealed
+    });
     let after = now_ms.max(last_tick_ms.unwrap_or(0)).max(def.created_ms);
     Ok(ScheduleInfo {
         next_ticks_ms: def.recurrence.upcoming(after, NEXT_TICKS),
@@ -152,5 +162,6 @@ pub(crate) fn info(
         last_tick_ms,
         paused: def.paused,
         firing: def.firing,
+        sealed,
     })
 }

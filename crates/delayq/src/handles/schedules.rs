@@ -22,6 +22,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::handles::queue_core::{invocation, QueueCore};
+use crate::handles::sealed;
 use crate::store::keys::Keys;
 use crate::store::partitions::join_all;
 use crate::store::scripts::SCRIPTS;
@@ -119,6 +120,8 @@ impl<'a> Schedules<'a> {
         let (_, body) = crate::handles::send::prepare(self.queue, payload.as_ref(), options)?;
         // The layout fixes the partition count, as a send would.
         let layout = self.queue.layout().await?;
+        // On a queue that encrypts, the payload kept in the definition is sealed too.
+        let body = sealed::sealed_body(self.queue, layout.part(0), body).await?;
         let mut conn = self.queue.connection();
         check_jitter_fits(&mut conn, layout.part(0), &firing).await?;
         let created_ms = server_ms(&mut conn).await?;
@@ -203,7 +206,7 @@ impl<'a> Schedules<'a> {
         let mut conn = self.queue.connection();
         let now_ms = server_ms(&mut conn).await?;
         let last = self.last_tick(name).await?;
-        Ok(Some(info(def, last, now_ms)?))
+        Ok(Some(info(self.queue, def, last, now_ms)?))
     }
 
     /// Every schedule of the queue, by name.
@@ -213,7 +216,7 @@ impl<'a> Schedules<'a> {
         let now_ms = server_ms(&mut conn).await?;
         for def in self.definitions().await? {
             let last = self.last_tick(&def.name).await?;
-            out.push(info(def, last, now_ms)?);
+            out.push(info(self.queue, def, last, now_ms)?);
         }
         Ok(out)
     }
@@ -409,6 +412,8 @@ impl<'a> Schedules<'a> {
         })?;
         let layout = self.queue.layout().await?;
         let k = layout.for_caller_id(&id);
+        // Defined before its queue began to encrypt: its tick is sealed as it goes.
+        let body = sealed::sealed_body(self.queue, layout.part(k), body).await?;
         let mut inv = invocation(layout.part(k), &SCRIPTS.send);
         inv.arg(layout.count())
             .arg(k)

@@ -2,7 +2,8 @@
 //! script call (`send.lua`), atomic on the Redis side; the one exception is a batch without
 //! caller ids (see `send_generated`). On a queue of several partitions (`partitions.rs`) a
 //! message's partition follows from its group or its caller id, or goes round robin; a
-//! batch is split by partition, one call each, atomic per partition.
+//! batch is split by partition, one call each, atomic per partition. On a queue that
+//! encrypts, payloads are sealed before their records are made (`sealed.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::handles::queue_core::{invocation, Call, QueueCore};
+use crate::handles::sealed;
 use crate::store::keys::Keys;
 use crate::store::partitions::{self, join_all, Layout};
 use crate::store::scripts::SCRIPTS;
@@ -25,6 +27,7 @@ use crate::values::options::{
 };
 use crate::values::record;
 use crate::values::reply::Reply;
+use crate::values::sealing::Keyring;
 use crate::values::send_fields;
 use crate::values::state::State;
 
@@ -35,7 +38,16 @@ pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// [`Queue::send`](crate::Queue::send).
 pub(crate) async fn send(core: &QueueCore, payload: &[u8], options: &SendOptions) -> Result<Sent> {
     let mut span = OpSpan::send(core.name().as_str(), 1, options.traceparent.as_deref());
-    let result = send_one(core, payload, options, &span).await;
+    let result = match send_one(core, payload, options, &span).await {
+        // The queue began to encrypt since its settings were read: nothing was written.
+        Err(e) if sealed::refused_unsealed(&e) => {
+            sealed::forget(core).await?;
+            send_one(core, payload, options, &span)
+                .await
+                .map_err(|e| unsealed_again(core, e))
+        }
+        result => result,
+    };
     if let Ok(sent) = &result {
         span.message_id(&sent.id);
     }
@@ -52,6 +64,15 @@ async fn send_one(
     let mut prepared = prepare(core, payload, options)?;
     let layout = core.layout().await?;
     let k = partition_of(&layout, options)?;
+    let sealing;
+    let (options, payload) = match sealed::keys_for_send(core, &[layout.part(k)]).await? {
+        Some(keys) => {
+            sealing = sealed::seal(core, &keys, payload, options)?;
+            prepared.1 = record::encode_body(&sealing.0, &sealing.1);
+            (&sealing.0, &sealing.1[..])
+        }
+        None => (options, payload),
+    };
     check_format(core, layout.part(k), [options]).await?;
     let carrying;
     let options = match carried_trace(core, &[layout.part(k)], span, options).await {
@@ -87,7 +108,16 @@ async fn send_one(
 /// Sends each partition's share in one call, all at once.
 pub(crate) async fn send_batch(core: &QueueCore, messages: &[Message]) -> Result<Vec<Sent>> {
     let span = OpSpan::send(core.name().as_str(), messages.len(), None);
-    let result = send_many(core, messages, &span).await;
+    let result = match send_many(core, messages, &span).await {
+        // The queue began to encrypt since its settings were read: nothing was written.
+        Err(e) if sealed::refused_unsealed(&e) => match sealed::forget(core).await {
+            Ok(()) => send_many(core, messages, &span)
+                .await
+                .map_err(|e| unsealed_again(core, e)),
+            Err(e) => Err(e),
+        },
+        result => result,
+    };
     span.end(&result);
     result
 }
@@ -112,11 +142,19 @@ async fn send_many(core: &QueueCore, messages: &[Message], span: &OpSpan) -> Res
     let groups = partitions::group(layout.count(), messages, |m| {
         partition_of(&layout, &m.options).unwrap_or(0)
     });
+    let parts: Vec<&Arc<Keys>> = groups.iter().map(|(k, _)| layout.part(*k)).collect();
+    let sealing;
+    let (messages, sealed_batch) = match sealed::keys_for_send(core, &parts).await? {
+        Some(keys) => {
+            sealing = seal_all(core, &keys, messages, &mut prepared)?;
+            (&sealing[..], true)
+        }
+        None => (messages, false),
+    };
     for (k, positions) in &groups {
         let options = positions.iter().map(|&i| &messages[i].options);
         check_format(core, layout.part(*k), options).await?;
     }
-    let parts: Vec<&Arc<Keys>> = groups.iter().map(|(k, _)| layout.part(*k)).collect();
     if let Some(traceparent) = carried_trace(core, &parts, span, &SendOptions::new()).await {
         for (m, prepared) in messages.iter().zip(&mut prepared) {
             if m.options.traceparent.is_none() {
@@ -126,9 +164,14 @@ async fn send_many(core: &QueueCore, messages: &[Message], span: &OpSpan) -> Res
             }
         }
     }
-    let calls = groups
-        .iter()
-        .map(|(k, positions)| send_group(core, &layout, *k, positions, messages, &prepared));
+    let calls = groups.iter().map(|(k, positions)| {
+        let batch = Batch {
+            messages,
+            prepared: &prepared,
+            sealed: sealed_batch,
+        };
+        send_group(core, &layout, *k, positions, batch)
+    });
     let mut out: Vec<Option<Sent>> = vec![None; messages.len()];
     for (result, (_, positions)) in join_all(calls).await.into_iter().zip(&groups) {
         for (sent, &i) in result?.into_iter().zip(positions) {
@@ -145,15 +188,52 @@ async fn send_many(core: &QueueCore, messages: &[Message], span: &OpSpan) -> Res
     Ok(sent)
 }
 
+/// A batch about to be sent: its messages, their record bodies, and whether their payloads
+/// are sealed.
+#[derive(Clone, Copy)]
+struct Batch<'b> {
+    messages: &'b [Message],
+    prepared: &'b [(DueSpec, Vec<u8>)],
+    sealed: bool,
+}
+
+/// `messages` sealed with the newest of `keys`, their record bodies in `prepared` made
+/// again to match.
+fn seal_all(
+    core: &QueueCore,
+    keys: &Keyring,
+    messages: &[Message],
+    prepared: &mut [(DueSpec, Vec<u8>)],
+) -> Result<Vec<Message>> {
+    let mut out = Vec::with_capacity(messages.len());
+    for (m, prepared) in messages.iter().zip(prepared) {
+        let (options, payload) = sealed::seal(core, keys, &m.payload, &m.options)?;
+        prepared.1 = record::encode_body(&options, &payload);
+        out.push(Message { payload, options });
+    }
+    Ok(out)
+}
+
+/// A send refused as unsealed again, after its settings were read afresh.
+fn unsealed_again(core: &QueueCore, e: Error) -> Error {
+    if sealed::refused_unsealed(&e) {
+        sealed::changed(core)
+    } else {
+        e
+    }
+}
+
 /// Sends the messages at `positions` to partition `k`, in one call.
 async fn send_group(
     core: &QueueCore,
     layout: &Layout,
     k: usize,
     positions: &[usize],
-    messages: &[Message],
-    prepared: &[(DueSpec, Vec<u8>)],
+    batch: Batch<'_>,
 ) -> Result<Vec<Sent>> {
+    let Batch {
+        messages, prepared, ..
+    } = batch;
     // The strictest durability any message asks for.
     let replicas = positions
         .iter()
@@ -182,7 +262,14 @@ async fn send_group(
         .all(|&i| send_fields::may_skip_script(&messages[i].options))
     {
         let bodies = positions.iter().map(|&i| &prepared[i]);
-        return crate::handles::send_generated::send_generated(core, layout, k, bodies).await;
+        return crate::handles::send_generated::send_generated(
+            core,
+            layout,
+            k,
+            bodies,
+            batch.sealed,
+        )
+        .await;
     }
     let mut inv = invocation(layout.part(k), &SCRIPTS.send);
     let items = positions

@@ -28,6 +28,7 @@ pub(crate) async fn send_generated<'p>(
     layout: &Layout,
     k: usize,
     prepared: impl ExactSizeIterator<Item = &'p (DueSpec, Vec<u8>)>,
+    sealed: bool,
 ) -> Result<Vec<Sent>> {
     let keys = layout.part(k);
     let format = core.admit(keys).await?;
@@ -48,7 +49,8 @@ pub(crate) async fn send_generated<'p>(
         .arg("max_delay_ms")
         .arg("retain_ms")
         .arg("events")
-        .arg("bucket_horizon_ms");
+        .arg("bucket_horizon_ms")
+        .arg("encrypt");
     let mut replies = conn.transaction_at(keys.slot(), &reserve).await?;
     // As send.lua does: a message due further out than the queue's max delay is refused, and
     // nothing is written (the sequence numbers reserved are skipped, as a failed send's are);
@@ -61,6 +63,14 @@ pub(crate) async fn send_generated<'p>(
     let retains = settings.get(1).is_some_and(Option::is_some);
     // As events.lua does: each message sent is an event, on a queue that records them.
     let events_cap = settings.get(2).cloned().flatten();
+    // As send.lua does: on a queue that encrypts, a payload that is not sealed is refused.
+    if !sealed
+        && settings
+            .get(4)
+            .is_some_and(|on| on.as_deref().is_some_and(|v| !v.is_empty()))
+    {
+        return Err(crate::handles::sealed::changed(core));
+    }
     let horizon_ms = settings
         .get(3)
         .and_then(|ms| ms.as_deref()?.parse().ok())

@@ -11,6 +11,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::handles::queue_core::{invocation, Call, QueueCore};
+use crate::handles::sealed;
 use crate::store::partitions::{self, join_all};
 use crate::store::scripts::QueueScript;
 use crate::store::scripts::SCRIPTS;
@@ -75,7 +76,7 @@ async fn fail_untraced(
     check_amend(core, amend)?;
     let layout = core.known_layout().await?;
     let mut inv = invocation(layout.part(layout.for_seq(held.seq())), &SCRIPTS.nack);
-    push_failure(&mut inv, held, error, next, amend)?;
+    push_failure(core, &mut inv, held, error, next, amend)?;
     let mut r = Reply::new(core.invoke(&inv).await?)?;
     let outcome = r.string()?;
     count_failures(core, [outcome.as_str()]);
@@ -127,7 +128,7 @@ async fn fail_many_untraced(
         &items,
         &SCRIPTS.nack,
         |_| {},
-        |inv, (d, (error, next, amend))| push_failure(inv, *d, error, *next, amend),
+        |inv, (d, (error, next, amend))| push_failure(core, inv, *d, error, *next, amend),
         strings,
     )
     .await?;
@@ -301,6 +302,7 @@ async fn per_partition<T: Held, R>(
 
 /// The arguments `nack.lua` takes for one failed delivery.
 fn push_failure(
+    core: &QueueCore,
     inv: &mut Call<'_>,
     held: &impl Held,
     error: &str,
@@ -318,6 +320,10 @@ fn push_failure(
         .arg(retry_ms)
         .arg(rand::random::<f64>());
     match &amend.payload {
+        Some(p) if held.sealed() => {
+            let sealed = sealed::amend_payload(core, true, p)?;
+            inv.arg([b"#".as_slice(), &sealed].concat())
+        }
         Some(p) => inv.arg([b"=".as_slice(), p].concat()),
         None => inv.arg(""),
     };

@@ -22,6 +22,11 @@
 //! stamp alone. A field that older readers must not ignore comes with a format of its own,
 //! and its writer waits for that stamp ([`FormatGate::admit`] returns the format).
 //!
+//! Format 7 ([`ENCRYPTION_FORMAT`](crate::ENCRYPTION_FORMAT)) lets a record name the key that
+//! sealed its payload (extension tag 7, `sealing.rs`): an older delayq would hand the sealed
+//! bytes over as the payload. Every format-6 record is a format-7 record, so its upgrade is
+//! the stamp alone; a queue may encrypt only once its partitions are stamped 7.
+//!
 //! Format 6 ([`CLAIM_LEASE_FORMAT`]) changes no record either: a claim on a partition
 //! stamped 6 may hold the messages it took under one lease, the claim's (leases.lua's
 //! `claim_leases`), which an older delayq would take for no lease at all, and a full
@@ -45,7 +50,7 @@ use crate::values::error::{Error, Result};
 /// `n`: how the mixed-version test builds "the release before" (never set it otherwise).
 pub const DATA_FORMAT: u32 = match option_env!("DELAYQ_NEWEST_FORMAT") {
     Some(n) => parse_decimal(n),
-    None => 6,
+    None => 7,
 };
 
 /// The format from which a claim may hold what it took under one lease, the claim's.
@@ -92,6 +97,9 @@ pub(crate) struct FormatGate {
 #[derive(Clone, Copy)]
 struct Reading {
     format: u32,
+    /// Whether the partition's queue encrypts its payloads (the control field `encrypt`,
+    /// [`Setting::Encryption`](crate::Setting::Encryption)), read with the format.
+    encrypts: bool,
     epoch: u64,
     at: Instant,
 }
@@ -121,23 +129,59 @@ impl FormatGate {
         control: &str,
         needed: u32,
     ) -> Result<u32> {
+        Ok(self.reading(announcer, conn, control, needed).await?.format)
+    }
+
+    /// Whether the queue of the partition whose control hash is `control` encrypts its
+    /// payloads, as read with its format (at most a lease ago, or again after
+    /// [`forget`](Self::forget)). The send script checks it again as it writes.
+    pub(crate) async fn encrypts(
+        &self,
+        announcer: &Announcer,
+        conn: &connection::Ordinary,
+        control: &str,
+    ) -> Result<bool> {
+        Ok(self
+            .reading(announcer, conn, control, FIRST_FORMAT)
+            .await?
+            .encrypts)
+    }
+
+    /// Drops what is known of partition `control`, so that it is read again on next use:
+    /// its settings changed (a send was refused for a setting read before the change).
+    pub(crate) fn forget(&self, control: &str) {
+        self.lock().remove(control);
+    }
+
+    async fn reading(
+        &self,
+        announcer: &Announcer,
+        conn: &connection::Ordinary,
+        control: &str,
+        needed: u32,
+    ) -> Result<Reading> {
         let epoch = announcer.epoch(conn).await?;
         let known = self.lock().get(control).copied();
         if let Some(r) =
             known.filter(|r| r.epoch == epoch && r.at.elapsed() < LEASE && r.format >= needed)
         {
-            return Ok(r.format);
+            return Ok(r);
         }
         let at = Instant::now();
-        let named: Option<String> = redis::cmd("HGET")
+        let (named, encrypt): (Option<String>, Option<String>) = redis::cmd("HMGET")
             .arg(control)
             .arg("format")
+            .arg("encrypt")
             .query_async(&mut conn.get())
             .await?;
-        let format = readable(named)?;
-        self.lock()
-            .insert(control.to_owned(), Reading { format, epoch, at });
-        Ok(format)
+        let reading = Reading {
+            format: readable(named)?,
+            encrypts: encrypt.is_some_and(|on| !on.is_empty()),
+            epoch,
+            at,
+        };
+        self.lock().insert(control.to_owned(), reading);
+        Ok(reading)
     }
 
     /// Stamps every partition of `layout` with [`DATA_FORMAT`] (the upgrade's step; nothing

@@ -1,5 +1,6 @@
 //! The client's settings ([`Config`]): limits, timeouts, how far apart its consumers'
-//! claims on one partition go, and how far ahead of a due time they take a message.
+//! claims on one partition go, how far ahead of a due time they take a message, and the
+//! keys of payloads encrypted at rest.
 
 use std::time::Duration;
 
@@ -40,6 +41,12 @@ pub struct Config {
     /// e.g. `server`, `worker`, `cli` (default none: a library client). Up to 32 of
     /// `a-z0-9_-`.
     pub process_role: Option<String>,
+    /// The keys that seal and open payloads on queues that encrypt them
+    /// ([`Setting::Encryption`](crate::Setting::Encryption); default none). Without them
+    /// a send to such a queue is refused ([`Error::NoKey`](crate::Error::NoKey)), and a
+    /// consumer makes each message it takes there a dead letter, `undecryptable: no key
+    /// <id>`, for a client that holds the key to requeue.
+    pub keys: Option<crate::values::sealing::Keyring>,
 }
 
 /// The longest [`Config::claim_spacing`].
@@ -57,6 +64,7 @@ impl Default for Config {
             claim_spacing: Duration::from_millis(1),
             look_ahead: Duration::from_millis(2),
             process_role: None,
+            keys: None,
         }
     }
 }
@@ -90,6 +98,12 @@ impl Config {
     /// Says what this process is ([`Config::process_role`]).
     pub fn process_role(mut self, role: &str) -> Self {
         self.process_role = Some(role.to_owned());
+        self
+    }
+
+    /// Gives the client keys to seal and open payloads with ([`Config::keys`]).
+    pub fn keys(mut self, keys: crate::values::sealing::Keyring) -> Self {
+        self.keys = Some(keys);
         self
     }
 

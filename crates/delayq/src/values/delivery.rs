@@ -50,6 +50,9 @@ pub struct Delivery {
     pub(crate) seq: [u8; 6],
     /// Whether the id is indexed (caller-given or moved) rather than generated.
     pub(crate) explicit_id: bool,
+    /// Its stored payload is sealed (`payload` is opened): a new payload for its next
+    /// attempts is sealed too.
+    pub(crate) sealed: bool,
 }
 
 impl Delivery {
@@ -90,6 +93,7 @@ impl Delivery {
             token: self.token,
             seq: self.seq,
             explicit_id: self.explicit_id,
+            sealed: self.sealed,
         }
     }
 }

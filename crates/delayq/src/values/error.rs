@@ -88,6 +88,23 @@ pub enum Error {
         /// What delayq needs.
         needed: String,
     },
+    /// The queue encrypts its payloads ([`Setting::Encryption`](crate::Setting::Encryption))
+    /// and this client holds no key to seal them with ([`Config::keys`](crate::Config::keys)):
+    /// nothing was written.
+    #[error("queue {queue} encrypts its payloads and this client holds no key (Config::keys; the server's --keys-file)")]
+    NoKey {
+        /// The queue.
+        queue: String,
+    },
+    /// The queue began to encrypt its payloads while this send ran, and the send, made
+    /// again sealed, met a second change: nothing was written; sending again is safe.
+    #[error(
+        "queue {queue} changed its encryption while this send ran: nothing was written, send again"
+    )]
+    EncryptionChanged {
+        /// The queue.
+        queue: String,
+    },
     /// A send asked to be on `wanted` replicas ([`SendOptions::replicas`](crate::SendOptions::replicas))
     /// and only `replicas` had it within the timeout. The message was written; a failover now
     /// could lose it.

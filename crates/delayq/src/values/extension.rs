@@ -26,6 +26,11 @@
 //!   or later skips it (its deliveries carry no trace context), so it needs no format of
 //!   its own: only the extension area's ([`EXTENSION_FORMAT`]).
 //!
+//! * 7, the payload is sealed (data format 7, [`ENCRYPTION_FORMAT`]; `sealing.rs`, where a
+//!   sealed payload names its key): one byte, 1 (AES-256-GCM as `sealing.rs` lays it out). An older delayq would hand the sealed bytes over as the
+//!   payload, so a sealed message is written only to a partition of format 7 or later, and
+//!   the send script refuses a payload that is not sealed on a queue that encrypts.
+//!
 //! [`OnDuplicate::Debounce`]: crate::OnDuplicate::Debounce
 
 /// The tag of a message's group.
@@ -43,6 +48,15 @@ pub(crate) const TAG_FIRST: u8 = 5;
 
 /// The tag of the W3C `traceparent` a message was sent with.
 pub(crate) const TAG_TRACE: u8 = 6;
+
+/// The tag that marks a sealed payload, and its one value.
+pub(crate) const TAG_KEY: u8 = 7;
+pub(crate) const SEALED_V1: &[u8] = &[1];
+
+/// The data format that brought payloads encrypted at rest
+/// ([`Setting::Encryption`](crate::Setting::Encryption)): an older delayq would hand a
+/// sealed payload over as it is stored.
+pub const ENCRYPTION_FORMAT: u32 = 7;
 
 /// The data format that brought the extension area itself: a record with any field in it
 /// (a trace context, a debounce's cap) is unreadable to a delayq of format 1, so it is
@@ -65,6 +79,8 @@ pub(crate) struct Fields {
     /// Unix ms.
     pub(crate) deadline_ms: Option<u64>,
     pub(crate) traceparent: Option<String>,
+    /// Whether the payload is sealed.
+    pub(crate) sealed: bool,
 }
 
 /// The area (without its length prefix) holding `fields`, in tag order.
@@ -96,6 +112,8 @@ pub(crate) fn decode(area: &[u8]) -> Option<Fields> {
         } else if tag == TAG_TRACE {
             // Only context: one that is not text is dropped, never the message.
             fields.traceparent = String::from_utf8(value.to_vec()).ok();
+        } else if tag == TAG_KEY {
+            fields.sealed = true;
         }
     }
     Some(fields)

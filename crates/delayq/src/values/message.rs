@@ -78,6 +78,43 @@ pub struct MessageInfo {
     /// Completed ([`State::Completed`]): how and when it ended. Such a message keeps no
     /// payload, priority or group.
     pub completion: Option<crate::values::retention::Completion>,
+    /// Its payload is stored sealed ([`Setting::Encryption`](crate::Setting::Encryption)):
+    /// opened or not, and with which key.
+    pub sealed: Option<Sealed>,
+}
+
+/// A payload stored sealed ([`Setting::Encryption`](crate::Setting::Encryption)), as a
+/// reader was given it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Sealed {
+    /// Opened with this client's key of this id: the payload given is the one sent.
+    Opened {
+        /// The key's id.
+        key: String,
+    },
+    /// Not opened, as a listing or a search never opens one (it does not search it either):
+    /// the payload given is empty.
+    Listed {
+        /// The key's id.
+        key: String,
+    },
+    /// This client could not open it: the payload given is empty.
+    Undecryptable(crate::values::sealing::Undecryptable),
+}
+
+impl Sealed {
+    /// The id of the key that sealed it, if known.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Sealed::Opened { key } | Sealed::Listed { key } => Some(key),
+            Sealed::Undecryptable(crate::values::sealing::Undecryptable::NoKey(key))
+            | Sealed::Undecryptable(crate::values::sealing::Undecryptable::Rejected(key)) => {
+                Some(key)
+            }
+            Sealed::Undecryptable(_) => None,
+        }
+    }
 }
 
 /// Counts of a queue, taken atomically (per partition, on a queue of several).
@@ -248,6 +285,8 @@ pub struct DeadLetter {
     pub kind: crate::values::options::PayloadKind,
     /// Its priority, which a requeue keeps.
     pub priority: u8,
+    /// Its payload is stored sealed: opened or not, and with which key.
+    pub sealed: Option<Sealed>,
 }
 
 /// A message that became a dead letter, as the call that made it so reports it: each death

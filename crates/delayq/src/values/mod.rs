@@ -12,6 +12,7 @@
 //!   `state.rs`, `error.rs`, `error_history.rs` (a message's last failures), `event.rs`
 //!   (what an event is, where a reader stands), `retention.rs` (final records of ended
 //!   messages), `reply.rs` (reading script replies).
+//! * `sealing.rs`: payloads encrypted at rest (the keys, sealing and opening).
 //! * Settings: `config.rs` (the client's), `settings.rs` (a queue's, kept in Redis).
 //! * Schedules' rules: `recurrence.rs` with `recurrence/` (cron and intervals),
 //!   `schedule_firing.rs` (a schedule's jitter and overlap).
@@ -35,6 +36,7 @@ pub(crate) mod recurrence;
 pub(crate) mod reply;
 pub(crate) mod retention;
 pub(crate) mod schedule_firing;
+pub(crate) mod sealing;
 pub(crate) mod send_fields;
 pub(crate) mod settings;
 pub(crate) mod state;

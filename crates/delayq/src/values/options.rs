@@ -312,6 +312,9 @@ pub struct SendOptions {
     pub(crate) if_in_flight: IfInFlight,
     /// W3C trace context to carry (`trace_context.rs`).
     pub(crate) traceparent: Option<String>,
+    /// Set by the send, never by a caller: the payload is sealed (`sealing.rs`), on a queue
+    /// that encrypts.
+    pub(crate) sealed: bool,
 }
 
 /// Longest wait for replicas ([`SendOptions::replicas`]).
@@ -341,6 +344,7 @@ impl Default for SendOptions {
             on_duplicate: OnDuplicate::Keep,
             if_in_flight: IfInFlight::SendAnother,
             traceparent: None,
+            sealed: false,
         }
     }
 }

@@ -17,6 +17,9 @@ pub struct Receipt {
     pub(crate) seq: [u8; 6],
     pub(crate) token: u64,
     pub(crate) explicit_id: bool,
+    /// The message's stored payload is sealed (`sealing.rs`): a new payload for its next
+    /// attempts is sealed too.
+    pub(crate) sealed: bool,
 }
 
 impl Receipt {
@@ -34,12 +37,13 @@ impl Delivery {
             seq: self.seq,
             token: self.token,
             explicit_id: self.explicit_id,
+            sealed: self.sealed,
         }
     }
 }
 
 /// Text form: 12 hex digits of token, 12 of sequence, `e` or `g` (explicit or generated
-/// id), then the id.
+/// id; `E` or `G` when its payload is sealed), then the id.
 impl fmt::Display for Receipt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Written digit by digit: `write!` with padded hex was a tenth of the HTTP
@@ -52,7 +56,12 @@ impl fmt::Display for Receipt {
                 *digit = HEX[((value >> (4 * j)) & 0xf) as usize];
             }
         }
-        head[24] = if self.explicit_id { b'e' } else { b'g' };
+        head[24] = match (self.explicit_id, self.sealed) {
+            (true, false) => b'e',
+            (false, false) => b'g',
+            (true, true) => b'E',
+            (false, true) => b'G',
+        };
         // Only ASCII was written.
         f.write_str(std::str::from_utf8(&head).map_err(|_| fmt::Error)?)?;
         f.write_str(&self.id)
@@ -72,9 +81,11 @@ impl FromStr for Receipt {
         };
         let token = hex(s.get(..12)).ok_or_else(bad)?;
         let seq = hex(s.get(12..24)).ok_or_else(bad)?;
-        let explicit_id = match s.get(24..25) {
-            Some("e") => true,
-            Some("g") => false,
+        let (explicit_id, sealed) = match s.get(24..25) {
+            Some("e") => (true, false),
+            Some("g") => (false, false),
+            Some("E") => (true, true),
+            Some("G") => (false, true),
             _ => return Err(bad()),
         };
         let id = s.get(25..).ok_or_else(bad)?;
@@ -86,6 +97,7 @@ impl FromStr for Receipt {
             seq: seq_bytes,
             token,
             explicit_id,
+            sealed,
         })
     }
 }
@@ -95,6 +107,9 @@ pub(crate) trait Held {
     fn lease_member(&self) -> [u8; 12];
     fn id(&self) -> &str;
     fn explicit_id(&self) -> bool;
+
+    /// Whether the message's stored payload is sealed.
+    fn sealed(&self) -> bool;
 
     /// The `traceparent` the message carries, when the holder knows it (a delivery does, a
     /// receipt does not): the trace its ack or nack span joins.
@@ -124,6 +139,10 @@ impl<T> Held for (&Delivery, T) {
         self.0.explicit_id
     }
 
+    fn sealed(&self) -> bool {
+        self.0.sealed
+    }
+
     fn traceparent(&self) -> Option<&str> {
         self.0.traceparent.as_deref()
     }
@@ -140,6 +159,10 @@ impl Held for Delivery {
 
     fn explicit_id(&self) -> bool {
         self.explicit_id
+    }
+
+    fn sealed(&self) -> bool {
+        self.sealed
     }
 
     fn traceparent(&self) -> Option<&str> {
@@ -159,6 +182,10 @@ impl Held for Receipt {
     fn explicit_id(&self) -> bool {
         self.explicit_id
     }
+
+    fn sealed(&self) -> bool {
+        self.sealed
+    }
 }
 
 #[cfg(test)]
@@ -172,6 +199,7 @@ mod tests {
             seq: [0, 0, 0, 1, 2, 3],
             token: 0xabcdef012345,
             explicit_id: true,
+            sealed: false,
         };
         let text = r.to_string();
         assert_eq!(text, "abcdef012345000000010203eorder-1:close");
@@ -181,9 +209,16 @@ mod tests {
             seq: [0, 0, 0, 0, 0, 1],
             token: 0x1f,
             explicit_id: false,
+            sealed: false,
         };
         assert_eq!(small.to_string(), "00000000001f000000000001g7");
-        assert_eq!(small.to_string().parse::<Receipt>(), Ok(small));
+        assert_eq!(small.to_string().parse::<Receipt>(), Ok(small.clone()));
+        let sealed = Receipt {
+            sealed: true,
+            ..small
+        };
+        assert_eq!(sealed.to_string(), "00000000001f000000000001G7");
+        assert_eq!(sealed.to_string().parse::<Receipt>(), Ok(sealed));
         for bad in [
             "",
             "abc",

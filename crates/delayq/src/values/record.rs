@@ -185,6 +185,8 @@ pub(crate) struct Decoded {
     pub(crate) deadline_ms: Option<u64>,
     /// Its W3C trace context, from the extension area.
     pub(crate) traceparent: Option<String>,
+    /// Whether the payload is sealed (`sealing.rs`): then `payload` is the sealed bytes.
+    pub(crate) sealed: bool,
     pub(crate) payload: Vec<u8>,
 }
 
@@ -245,6 +247,7 @@ pub(crate) fn decode(mut rec: Vec<u8>) -> Result<Decoded, Error> {
         group: fields.group,
         deadline_ms: fields.deadline_ms,
         traceparent: fields.traceparent,
+        sealed: fields.sealed,
         payload,
     })
 }
@@ -299,6 +302,44 @@ pub(crate) fn body_with_id(body: &[u8], id: &str) -> Option<Vec<u8>> {
     out.push(id.len() as u8);
     out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(&body[at..]);
+    Some(out)
+}
+
+/// Record body `body` (as [`encode_body`] made it) with `sealed`, a sealed payload
+/// (`sealing.rs`), in place of its payload, and its extension area marking it sealed: what a
+/// schedule defined before its queue began to encrypt sends. None when `body` is not such a
+/// body.
+pub(crate) fn with_sealed_payload(body: &[u8], sealed: &[u8]) -> Option<Vec<u8>> {
+    let rec = with_sort_key(0, 0, body);
+    let flags = *rec.get(13)?;
+    let (kind, _) = kind_and_extension(flags);
+    let (at, _, area) = policy_end(&rec, flags)?;
+    // Where the policy ends (and the area's length starts, if it has one), and the area.
+    let (policy_to, mut area_bytes) = match area {
+        Some(area) => {
+            let bytes = rec.get(area.clone())?.to_vec();
+            let mut length = Vec::new();
+            put_varint(&mut length, bytes.len() as u64);
+            (area.start.checked_sub(length.len())?, bytes)
+        }
+        None => (at, Vec::new()),
+    };
+    if !extension::decode(&area_bytes)?.sealed {
+        area_bytes.extend(extension::encode(&[(
+            extension::TAG_KEY,
+            extension::SEALED_V1,
+        )]));
+    }
+    let id_len = match flags & F_ID {
+        0 => 0,
+        _ => 1 + usize::from(*rec.get(at)?),
+    };
+    let mut out = vec![(flags & !KIND_BITS) | (KIND_BITS ^ kind)];
+    out.extend_from_slice(rec.get(14..policy_to)?);
+    put_varint(&mut out, area_bytes.len() as u64);
+    out.extend_from_slice(&area_bytes);
+    out.extend_from_slice(rec.get(at..at + id_len)?);
+    out.extend_from_slice(sealed);
     Some(out)
 }
 
@@ -373,6 +414,28 @@ mod tests {
                 );
                 assert_eq!(given, expected, "the id goes after the extension area");
             }
+        }
+    }
+
+    #[test]
+    fn a_sealed_payload_put_in_reads_as_one_sent_sealed() {
+        let traced = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let backoff = Backoff::exponential(Duration::from_secs(1), Duration::from_secs(60));
+        for options in [
+            SendOptions::new(),
+            SendOptions::new().id("o-1").backoff(backoff.with_jitter(5)),
+            SendOptions::new().group("g").traceparent(traced),
+            SendOptions::new().id("o-2").traceparent(traced),
+        ] {
+            let mut sealed_options = options.clone();
+            sealed_options.sealed = true;
+            let direct = encode_body(&sealed_options, b"SEALED");
+            let put_in = with_sealed_payload(&encode_body(&options, b"plain"), b"SEALED");
+            assert_eq!(put_in.as_deref(), Some(&direct[..]), "{options:?}");
+            let again = with_sealed_payload(&direct, b"AGAIN").expect("a sealed body");
+            let d = decode(with_sort_key(1, 2, &again)).expect("well formed");
+            assert!(d.sealed);
+            assert_eq!(d.payload, b"AGAIN", "sealed once, the payload replaced");
         }
     }
 

@@ -5,8 +5,8 @@
 //! [`fields_of`]; a new option is a compile error there until it says which of them it is.
 
 use crate::values::extension::{
-    EXPIRY_FORMAT, EXTENSION_FORMAT, GROUPS_FORMAT, TAG_DEADLINE, TAG_DEBOUNCE, TAG_GROUP,
-    TAG_TRACE,
+    ENCRYPTION_FORMAT, EXPIRY_FORMAT, EXTENSION_FORMAT, GROUPS_FORMAT, SEALED_V1, TAG_DEADLINE,
+    TAG_DEBOUNCE, TAG_GROUP, TAG_KEY, TAG_TRACE,
 };
 use crate::values::options::{SendOptions, DEFAULT_PRIORITY};
 use crate::values::upsert::OnDuplicate;
@@ -37,6 +37,7 @@ pub(crate) fn fields_of(options: &SendOptions) -> Vec<SendField<'_>> {
         expiry,
         on_duplicate,
         traceparent,
+        sealed,
         // The header and the policy (`record.rs`), or the sort key (priority, due time).
         schedule: _,
         id: _,
@@ -81,6 +82,15 @@ pub(crate) fn fields_of(options: &SendOptions) -> Vec<SendField<'_>> {
             tag: TAG_TRACE,
             value: traceparent.as_bytes(),
             format: Some((EXTENSION_FORMAT, "messages with trace context")),
+            needs_script: false,
+        });
+    }
+    if *sealed {
+        fields.push(SendField {
+            tag: TAG_KEY,
+            value: SEALED_V1,
+            format: Some((ENCRYPTION_FORMAT, "encrypted messages")),
+            // The path without Lua checks the queue's setting as the send script does.
             needs_script: false,
         });
     }

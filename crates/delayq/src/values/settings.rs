@@ -82,6 +82,14 @@ pub enum Setting {
     /// is there if and only if the change is. `None` stops recording and drops the events
     /// kept.
     Events(Option<u64>),
+    /// Seal every payload sent from now on with AES-256-GCM before it reaches Redis
+    /// (`true`), with the newest key of the sender's [`Config::keys`](crate::Config::keys);
+    /// `false` sends new payloads in clear again. Either way a payload sealed before stays
+    /// sealed, and opens for a client that holds its key. Needs the queue's data in format
+    /// [`ENCRYPTION_FORMAT`](crate::ENCRYPTION_FORMAT) (`delayq format upgrade`) and, to
+    /// turn it on, a client with keys. What is stored from before (messages, dead letters,
+    /// schedules) is sealed by [`Queue::rotate_keys`](crate::Queue::rotate_keys).
+    Encryption(bool),
 }
 
 /// What becomes of a message that expired ([`Setting::OnExpire`]).
@@ -177,6 +185,7 @@ impl Setting {
                 },
             )]),
             Setting::PushDelivery(on) => Ok(vec![("push", if on { "1" } else { "" }.to_owned())]),
+            Setting::Encryption(on) => Ok(vec![("encrypt", if on { "1" } else { "" }.to_owned())]),
             Setting::RateLimit(None) => Ok(["rate", "burst", "limit"]
                 .map(|name| (name, String::new()))
                 .to_vec()),

@@ -17,6 +17,7 @@ mod data_set_files;
 mod data_set_groups;
 mod data_sets;
 mod dead_letters;
+mod encryption;
 mod error_history;
 mod events;
 mod expiry;

@@ -13,7 +13,9 @@
 --   of messages to skip
 -- ARGV[3]: most messages the step looks at, 1 to 1000
 -- ARGV[4]: '' to return every message looked at; else only those whose payload (after a push
---   envelope: never the message's push headers) or id contains these bytes
+--   envelope: never the message's push headers) or id contains these bytes. A sealed payload
+--   (src/values/sealing.rs) is never searched: only its message's id is, and only the
+--   sealed payload's head (its key's id) is returned
 -- ARGV[5]: most bytes of each payload returned ('' or absent: all of it); a search still
 --   looks through all of each payload. What a step returns is then bounded, whatever the
 --   payloads' sizes.
@@ -26,8 +28,8 @@
 --   error history or false, payload (its first ARGV[5] bytes), lease deadline ms (in
 --   flight) or died-at ms (dead) or 0, flags byte, priority, group or false, deadline ms
 --   (expiry.lua) or 0, a debounce's latest due ms (send.lua) or 0, sort key
---   (delayed, ready) or '', the whole payload's length }; for 'completed' (final records of
---   ended messages, retention.lua, the latest first) per message: id, final record, '', 0
+--   (delayed, ready) or '', the whole payload's length, 1 if the payload is sealed else 0 }; for 'completed' (final records of
+--   ended messages, retention.lua, the latest first) per message: id, final record, '', 0, 0
 --   Ready messages of a group (in its group's set, groups.lua) are listed by group, not here;
 --   grouped messages not yet due are.
 --   next is where the following step starts (as ARGV[2]), or false when this step reached
@@ -65,8 +67,9 @@ local function searched_from(payload)
 end
 local function add(m, extra, key)
   out[1] = out[1] + 1
-  if needle ~= '' and not string.find(m.payload, needle, searched_from(m.payload), true)
-      and not string.find(m.id, needle, 1, true) then
+  local payload_found = needle ~= '' and not m.sealed
+    and string.find(m.payload, needle, searched_from(m.payload), true)
+  if needle ~= '' and not payload_found and not string.find(m.id, needle, 1, true) then
     return
   end
   local n = #out
@@ -75,7 +78,11 @@ local function add(m, extra, key)
   out[n + 3] = m.attempts
   out[n + 4] = m.max
   out[n + 5] = redis.call('HGET', k.errors, m.id)
-  out[n + 6] = (cut and #m.payload > cut) and m.payload:sub(1, cut) or m.payload
+  if m.sealed then
+    out[n + 6] = m.payload:sub(1, 1 + (m.payload:byte(1) or 0))
+  else
+    out[n + 6] = (cut and #m.payload > cut) and m.payload:sub(1, cut) or m.payload
+  end
   out[n + 7] = extra
   out[n + 8] = m.flags
   out[n + 9] = priority_of(m.seq)
@@ -84,6 +91,7 @@ local function add(m, extra, key)
   out[n + 12] = m.debounce_until or 0
   out[n + 13] = key or ''
   out[n + 14] = #m.payload
+  out[n + 15] = m.sealed and 1 or 0
 end
 
 if state == 'delayed' or state == 'ready' then
@@ -319,7 +327,7 @@ elseif state == 'dead' then
     out[2] = next_after(limit, entries)
   end
 elseif state == 'completed' then
-  -- Final records (retention.lua), the latest first; per message: id, final record, '', 0.
+  -- Final records (retention.lua), the latest first; per message: id, final record, '', 0, 0.
   local skip = tonumber(from == '' and '0' or from)
   if skip == nil or skip < 0 or skip % 1 ~= 0 then
     error('delayq: a browse position of completed is a count')
@@ -330,7 +338,7 @@ elseif state == 'completed' then
     local final = redis.call('HGET', PART_PREFIX .. 'done', id)
     if final and (needle == '' or string.find(id, needle, 1, true)) then
       local n = #out
-      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, final, '', 0
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, final, '', 0, 0
     end
   end
   if #ids >= limit then

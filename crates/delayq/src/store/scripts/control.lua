@@ -29,13 +29,16 @@
 --              (UNLINK: freed in the background).
 --   events     about how many events the partition's stream keeps (events.lua); clearing it
 --              stops them and drops the stream (UNLINK).
+--   encrypt    '1': every payload sent here must be sealed (send.lua; src/values/sealing.rs).
+--              Refused unless the partition's data is format 7 or later (an older delayq
+--              would hand sealed payloads over as they are stored).
 -- Returns: how many settings this changed.
 check_groups(2, 'control')
 local patterns = {
   paused = '^1$', window_ms = '^[1-9]%d*$', rate = '^%d+%.?%d*$', burst = '^[1-9]%d*$',
   limit = '^[1-9]%d*/[1-9]%d*$', push = '^1$', gconc = '^[1-9]%d*$',
   ttl_ms = '^[1-9]%d*$', on_expire = '^drop$', max_delay_ms = '^[1-9]%d*$',
-  retain_ms = '^[1-9]%d*$', retain_max = '^[1-9]%d*$', events = '^[1-9]%d*$',
+  retain_ms = '^[1-9]%d*$', retain_max = '^[1-9]%d*$', events = '^[1-9]%d*$', encrypt = '^1$',
   grate = '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?/[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?$',
 }
 -- Every pair is checked before the first write.
@@ -46,6 +49,12 @@ for i = 1, #ARGV, 2 do
   end
   if value ~= '' and (not value:match(patterns[name]) or (name == 'rate' and tonumber(value) <= 0)) then
     error('delayq: ' .. name .. ' cannot be ' .. value)
+  end
+  if name == 'encrypt' and value ~= '' then
+    local format = tonumber(redis.call('HGET', k.control, 'format') or '1')
+    if format < 7 then
+      error('delayq: encryption needs data format 7, and this partition is format ' .. format)
+    end
   end
 end
 local changed = 0

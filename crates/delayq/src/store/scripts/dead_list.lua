@@ -6,7 +6,8 @@
 -- ARGV[1]: offset  ARGV[2]: page size
 -- Returns: 1 when it stopped before the page's end because the records it read reached
 --   BUDGET bytes (it returns at least one), else 0; then per dead letter: id, died-at ms,
---   attempts, max attempts, last error or false, payload, flags byte, priority.
+--   attempts, max attempts, last error or false, payload, flags byte, priority, 1 if the
+--   payload is sealed (src/values/sealing.rs) else 0.
 local BUDGET = 4 * 1024 * 1024
 local ids = redis.call('ZRANGE', k.dead, ARGV[1], tonumber(ARGV[1]) + tonumber(ARGV[2]) - 1, 'WITHSCORES')
 local out, loaded = { 0 }, 0
@@ -27,5 +28,6 @@ for i = 1, #ids, 2 do
   out[#out + 1] = m.payload
   out[#out + 1] = m.flags
   out[#out + 1] = priority_of(m.seq)
+  out[#out + 1] = m.sealed and 1 or 0
 end
 return out

@@ -8,7 +8,8 @@
 --   and retained; else { state, due ms, attempts, max attempts, last error or
 --   false, payload, lease deadline ms (in flight) or died-at ms (dead) or 0, flags byte,
 --   priority, group or false, deadline ms (expiry.lua) or 0, a debounce's latest due ms
---   (send.lua) or 0, traceparent or false }.
+--   (send.lua) or 0, traceparent or false, 1 if the payload is sealed (src/values/sealing.rs)
+--   else 0 }.
 --   For an in-flight or dead message, due ms is the due time of its last delivery.
 local id = ARGV[1]
 local m, key = find_pending(id)
@@ -34,4 +35,4 @@ else
 end
 return { state, to_ms(m.due), m.attempts, m.max, redis.call('HGET', k.errors, id), m.payload, extra, m.flags,
   priority_of(m.seq), m.group or false, m.deadline or 0, m.debounce_until or 0,
-  m.trace or false }
+  m.trace or false, m.sealed and 1 or 0 }

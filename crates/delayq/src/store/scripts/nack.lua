@@ -12,7 +12,11 @@
 --   error      text kept as the message's last error (mode 'f')
 --   retry_ms   delay before the next attempt, or '' for the message's backoff policy
 --   rnd        random number in [0,1) for backoff jitter
---   payload    '' to keep the payload, or '=' .. the payload of the next attempts (mode f, d)
+--   payload    '' to keep the payload, or '=' .. the payload of the next attempts (mode f, d),
+--              or '#' .. that payload sealed (src/values/sealing.rs), for a message whose
+--              stored payload is sealed: one sealed or not as its record's is not is ignored
+--              (the record keeps its payload), so a payload never goes in clear where it is
+--              marked sealed, nor the other way
 --   attempts   '' or a signed number added to the message's attempts allowed, kept between
 --              the attempts made and 65535 (mode f, d)
 -- Returns per delivery: 'retry', 'dead', 'expired', 'dropped', 'released', 'superseded' (a
@@ -28,8 +32,8 @@ for i = 1, #ARGV, 7 do
     arg_number(i + 3, 'retry_ms')
   end
   arg_number(i + 4, 'rnd')
-  if ARGV[i + 5] ~= '' and ARGV[i + 5]:byte(1) ~= 61 then
-    error('delayq: a new payload starts with =')
+  if ARGV[i + 5] ~= '' and ARGV[i + 5]:byte(1) ~= 61 and ARGV[i + 5]:byte(1) ~= 35 then
+    error('delayq: a new payload starts with = or #')
   end
   if ARGV[i + 6] ~= '' then
     arg_number(i + 6, 'attempts')
@@ -63,7 +67,7 @@ for i = 1, #ARGV, 7 do
       event('released', m.id, 'n', m.attempts)
       out[#out + 1] = 'released'
     else
-      if ARGV[i + 5] ~= '' then
+      if ARGV[i + 5] ~= '' and (ARGV[i + 5]:byte(1) == 35) == (m.sealed ~= nil) then
         m.payload = ARGV[i + 5]:sub(2)
       end
       if ARGV[i + 6] ~= '' then

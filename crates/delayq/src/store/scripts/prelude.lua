@@ -205,6 +205,9 @@ end
 -- time a debounced message may be pushed to (send.lua), and when it was sent and first
 -- delivered (kept for its final record, retention.lua).
 local TAG_GROUP, TAG_DEADLINE, TAG_DEBOUNCE, TAG_SENT, TAG_FIRST, TAG_TRACE = 1, 2, 3, 4, 5, 6
+-- The id of the key that sealed the payload (src/values/sealing.rs): a sealed payload is
+-- stored, moved and returned as it is, never searched.
+local TAG_KEY = 7
 
 -- The value of field `tag` of the extension fields in rec[from, to), or nil.
 local function field_of(rec, from, to, tag)
@@ -266,6 +269,8 @@ local function parse(rec)
       m.group = rec:sub(value_at, value_at + n - 1)
     elseif tag == TAG_TRACE then
       m.trace = rec:sub(value_at, value_at + n - 1)
+    elseif tag == TAG_KEY then
+      m.sealed = rec:sub(value_at, value_at + n - 1)
     elseif n == 8 and tag <= TAG_FIRST then
       local t = struct.unpack('>I8', rec, value_at)
       t = t > 0 and t or nil

@@ -26,7 +26,9 @@
 --   priority  0 to 9 (prelude.lua: it goes into the sequence number's top bits)
 --   body      the record without its 13-byte sort key (flags .. payload; src/record.rs); a
 --             message with a group (groups.lua) carries it in the body's extension area, and
---             is refused unless the partition's data is format 3 or later
+--             is refused unless the partition's data is format 3 or later; on a queue that
+--             encrypts (control.lua's `encrypt`) a body whose payload is not sealed (its
+--             extension area names no key) is refused, nothing written
 -- An id given more than once in one call is as if its messages were sent one after the other:
 --   an upsert replaces the message of its id given earlier in the call (which is then never
 --   written; it answers as sent), and a plain send after one is a duplicate of it.
@@ -99,7 +101,7 @@ end
 -- The queue's longest delay: a send due further out is refused, nothing written (the client
 -- knows the error by its prefix).
 local settings = redis.call('HMGET', k.control, 'max_delay_ms', 'retain_ms', 'events', 'format',
-  'bucket_horizon_ms')
+  'bucket_horizon_ms', 'encrypt')
 local max_delay = tonumber(settings[1] or '')
 events_known(settings[3])
 -- Whether a message due at `due` goes to a bucket (buckets.lua), told the settings read above.
@@ -131,6 +133,13 @@ local function check_field8(rec, from, to, tag, what)
     error('delayq: ' .. what .. ' needs its record to hold an 8-byte field for it')
   end
 end
+-- On a queue that encrypts (control.lua's `encrypt`), every payload must be sealed: its record
+-- names its key (TAG_KEY). A client that read the setting before it was turned on is
+-- refused, nothing written, and sends again sealed.
+local encrypts = settings[6] == '1'
+local function refuse_unsealed()
+  error('delayq: unsealed payload on a queue that encrypts')
+end
 local grouped, any_grouped, needed = {}, false, 1
 for i = 1, n do
   local body = ARGV[4 * i + 4]
@@ -150,6 +159,11 @@ for i = 1, n do
     if group then
       grouped[i], any_grouped, needed = group, true, math.max(needed, 3)
     end
+    if encrypts and not field_of(rec, from, to, TAG_KEY) then
+      refuse_unsealed()
+    end
+  elseif encrypts then
+    refuse_unsealed()
   end
   if deadlines[i] then
     check_field8(rec, from, to, TAG_DEADLINE, 'a deadline')
