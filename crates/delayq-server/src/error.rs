@@ -57,6 +57,8 @@ pub const CODES: &[&str] = &[
     "unavailable",
     "redis_full",
     "not_replicated",
+    "no_encryption_key",
+    "encryption_changed",
     "newer_data_format",
     "server_busy",
 ];
@@ -163,6 +165,19 @@ impl From<delayq::Error> for ApiError {
             delayq::Error::NotReplicated { .. } => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "not_replicated",
+                e.to_string(),
+            ),
+            // The queue encrypts and this server was started without --keys-file: nothing
+            // was written; the operator gives it the keys.
+            delayq::Error::NoKey { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_encryption_key",
+                e.to_string(),
+            ),
+            // The queue's encryption changed twice while a send ran: nothing was written.
+            delayq::Error::EncryptionChanged { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "encryption_changed",
                 e.to_string(),
             ),
             // This server is older than the queue's data: refused until it is upgraded.

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::access::{AdminRole, Authorized};
 use super::body::{parse, JsonBody};
-use super::wire::{errors_out, DurationArg, ErrorOut, PayloadOut};
+use super::wire::{errors_out, DurationArg, EncryptedOut, ErrorOut, PayloadOut};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
 use utoipa::{IntoParams, ToSchema};
@@ -66,6 +66,9 @@ struct StatsOut {
     events: u64,
     /// About how many events each partition keeps (null: the queue records none).
     events_max: Option<u64>,
+    /// Payloads sent are encrypted at rest (AES-256-GCM, with the newest key of the
+    /// server's `--keys-file`).
+    encryption: bool,
 }
 
 /// How long, and how many per partition, final records a queue keeps.
@@ -120,6 +123,7 @@ impl StatsOut {
             }),
             events: s.events,
             events_max: s.events_kept,
+            encryption: s.encrypted,
         })
     }
 }
@@ -260,6 +264,11 @@ pub struct QueueSettings {
     #[serde(default, deserialize_with = "present_or_null")]
     #[schema(value_type = Option<EventsArg>)]
     events: Option<Option<EventsArg>>,
+    /// Encrypt the payloads sent from now on (AES-256-GCM, with the newest key of the
+    /// server's `--keys-file`; 503 `no_encryption_key` without one), or send them in clear
+    /// again (`false`); either way what is stored stays as it is (`delayq keys rotate` seals
+    /// it). Needs the queue's data in format 7 (`POST .../format/upgrade`).
+    encryption: Option<bool>,
 }
 
 /// Record events: each partition keeps about `max` of them, the oldest dropped first.
@@ -311,7 +320,7 @@ where
 }
 
 /// `PATCH /v1/queues/{queue}`: changes a queue's settings. Answers the queue's stats.
-#[utoipa::path(patch, path = "/v1/queues/{queue}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = QueueSettings, responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+#[utoipa::path(patch, path = "/v1/queues/{queue}", tag = "admin", params(("queue" = String, Path, description = "Queue name", pattern = "^[A-Za-z0-9._-]{1,64}$")), request_body = QueueSettings, responses((status = 200, body = StatsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn configure(
     State(state): State<AppState>,
     _: Authorized<AdminRole>,
@@ -369,6 +378,9 @@ pub async fn configure(
         };
         changes.push(delayq::Setting::OnExpire(action));
     }
+    if let Some(on) = settings.encryption {
+        changes.push(delayq::Setting::Encryption(on));
+    }
     // All or nothing: a refused setting leaves the others unchanged too.
     q.configure(&changes).await?;
     Ok(Json(StatsOut::of(&q).await?))
@@ -395,6 +407,9 @@ struct DeadOut {
     errors: Vec<ErrorOut>,
     #[serde(flatten)]
     payload: PayloadOut,
+    /// The payload is stored encrypted (the queue's `encryption`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encrypted: Option<EncryptedOut>,
 }
 
 impl From<DeadLetter> for DeadOut {
@@ -407,6 +422,7 @@ impl From<DeadLetter> for DeadOut {
             priority: d.priority,
             last_error: d.last_error,
             errors: errors_out(d.errors),
+            encrypted: EncryptedOut::of(d.sealed.as_ref()),
             payload: PayloadOut::new(d.payload, d.kind),
         }
     }

@@ -16,7 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::access::{AnyRole, Authorized};
 use super::path::Path;
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::shapes::MessageFields;
+use crate::shapes::{EncryptedOut, MessageFields};
 use crate::state::AppState;
 
 /// Bytes of a payload shown in a list.
@@ -67,8 +67,12 @@ pub struct SummaryOut {
     payload_kind: &'static str,
     /// The payload's size in bytes.
     payload_bytes: usize,
-    /// Its first 200 bytes as text (bytes that are not UTF-8 shown as U+FFFD).
+    /// Its first 200 bytes as text (bytes that are not UTF-8 shown as U+FFFD); empty for a
+    /// payload stored encrypted, which a listing neither shows nor searches.
     payload_preview: String,
+    /// The payload is stored encrypted (the queue's `encryption`): never opened here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encrypted: Option<EncryptedOut>,
 }
 
 impl From<MessageInfo> for SummaryOut {
@@ -93,6 +97,7 @@ impl From<MessageInfo> for SummaryOut {
             },
             payload_bytes,
             payload_preview,
+            encrypted: EncryptedOut::of(m.sealed.as_ref()),
             id: m.id,
         }
     }

@@ -16,7 +16,7 @@ use super::batch_reader::read_batch;
 use super::body::{parse, Body, JsonBody, JsonPayload};
 use super::sized_json::SizedJson;
 use super::wire::{
-    errors_out, ErrorOut, PayloadOut, RawPayload, ScheduleArgs, SendBody, SendQuery,
+    errors_out, EncryptedOut, ErrorOut, PayloadOut, RawPayload, ScheduleArgs, SendBody, SendQuery,
 };
 use crate::error::ErrorBody;
 use crate::error::{ApiError, ApiResult};
@@ -180,6 +180,9 @@ struct MessageOut {
     /// False for a completed message: a final record keeps no payload.
     #[serde(skip_serializing_if = "Option::is_none")]
     payload_kept: Option<bool>,
+    /// The payload is stored encrypted (the queue's `encryption`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encrypted: Option<EncryptedOut>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lease_deadline_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -213,6 +216,7 @@ impl From<MessageInfo> for MessageOut {
             traceparent: m.traceparent,
             last_error: m.last_error,
             errors: errors_out(m.errors),
+            encrypted: EncryptedOut::of(m.sealed.as_ref()),
             payload: kept.then(|| PayloadOut::new(m.payload, m.kind)),
             payload_kept: (!kept).then_some(false),
             lease_deadline_ms: m.lease_deadline_ms,

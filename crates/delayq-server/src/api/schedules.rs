@@ -15,7 +15,8 @@ use super::access::{AdminRole, Authorized};
 use super::body::{parse, JsonBody, JsonPayload};
 use super::path::Path;
 use super::wire::{
-    present, required_payload, BackoffArg, DurationArg, MessageOptions, PayloadOut, TimeArg,
+    present, required_payload, BackoffArg, DurationArg, EncryptedOut, MessageOptions, PayloadOut,
+    TimeArg,
 };
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
@@ -80,6 +81,9 @@ struct ScheduleOut {
     handler_timeout_ms: Option<u64>,
     #[serde(flatten)]
     payload: PayloadOut,
+    /// The payload is kept encrypted (the queue's `encryption`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encrypted: Option<EncryptedOut>,
     /// When it was created or last replaced (Unix ms, Redis clock).
     created_ms: u64,
     /// The last tick sent as a message.
@@ -109,6 +113,7 @@ impl From<ScheduleInfo> for ScheduleOut {
             priority: s.priority,
             max_attempts: s.max_attempts,
             handler_timeout_ms: s.handler_timeout.map(|t| t.as_millis() as u64),
+            encrypted: EncryptedOut::of(s.sealed.as_ref()),
             payload: PayloadOut::new(s.payload, s.kind),
             created_ms: s.created_ms,
             last_tick_ms: s.last_tick_ms,

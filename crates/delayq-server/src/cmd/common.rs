@@ -10,6 +10,7 @@ use delayq::DelayQ;
 use serde_json::{json, Value};
 
 use super::api_client::ApiClient;
+use super::keys::KeysFile;
 use super::redis_args::RedisArgs;
 
 /// Flags every admin command takes.
@@ -17,6 +18,8 @@ use super::redis_args::RedisArgs;
 pub struct Common {
     #[command(flatten)]
     redis: RedisArgs,
+    #[command(flatten)]
+    keys: KeysFile,
     /// Ask the delayq server at this URL (e.g. https://delayq.internal:7400) over HTTP,
     /// with --token: no access to Redis or the data dir needed. Without it, the command
     /// runs in this process against Redis.
@@ -55,7 +58,14 @@ impl Common {
     }
 
     async fn open(&self) -> anyhow::Result<DelayQ> {
-        let config = || delayq::Config::default().process_role("cli");
+        let keys = self.keys.load()?;
+        let config = || {
+            let config = delayq::Config::default().process_role("cli");
+            match &keys {
+                Some(keys) => config.keys(keys.clone()),
+                None => config,
+            }
+        };
         if let Some(cluster) = self.redis.connect_cluster(config()).await {
             return cluster;
         }

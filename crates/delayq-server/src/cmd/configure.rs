@@ -57,6 +57,10 @@ pub struct ConfigureArgs {
     /// What an expired message becomes: dead-letter (the default) or drop.
     #[arg(long, value_parser = ["dead-letter", "drop"])]
     pub on_expire: Option<String>,
+    /// Encrypt the payloads sent from now on (on), or send them in clear again (off), with
+    /// the newest key of --keys-file (or, with --url, the server's).
+    #[arg(long, value_parser = ["on", "off"])]
+    pub encryption: Option<String>,
     /// Refuse sends due further out than this (e.g. 30d).
     #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "no_max_delay")]
     pub max_delay: Option<Duration>,
@@ -148,6 +152,10 @@ fn changed(key: &str, s: &Value) -> String {
             None => "final records kept none".into(),
         },
         "events" => format!("events kept {}", count(&s["events_max"])),
+        "encryption" => match s["encryption"].as_bool() {
+            Some(true) => "payloads encrypted".into(),
+            _ => "payloads in clear".into(),
+        },
         other => other.to_owned(),
     }
 }
@@ -202,6 +210,9 @@ fn changes(args: &ConfigureArgs) -> Vec<(String, Value)> {
         set("events", json!({ "max": max }));
     } else if args.no_events {
         set("events", Value::Null);
+    }
+    if let Some(on) = &args.encryption {
+        set("encryption", json!(on == "on"));
     }
     if let Some(action) = &args.on_expire {
         let action = if action == "drop" {

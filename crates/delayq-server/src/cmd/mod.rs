@@ -2,7 +2,8 @@
 //!
 //! Floors, top down (each imports only from below it):
 //! * this file: the command line, dispatched to `serve`, `health` (a server's /readyz, the
-//!   container's health check), `token` (a token's secret and line for the tokens file) or
+//!   container's health check), `token` (a token's secret and line for the tokens file),
+//!   `keys` (a line of a new key for the key file; where a process finds its keys) or
 //!   `admin`;
 //! * `admin.rs`: the admin commands' flags, each handed to its module;
 //! * `audit.rs`, `messages.rs`, `queues.rs`, `dead.rs`, `schedule.rs`, `push.rs`, `format.rs`,
@@ -28,6 +29,7 @@ mod events;
 mod format;
 mod groups;
 mod health;
+mod keys;
 mod messages;
 mod push;
 mod queues;
@@ -58,6 +60,9 @@ enum Command {
     /// Tokens for the tokens file: `create` makes one (its secret, and its hashed line).
     #[command(subcommand)]
     Token(token::TokenCommand),
+    /// Keys of payloads encrypted at rest: `new` prints a line of a new key for the key file.
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
     #[command(flatten)]
     Admin(admin::AdminCommand),
 }
@@ -67,6 +72,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Health(args) => health::run(args).await,
         Command::Token(command) => token::run(command),
+        Command::Keys(command) => keys::run(command),
         Command::Admin(command) => {
             let done = admin::run(command).await;
             common::withdraw_all().await;

@@ -17,6 +17,7 @@ use tracing::Level;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::prelude::*;
 
+use super::keys::KeysFile;
 use super::redis_args::RedisArgs;
 use super::token_reload::TokenSource;
 
@@ -29,6 +30,8 @@ pub struct ServeArgs {
     config: Option<PathBuf>,
     #[command(flatten)]
     redis: RedisArgs,
+    #[command(flatten)]
+    keys: KeysFile,
     /// Address to listen on.
     #[arg(long, env = "DELAYQ_LISTEN", default_value = "127.0.0.1:7400")]
     listen: SocketAddr,
@@ -254,11 +257,14 @@ async fn serve(
     limits: Limits,
     tokens: Tokens,
 ) -> anyhow::Result<()> {
-    let config = Config::default()
+    let mut config = Config::default()
         .response_timeout(args.redis_timeout)
         .claim_spacing(args.claim_spacing)
         .look_ahead(args.look_ahead)
         .process_role("server");
+    if let Some(keys) = args.keys.load()? {
+        config = config.keys(keys);
+    }
     let dq = match url {
         Some(url) => {
             if external {

@@ -8,4 +8,4 @@ mod payload;
 
 pub use event::EventOut;
 pub use message_fields::MessageFields;
-pub use payload::PayloadOut;
+pub use payload::{EncryptedOut, PayloadOut};

@@ -61,3 +61,44 @@ impl PayloadOut {
         PayloadOut::Bytes(B64.encode(payload))
     }
 }
+
+/// A payload stored encrypted (the queue's `encryption`), as an answer tells it: with
+/// which key, and whether the payload shown is the one sent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EncryptedOut {
+    /// The id of the key that sealed it (null when the stored payload is not one).
+    key: Option<String>,
+    /// The payload shown is the one sent, opened with this server's key. False in a listing
+    /// or a search (which never opens one, nor searches it) and when this server cannot open
+    /// it (`error` says why): the payload shown is then empty.
+    opened: bool,
+    /// Why this server cannot open it: `undecryptable: no key <id>` (its `--keys-file`
+    /// lacks the key), or `undecryptable: key <id> does not open it`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl EncryptedOut {
+    /// What an answer tells of a payload `sealed` says is stored encrypted, if it is.
+    pub fn of(sealed: Option<&delayq::Sealed>) -> Option<Self> {
+        let sealed = sealed?;
+        let key = sealed.key().map(str::to_owned);
+        Some(match sealed {
+            delayq::Sealed::Opened { .. } => EncryptedOut {
+                key,
+                opened: true,
+                error: None,
+            },
+            delayq::Sealed::Undecryptable(e) => EncryptedOut {
+                key,
+                opened: false,
+                error: Some(e.to_string()),
+            },
+            _ => EncryptedOut {
+                key,
+                opened: false,
+                error: None,
+            },
+        })
+    }
+}

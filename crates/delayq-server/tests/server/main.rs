@@ -17,6 +17,7 @@ mod consume;
 mod container;
 mod deploy;
 mod embedded;
+mod encryption;
 mod errors;
 mod event_fanout;
 mod event_pages;

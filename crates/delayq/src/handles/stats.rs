@@ -37,6 +37,7 @@ pub(crate) async fn stats(core: &QueueCore) -> Result<Stats> {
         total.group_rate_limit = total.group_rate_limit.or(s.group_rate_limit);
         total.default_ttl = total.default_ttl.or(s.default_ttl);
         total.drop_expired |= s.drop_expired;
+        total.encrypted |= s.encrypted;
         total.max_delay = total.max_delay.or(s.max_delay);
         total.completed += s.completed;
         total.retain_completed = total.retain_completed.or(s.retain_completed);
@@ -83,5 +84,6 @@ async fn partition_stats(core: &QueueCore, keys: &Keys) -> Result<Stats> {
         events_kept: r.string()?.parse().ok(),
         overdue: r.uint()?,
         oldest_overdue_ms: r.uint()?,
+        encrypted: r.uint()? == 1,
     })
 }

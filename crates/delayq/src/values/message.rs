@@ -168,6 +168,8 @@ pub struct Stats {
     /// Expired messages are dropped rather than dead-lettered
     /// ([`Setting::OnExpire`](crate::Setting::OnExpire)).
     pub drop_expired: bool,
+    /// Payloads sent are sealed ([`Setting::Encryption`](crate::Setting::Encryption)).
+    pub encrypted: bool,
     /// Sends due further out than this are refused
     /// ([`Setting::MaxDelay`](crate::Setting::MaxDelay)); None: no limit of the queue's own.
     pub max_delay: Option<std::time::Duration>,

@@ -6,7 +6,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
-pub use crate::shapes::PayloadOut;
+pub use crate::shapes::{EncryptedOut, PayloadOut};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 

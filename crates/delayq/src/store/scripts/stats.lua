@@ -13,11 +13,12 @@
 --   ('' when the queue does not retain) and how many at most, events kept (events.lua), how
 --   many the partition keeps ('' when it records none), messages in flight past their lease
 --   (a claim takes them back; they wait while no consumer claims), how long ago the oldest
---   such lease ended, in ms (0 when none) }
+--   such lease ended, in ms (0 when none), 1 when payloads are sealed (control.lua's
+--   `encrypt`) else 0 }
 local now = now_us()
 local control = redis.call('HMGET', k.control, 'paused', 'window_ms', 'limit', 'levels', 'push',
   'format', 'gready', 'gconc', 'grate', 'ttl_ms', 'on_expire', 'max_delay_ms', 'retain_ms',
-  'retain_max', 'events')
+  'retain_max', 'events', 'encrypt')
 local prios = priorities(control[4])
 local ready, pending = 0, 0
 for _, p in ipairs(prios) do
@@ -70,4 +71,5 @@ return { pending - ready, ready, redis.call('HLEN', k.held), redis.call('ZCARD',
   tonumber(control[6] or '1'), redis.call('ZCARD', groups().gk.size), tonumber(control[8] or '0'),
   control[9] or '', tonumber(control[10] or '0'), control[11] and 1 or 0,
   tonumber(control[12] or '0'), redis.call('ZCARD', PART_PREFIX .. 'done_at'), control[13] or '',
-  control[14] or '', redis.call('XLEN', EVENTS), control[15] or '', overdue, overdue_ms }
+  control[14] or '', redis.call('XLEN', EVENTS), control[15] or '', overdue, overdue_ms,
+  control[16] and 1 or 0 }

@@ -1,0 +1,125 @@
+//! Payloads encrypted at rest, as an operator runs it: `delayq keys new` writes the key
+//! file, `delayq serve --keys-file` holds the key, `PATCH /v1/queues/{queue}` turns
+//! `encryption` on; then over real HTTP every answer shows the payload as sent while Redis
+//! holds no byte of it in clear, a listing says it is encrypted without showing it, and a
+//! server without the key refuses sends (503 `no_encryption_key`) and makes what it takes a
+//! dead letter that says why, which a server with the key shows opened and requeues.
+
+use std::process::Command;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::common::*;
+use crate::serve::Serve;
+
+const SECRET: &str = "pan-4111111111111111";
+
+async fn patch(serve: &Serve, path: &str, body: Value) -> (StatusCode, Value) {
+    let resp = serve
+        .http
+        .patch(format!("{}{path}", serve.base))
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    read(resp).await
+}
+
+/// Every value Redis holds, read raw by type (never `DUMP`, which may compress one).
+fn everything_in(redis: &RedisServer) -> String {
+    let mut out = String::new();
+    for key in redis.cli(&["KEYS", "*"]).lines().filter(|k| !k.is_empty()) {
+        let read: Vec<&str> = match redis.cli(&["TYPE", key]).trim() {
+            "string" => vec!["GET", key],
+            "hash" => vec!["HGETALL", key],
+            "zset" => vec!["ZRANGE", key, "0", "-1"],
+            "list" => vec!["LRANGE", key, "0", "-1"],
+            "set" => vec!["SMEMBERS", key],
+            _ => vec!["XRANGE", key, "-", "+"],
+        };
+        out.push_str(&redis.cli(&read));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_queue_that_encrypts_keeps_no_payload_in_clear_and_a_server_without_the_key_loses_none() {
+    let dir = tempfile_dir();
+    let made = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["keys", "new", "--id", "k1"])
+        .output()
+        .expect("delayq keys new");
+    assert!(made.status.success());
+    let keys_file = dir.join("keys");
+    std::fs::write(&keys_file, &made.stdout).expect("the key file");
+    let redis = RedisServer::start();
+    let keys_arg = keys_file.to_str().expect("a path");
+    let keyed = Serve::start(&["--redis-url", &redis.url(), "--keys-file", keys_arg], &[]).await;
+    let (status, queue) = patch(&keyed, "/v1/queues/billing", json!({ "encryption": true })).await;
+    assert_eq!(status, StatusCode::OK, "{queue}");
+    assert_eq!(queue["encryption"], true);
+    for (n, id) in ["inv-1", "inv-2"].iter().enumerate() {
+        let body = json!({ "id": id, "payload": { "n": n, "card": SECRET } });
+        let (status, sent) = keyed.post("/v1/queues/billing/messages", body).await;
+        assert_eq!(status, StatusCode::CREATED, "{sent}");
+    }
+    assert!(
+        !everything_in(&redis).contains(SECRET),
+        "a payload in clear in Redis"
+    );
+    let (_, got) = keyed.get("/v1/queues/billing/messages/inv-1").await;
+    assert_eq!(got["payload"]["card"], SECRET);
+    assert_eq!(got["encrypted"], json!({ "key": "k1", "opened": true }));
+    let (_, listed) = keyed.get("/v1/queues/billing/messages?state=ready").await;
+    let first = &listed["messages"][0];
+    assert_eq!(
+        first["encrypted"],
+        json!({ "key": "k1", "opened": false }),
+        "{listed}"
+    );
+    assert!(!listed.to_string().contains(SECRET));
+
+    // A server started without the key: sends are refused, nothing written; what it takes
+    // becomes a dead letter that says why.
+    let keyless = Serve::start(&["--redis-url", &redis.url()], &[]).await;
+    let (status, refused) = keyless
+        .post("/v1/queues/billing/messages", json!({ "payload": SECRET }))
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{refused}");
+    assert_eq!(refused["error"]["code"], "no_encryption_key");
+    let (status, taken) = keyless
+        .post(
+            "/v1/queues/billing/receive",
+            json!({ "max": 10, "wait": "0s" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{taken}");
+    assert_eq!(
+        taken["deliveries"].as_array().map(Vec::len),
+        Some(0),
+        "{taken}"
+    );
+    let (_, dead) = keyed.get("/v1/queues/billing/dead").await;
+    let letters = dead["dead_letters"].as_array().cloned().unwrap_or_default();
+    assert_eq!(letters.len(), 2, "{dead}");
+    for letter in &letters {
+        assert_eq!(letter["last_error"], "undecryptable: no key k1");
+        assert_eq!(
+            letter["payload"]["card"], SECRET,
+            "opened by the server with the key"
+        );
+    }
+    let (_, unopened) = keyless.get("/v1/queues/billing/messages/inv-1").await;
+    assert_eq!(
+        unopened["encrypted"],
+        json!({ "key": "k1", "opened": false, "error": "undecryptable: no key k1" })
+    );
+    assert!(!everything_in(&redis).contains(SECRET));
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("delayq-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    dir
+}
