@@ -154,7 +154,7 @@ impl<'a> DeadLetters<'a> {
             let (stored, flags, priority) = (r.bytes()?, r.uint()?, r.uint()? as u8);
             let (payload, sealed) = match r.uint()? {
                 1 => {
-                    let (payload, sealed) = sealed::open_for_reader(&self.queue, stored);
+                    let (payload, sealed) = sealed::open_for_reader(self.queue, stored);
                     (payload, Some(sealed))
                 }
                 _ => (stored, None),
