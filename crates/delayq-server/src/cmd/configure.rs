@@ -98,7 +98,8 @@ pub async fn run(args: ConfigureArgs) -> anyhow::Result<()> {
              --no-rate-limit, --group-concurrency, --no-group-concurrency, \
              --group-rate-limit, --no-group-rate-limit, --default-ttl, \
              --no-default-ttl, --on-expire, --max-delay, --no-max-delay, \
-             --retain-completed, --no-retain-completed, --events or --no-events"
+             --retain-completed, --no-retain-completed, --events, --no-events or \
+             --encryption"
         );
     }
     let ConfigureArgs { common, queue, .. } = args;

@@ -192,7 +192,7 @@ async fn a_partition_of_format_5_keeps_a_lease_per_message_until_it_is_upgraded(
     assert_eq!(leases_and_claims(&server, "older"), (3, 0));
 
     let format = q.upgrade_format().await.expect("upgrade");
-    assert_eq!(format.format(), CLAIM_LEASE_FORMAT);
+    assert_eq!(format.format(), delayq::DATA_FORMAT);
     send_n(&q, 3).await;
     let after = claim(&q, 3).await;
     assert_eq!(leases_and_claims(&server, "older"), (4, 1));
