@@ -20,7 +20,11 @@ work=$(mktemp -d)
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # Long polls are cut to 2 s: a receive on a queue the fuzzer has paused or rate-limited waits
 # its whole time, and one past schemathesis' 10 s request timeout reads as a network error.
+# With a key, so that a queue's `encryption` may be turned on (without one, that is refused
+# with 503 no_encryption_key, as documented).
+"$bin" keys new --id fuzz >"$work/keys"
 "$bin" serve --data-dir "$work/data" --listen "127.0.0.1:$port" --max-wait 2s \
+  --keys-file "$work/keys" \
   >"$work/serve.log" 2>&1 &
 serve_pid=$!
 cleanup() {
