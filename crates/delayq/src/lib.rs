@@ -87,6 +87,7 @@ pub use handles::groups::{
 };
 pub use handles::history::{Lateness, Minute, MAX_HISTORY_MINUTES};
 pub use handles::queue_delete::Deleted;
+pub use handles::reseal::{Resealed, RESEAL_BATCH};
 pub use handles::schedule_backfill::{Backfilled, MAX_BACKFILL_TICKS};
 pub use handles::schedule_definition::{ScheduleInfo, MAX_SCHEDULE_NAME_LEN};
 pub use handles::schedules::{tick_id, Schedules};

@@ -289,6 +289,17 @@ impl Queue {
         stats::stats(&self.core).await
     }
 
+    /// Seals what the queue stores (pending messages, dead letters, schedules) again with
+    /// the newest key of [`Config::keys`](crate::Config::keys), online, in bounded steps of
+    /// [`RESEAL_BATCH`](crate::RESEAL_BATCH) records: after a new key was added, so that the
+    /// old one can go; after [`Setting::Encryption`](crate::Setting::Encryption) was turned
+    /// on, so that what was stored in clear is sealed too. A message that moves meanwhile,
+    /// and one in flight, is left for another run ([`Resealed`](crate::Resealed) counts
+    /// them). Without keys: [`Error::NoKey`](crate::Error::NoKey).
+    pub async fn rotate_keys(&self) -> Result<crate::Resealed> {
+        crate::handles::reseal::rotate(&self.core).await
+    }
+
     /// A page of the messages in `state`, in order (delayed and ready by due time, in flight
     /// by lease deadline, dead by time of death): up to `limit` (1 to 1000) after `after`.
     /// A page is read per partition, so it is not one snapshot: a message that changes state

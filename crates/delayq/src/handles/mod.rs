@@ -12,6 +12,8 @@
 //!   deleted in batches), `push_target.rs` (the server's push target), `upgrade.rs` (a
 //!   queue's data format and its upgrade), `schedules.rs` (recurring schedules) with
 //!   `schedule_backfill.rs` (missed ticks sent later).
+//! * Payloads encrypted at rest: `sealed.rs` (which sends seal, what readers get) and
+//!   `reseal.rs` (what is stored sealed again with the newest key).
 
 pub(crate) mod browse;
 pub(crate) mod by_id;
@@ -25,6 +27,7 @@ pub(crate) mod history;
 pub(crate) mod push_target;
 pub(crate) mod queue_core;
 pub(crate) mod queue_delete;
+pub(crate) mod reseal;
 pub(crate) mod schedule_backfill;
 pub(crate) mod schedule_definition;
 pub(crate) mod schedules;

@@ -17,7 +17,7 @@
 //!   refuses `FUNCTION LOAD`: each `EVALSHA` makes every helper again (measured in
 //!   BENCHMARKS.md, issue 33: about 36 µs of Redis CPU a call).
 //!
-//! The four scripts that need no helpers are run by `EVALSHA` only: each runs about once
+//! The five scripts that need no helpers are run by `EVALSHA` only: each runs about once
 //! per queue and client.
 
 use std::sync::{LazyLock, OnceLock};
@@ -39,7 +39,7 @@ const HELPERS: [&str; 10] = [
 ];
 
 /// Every queue script: its name (in its function's name) and its text.
-const QUEUE_SCRIPTS: [(&str, &str); 22] = [
+const QUEUE_SCRIPTS: [(&str, &str); 24] = [
     ("send", include_str!("scripts/send.lua")),
     ("add_records", include_str!("scripts/add_records.lua")),
     ("claim", include_str!("scripts/claim.lua")),
@@ -62,6 +62,8 @@ const QUEUE_SCRIPTS: [(&str, &str); 22] = [
     ("group_control", include_str!("scripts/group_control.lua")),
     ("group_info", include_str!("scripts/group_info.lua")),
     ("group_list", include_str!("scripts/group_list.lua")),
+    ("reseal_scan", include_str!("scripts/reseal_scan.lua")),
+    ("reseal", include_str!("scripts/reseal.lua")),
 ];
 
 /// Stands for the library's hash in its code until the hash is known.
@@ -110,11 +112,14 @@ pub(crate) struct Scripts {
     pub(crate) group_control: QueueScript,
     pub(crate) group_info: QueueScript,
     pub(crate) group_list: QueueScript,
+    pub(crate) reseal_scan: QueueScript,
+    pub(crate) reseal: QueueScript,
     /// Not queue scripts: they need no helpers.
     pub(crate) partitions: Script,
     pub(crate) announce: Script,
     pub(crate) stamp_format: Script,
     pub(crate) schedule_pause: Script,
+    pub(crate) schedule_reseal: Script,
 }
 
 pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
@@ -144,11 +149,14 @@ pub(crate) static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         group_control: q("group_control"),
         group_info: q("group_info"),
         group_list: q("group_list"),
+        reseal_scan: q("reseal_scan"),
+        reseal: q("reseal"),
         library,
         partitions: Script::new(include_str!("scripts/partitions.lua")),
         announce: Script::new(include_str!("scripts/announce.lua")),
         stamp_format: Script::new(include_str!("scripts/stamp_format.lua")),
         schedule_pause: Script::new(include_str!("scripts/schedule_pause.lua")),
+        schedule_reseal: Script::new(include_str!("scripts/schedule_reseal.lua")),
     }
 });
 

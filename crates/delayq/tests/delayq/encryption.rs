@@ -40,7 +40,8 @@ fn secret(n: usize) -> Vec<u8> {
 }
 
 /// Every value of every key of `server`, read raw by its type (never `DUMP`, which may
-/// compress a value), and every file of its directory (the AOF): the bytes Redis holds.
+/// compress a value), and every file of its directory (the AOF, every write since the
+/// server started): the bytes Redis holds.
 fn everything_redis_holds(server: &RedisServer) -> Vec<u8> {
     let mut out = Vec::new();
     let keys = server.cli(&["KEYS", "*"]);
@@ -58,7 +59,6 @@ fn everything_redis_holds(server: &RedisServer) -> Vec<u8> {
         out.extend(key.as_bytes());
         out.extend(server.cli(&read).into_bytes());
     }
-    server.cli(&["BGREWRITEAOF"]);
     for entry in walk(server.dir()) {
         out.extend(std::fs::read(entry).unwrap_or_default());
     }
@@ -448,4 +448,151 @@ async fn a_schedule_defined_before_its_queue_encrypts_sends_its_ticks_sealed() {
     for m in page.messages.iter().chain(&ready.messages) {
         assert!(matches!(m.sealed, Some(Sealed::Listed { .. })), "{m:?}");
     }
+}
+
+#[tokio::test]
+async fn rotate_keys_seals_everything_again_with_the_newest_key_so_the_old_one_can_go() {
+    let (server, _) = setup().await;
+    let one = Keyring::new_key_line("k1").expect("line");
+    let two = Keyring::new_key_line("k2").expect("line");
+    let parse = |lines: &[&str]| Keyring::parse(&lines.join("\n")).expect("keys");
+    let old = client(&server, Some(&parse(&[&one]))).await;
+    let q = encrypting(&old, "rotated").await;
+    let week = Duration::from_secs(7 * 24 * 3600);
+    q.send(&secret(1), &SendOptions::new().id("held"))
+        .await
+        .expect("send");
+    let held = drain(&q, 1).await;
+    assert_eq!(held.len(), 1, "one in flight");
+    let sends = [
+        SendOptions::new().id("ready"),
+        SendOptions::new().id("urgent").priority(9),
+        SendOptions::new()
+            .id("later")
+            .delay(Duration::from_secs(600)),
+        SendOptions::new().id("far").delay(week),
+        SendOptions::new().group("shop-1"),
+        SendOptions::new()
+            .group("shop-2")
+            .delay(Duration::from_secs(600)),
+        SendOptions::new().id("doomed"),
+    ];
+    for (n, options) in sends.iter().enumerate() {
+        q.send(&secret(n + 2), options).await.expect("send");
+    }
+    let doomed = q.get("doomed").await.expect("get").expect("pending");
+    assert_eq!(doomed.state, State::Ready);
+    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
+    q.schedules()
+        .put(
+            "hourly",
+            every_hour,
+            MissedTicks::Skip,
+            secret(20),
+            &SendOptions::new(),
+        )
+        .await
+        .expect("schedule");
+
+    let both = client(&server, Some(&parse(&[&one, &two]))).await;
+    let q2 = queue(&both, "rotated");
+    // A dead letter too: taken and failed for good.
+    let mut consumer = q2.consumer().await.expect("consumer");
+    let taken = consumer
+        .receive(&receiving(10, Duration::from_secs(30), Duration::ZERO))
+        .await
+        .expect("receive");
+    let (dead, back): (Vec<_>, Vec<_>) = taken.into_iter().partition(|d| d.id == "doomed");
+    q2.fail(&dead[0], "gave up", Next::Dead)
+        .await
+        .expect("dead");
+    q2.release(&back).await.expect("released");
+    let done = q2.rotate_keys().await.expect("rotate");
+    assert_eq!(done.key, "k2");
+    assert_eq!(done.resealed, 8, "{done:?}");
+    assert_eq!(
+        (done.changed, done.unopened, done.in_flight),
+        (0, 0, 1),
+        "{done:?}"
+    );
+    assert_eq!(
+        q2.rotate_keys().await.expect("again").resealed,
+        0,
+        "nothing left to do"
+    );
+
+    // The message in flight throughout is settled; then a client that holds only the new key
+    // reads and takes everything else.
+    q.ack(&held[0]).await.expect("ack");
+    let new_only = client(&server, Some(&parse(&[&two]))).await;
+    let q3 = queue(&new_only, "rotated");
+    let letters = q3.dead_letters().list(0, 10).await.expect("dead letters");
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].sealed, Some(Sealed::Opened { key: "k2".into() }));
+    let schedule = q3
+        .schedules()
+        .get("hourly")
+        .await
+        .expect("get")
+        .expect("schedule");
+    assert_eq!(schedule.payload, secret(20));
+    for id in ["later", "far"] {
+        let info = q3.get(id).await.expect("get").expect("pending");
+        assert_eq!(
+            info.sealed,
+            Some(Sealed::Opened { key: "k2".into() }),
+            "{id}"
+        );
+    }
+    let got = drain(&q3, 3).await;
+    assert_eq!(got.len(), 3, "ready, urgent and the grouped one, opened");
+    assert!(
+        q3.dead_letters().list(0, 10).await.expect("dead").len() == 1,
+        "none more"
+    );
+}
+
+#[tokio::test]
+async fn rotate_keys_seals_what_was_stored_in_clear_before_the_queue_encrypted() {
+    let (server, _) = setup().await;
+    let dq = client(&server, Some(&keyring(&["k1"]))).await;
+    let q = queue(&dq, "late");
+    q.send(&secret(1), &SendOptions::new()).await.expect("send");
+    q.send(&secret(2), &SendOptions::new().group("g"))
+        .await
+        .expect("send");
+    q.send(
+        &secret(3),
+        &SendOptions::new().delay(Duration::from_secs(7 * 24 * 3600)),
+    )
+    .await
+    .expect("far");
+    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
+    q.schedules()
+        .put(
+            "hourly",
+            every_hour,
+            MissedTicks::Skip,
+            secret(4),
+            &SendOptions::new(),
+        )
+        .await
+        .expect("schedule");
+    assert_eq!(
+        q.rotate_keys().await.expect("rotate").resealed,
+        0,
+        "in clear is fine here"
+    );
+    assert!(holds_in_clear(&everything_redis_holds(&server)));
+    let q = encrypting(&dq, "late").await;
+    let done = q.rotate_keys().await.expect("rotate");
+    assert_eq!(done.resealed, 4, "{done:?}");
+    assert!(!holds_in_clear(&everything_redis_holds(&server)));
+    let got = drain(&q, 2).await;
+    let mut shown = payloads(&got);
+    shown.sort();
+    let expected: Vec<String> = [1, 2]
+        .map(|n| String::from_utf8(secret(n)).expect("text"))
+        .into();
+    assert_eq!(shown, expected);
 }
