@@ -70,4 +70,5 @@ export const LEFT_OUT: Readonly<Record<string, string>> = {
   'POST /v1/queues/{queue}/upgrade': 'data-format upgrades belong to a deploy (delayq format show|upgrade)',
   'GET /v1/processes': 'data-format upgrades belong to a deploy (delayq format show|upgrade)',
   'GET /v1/audit': "who did what on the server: an operator's read (delayq audit, the dashboard's audit log)",
+  'POST /v1/queues/{queue}/rotate-keys': "sealing a queue's stored payloads again with a new key: an operator's step (delayq keys rotate, the dashboard)",
 };

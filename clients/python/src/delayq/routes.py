@@ -25,6 +25,9 @@ LEFT_OUT: Dict[str, str] = {
                          "format); the delayq CLI and dashboard show it.",
     "GET /v1/audit": "Who did what on the server: an operator's read; the delayq CLI "
                      "(`delayq audit`) and the dashboard's audit log show it.",
+    "POST /v1/queues/{queue}/rotate-keys": "Sealing a queue's stored payloads again with a "
+                                           "new key: an operator's step; the CLI "
+                                           "(`delayq keys rotate`) and the dashboard do it.",
     "GET /v1/queues/{queue}/format": "Operator's data-format upgrade progress; use the "
                                      "CLI (`delayq format show`).",
     "POST /v1/queues/{queue}/upgrade": "Data-format upgrades are a one-off operator step "

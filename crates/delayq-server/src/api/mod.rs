@@ -16,6 +16,7 @@
 //! | `PUT /v1/queues/{queue}/webhooks` (URLs called with its events), `GET`, `DELETE` | admin |
 //! | `GET /v1/queues/{queue}/schedules`; `PUT`, `GET`, `PATCH`, `DELETE .../schedules/{name}` | admin |
 //! | `GET /v1/queues/{queue}/format`, `POST .../upgrade`; `GET /v1/processes` | admin |
+//! | `POST /v1/queues/{queue}/rotate-keys` (payloads sealed again with the newest key, `keys.rs`) | admin |
 //! | `GET /metrics` (Prometheus text) | admin or monitor |
 //! | `GET /v1/queues/{queue}/messages?state=` (browse), `GET .../events` (JSON or SSE) | any but monitor |
 //! | `GET /openapi.json` (this table, as OpenAPI 3.1) | any but monitor |
@@ -33,6 +34,7 @@ mod consume;
 pub mod events;
 mod formats;
 mod groups;
+mod keys;
 mod path;
 mod produce;
 mod push;
@@ -109,6 +111,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(groups::get, groups::configure))
         .routes(routes!(formats::get))
         .routes(routes!(formats::upgrade))
+        .routes(routes!(keys::rotate))
         .routes(routes!(formats::processes))
         .routes(routes!(audit::list))
 }

@@ -59,6 +59,7 @@ pub fn action_of(method: &Method, route: &str) -> Option<&'static str> {
         ("POST", "/v1/queues/{queue}/schedules/{name}/backfill") => "schedule_backfill",
         ("PATCH", "/v1/queues/{queue}/groups/{group}") => "group_configure",
         ("POST", "/v1/queues/{queue}/upgrade") => "format_upgrade",
+        ("POST", "/v1/queues/{queue}/rotate-keys") => "rotate_keys",
         // (Their handlers name the form's action: `ui/audited_actions.rs`.)
         ("POST", "/ui/queues/{queue}/act") => "dashboard:queue",
         ("POST", "/ui/queues/{queue}/groups/{group}/act") => "dashboard:group",

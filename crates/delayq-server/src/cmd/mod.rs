@@ -60,7 +60,8 @@ enum Command {
     /// Tokens for the tokens file: `create` makes one (its secret, and its hashed line).
     #[command(subcommand)]
     Token(token::TokenCommand),
-    /// Keys of payloads encrypted at rest: `new` prints a line of a new key for the key file.
+    /// Keys of payloads encrypted at rest: `new` prints a line of a new key for the key file,
+    /// `rotate` seals what a queue stores again with the newest key.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
     #[command(flatten)]
@@ -72,7 +73,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Health(args) => health::run(args).await,
         Command::Token(command) => token::run(command),
-        Command::Keys(command) => keys::run(command),
+        Command::Keys(command) => {
+            let done = keys::run(command).await;
+            common::withdraw_all().await;
+            done
+        }
         Command::Admin(command) => {
             let done = admin::run(command).await;
             common::withdraw_all().await;

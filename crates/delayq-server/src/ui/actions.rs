@@ -162,7 +162,8 @@ fn failed(e: impl std::fmt::Display) -> Response {
 /// `POST /ui/queues/{queue}/act`: `pause`, `resume`, `upgrade`, `group_concurrency`,
 /// `group_rate_limit`, `expiry`, `schedule_pause`, `schedule_resume`, `requeue_all`,
 /// `purge_all`, `delete_queue` (with `force=1` when it holds messages), `cancel_all` (with
-/// `state`, and `contains` for a search's: `bulk_cancel.rs`).
+/// `state`, and `contains` for a search's: `bulk_cancel.rs`), `encryption_on`,
+/// `encryption_off`, `rotate_keys`.
 pub async fn queue_action(
     State(app): State<AppState>,
     Visitor(session): Visitor,
@@ -231,6 +232,22 @@ pub async fn queue_action(
             .configure(&[delayq::Setting::Events(None)])
             .await
             .map(|()| "Events stopped and dropped.".to_owned()),
+        "encryption_on" | "encryption_off" => {
+            let on = form.action == "encryption_on";
+            queue
+                .configure(&[delayq::Setting::Encryption(on)])
+                .await
+                .map(|()| match on {
+                    true => "Payloads sent from now on are encrypted.".to_owned(),
+                    false => "Payloads sent from now on are in clear.".to_owned(),
+                })
+        }
+        "rotate_keys" => queue.rotate_keys().await.map(|done| {
+            format!(
+                "{} sealed again with key {}; {} changed meanwhile, {} sealed with a key this server lacks, {} in flight.",
+                done.resealed, done.key, done.changed, done.unopened, done.in_flight
+            )
+        }),
         "retention" => match retention_setting(&form) {
             Ok(setting) => queue
                 .configure(&[setting])

@@ -99,6 +99,9 @@ fn render(session: &Session, queue: &str, m: &MessageInfo, done: Option<&str>) -
             @if m.completion.is_none() {
                 dt { "Payload" } dd { (body.len()) " bytes, " (kind_name(m.kind, body)) }
             }
+            @if let Some(sealed) = &m.sealed {
+                dt { "Encrypted" } dd #encrypted { (encryption_shown(sealed)) }
+            }
         }
         @if m.completion.is_none() { pre #payload { (show_payload(m.kind, body)) } }
         @if !m.errors.is_empty() {
@@ -168,6 +171,16 @@ fn kind_name(kind: PayloadKind, body: &[u8]) -> &'static str {
         PayloadKind::Json => "JSON",
         _ if std::str::from_utf8(body).is_ok() => "text",
         _ => "binary",
+    }
+}
+
+/// What the page says of a payload stored encrypted.
+fn encryption_shown(sealed: &delayq::Sealed) -> String {
+    let key = sealed.key().unwrap_or("?");
+    match sealed {
+        delayq::Sealed::Opened { .. } => format!("at rest, with key {key}; shown opened"),
+        delayq::Sealed::Undecryptable(e) => format!("at rest; not shown: {e}"),
+        _ => format!("at rest, with key {key}"),
     }
 }
 

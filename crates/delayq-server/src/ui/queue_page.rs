@@ -201,6 +201,16 @@ async fn render(
                 }
                 button type="submit" { "Set" }
             }
+            form.row #encryption method="post" action=(format!("{base}/act")) {
+                (layout::csrf(session))
+                span { @if stats.encrypted { "Payloads are encrypted at rest." } @else { "Payloads are stored in clear." } }
+                @if stats.encrypted {
+                    button type="submit" name="action" value="encryption_off" { "Store new payloads in clear" }
+                } @else {
+                    button type="submit" name="action" value="encryption_on" { "Encrypt new payloads" }
+                }
+                button type="submit" name="action" value="rotate_keys" { "Seal stored payloads with the newest key" }
+            }
         }
         @if !top_groups.groups.is_empty() {
             h2 { "Top groups" }
@@ -376,7 +386,12 @@ fn message_table(base: &str, which: MessageState, messages: &[MessageInfo]) -> M
                         td { (when(m)) }
                         td.num { (m.attempts) "/" (m.max_attempts) }
                         td.preview { (m.last_error.as_deref().unwrap_or("")) }
-                        td.preview { (preview(listed_body(m).1)) }
+                        td.preview {
+                            @match m.sealed.as_ref().and_then(|s| s.key()) {
+                                Some(key) => em { "encrypted (key " (key) ")" },
+                                None => (preview(listed_body(m).1)),
+                            }
+                        }
                     }
                 }
                 @if messages.is_empty() { tr { td colspan="5" .muted { "None." } } }

@@ -54,6 +54,14 @@ impl TestServer {
         TestServer { redis, endpoint }
     }
 
+    /// A server whose client seals and opens payloads with `keys` (as `--keys-file` gives).
+    pub async fn start_keyed(keys: delayq::Keyring, tokens: Tokens) -> TestServer {
+        let redis = RedisServer::start();
+        let config = client_config().keys(keys);
+        let endpoint = Endpoint::start_with(&redis.url(), Limits::default(), tokens, config).await;
+        TestServer { redis, endpoint }
+    }
+
     /// A second server on this one's Redis.
     pub async fn start_beside(&self, limits: Limits) -> Endpoint {
         Endpoint::start(&self.redis.url(), limits, Tokens::default()).await
@@ -87,7 +95,12 @@ impl std::ops::DerefMut for TestServer {
 impl Endpoint {
     /// A server on the Redis at `url`, listening on a free loopback port.
     pub async fn start(url: &str, limits: Limits, tokens: Tokens) -> Endpoint {
-        let dq = DelayQ::connect_with(url, client_config())
+        Self::start_with(url, limits, tokens, client_config()).await
+    }
+
+    /// [`start`](Self::start) with the library client's `config`.
+    pub async fn start_with(url: &str, limits: Limits, tokens: Tokens, config: Config) -> Endpoint {
+        let dq = DelayQ::connect_with(url, config)
             .await
             .expect("connect to redis");
         let metrics = delayq_server::metrics::install().expect("metrics recorder");

@@ -7,11 +7,14 @@
 
 use std::process::Command;
 
-use reqwest::StatusCode;
+use delayq_server::auth::Tokens;
+use delayq_server::limits::Limits;
+use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::common::*;
 use crate::serve::Serve;
+use crate::ui::{csrf_in, form_client, page_as, post_form, session_cookie};
 
 const SECRET: &str = "pan-4111111111111111";
 
@@ -122,4 +125,125 @@ fn tempfile_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("delayq-keys-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temp dir");
     dir
+}
+
+/// A key file's worth of one key, `k1`.
+fn one_key() -> delayq::Keyring {
+    delayq::Keyring::parse(&delayq::Keyring::new_key_line("k1").expect("line")).expect("keys")
+}
+
+const ADMIN: &str = "admin-secret-0123456789abcdef";
+
+#[tokio::test]
+async fn rotate_keys_seals_over_http_what_was_stored_in_clear_and_the_cli_runs_it_too() {
+    let mut s = TestServer::start_keyed(
+        one_key(),
+        Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens"),
+    )
+    .await;
+    s.token = Some(ADMIN.into());
+    for n in 0..3 {
+        let body = json!({ "payload": { "n": n, "card": SECRET }, "delay": "10m" });
+        let (status, sent) = s.post("/v1/queues/late/messages", body).await;
+        assert_eq!(status, StatusCode::CREATED, "{sent}");
+    }
+    let (status, _) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/late",
+            Some(json!({ "encryption": true })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        everything_in(&s.redis).contains(SECRET),
+        "stored before: in clear"
+    );
+    let (status, done) = s.post("/v1/queues/late/rotate-keys", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(
+        done,
+        json!({ "queue": "late", "key": "k1", "resealed": 3, "changed": 0, "unopened": 0, "in_flight": 0 })
+    );
+    assert!(!everything_in(&s.redis).contains(SECRET));
+    let (_, audit) = s.get("/v1/audit?queue=late&limit=1").await;
+    assert_eq!(audit["entries"][0]["action"], "rotate_keys", "{audit}");
+    // The CLI asks the server (which holds the key): nothing left to do.
+    // Run off the test's runtime, which serves the request the command makes.
+    let base = s.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["keys", "rotate", "late", "--url", &base, "--token", ADMIN])
+            .output()
+            .expect("delayq keys rotate")
+    })
+    .await
+    .expect("the command ran");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("late: 0 sealed again with key k1"),
+        "{text}"
+    );
+    // A server without keys cannot rotate.
+    let mut keyless = s.start_beside(Limits::default()).await;
+    keyless.token = Some(ADMIN.into());
+    let (status, refused) = keyless.post("/v1/queues/late/rotate-keys", json!({})).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{refused}");
+    assert_eq!(refused["error"]["code"], "no_encryption_key");
+}
+
+#[tokio::test]
+async fn the_dashboard_turns_encryption_on_says_a_payload_is_encrypted_and_rotates() {
+    let mut s = TestServer::start_keyed(
+        one_key(),
+        Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens"),
+    )
+    .await;
+    let cookie = session_cookie(&s, ADMIN).await;
+    let http = form_client();
+    let page = page_as(&http, &s, &cookie, "/ui/queues/shop").await;
+    assert!(page.contains("Payloads are stored in clear."), "{page}");
+    let act = format!("{}/ui/queues/shop/act", s.base);
+    let csrf = csrf_in(&page);
+    let on = post_form(
+        &http,
+        &act,
+        Some(&cookie),
+        &[("csrf", &csrf), ("action", "encryption_on")],
+    )
+    .await;
+    assert_eq!(on.status(), StatusCode::SEE_OTHER);
+    s.token = Some(ADMIN.into());
+    let body = json!({ "id": "o-1", "payload": SECRET, "delay": "10m" });
+    let (status, sent) = s.post("/v1/queues/shop/messages", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    let page = page_as(&http, &s, &cookie, "/ui/queues/shop?state=delayed").await;
+    assert!(page.contains("Payloads are encrypted at rest."), "{page}");
+    assert!(page.contains("encrypted (key k1)"), "{page}");
+    assert!(!page.contains(SECRET), "a listing never shows it");
+    let message = page_as(&http, &s, &cookie, "/ui/queues/shop/messages/o-1").await;
+    assert!(
+        message.contains("at rest, with key k1; shown opened"),
+        "{message}"
+    );
+    assert!(message.contains(SECRET), "the message page shows it opened");
+    let rotate = post_form(
+        &http,
+        &act,
+        Some(&cookie),
+        &[("csrf", &csrf), ("action", "rotate_keys")],
+    )
+    .await;
+    assert_eq!(rotate.status(), StatusCode::SEE_OTHER);
+    let to = rotate.headers()["location"]
+        .to_str()
+        .expect("a location")
+        .to_owned();
+    let page = page_as(&http, &s, &cookie, &to).await;
+    assert!(page.contains("0 sealed again with key k1"), "{to}: {page}");
 }

@@ -50,6 +50,7 @@ const ROUTES: &[&str] = &[
     "DELETE /v1/queues/{queue}/schedules/{name}",
     "GET /v1/queues/{queue}/format",
     "POST /v1/queues/{queue}/upgrade",
+    "POST /v1/queues/{queue}/rotate-keys",
     "GET /v1/queues/{queue}/groups",
     "GET /v1/queues/{queue}/groups/{group}",
     "PATCH /v1/queues/{queue}/groups/{group}",
