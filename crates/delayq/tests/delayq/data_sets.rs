@@ -14,7 +14,8 @@
 //! message delayed an hour waits in one, `<start>.<part>`, as a burst's last messages do) by
 //! the writer of format 6 at a step that bucketed every message by part (the writer of the
 //! final format 6 puts that one message in its start's bucket, which format 5's data set
-//! covers). A format change adds its
+//! covers). Format 7 (payloads encrypted at rest) adds a queue that encrypts, whose data set
+//! and tests are `data_set_sealed.rs`'s. A format change adds its
 //! own file, written the same way, and its own test; the older files and their tests stay,
 //! and each older one is also checked after an upgrade.
 //!
@@ -279,6 +280,11 @@ async fn format6_loads_whole_with_a_claims_lease_and_a_bucket_part_and_delivers_
     load(&dq, FORMAT6).await;
     whole_and_delivered_once(&dq, 6, true).await;
     crate::data_set_groups::check_and_deliver_once(&dq).await;
+}
+
+#[tokio::test]
+async fn format6_upgraded_loses_nothing_and_delivers_each_message_once_in_its_groups_order() {
+    upgraded_with_groups_loses_nothing(FORMAT6).await;
 }
 
 /// Checks the loaded data set: every message, setting and schedule where the writer left

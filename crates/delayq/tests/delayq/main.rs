@@ -15,6 +15,7 @@ mod claim_spacing;
 mod cluster;
 mod data_set_files;
 mod data_set_groups;
+mod data_set_sealed;
 mod data_sets;
 mod dead_letters;
 mod encryption;
