@@ -185,7 +185,8 @@ async fn connect(port: u16, cluster: bool, workload: Workload) -> Result<Vec<Que
 
 /// The client's settings: the defaults, but for a look-ahead and a claim spacing given in
 /// the environment (`DELAYQ_BENCH_LOOK_AHEAD`, `DELAYQ_BENCH_CLAIM_SPACING`, e.g. `25ms`), so
-/// that one driver runs its agents with them beside an older build's, which ignores them.
+/// that one driver runs its agents with them beside an older build's, which ignores them;
+/// and the keys of `--encrypt` (`DELAYQ_BENCH_KEYS_FILE`).
 fn client_config() -> Result<Config> {
     let mut config = Config::default();
     let setting = |name: &str| -> Result<Option<std::time::Duration>> {
@@ -201,6 +202,10 @@ fn client_config() -> Result<Config> {
     }
     if let Some(spacing) = setting("DELAYQ_BENCH_CLAIM_SPACING")? {
         config = config.claim_spacing(spacing);
+    }
+    // `--encrypt`: the driver's key file.
+    if let Ok(path) = std::env::var("DELAYQ_BENCH_KEYS_FILE") {
+        config = config.keys(delayq::Keyring::load(std::path::Path::new(&path))?);
     }
     Ok(config)
 }

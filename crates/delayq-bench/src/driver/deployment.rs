@@ -101,7 +101,29 @@ impl Redis {
         })
     }
 
-    /// `INFO memory` (W4, one server only).
+    /// Turns on encryption for queues `names` (`--encrypt`) with `keys`, through the
+    /// library, after the last `FLUSHALL` and before the first command of the workload.
+    pub fn encrypt(&self, names: &[String], keys: &delayq::Keyring) -> Result<()> {
+        let url = format!("redis://127.0.0.1:{}/", self.port());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
+        runtime.block_on(async {
+            let dq = DelayQ::connect_with(&url, Config::default().keys(keys.clone()))
+                .await
+                .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+            for name in names {
+                dq.queue(name)?
+                    .configure(&[Setting::Encryption(true)])
+                    .await
+                    .map_err(|e| format!("encryption on {name}: {e}"))?;
+            }
+            Ok(())
+        })
+    }
+
+        /// `INFO memory` (W4, one server only).
     pub fn memory(&self) -> Result<MemoryInfo> {
         match self {
             Redis::Single(s) => s.memory(),

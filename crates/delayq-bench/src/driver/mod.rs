@@ -79,6 +79,11 @@ pub struct RunArgs {
     /// (`Setting::Events`), to measure what events cost; default: none.
     #[arg(long)]
     pub events: Option<u64>,
+    /// Seal the workloads' payloads at rest (`Setting::Encryption`) with a key the driver
+    /// makes (its agents read it from `DELAYQ_BENCH_KEYS_FILE`), to measure what encryption
+    /// costs; through the library only.
+    #[arg(long)]
+    pub encrypt: bool,
     /// Trace: the agents export OpenTelemetry spans over OTLP to a receiver that this
     /// process runs, to measure what tracing costs (`otlp.rs`).
     #[arg(long)]
@@ -118,6 +123,22 @@ fn scale(args: &RunArgs) -> Result<f64> {
         return Err(format!("scale must be a positive number, not {scale}").into());
     }
     Ok(scale)
+}
+
+/// With `--encrypt`: a key file of one new key in `dir`, named in the environment that the
+/// agents inherit (`DELAYQ_BENCH_KEYS_FILE`), and its keys for the driver's own client.
+fn sealing_keys(args: &RunArgs, dir: &std::path::Path) -> Result<Option<delayq::Keyring>> {
+    if !args.encrypt {
+        return Ok(None);
+    }
+    if args.via != [Via::Library] || args.cluster.is_some() {
+        return Err("--encrypt runs through the library, on one server".into());
+    }
+    let line = delayq::Keyring::new_key_line("bench")?;
+    let path = dir.join("bench.keys");
+    std::fs::write(&path, &line).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::env::set_var("DELAYQ_BENCH_KEYS_FILE", &path);
+    Ok(Some(delayq::Keyring::parse(&line)?))
 }
 
 /// `--agent`'s program and arguments, where its run can be made.
@@ -198,6 +219,7 @@ fn run_workloads(args: &RunArgs) -> Result<bool> {
 
     let agent = other_agent(args)?;
     let delayq_bin = delayq_bin(args.delayq_bin.clone())?;
+    let encrypt = sealing_keys(args, &raw_dir)?;
     let ctx = RunContext {
         scale,
         raw_dir,
@@ -207,6 +229,7 @@ fn run_workloads(args: &RunArgs) -> Result<bool> {
         ceiling,
         delayq_bin,
         events: args.events,
+        encrypt,
         agent,
     };
     let mut results: Vec<WorkloadResult> = Vec::new();

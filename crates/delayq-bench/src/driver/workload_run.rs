@@ -39,6 +39,8 @@ pub struct RunContext {
     pub delayq_bin: PathBuf,
     /// Events recorded per partition of the workloads' queues (`--events`), if any.
     pub events: Option<u64>,
+    /// The key the workloads' payloads are sealed with (`--encrypt`), if any.
+    pub encrypt: Option<delayq::Keyring>,
     /// Another system's agent command line (`--agent`), if any.
     pub agent: Option<Vec<String>>,
 }
@@ -183,6 +185,9 @@ pub fn run(
             server.before_start()?;
             if let Some(kept) = ctx.events {
                 server.record_events(&workload.queue_names(), kept)?;
+            }
+            if let Some(keys) = &ctx.encrypt {
+                server.encrypt(&workload.queue_names(), keys)?;
             }
             choreography(
                 &mut fleet,
