@@ -57,6 +57,8 @@ const (
 	ErrRedisFull            ErrorCode = "redis_full"
 	ErrNotReplicated        ErrorCode = "not_replicated"
 	ErrNewerDataFormat      ErrorCode = "newer_data_format"
+	ErrNoEncryptionKey      ErrorCode = "no_encryption_key"
+	ErrEncryptionChanged    ErrorCode = "encryption_changed"
 	ErrServerBusy           ErrorCode = "server_busy"
 )
 

@@ -55,10 +55,10 @@ var Routes = map[string]string{
 // LeftOut maps each API operation this client does not wrap to why. Client.Raw calls any
 // of them.
 var LeftOut = map[string]string{
-	"GET /metrics":                    "Prometheus text for a scraper, not for application code",
-	"GET /v1/queues/{queue}/format":   "data-format upgrades belong to a deploy (delayq format show)",
-	"POST /v1/queues/{queue}/upgrade": "data-format upgrades belong to a deploy (delayq format upgrade)",
-	"GET /v1/processes":               "which processes read which data format: upgrade tooling (delayq processes)",
-	"GET /v1/audit":                   "who did what on the server: an operator's read (delayq audit, the dashboard's audit log)",
+	"GET /metrics":                        "Prometheus text for a scraper, not for application code",
+	"GET /v1/queues/{queue}/format":       "data-format upgrades belong to a deploy (delayq format show)",
+	"POST /v1/queues/{queue}/upgrade":     "data-format upgrades belong to a deploy (delayq format upgrade)",
+	"GET /v1/processes":                   "which processes read which data format: upgrade tooling (delayq processes)",
+	"GET /v1/audit":                       "who did what on the server: an operator's read (delayq audit, the dashboard's audit log)",
 	"POST /v1/queues/{queue}/rotate-keys": "sealing a queue's stored payloads again with a new key: an operator's step (delayq keys rotate, the dashboard)",
 }

@@ -169,7 +169,7 @@ func apiError(route string, resp *http.Response, data []byte) *APIError {
 }
 
 // transient tells the failures a repeat may fix: a 5xx other than those that say the write
-// happened or the server is too old, and a request that got no answer while the caller's
+// happened, the server is too old or lacks the encryption key, and a request that got no answer while the caller's
 // context still runs (its own timeout, a broken connection).
 func transient(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
@@ -177,7 +177,8 @@ func transient(ctx context.Context, err error) bool {
 	}
 	var api *APIError
 	if errors.As(err, &api) {
-		return api.Status >= 500 && api.Code != ErrNotReplicated && api.Code != ErrNewerDataFormat
+		return api.Status >= 500 && api.Code != ErrNotReplicated && api.Code != ErrNewerDataFormat &&
+			api.Code != ErrNoEncryptionKey
 	}
 	var te *TransportError
 	return errors.As(err, &te)

@@ -24,6 +24,7 @@ export type KnownErrorCode =
   | 'body_too_large' | 'batch_too_large' | 'payload_too_large' | 'unsupported_media_type'
   // 5xx
   | 'unavailable' | 'redis_full' | 'not_replicated' | 'newer_data_format' | 'internal'
+  | 'no_encryption_key' | 'encryption_changed'
   // client side (status 0)
   | 'timeout' | 'connection_failed' | 'bad_response';
 

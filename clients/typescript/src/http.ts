@@ -54,8 +54,11 @@ export interface Answer<T> {
   data: T;
 }
 
-/** 503 codes that a retry cannot fix (the write happened, or the server is too old). */
-const NOT_RETRIED = new Set(['not_replicated', 'newer_data_format']);
+/**
+ * 503 codes that a retry cannot fix (the write happened, the server is too old, or it lacks
+ * the queue's encryption key).
+ */
+const NOT_RETRIED = new Set(['not_replicated', 'newer_data_format', 'no_encryption_key']);
 
 export class Transport {
   readonly baseUrl: string;

@@ -92,6 +92,18 @@ export interface PayloadOut<T = unknown> {
   payload: T;
   /** The payload's bytes in base64, for a message sent as bytes. */
   payload_base64?: string;
+  /** The payload is stored encrypted (the queue's `encryption`); older servers omit it. */
+  encrypted?: Encrypted;
+}
+
+/**
+ * A payload stored encrypted at rest: with which key, and whether the payload given is the
+ * one sent (`opened`; false in a listing, or when the server lacks the key: `error`).
+ */
+export interface Encrypted {
+  key: string | null;
+  opened: boolean;
+  error?: string;
 }
 
 export interface FailedAttempt {
@@ -224,6 +236,8 @@ export interface QueueStats {
   retain_completed: { keep_for_ms: number; max: number } | null;
   events: number;
   events_max: number | null;
+  /** Payloads sent are encrypted at rest; older servers omit it. */
+  encryption?: boolean;
 }
 
 /**
@@ -249,6 +263,8 @@ export interface QueueSettings {
   retain_completed?: { keep_for: Duration; max: number } | null;
   /** Record events (`client.events`): about `max` per partition (default 20 000). */
   events?: { max?: number } | null;
+  /** Encrypt the payloads sent from now on with the server's key (`--keys-file`). */
+  encryption?: boolean;
 }
 
 export interface DeadLetter<T = unknown> extends PayloadOut<T> {
@@ -284,6 +300,8 @@ export interface MessageSummary {
   payload_kind: 'json' | 'bytes';
   payload_bytes: number;
   payload_preview: string;
+  /** The payload is stored encrypted: a listing never shows it (`opened` is false). */
+  encrypted?: Encrypted;
 }
 
 export interface MessagePage {

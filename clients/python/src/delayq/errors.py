@@ -80,8 +80,10 @@ class TooLargeError(DelayqError):
 
 class UnavailableError(DelayqError):
     """503: Redis did not answer in time (``unavailable``), is full (``redis_full``), a send
-    was not replicated in time (``not_replicated``; the message is written all the same), or
-    the queue's data is newer than the server (``newer_data_format``)."""
+    was not replicated in time (``not_replicated``; the message is written all the same),
+    the queue's data is newer than the server (``newer_data_format``), or the queue encrypts
+    its payloads and the server has no key (``no_encryption_key``) or its encryption changed
+    twice during the send (``encryption_changed``; nothing was written)."""
 
 
 class ServerError(DelayqError):
@@ -109,6 +111,8 @@ _BY_CODE: Dict[str, Type[DelayqError]] = {
     "redis_full": UnavailableError,
     "not_replicated": UnavailableError,
     "newer_data_format": UnavailableError,
+    "no_encryption_key": UnavailableError,
+    "encryption_changed": UnavailableError,
 }
 
 _BY_STATUS: Dict[int, Type[DelayqError]] = {

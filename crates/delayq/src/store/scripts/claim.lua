@@ -524,8 +524,8 @@ do
       -- (Read only when looking ahead: a claim of what is due gives all one deadline.)
       local due_later = ahead > now and struct.unpack('>I7', rec, 1) > now
       if places and not due_later then
-        -- (Its seq and flags byte are the record's bytes 8-14.)
-        places[j] = rec:sub(8, 14)
+        -- (Its seq and flags byte: the record's bytes 8-14, claim_leases.place_of.)
+        places[j] = claim_leases.place_of(rec)
         shared[#shared + 1] = j
       else
         leases[#leases + 1] = due_later and lease_end(unbe7(rec, 1)) or deadline_arg

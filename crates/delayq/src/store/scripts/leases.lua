@@ -98,6 +98,29 @@ function claim_leases.plain(f)
   return p
 end
 
+-- Seq and flags byte of whole record `rec` as its place in a claim keeps them (bytes 8-14),
+-- but for a record whose extension area holds only the mark of a sealed payload
+-- (src/values/sealing.rs): its place's flags byte leaves the area unannounced, since an ack
+-- needs nothing of it, so that such a message is plain too (claim_leases.plain) and its ack
+-- reads no record. The place's flags byte serves the ack only (plain, and its id's kind).
+claim_leases.unannounced_flags = {}
+function claim_leases.place_of(rec)
+  local f = rec:byte(14)
+  local u = claim_leases.unannounced_flags[f]
+  if u == nil then
+    local kind, extension = kind_of(f)
+    u = extension and f - bit.band(f, KIND_BITS) + kind
+    claim_leases.unannounced_flags[f] = u
+  end
+  if u then
+    local _, from, to = policy_end(rec, f)
+    if to - from == 3 and rec:byte(from) == TAG_KEY then
+      return rec:sub(8, 13) .. string.char(u)
+    end
+  end
+  return rec:sub(8, 14)
+end
+
 -- Ends leases whose deadline passed by `now_ms`, and returns the lease member (seq .. token)
 -- of each delivery they held: at most `most`. A claim's lease gives the messages it still
 -- holds; one that holds more than fit keeps the rest, still expired, for the next call.
