@@ -123,7 +123,7 @@ impl Redis {
         })
     }
 
-        /// `INFO memory` (W4, one server only).
+    /// `INFO memory` (W4, one server only).
     pub fn memory(&self) -> Result<MemoryInfo> {
         match self {
             Redis::Single(s) => s.memory(),

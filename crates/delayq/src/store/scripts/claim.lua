@@ -494,6 +494,7 @@ local out = { 0, deadline, base, now, retried, buried, acked }
 do
   -- Bulk arguments as strings: Lua would format a number argument for every element.
   local deadline_arg = string.format('%d', deadline)
+  local unannounced = claim_leases.unannounced
   local held, leases, seqs = {}, {}, { be6(base) }
   -- Format 6: per place j of the claim, what its field in `claims` holds (ZERO_SLOT for a
   -- message leased alone: taken ahead, or not held); `shared`, the places under its lease.
@@ -524,8 +525,14 @@ do
       -- (Read only when looking ahead: a claim of what is due gives all one deadline.)
       local due_later = ahead > now and struct.unpack('>I7', rec, 1) > now
       if places and not due_later then
-        -- (Its seq and flags byte: the record's bytes 8-14, claim_leases.place_of.)
-        places[j] = claim_leases.place_of(rec)
+        -- (Its seq and flags byte: the record's bytes 8-14, unless its extension area is a
+        -- sealed payload's mark alone: claim_leases.unannounced.)
+        local f = rec:byte(14)
+        local u = unannounced[f]
+        if u == nil then
+          u = claim_leases.unannounced_of(f)
+        end
+        places[j] = u and claim_leases.place_announcing(rec, f, u) or rec:sub(8, 14)
         shared[#shared + 1] = j
       else
         leases[#leases + 1] = due_later and lease_end(unbe7(rec, 1)) or deadline_arg

@@ -98,25 +98,27 @@ function claim_leases.plain(f)
   return p
 end
 
--- Seq and flags byte of whole record `rec` as its place in a claim keeps them (bytes 8-14),
--- but for a record whose extension area holds only the mark of a sealed payload
+-- A claim's place keeps a message's seq and flags byte (the record's bytes 8-14), but for a
+-- record whose extension area holds only the mark of a sealed payload
 -- (src/values/sealing.rs): its place's flags byte leaves the area unannounced, since an ack
 -- needs nothing of it, so that such a message is plain too (claim_leases.plain) and its ack
 -- reads no record. The place's flags byte serves the ack only (plain, and its id's kind).
-claim_leases.unannounced_flags = {}
-function claim_leases.place_of(rec)
-  local f = rec:byte(14)
-  local u = claim_leases.unannounced_flags[f]
-  if u == nil then
-    local kind, extension = kind_of(f)
-    u = extension and f - bit.band(f, KIND_BITS) + kind
-    claim_leases.unannounced_flags[f] = u
-  end
-  if u then
-    local _, from, to = policy_end(rec, f)
-    if to - from == 3 and rec:byte(from) == TAG_KEY then
-      return rec:sub(8, 13) .. string.char(u)
-    end
+-- unannounced[f]: flags byte `f` without its extension area announced, or false when `f`
+-- announces none (memoized by flags byte; claim.lua reads it for every message it claims).
+claim_leases.unannounced = {}
+function claim_leases.unannounced_of(f)
+  local kind, extension = kind_of(f)
+  local u = extension and f - bit.band(f, KIND_BITS) + kind
+  claim_leases.unannounced[f] = u
+  return u
+end
+
+-- The place of whole record `rec` (flags byte `f`, which announces an extension area; `u`,
+-- it unannounced).
+function claim_leases.place_announcing(rec, f, u)
+  local _, from, to = policy_end(rec, f)
+  if to - from == 3 and rec:byte(from) == TAG_KEY then
+    return rec:sub(8, 13) .. string.char(u)
   end
   return rec:sub(8, 14)
 end
