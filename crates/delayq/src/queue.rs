@@ -296,7 +296,7 @@ impl Queue {
     /// on, so that what was stored in clear is sealed too. A message that moves meanwhile,
     /// and one in flight, is left for another run ([`Resealed`](crate::Resealed) counts
     /// them). Without keys: [`Error::NoKey`](crate::Error::NoKey).
-    pub async fn rotate_keys(&self) -> Result<crate::Resealed> {
+    pub async fn rotate_keys(&self) -> Result<crate::handles::reseal::Resealed> {
         crate::handles::reseal::rotate(&self.core).await
     }
 

@@ -10,7 +10,7 @@ use delayq::DelayQ;
 use serde_json::{json, Value};
 
 use super::api_client::ApiClient;
-use super::keys::KeysFile;
+use super::keys_file::KeysFile;
 use super::redis_args::RedisArgs;
 
 /// Flags every admin command takes.

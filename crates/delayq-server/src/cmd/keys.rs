@@ -1,39 +1,12 @@
-//! The keys of payloads encrypted at rest (`delayq::Keyring`): where a process finds them
-//! (`--keys-file`, for the server and the admin commands alike); `delayq keys new`, which
-//! prints a line of a new random key for that file (nothing is sent anywhere); and
-//! `delayq keys rotate`, which seals what a queue stores again with the newest key.
+//! `delayq keys`: the keys of payloads encrypted at rest. `new` prints a line of a new
+//! random key for the key file (nothing is sent anywhere); `rotate` seals what a queue
+//! stores again with the newest key. Where a process finds its keys is `keys_file.rs`.
 
-use std::path::PathBuf;
-
-use anyhow::Context;
 use axum::http::Method;
 use delayq::Keyring;
 
 use super::api_client::segment;
 use super::common::{print, Common};
-
-/// Where the keys are, for `serve` and every admin command that runs against Redis.
-#[derive(clap::Args, Clone)]
-pub struct KeysFile {
-    /// File of the keys that seal and open payloads on queues that encrypt them, one
-    /// `<id>:<32 bytes in base64>` a line (`delayq keys new`): the last line's key seals,
-    /// every line's opens. Read at start.
-    #[arg(long, env = "DELAYQ_KEYS_FILE", global = true)]
-    keys_file: Option<PathBuf>,
-}
-
-impl KeysFile {
-    /// The keys of --keys-file, if it was given.
-    pub(super) fn load(&self) -> anyhow::Result<Option<Keyring>> {
-        let Some(path) = &self.keys_file else {
-            return Ok(None);
-        };
-        let keys =
-            Keyring::load(path).with_context(|| format!("--keys-file {}", path.display()))?;
-        tracing::info!(ids = ?keys.ids(), sealing = keys.newest(), "keys read");
-        Ok(Some(keys))
-    }
-}
 
 #[derive(clap::Subcommand)]
 pub enum KeysCommand {

@@ -3,8 +3,8 @@
 //! Floors, top down (each imports only from below it):
 //! * this file: the command line, dispatched to `serve`, `health` (a server's /readyz, the
 //!   container's health check), `token` (a token's secret and line for the tokens file),
-//!   `keys` (a line of a new key for the key file; where a process finds its keys) or
-//!   `admin`;
+//!   `keys` (a line of a new key for the key file; a queue's stored payloads sealed again)
+//!   or `admin`;
 //! * `admin.rs`: the admin commands' flags, each handed to its module;
 //! * `audit.rs`, `messages.rs`, `queues.rs`, `dead.rs`, `schedule.rs`, `push.rs`, `format.rs`,
 //!   `groups.rs`, `configure.rs`, `events.rs`, `webhooks.rs`: messages (send, get, cancel,
@@ -16,7 +16,8 @@
 //!   `common.rs`: what the admin commands share (flags, printing, text forms);
 //! * `api_client.rs`: where a command's request goes (this process's router on Redis, or
 //!   a server over HTTP with `--url`);
-//! * `redis_args.rs`: where Redis is, as every command is told.
+//! * `redis_args.rs`: where Redis is, as every command is told; `keys_file.rs`: where its
+//!   keys are.
 
 mod admin;
 mod api_client;
@@ -30,6 +31,7 @@ mod format;
 mod groups;
 mod health;
 mod keys;
+mod keys_file;
 mod messages;
 mod push;
 mod queues;

@@ -17,7 +17,7 @@ use tracing::Level;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::prelude::*;
 
-use super::keys::KeysFile;
+use super::keys_file::KeysFile;
 use super::redis_args::RedisArgs;
 use super::token_reload::TokenSource;
 

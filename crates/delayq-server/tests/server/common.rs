@@ -55,10 +55,10 @@ impl TestServer {
     }
 
     /// A server whose client seals and opens payloads with `keys` (as `--keys-file` gives).
-    pub async fn start_keyed(keys: delayq::Keyring, tokens: Tokens) -> TestServer {
+    pub async fn start_keyed(keys: delayq::Keyring, limits: Limits, tokens: Tokens) -> TestServer {
         let redis = RedisServer::start();
         let config = client_config().keys(keys);
-        let endpoint = Endpoint::start_with(&redis.url(), Limits::default(), tokens, config).await;
+        let endpoint = Endpoint::start_with(&redis.url(), limits, tokens, config).await;
         TestServer { redis, endpoint }
     }
 

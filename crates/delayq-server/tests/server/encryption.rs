@@ -138,6 +138,7 @@ const ADMIN: &str = "admin-secret-0123456789abcdef";
 async fn rotate_keys_seals_over_http_what_was_stored_in_clear_and_the_cli_runs_it_too() {
     let mut s = TestServer::start_keyed(
         one_key(),
+        Limits::default(),
         Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens"),
     )
     .await;
@@ -201,6 +202,7 @@ async fn rotate_keys_seals_over_http_what_was_stored_in_clear_and_the_cli_runs_i
 async fn the_dashboard_turns_encryption_on_says_a_payload_is_encrypted_and_rotates() {
     let mut s = TestServer::start_keyed(
         one_key(),
+        Limits::default(),
         Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens"),
     )
     .await;
@@ -246,4 +248,45 @@ async fn the_dashboard_turns_encryption_on_says_a_payload_is_encrypted_and_rotat
         .to_owned();
     let page = page_as(&http, &s, &cookie, &to).await;
     assert!(page.contains("0 sealed again with key k1"), "{to}: {page}");
+}
+
+#[tokio::test]
+async fn a_pushed_message_and_its_own_push_headers_are_sealed_at_rest_and_pushed_opened() {
+    let limits = Limits {
+        push_allow: vec!["127.0.0.0/8".parse().expect("network")],
+        ..Limits::default()
+    };
+    let tokens = Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens");
+    let mut s = TestServer::start_keyed(one_key(), limits, tokens).await;
+    s.token = Some(ADMIN.into());
+    let target = crate::receiver::Receiver::start().await;
+    let settings = json!({ "encryption": true });
+    let (status, _) = s
+        .call(Method::PATCH, "/v1/queues/pushed", Some(settings))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let hook = json!({ "url": format!("{}/hook", target.url) });
+    let (status, body) = s
+        .call(Method::PUT, "/v1/queues/pushed/push", Some(hook))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let message = json!({ "id": "m", "payload": { "card": SECRET }, "delay": "2s",
+                          "push": { "headers": { "x-api-key": "HEADER-SECRET-VALUE" } } });
+    let (status, sent) = s.post("/v1/queues/pushed/messages", message).await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    let stored = everything_in(&s.redis);
+    assert!(
+        !stored.contains(SECRET) && !stored.contains("HEADER-SECRET"),
+        "in clear in Redis"
+    );
+    wait_until(std::time::Duration::from_secs(10), "the push", || async {
+        !target.for_id("m").is_empty()
+    })
+    .await;
+    let pushed = &target.for_id("m")[0];
+    assert!(
+        String::from_utf8_lossy(&pushed.body).contains(SECRET),
+        "pushed opened"
+    );
+    assert_eq!(pushed.header("x-api-key"), "HEADER-SECRET-VALUE");
 }

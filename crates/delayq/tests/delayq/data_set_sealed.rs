@@ -10,9 +10,7 @@
 
 use std::time::Duration;
 
-use delayq::{
-    Config, DelayQ, Keyring, MissedTicks, Next, Recurrence, Sealed, SendOptions, Setting, State,
-};
+use delayq::{Config, DelayQ, Keyring, Next, Sealed, SendOptions, Setting, State};
 
 use crate::common::*;
 use crate::data_set_files::{dump, load};
@@ -67,15 +65,7 @@ async fn write_a_sealed_data_set() {
     for ((_, payload, _), options) in MESSAGES.iter().zip(options) {
         q.send(payload, &options).await.expect("send");
     }
-    let mut consumer = q.consumer().await.expect("consumer");
-    let got = consumer
-        .receive(&receiving(
-            10,
-            Duration::from_secs(60),
-            Duration::from_secs(1),
-        ))
-        .await
-        .expect("receive");
+    let got = crate::encryption::drain(&q, 4).await;
     for d in &got {
         if d.id == "failed" {
             q.fail(d, "card declined", Next::Dead).await.expect("dead");
@@ -83,17 +73,7 @@ async fn write_a_sealed_data_set() {
     }
     let rest: Vec<_> = got.into_iter().filter(|d| d.id != "failed").collect();
     q.release(&rest).await.expect("release");
-    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
-    q.schedules()
-        .put(
-            "hourly",
-            every_hour,
-            MissedTicks::Skip,
-            "nightly invoice run",
-            &SendOptions::new(),
-        )
-        .await
-        .expect("schedule");
+    crate::encryption::put_hourly(&q, b"nightly invoice run").await;
     std::fs::write(WRITTEN_TO, dump(&dq).await).expect("write the data set");
     println!("data set written to {WRITTEN_TO}");
 }
@@ -132,15 +112,7 @@ async fn format7_sealed_loads_whole_opens_with_its_key_and_delivers_each_once() 
         .expect("get")
         .expect("schedule");
     assert_eq!(schedule.payload, b"nightly invoice run");
-    let mut consumer = q.consumer().await.expect("consumer");
-    let got = consumer
-        .receive(&receiving(
-            10,
-            Duration::from_secs(60),
-            Duration::from_secs(1),
-        ))
-        .await
-        .expect("receive");
+    let got = crate::encryption::drain(&q, 3).await;
     let mut shown: Vec<String> = payloads(&got);
     shown.sort();
     assert_eq!(

@@ -82,6 +82,21 @@ fn holds_in_clear(bytes: &[u8]) -> bool {
     bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes())
 }
 
+/// Puts schedule `hourly` on `q`, its messages' payload `payload`.
+pub(crate) async fn put_hourly(q: &Queue, payload: &[u8]) {
+    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
+    q.schedules()
+        .put(
+            "hourly",
+            every_hour,
+            MissedTicks::Skip,
+            payload,
+            &SendOptions::new(),
+        )
+        .await
+        .expect("schedule");
+}
+
 async fn encrypting(dq: &DelayQ, name: &str) -> Queue {
     let q = queue(dq, name);
     q.configure(&[Setting::Encryption(true)])
@@ -90,7 +105,7 @@ async fn encrypting(dq: &DelayQ, name: &str) -> Queue {
     q
 }
 
-async fn drain(q: &Queue, n: usize) -> Vec<delayq::Delivery> {
+pub(crate) async fn drain(q: &Queue, n: usize) -> Vec<delayq::Delivery> {
     let mut consumer = q.consumer().await.expect("consumer");
     let mut got = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -157,17 +172,7 @@ async fn redis_holds_no_byte_of_a_payload_in_clear_on_any_path() {
     )
     .await
     .expect("far ahead");
-    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
-    q.schedules()
-        .put(
-            "hourly",
-            every_hour,
-            MissedTicks::Skip,
-            secret(11),
-            &SendOptions::new(),
-        )
-        .await
-        .expect("schedule");
+    put_hourly(&q, &secret(11)).await;
     let got = drain(&q, 8).await;
     assert_eq!(got.len(), 8, "every message due now");
     for d in &got {
@@ -482,17 +487,7 @@ async fn rotate_keys_seals_everything_again_with_the_newest_key_so_the_old_one_c
     }
     let doomed = q.get("doomed").await.expect("get").expect("pending");
     assert_eq!(doomed.state, State::Ready);
-    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
-    q.schedules()
-        .put(
-            "hourly",
-            every_hour,
-            MissedTicks::Skip,
-            secret(20),
-            &SendOptions::new(),
-        )
-        .await
-        .expect("schedule");
+    put_hourly(&q, &secret(20)).await;
 
     let both = client(&server, Some(&parse(&[&one, &two]))).await;
     let q2 = queue(&both, "rotated");
@@ -567,17 +562,7 @@ async fn rotate_keys_seals_what_was_stored_in_clear_before_the_queue_encrypted()
     )
     .await
     .expect("far");
-    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
-    q.schedules()
-        .put(
-            "hourly",
-            every_hour,
-            MissedTicks::Skip,
-            secret(4),
-            &SendOptions::new(),
-        )
-        .await
-        .expect("schedule");
+    put_hourly(&q, &secret(4)).await;
     assert_eq!(
         q.rotate_keys().await.expect("rotate").resealed,
         0,
