@@ -83,7 +83,8 @@ impl Cluster {
             .map_err(|e| e.to_string())?;
         runtime.block_on(async {
             let nodes: Vec<&str> = cluster.urls.iter().map(String::as_str).collect();
-            let dq = delayq::DelayQ::connect_cluster(&nodes, delayq::Config::default())
+            let config = crate::sealing::config(delayq::Config::default())?;
+            let dq = delayq::DelayQ::connect_cluster(&nodes, config)
                 .await
                 .map_err(|e| format!("cannot connect to the cluster: {e}"))?;
             let queue = dq
@@ -92,8 +93,10 @@ impl Cluster {
                 .map_err(|e| format!("cannot create the queue: {e}"))?;
             let limit = delayq::Setting::GroupConcurrency(Some(plan::GROUP_CONCURRENCY));
             let events = delayq::Setting::Events(Some(plan::EVENTS_KEPT));
+            // Its payloads sealed at rest from the first (sealing.rs).
+            let sealed = delayq::Setting::Encryption(true);
             queue
-                .configure(&[limit, events])
+                .configure(&[limit, events, sealed])
                 .await
                 .map_err(|e| format!("cannot set the group concurrency: {e}"))
         })?;
@@ -281,6 +284,11 @@ impl Cluster {
 
     /// What is left of the queue, over all its partitions (`u64::MAX` for what could not be
     /// read). Partitions not seen yet were never used: they hold nothing.
+    /// How many values of the nodes hold a payload in clear, of how many read (`sealing.rs`).
+    pub fn payloads_in_clear(&self) -> (usize, usize) {
+        crate::sealing::payloads_in_clear(self.read().nodes())
+    }
+
     pub fn leftovers(&mut self) -> Leftovers {
         self.find_partitions();
         let nodes = self.read();

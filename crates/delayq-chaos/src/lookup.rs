@@ -20,13 +20,13 @@ impl Lookup {
             .build()
             .map_err(|e| e.to_string())?;
         let nodes: Vec<&str> = urls.iter().map(String::as_str).collect();
+        // With the run's keys, if it has them: a dead letter's payload opened (sealing.rs).
+        let config = crate::sealing::config(delayq::Config::default())?;
         let dq = runtime
             .block_on(async {
                 match cluster {
-                    true => {
-                        delayq::DelayQ::connect_cluster(&nodes, delayq::Config::default()).await
-                    }
-                    false => delayq::DelayQ::connect(nodes[0]).await,
+                    true => delayq::DelayQ::connect_cluster(&nodes, config).await,
+                    false => delayq::DelayQ::connect_with(nodes[0], config).await,
                 }
             })
             .map_err(|e| e.to_string())?;

@@ -32,6 +32,7 @@ mod lookup;
 mod plan;
 mod processes;
 mod producer;
+mod sealing;
 mod shutdown;
 mod soak;
 mod upgrade;

@@ -130,6 +130,7 @@ pub async fn connect_to(
     let config = delayq::Config::default()
         .response_timeout(response_timeout)
         .look_ahead(crate::plan::LOOK_AHEAD);
+    let config = crate::sealing::config(config)?;
     let nodes: Vec<&str> = url.split(',').collect();
     let give_up = Instant::now() + GIVE_UP;
     loop {

@@ -129,6 +129,27 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
     let report = checker::check(&dir, &leftovers, &run.counts, cluster.as_ref(), &|id| {
         lookup.exists(id)
     })?;
+    // Payloads encrypted at rest (the cluster run's queue, sealing.rs): none in clear, none
+    // made unreadable.
+    let sealed_at_rest = match &run.backend {
+        Backend::Cluster(cluster) => {
+            let (in_clear, read) = cluster.payloads_in_clear();
+            let undecryptable = leftovers
+                .dead_letters
+                .iter()
+                .filter(|d| {
+                    d.last_error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("undecryptable"))
+                })
+                .count();
+            println!(
+                "encrypted at rest: {in_clear} of {read} values in Redis hold a payload in clear; {undecryptable} dead letters undecryptable"
+            );
+            Some((in_clear, undecryptable))
+        }
+        Backend::Single { .. } => None,
+    };
     println!("{}", report.table);
     for crash in &run.crashes {
         println!("crashed or hung: {crash}");
@@ -147,6 +168,12 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
         // Without events the event rows prove nothing.
         println!("FAILED: the queue recorded no event");
         return Ok(false);
+    }
+    if let Some((in_clear, undecryptable)) = sealed_at_rest {
+        if in_clear > 0 || undecryptable > 0 {
+            println!("FAILED: a payload in clear in Redis, or one that could not be opened");
+            return Ok(false);
+        }
     }
     if report.with_deadline == 0 {
         // Without deadlines the expiry rows prove nothing.
@@ -206,7 +233,12 @@ impl Run {
                 let proxy = Proxy::start(redis.port());
                 Backend::Single { redis, proxy }
             }
-            true => Backend::Cluster(Cluster::start()?),
+            true => {
+                // Its queue encrypts its payloads: every process the run starts finds the
+                // key in its environment (sealing.rs).
+                crate::sealing::make_keys(dir)?;
+                Backend::Cluster(Cluster::start()?)
+            }
         };
         let mut launcher = Launcher::new(dir, me, delayq_bin);
         let server_port = redis_fixture::free_port();
