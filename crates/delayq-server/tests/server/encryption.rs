@@ -134,14 +134,15 @@ fn one_key() -> delayq::Keyring {
 
 const ADMIN: &str = "admin-secret-0123456789abcdef";
 
+/// An in-process server with `limits`, key `k1` and one admin token, [`ADMIN`].
+async fn keyed_admin(limits: Limits) -> TestServer {
+    let tokens = Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens");
+    TestServer::start_keyed(one_key(), limits, tokens).await
+}
+
 #[tokio::test]
 async fn rotate_keys_seals_over_http_what_was_stored_in_clear_and_the_cli_runs_it_too() {
-    let mut s = TestServer::start_keyed(
-        one_key(),
-        Limits::default(),
-        Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens"),
-    )
-    .await;
+    let mut s = keyed_admin(Limits::default()).await;
     s.token = Some(ADMIN.into());
     for n in 0..3 {
         let body = json!({ "payload": { "n": n, "card": SECRET }, "delay": "10m" });
@@ -200,12 +201,7 @@ async fn rotate_keys_seals_over_http_what_was_stored_in_clear_and_the_cli_runs_i
 
 #[tokio::test]
 async fn the_dashboard_turns_encryption_on_says_a_payload_is_encrypted_and_rotates() {
-    let mut s = TestServer::start_keyed(
-        one_key(),
-        Limits::default(),
-        Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens"),
-    )
-    .await;
+    let mut s = keyed_admin(Limits::default()).await;
     let cookie = session_cookie(&s, ADMIN).await;
     let http = form_client();
     let page = page_as(&http, &s, &cookie, "/ui/queues/shop").await;
@@ -256,8 +252,7 @@ async fn a_pushed_message_and_its_own_push_headers_are_sealed_at_rest_and_pushed
         push_allow: vec!["127.0.0.0/8".parse().expect("network")],
         ..Limits::default()
     };
-    let tokens = Tokens::parse(&format!("admin:{ADMIN}")).expect("tokens");
-    let mut s = TestServer::start_keyed(one_key(), limits, tokens).await;
+    let mut s = keyed_admin(limits).await;
     s.token = Some(ADMIN.into());
     let target = crate::receiver::Receiver::start().await;
     let settings = json!({ "encryption": true });
