@@ -259,7 +259,7 @@ async fn deliver(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Receipts {
-    #[schema(pattern = "^[0-9a-f]{24}[eg][A-Za-z0-9._:@/-]{1,128}$")]
+    #[schema(pattern = "^[0-9a-f]{24}[egEG][A-Za-z0-9._:@/-]{1,128}$")]
     receipt: Option<String>,
     receipts: Option<Vec<String>>,
     /// Extend only: the new lease from now.
@@ -395,7 +395,7 @@ pub async fn extend(
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct NackBody {
-    #[schema(pattern = "^[0-9a-f]{24}[eg][A-Za-z0-9._:@/-]{1,128}$")]
+    #[schema(pattern = "^[0-9a-f]{24}[egEG][A-Za-z0-9._:@/-]{1,128}$")]
     receipt: String,
     /// What went wrong (kept as the message's last error).
     error: Option<String>,

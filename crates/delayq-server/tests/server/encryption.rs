@@ -285,3 +285,38 @@ async fn a_pushed_message_and_its_own_push_headers_are_sealed_at_rest_and_pushed
     );
     assert_eq!(pushed.header("x-api-key"), "HEADER-SECRET-VALUE");
 }
+
+#[tokio::test]
+async fn an_http_consumers_new_payload_for_the_next_attempt_is_sealed_too() {
+    let mut s = keyed_admin(Limits::default()).await;
+    s.token = Some(ADMIN.into());
+    let (status, _) = s
+        .call(
+            Method::PATCH,
+            "/v1/queues/retried",
+            Some(json!({ "encryption": true })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let first = json!({ "id": "n-1", "payload": { "attempt": 1 } });
+    assert_eq!(
+        s.post("/v1/queues/retried/messages", first).await.0,
+        StatusCode::CREATED
+    );
+    let got = receive(&s, "retried", 1, "2s").await;
+    let receipt = got[0]["receipt"].as_str().expect("a receipt").to_owned();
+    assert!(
+        receipt[24..].starts_with('E'),
+        "a sealed message's receipt: {receipt}"
+    );
+    let nack = json!({ "receipt": receipt, "error": "declined", "retry_after": "0s",
+                       "payload": { "attempt": 2, "card": SECRET } });
+    let (status, body) = s.post("/v1/queues/retried/nack", nack).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        !everything_in(&s.redis).contains(SECRET),
+        "the new payload in clear"
+    );
+    let again = receive(&s, "retried", 1, "5s").await;
+    assert_eq!(again[0]["payload"], json!({ "attempt": 2, "card": SECRET }));
+}
