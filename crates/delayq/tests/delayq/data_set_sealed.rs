@@ -91,6 +91,9 @@ async fn format7_sealed_loads_whole_opens_with_its_key_and_delivers_each_once() 
     }
     let q = queue(&dq, "vault");
     assert!(q.stats().await.expect("stats").encrypted);
+    // The message delayed an hour when the data set was written is due by now: put off
+    // again, so that each check sees the states the writer left.
+    keep_later_delayed(&q).await;
     for (id, payload, state) in MESSAGES {
         let info = q
             .get(id)
@@ -130,6 +133,7 @@ async fn format7_sealed_without_its_key_loses_nothing_and_rotates_to_a_new_key()
     let (server, _) = setup().await;
     let keyless = keyed(&server, &[]).await;
     load(&keyless, SEALED).await;
+    keep_later_delayed(&queue(&keyless, "vault")).await;
     let got = drain_ready(&queue(&keyless, "vault")).await;
     assert_eq!(
         payloads(&got),
@@ -165,6 +169,13 @@ async fn format7_sealed_without_its_key_loses_nothing_and_rotates_to_a_new_key()
     }
     let later = q.get("later").await.expect("get").expect("there");
     assert_eq!(later.payload, b"invoice 1, card 4111");
+}
+
+/// Puts the message `later` (sealed; a reschedule needs no key) an hour ahead again.
+async fn keep_later_delayed(q: &delayq::Queue) {
+    q.reschedule("later", delayq::Schedule::After(Duration::from_secs(3600)))
+        .await
+        .expect("reschedule");
 }
 
 async fn drain_ready(q: &delayq::Queue) -> Vec<delayq::Delivery> {
