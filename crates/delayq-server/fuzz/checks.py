@@ -3,7 +3,8 @@ must change nothing in Redis, and no request gets a 5xx but the one the fuzzed d
 makes right (below).
 
 Before each call the whole Redis data set is digested (every key's DUMP, in one script call);
-after a 4xx answer it is digested again and must be the same. Claim records are left out:
+after a 4xx answer it is digested again and must be the same; a failure names the keys that
+changed (and the registry of queues as it is then). Claim records are left out:
 they expire by themselves with their lease, whatever the request did; so is the registry of
 processes (`dq:processes`), which the server renews every 10 s on its own (README,
 "Upgrading"), and so are the webhooks' leases and places (`dq:webhooks:lease:<queue>`,
@@ -30,7 +31,7 @@ for _, key in ipairs(keys) do
     parts[#parts + 1] = key .. '=' .. redis.sha1hex(redis.call('DUMP', key))
   end
 end
-return redis.sha1hex(table.concat(parts, '\\n'))
+return table.concat(parts, '\\n')
 """
 
 _before = {}
@@ -59,9 +60,16 @@ def rejected_request_changes_nothing(ctx, response, case):
         return None
     after = digest()
     if after != before:
+        changed = sorted(set(before.splitlines()) ^ set(after.splitlines()))
+        keys = sorted({line.rsplit("=", 1)[0] for line in changed})
+        members = subprocess.run(
+            ["redis-cli", "-s", SOCKET, "SMEMBERS", "dq:queues"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout.split()
         raise AssertionError(
             f"{case.method} {case.formatted_path} was rejected with "
-            f"{response.status_code} but changed Redis"
+            f"{response.status_code} but changed Redis: {', '.join(keys[:8])} "
+            f"(queues now: {' '.join(members[:20])})"
         )
     return None
 

@@ -320,3 +320,18 @@ async fn an_http_consumers_new_payload_for_the_next_attempt_is_sealed_too() {
     let again = receive(&s, "retried", 1, "5s").await;
     assert_eq!(again[0]["payload"], json!({ "attempt": 2, "card": SECRET }));
 }
+
+#[tokio::test]
+async fn rotating_the_keys_of_a_queue_never_used_writes_nothing() {
+    let mut s = keyed_admin(Limits::default()).await;
+    s.token = Some(ADMIN.into());
+    let before = queue_data_dumped(&s.redis);
+    let (status, done) = s.post("/v1/queues/never-used/rotate-keys", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["resealed"], 0);
+    assert_eq!(
+        queue_data_dumped(&s.redis),
+        before,
+        "the queue was made by a rotation"
+    );
+}

@@ -46,7 +46,8 @@ pub(crate) async fn rotate(core: &QueueCore) -> Result<Resealed> {
     let keys = core.config().keys.clone().ok_or_else(|| Error::NoKey {
         queue: core.name().to_string(),
     })?;
-    let layout = core.layout().await?;
+    // Not `layout()`: that would record a partition count for a queue never used.
+    let layout = core.known_layout().await?;
     let mut done = Resealed {
         key: keys.newest().to_owned(),
         ..Resealed::default()
@@ -148,7 +149,7 @@ fn sealed_again(core: &QueueCore, keyring: &Keyring, body: &[u8]) -> Option<Vec<
 /// they are the queue's, not a partition's).
 async fn reseal_schedules(core: &QueueCore, keyring: &Keyring, done: &mut Resealed) -> Result<()> {
     let schedules = Schedules::new(core);
-    let seal_plain = match core.layout().await?.parts().first() {
+    let seal_plain = match core.known_layout().await?.parts().first() {
         Some(part) => core.encrypts(part).await?,
         None => false,
     };
