@@ -33,38 +33,15 @@ pub fn config(config: delayq::Config) -> Result<delayq::Config, String> {
 }
 
 /// How many values of `nodes` hold a payload of the run in clear (`"nb":`, which every
-/// payload's JSON has: `history.rs`), read raw by type (never `DUMP`, which may compress);
-/// and how many values were read (a replica answers a read with MOVED: its master's are).
+/// payload's JSON has: `history.rs`), read raw by type; and how many values were read (a
+/// replica answers a read with MOVED: its master's are). A node that does not answer is
+/// passed over.
 pub fn payloads_in_clear(nodes: &[RedisServer]) -> (usize, usize) {
-    let (mut found, mut read_values) = (0, 0);
-    for node in nodes {
-        let Ok(keys) = node.command(&["KEYS", "*"]) else {
-            continue;
-        };
-        for key in keys.render().lines().filter(|k| !k.is_empty()) {
-            let kind = node
-                .command(&["TYPE", key])
-                .map(|r| r.render())
-                .unwrap_or_default();
-            let read: &[&str] = match kind.trim() {
-                "string" => &["GET"],
-                "hash" => &["HGETALL"],
-                "zset" => &["ZRANGE", "0", "-1"],
-                "list" => &["LRANGE", "0", "-1"],
-                "set" => &["SMEMBERS"],
-                "stream" => &["XRANGE", "-", "+"],
-                _ => continue,
-            };
-            let mut args = vec![read[0], key];
-            args.extend(&read[1..]);
-            if let Ok(value) = node.command(&args) {
-                let text = value.render();
-                if !text.starts_with("(error)") {
-                    read_values += 1;
-                    found += usize::from(text.contains("\"nb\":"));
-                }
-            }
-        }
-    }
-    (found, read_values)
+    let values: Vec<(String, String)> = nodes
+        .iter()
+        .filter(|node| node.command(&["PING"]).is_ok())
+        .flat_map(RedisServer::every_value_read)
+        .collect();
+    let found = values.iter().filter(|(_, v)| v.contains("\"nb\":")).count();
+    (found, values.len())
 }

@@ -296,6 +296,42 @@ impl RedisServer {
         out
     }
 
+    /// Every key with its value read raw by its type (`GET`, `HGETALL`, `ZRANGE`, `LRANGE`,
+    /// `SMEMBERS`, `XRANGE`; never `DUMP`, which may compress a value), as text (see
+    /// [`Reply::render`]): what a test searches to show that a value never reached Redis.
+    /// A key whose reads answer an error (a cluster replica's `MOVED`), or one gone since it
+    /// was listed, is left out; a key of another type fails the test.
+    pub fn every_value_read(&self) -> Vec<(String, String)> {
+        let keys = match self.command(&["KEYS", "*"]) {
+            Ok(Reply::Array(Some(keys))) => keys,
+            other => self.fail(&format!("KEYS * answered {other:?}")),
+        };
+        let mut out = Vec::new();
+        for key in keys.iter().map(Reply::render) {
+            // A cluster replica answers MOVED, to TYPE as to the read: its master reads it.
+            let kind = match self.command(&["TYPE", &key]) {
+                Ok(Reply::Error(_)) | Err(_) => continue,
+                Ok(kind) => kind.render(),
+            };
+            let read: Vec<&str> = match kind.trim() {
+                "string" => vec!["GET", &key],
+                "hash" => vec!["HGETALL", &key],
+                "zset" => vec!["ZRANGE", &key, "0", "-1"],
+                "list" => vec!["LRANGE", &key, "0", "-1"],
+                "set" => vec!["SMEMBERS", &key],
+                "stream" => vec!["XRANGE", &key, "-", "+"],
+                // Gone since it was listed (expired).
+                "none" => continue,
+                other => self.fail(&format!("key {key} is of type {other}, read by none here")),
+            };
+            match self.command(&read) {
+                Ok(Reply::Error(_)) | Err(_) => {}
+                Ok(value) => out.push((key.clone(), value.render())),
+            }
+        }
+        out
+    }
+
     /// `used_memory` from `INFO memory`, in bytes.
     pub fn used_memory(&self) -> u64 {
         let info = self.cli(&["INFO", "memory"]);

@@ -29,21 +29,10 @@ async fn patch(serve: &Serve, path: &str, body: Value) -> (StatusCode, Value) {
     read(resp).await
 }
 
-/// Every value Redis holds, read raw by type (never `DUMP`, which may compress one).
+/// Every value Redis holds, read raw by type.
 fn everything_in(redis: &RedisServer) -> String {
-    let mut out = String::new();
-    for key in redis.cli(&["KEYS", "*"]).lines().filter(|k| !k.is_empty()) {
-        let read: Vec<&str> = match redis.cli(&["TYPE", key]).trim() {
-            "string" => vec!["GET", key],
-            "hash" => vec!["HGETALL", key],
-            "zset" => vec!["ZRANGE", key, "0", "-1"],
-            "list" => vec!["LRANGE", key, "0", "-1"],
-            "set" => vec!["SMEMBERS", key],
-            _ => vec!["XRANGE", key, "-", "+"],
-        };
-        out.push_str(&redis.cli(&read));
-    }
-    out
+    let values = redis.every_value_read().into_iter().map(|(_, value)| value);
+    values.collect::<Vec<_>>().join("\n")
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use delayq::{Config, DelayQ, Queue};
+use delayq::{Config, DelayQ, MissedTicks, Queue, Recurrence, SendOptions};
 pub use redis_fixture::{RedisServer, ServerConfig};
 
 /// A fresh server and a client connected to it.
@@ -301,4 +301,38 @@ pub async fn queue_of_format(
 /// `server` ran since its stats were reset.
 pub fn command_calls(server: &RedisServer, command: &str) -> u64 {
     server.command_calls(command)
+}
+
+/// Puts schedule `hourly` on `q`, its messages' payload `payload`.
+pub async fn put_hourly(q: &Queue, payload: &[u8]) {
+    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
+    q.schedules()
+        .put(
+            "hourly",
+            every_hour,
+            MissedTicks::Skip,
+            payload,
+            &SendOptions::new(),
+        )
+        .await
+        .expect("schedule");
+}
+
+/// What `q` delivers, until `n` messages or 10 s: they stay in flight.
+pub async fn drain(q: &Queue, n: usize) -> Vec<delayq::Delivery> {
+    let mut consumer = q.consumer().await.expect("consumer");
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while got.len() < n && tokio::time::Instant::now() < deadline {
+        let batch = consumer
+            .receive(&receiving(
+                n - got.len(),
+                Duration::from_secs(30),
+                Duration::from_millis(200),
+            ))
+            .await
+            .expect("receive");
+        got.extend(batch);
+    }
+    got
 }

@@ -65,7 +65,7 @@ async fn write_a_sealed_data_set() {
     for ((_, payload, _), options) in MESSAGES.iter().zip(options) {
         q.send(payload, &options).await.expect("send");
     }
-    let got = crate::encryption::drain(&q, 4).await;
+    let got = drain(&q, 4).await;
     for d in &got {
         if d.id == "failed" {
             q.fail(d, "card declined", Next::Dead).await.expect("dead");
@@ -73,7 +73,7 @@ async fn write_a_sealed_data_set() {
     }
     let rest: Vec<_> = got.into_iter().filter(|d| d.id != "failed").collect();
     q.release(&rest).await.expect("release");
-    crate::encryption::put_hourly(&q, b"nightly invoice run").await;
+    put_hourly(&q, b"nightly invoice run").await;
     std::fs::write(WRITTEN_TO, dump(&dq).await).expect("write the data set");
     println!("data set written to {WRITTEN_TO}");
 }
@@ -115,7 +115,7 @@ async fn format7_sealed_loads_whole_opens_with_its_key_and_delivers_each_once() 
         .expect("get")
         .expect("schedule");
     assert_eq!(schedule.payload, b"nightly invoice run");
-    let got = crate::encryption::drain(&q, 3).await;
+    let got = drain(&q, 3).await;
     let mut shown: Vec<String> = payloads(&got);
     shown.sort();
     assert_eq!(

@@ -44,20 +44,9 @@ fn secret(n: usize) -> Vec<u8> {
 /// server started): the bytes Redis holds.
 fn everything_redis_holds(server: &RedisServer) -> Vec<u8> {
     let mut out = Vec::new();
-    let keys = server.cli(&["KEYS", "*"]);
-    for key in keys.lines().filter(|k| !k.is_empty()) {
-        let kind = server.cli(&["TYPE", key]);
-        let read: Vec<&str> = match kind.trim() {
-            "string" => vec!["GET", key],
-            "hash" => vec!["HGETALL", key],
-            "zset" => vec!["ZRANGE", key, "0", "-1"],
-            "list" => vec!["LRANGE", key, "0", "-1"],
-            "set" => vec!["SMEMBERS", key],
-            "stream" => vec!["XRANGE", key, "-", "+"],
-            other => panic!("key {key} of type {other}"),
-        };
-        out.extend(key.as_bytes());
-        out.extend(server.cli(&read).into_bytes());
+    for (key, value) in server.every_value_read() {
+        out.extend(key.into_bytes());
+        out.extend(value.into_bytes());
     }
     for entry in walk(server.dir()) {
         out.extend(std::fs::read(entry).unwrap_or_default());
@@ -82,45 +71,12 @@ fn holds_in_clear(bytes: &[u8]) -> bool {
     bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes())
 }
 
-/// Puts schedule `hourly` on `q`, its messages' payload `payload`.
-pub(crate) async fn put_hourly(q: &Queue, payload: &[u8]) {
-    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
-    q.schedules()
-        .put(
-            "hourly",
-            every_hour,
-            MissedTicks::Skip,
-            payload,
-            &SendOptions::new(),
-        )
-        .await
-        .expect("schedule");
-}
-
 async fn encrypting(dq: &DelayQ, name: &str) -> Queue {
     let q = queue(dq, name);
     q.configure(&[Setting::Encryption(true)])
         .await
         .expect("turn encryption on");
     q
-}
-
-pub(crate) async fn drain(q: &Queue, n: usize) -> Vec<delayq::Delivery> {
-    let mut consumer = q.consumer().await.expect("consumer");
-    let mut got = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while got.len() < n && tokio::time::Instant::now() < deadline {
-        let batch = consumer
-            .receive(&receiving(
-                n - got.len(),
-                Duration::from_secs(30),
-                Duration::from_millis(200),
-            ))
-            .await
-            .expect("receive");
-        got.extend(batch);
-    }
-    got
 }
 
 #[tokio::test]

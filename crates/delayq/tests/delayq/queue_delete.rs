@@ -34,17 +34,7 @@ async fn busy_queue(dq: &delayq::DelayQ, name: &str, partitions: u16) -> delayq:
     ])
     .await
     .expect("configure");
-    let every_hour = Recurrence::interval(Duration::from_secs(3600), 0).expect("interval");
-    q.schedules()
-        .put(
-            "hourly",
-            every_hour,
-            MissedTicks::Skip,
-            "tick",
-            &SendOptions::new(),
-        )
-        .await
-        .expect("schedule");
+    put_hourly(&q, b"tick").await;
     for i in 0..4 {
         q.send(format!("m{i}"), &SendOptions::new())
             .await
