@@ -38,16 +38,7 @@ pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// [`Queue::send`](crate::Queue::send).
 pub(crate) async fn send(core: &QueueCore, payload: &[u8], options: &SendOptions) -> Result<Sent> {
     let mut span = OpSpan::send(core.name().as_str(), 1, options.traceparent.as_deref());
-    let result = match send_one(core, payload, options, &span).await {
-        // The queue began to encrypt since its settings were read: nothing was written.
-        Err(e) if sealed::refused_unsealed(&e) => {
-            sealed::forget(core).await?;
-            send_one(core, payload, options, &span)
-                .await
-                .map_err(|e| unsealed_again(core, e))
-        }
-        result => result,
-    };
+    let result = once_more_if_unsealed(core, || send_one(core, payload, options, &span)).await;
     if let Ok(sent) = &result {
         span.message_id(&sent.id);
     }
@@ -108,16 +99,7 @@ async fn send_one(
 /// Sends each partition's share in one call, all at once.
 pub(crate) async fn send_batch(core: &QueueCore, messages: &[Message]) -> Result<Vec<Sent>> {
     let span = OpSpan::send(core.name().as_str(), messages.len(), None);
-    let result = match send_many(core, messages, &span).await {
-        // The queue began to encrypt since its settings were read: nothing was written.
-        Err(e) if sealed::refused_unsealed(&e) => match sealed::forget(core).await {
-            Ok(()) => send_many(core, messages, &span)
-                .await
-                .map_err(|e| unsealed_again(core, e)),
-            Err(e) => Err(e),
-        },
-        result => result,
-    };
+    let result = once_more_if_unsealed(core, || send_many(core, messages, &span)).await;
     span.end(&result);
     result
 }
@@ -144,12 +126,12 @@ async fn send_many(core: &QueueCore, messages: &[Message], span: &OpSpan) -> Res
     });
     let parts: Vec<&Arc<Keys>> = groups.iter().map(|(k, _)| layout.part(*k)).collect();
     let sealing;
-    let (messages, sealed_batch) = match sealed::keys_for_send(core, &parts).await? {
+    let messages = match sealed::keys_for_send(core, &parts).await? {
         Some(keys) => {
             sealing = seal_all(core, &keys, messages, &mut prepared)?;
-            (&sealing[..], true)
+            &sealing[..]
         }
-        None => (messages, false),
+        None => messages,
     };
     for (k, positions) in &groups {
         let options = positions.iter().map(|&i| &messages[i].options);
@@ -164,14 +146,9 @@ async fn send_many(core: &QueueCore, messages: &[Message], span: &OpSpan) -> Res
             }
         }
     }
-    let calls = groups.iter().map(|(k, positions)| {
-        let batch = Batch {
-            messages,
-            prepared: &prepared,
-            sealed: sealed_batch,
-        };
-        send_group(core, &layout, *k, positions, batch)
-    });
+    let calls = groups
+        .iter()
+        .map(|(k, positions)| send_group(core, &layout, *k, positions, messages, &prepared));
     let mut out: Vec<Option<Sent>> = vec![None; messages.len()];
     for (result, (_, positions)) in join_all(calls).await.into_iter().zip(&groups) {
         for (sent, &i) in result?.into_iter().zip(positions) {
@@ -186,15 +163,6 @@ async fn send_many(core: &QueueCore, messages: &[Message], span: &OpSpan) -> Res
     }
     count_sent(core, &sent);
     Ok(sent)
-}
-
-/// A batch about to be sent: its messages, their record bodies, and whether their payloads
-/// are sealed.
-#[derive(Clone, Copy)]
-struct Batch<'b> {
-    messages: &'b [Message],
-    prepared: &'b [(DueSpec, Vec<u8>)],
-    sealed: bool,
 }
 
 /// `messages` sealed with the newest of `keys`, their record bodies in `prepared` made
@@ -214,12 +182,22 @@ fn seal_all(
     Ok(out)
 }
 
-/// A send refused as unsealed again, after its settings were read afresh.
-fn unsealed_again(core: &QueueCore, e: Error) -> Error {
-    if sealed::refused_unsealed(&e) {
-        sealed::changed(core)
-    } else {
-        e
+/// Runs `send`, and once more when it was refused as unsealed: the queue began to encrypt
+/// since this client read its settings, and nothing was written. The settings are read
+/// again first; a second such refusal is [`Error::EncryptionChanged`].
+async fn once_more_if_unsealed<T, Fut>(core: &QueueCore, send: impl Fn() -> Fut) -> Result<T>
+where
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    match send().await {
+        Err(e) if sealed::refused_unsealed(&e) => {
+            sealed::forget(core).await?;
+            match send().await {
+                Err(e) if sealed::refused_unsealed(&e) => Err(sealed::changed(core)),
+                result => result,
+            }
+        }
+        result => result,
     }
 }
 
@@ -229,11 +207,9 @@ async fn send_group(
     layout: &Layout,
     k: usize,
     positions: &[usize],
-    batch: Batch<'_>,
+    messages: &[Message],
+    prepared: &[(DueSpec, Vec<u8>)],
 ) -> Result<Vec<Sent>> {
-    let Batch {
-        messages, prepared, ..
-    } = batch;
     // The strictest durability any message asks for.
     let replicas = positions
         .iter()
@@ -262,14 +238,9 @@ async fn send_group(
         .all(|&i| send_fields::may_skip_script(&messages[i].options))
     {
         let bodies = positions.iter().map(|&i| &prepared[i]);
-        return crate::handles::send_generated::send_generated(
-            core,
-            layout,
-            k,
-            bodies,
-            batch.sealed,
-        )
-        .await;
+        let sealed = positions.iter().all(|&i| messages[i].options.sealed);
+        return crate::handles::send_generated::send_generated(core, layout, k, bodies, sealed)
+            .await;
     }
     let mut inv = invocation(layout.part(k), &SCRIPTS.send);
     let items = positions
