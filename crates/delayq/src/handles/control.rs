@@ -22,10 +22,8 @@ pub(crate) async fn configure(core: &QueueCore, settings: &[Setting]) -> Result<
     for setting in settings {
         setting.fields(1)?;
     }
-    if settings.contains(&Setting::Encryption(true)) && core.config().keys.is_none() {
-        return Err(Error::NoKey {
-            queue: core.name().to_string(),
-        });
+    if settings.contains(&Setting::Encryption(true)) {
+        crate::handles::sealed::keyring(core)?;
     }
     let layout = core.layout().await?;
     let parts = layout.count() as u16;

@@ -10,9 +10,10 @@
 
 use crate::handles::queue_core::{invocation, QueueCore};
 use crate::handles::schedules::Schedules;
+use crate::handles::sealed;
 use crate::store::keys::Keys;
 use crate::store::scripts::SCRIPTS;
-use crate::values::error::{Error, Result};
+use crate::values::error::Result;
 use crate::values::record;
 use crate::values::reply::Reply;
 use crate::values::sealing::{key_id_of, Keyring};
@@ -43,9 +44,7 @@ const PARTS: [&str; 5] = ["p", "gd", "g", "b", "d"];
 
 /// [`Queue::rotate_keys`](crate::Queue::rotate_keys).
 pub(crate) async fn rotate(core: &QueueCore) -> Result<Resealed> {
-    let keys = core.config().keys.clone().ok_or_else(|| Error::NoKey {
-        queue: core.name().to_string(),
-    })?;
+    let keys = sealed::keyring(core)?.clone();
     // Not `layout()`: that would record a partition count for a queue never used.
     let layout = core.known_layout().await?;
     let mut done = Resealed {

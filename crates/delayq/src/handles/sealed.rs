@@ -12,6 +12,14 @@ use crate::values::options::SendOptions;
 use crate::values::record;
 use crate::values::sealing::{key_id_of, Keyring, Undecryptable};
 
+/// This client's keys ([`Config::keys`](crate::Config::keys)); [`Error::NoKey`] when it
+/// holds none.
+pub(crate) fn keyring(core: &QueueCore) -> Result<&Keyring> {
+    core.config().keys.as_ref().ok_or_else(|| Error::NoKey {
+        queue: core.name().to_string(),
+    })
+}
+
 /// The keys a send to partitions `parts` seals with: `None` when no partition's queue
 /// encrypts (as last read); [`Error::NoKey`] when one does and this client holds none.
 pub(crate) async fn keys_for_send(
@@ -20,12 +28,7 @@ pub(crate) async fn keys_for_send(
 ) -> Result<Option<Keyring>> {
     for keys in parts {
         if core.encrypts(keys).await? {
-            return match &core.config().keys {
-                Some(keyring) => Ok(Some(keyring.clone())),
-                None => Err(Error::NoKey {
-                    queue: core.name().to_string(),
-                }),
-            };
+            return keyring(core).cloned().map(Some);
         }
     }
     Ok(None)
@@ -110,16 +113,10 @@ pub(crate) fn open(
     }
 }
 
-/// A new payload for the next attempts of a message whose stored payload is `sealed` (a
-/// nack's [`Amend`](crate::Amend)): sealed with the newest key if that one is.
-pub(crate) fn amend_payload(core: &QueueCore, sealed: bool, payload: &[u8]) -> Result<Vec<u8>> {
-    if !sealed {
-        return Ok(payload.to_vec());
-    }
-    let keys = core.config().keys.as_ref().ok_or_else(|| Error::NoKey {
-        queue: core.name().to_string(),
-    })?;
-    keys.seal(core.name().as_str(), payload)
+/// A new payload for the next attempts of a message whose stored payload is sealed (a
+/// nack's [`Amend`](crate::Amend)): sealed too, with the newest key.
+pub(crate) fn amend_payload(core: &QueueCore, payload: &[u8]) -> Result<Vec<u8>> {
+    keyring(core)?.seal(core.name().as_str(), payload)
 }
 
 /// A sealed payload as a reader is given it: opened, with what became of it, or empty when

@@ -321,7 +321,7 @@ fn push_failure(
         .arg(rand::random::<f64>());
     match &amend.payload {
         Some(p) if held.sealed() => {
-            let sealed = sealed::amend_payload(core, true, p)?;
+            let sealed = sealed::amend_payload(core, p)?;
             inv.arg([b"#".as_slice(), &sealed].concat())
         }
         Some(p) => inv.arg([b"=".as_slice(), p].concat()),

@@ -131,7 +131,7 @@ impl Keyring {
 
     /// Whether it holds the key `id`.
     pub fn holds(&self, id: &str) -> bool {
-        self.keys.iter().any(|k| k.id == id)
+        self.key(id).is_ok()
     }
 
     /// Every key id, oldest first.
