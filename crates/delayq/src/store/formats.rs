@@ -22,9 +22,9 @@
 //! stamp alone. A field that older readers must not ignore comes with a format of its own,
 //! and its writer waits for that stamp ([`FormatGate::admit`] returns the format).
 //!
-//! Format 7 ([`ENCRYPTION_FORMAT`](crate::ENCRYPTION_FORMAT)) lets a record name the key that
-//! sealed its payload (extension tag 7, `sealing.rs`): an older delayq would hand the sealed
-//! bytes over as the payload. Every format-6 record is a format-7 record, so its upgrade is
+//! Format 7 ([`ENCRYPTION_FORMAT`](crate::ENCRYPTION_FORMAT)) lets a record mark its payload
+//! sealed (extension tag 7; the sealed payload names its key, `sealing.rs`): an older delayq
+//! would hand the sealed bytes over as the payload. Every format-6 record is a format-7 record, so its upgrade is
 //! the stamp alone; a queue may encrypt only once its partitions are stamped 7.
 //!
 //! Format 6 ([`CLAIM_LEASE_FORMAT`]) changes no record either: a claim on a partition

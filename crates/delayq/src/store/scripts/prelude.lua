@@ -205,8 +205,8 @@ end
 -- time a debounced message may be pushed to (send.lua), and when it was sent and first
 -- delivered (kept for its final record, retention.lua).
 local TAG_GROUP, TAG_DEADLINE, TAG_DEBOUNCE, TAG_SENT, TAG_FIRST, TAG_TRACE = 1, 2, 3, 4, 5, 6
--- The id of the key that sealed the payload (src/values/sealing.rs): a sealed payload is
--- stored, moved and returned as it is, never searched.
+-- The mark of a sealed payload (src/values/sealing.rs; the payload names its key): a
+-- sealed payload is stored, moved and returned as it is, never searched.
 local TAG_KEY = 7
 
 -- The value of field `tag` of the extension fields in rec[from, to), or nil.
