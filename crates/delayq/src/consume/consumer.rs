@@ -97,7 +97,7 @@ impl Consumer {
             // name a client invents must not leave keys behind (its next receive reads the
             // layout afresh).
             let layout = match remember_claims {
-                true => queue.layout().await?,
+                true => queue.watched_layout().await?,
                 false => queue.known_layout().await?,
             };
             for (partition, keys) in layout.parts().iter().enumerate() {

@@ -6,6 +6,7 @@
 //! browsing and the rest are modules of their own above this one, each a set of functions
 //! on a [`QueueCore`], and [`Queue`](crate::Queue) is the facade that hands them out.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use redis::Value;
@@ -28,9 +29,28 @@ use crate::values::names::QueueName;
 use crate::values::options::MAX_REPLICA_WAIT;
 use crate::values::recording::QueueMetrics;
 
-/// A queue's partitions, learnt from Redis on first use and shared by every handle on the
-/// queue made from one [`DelayQ`](crate::DelayQ).
-pub(crate) type LayoutCell = Arc<OnceCell<Arc<Layout>>>;
+/// What a client knows of a queue's place in Redis, shared by every handle on the queue made
+/// from one [`DelayQ`](crate::DelayQ).
+pub(crate) type LayoutCell = Arc<KnownLayout>;
+
+/// A queue's partitions, learnt from Redis on first use (the count never changes, not even
+/// by a delete), and whether the queue may be missing from the registry of queue names as
+/// far as this client knows (it deleted the queue, or learnt the layout by a read or a
+/// consumer): then its next write lists it.
+#[derive(Default)]
+pub(crate) struct KnownLayout {
+    partitions: OnceCell<Arc<Layout>>,
+    unlisted: AtomicBool,
+}
+
+/// Whether learning a queue's layout lists the queue in the registry of queue names.
+#[derive(Clone, Copy)]
+pub(crate) enum Listing {
+    /// Always (a write: the queue is in use).
+    Always,
+    /// Only when this call recorded its partition count (it was never used).
+    IfMade,
+}
 
 /// What a client shares with every queue handle it makes.
 #[derive(Clone)]
@@ -95,12 +115,37 @@ impl QueueCore {
     }
 
     /// The queue's partitions, read from Redis once, and recorded there for a queue not
-    /// used yet: what sends and consumers go by, since they start using the queue.
+    /// used yet, which is listed: what writes go by, since they start using the queue.
     pub(crate) async fn layout(&self) -> Result<Arc<Layout>> {
+        let layout = self.learn_layout(Listing::Always).await?;
+        // A load first: the swap writes, and sends on many threads would share the line.
+        let unlisted = &self.layout.unlisted;
+        if unlisted.load(Ordering::Relaxed) && unlisted.swap(false, Ordering::Relaxed) {
+            // Deleted by this client since it learnt the layout: written to again, listed
+            // again (one call, once per delete).
+            if let Err(e) = self.list().await {
+                unlisted.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(layout)
+    }
+
+    /// [`layout`](Self::layout) for a consumer that lives on (a worker, a server's push
+    /// runtime): it records the partition count, so that the queue cannot be made later
+    /// with partitions it does not watch, but lists the queue only when it made it. A queue
+    /// deleted keeps its count, and a consumer that starts on it must not list it again:
+    /// only a message sent does.
+    pub(crate) async fn watched_layout(&self) -> Result<Arc<Layout>> {
+        self.learn_layout(Listing::IfMade).await
+    }
+
+    async fn learn_layout(&self, listing: Listing) -> Result<Arc<Layout>> {
         let layout = self
             .layout
+            .partitions
             .get_or_try_init(|| async {
-                let (count, created) = self.record_partitions(Some(None)).await?;
+                let (count, created) = self.record_partitions(Some(None), listing).await?;
                 let layout = Arc::new(Layout::new(&self.name, count.unwrap_or(1)));
                 if created {
                     self.stamp_new(&layout).await?;
@@ -114,16 +159,38 @@ impl QueueCore {
     /// The queue's partitions for a call that only looks or settles: nothing is recorded for
     /// a queue not used yet, which has one partition (and nothing in it) until it is.
     pub(crate) async fn known_layout(&self) -> Result<Arc<Layout>> {
-        if let Some(layout) = self.layout.get() {
+        if let Some(layout) = self.layout.partitions.get() {
             return Ok(layout.clone());
         }
-        match self.record_partitions(None).await?.0 {
+        match self.record_partitions(None, Listing::IfMade).await?.0 {
             Some(count) => {
                 let layout = Arc::new(Layout::new(&self.name, count));
-                Ok(self.layout.get_or_init(|| async { layout }).await.clone())
+                Ok(self
+                    .layout
+                    .partitions
+                    .get_or_init(|| async { layout })
+                    .await
+                    .clone())
             }
             None => Ok(Arc::new(Layout::new(&self.name, 1))),
         }
+    }
+
+    /// This client took the queue out of the registry of queue names (a delete), or learnt
+    /// its layout without listing it: its next write through [`layout`](Self::layout) lists
+    /// it (again).
+    pub(crate) fn mark_unlisted(&self) {
+        self.layout.unlisted.store(true, Ordering::Relaxed);
+    }
+
+    /// Puts the queue in the registry of queue names (`dq:queues`).
+    pub(crate) async fn list(&self) -> Result<()> {
+        let _: i64 = redis::cmd("SADD")
+            .arg(Keys::QUEUES)
+            .arg(self.name.as_str())
+            .query_async(&mut self.connection())
+            .await?;
+        Ok(())
     }
 
     /// A queue just created (`layout`) is stamped with the newest data format, unless a
@@ -142,6 +209,7 @@ impl QueueCore {
     pub(crate) async fn record_partitions(
         &self,
         wanted: Option<Option<u16>>,
+        listing: Listing,
     ) -> Result<(Option<u16>, bool)> {
         let mut inv = SCRIPTS.partitions.prepare_invoke();
         inv.key(Keys::partitions(&self.name))
@@ -159,15 +227,19 @@ impl QueueCore {
         // A create refused for another count uses nothing: it does not list the queue (a
         // deleted queue keeps its count, and must not come back to the list by a refusal).
         let refused = matches!(wanted, Some(Some(p)) if count.unwrap_or(1) != p);
-        if records && !refused {
+        let lists = match listing {
+            Listing::Always => true,
+            Listing::IfMade => created,
+        };
+        if records && !refused && lists {
             // The registry lives in a slot of its own, so it cannot be written by the script
             // above on a cluster. This runs once per queue per client (the layout is learnt
             // once), never once per message.
-            let _: i64 = redis::cmd("SADD")
-                .arg(Keys::QUEUES)
-                .arg(self.name.as_str())
-                .query_async(&mut self.connection())
-                .await?;
+            self.list().await?;
+        } else if count.is_some() {
+            // Learnt without listing (a consumer, a read): this client's first write lists
+            // it, since it may have been deleted.
+            self.mark_unlisted();
         }
         Ok((count, created))
     }

@@ -91,6 +91,9 @@ pub(crate) async fn delete(core: &QueueCore, force: bool) -> Result<Deleted> {
         .arg(core.name().as_str())
         .query_async(&mut conn)
         .await?;
+    // This client's handles learnt the layout, which outlives the delete: their next send
+    // lists the queue again, as a send from a process new to it does.
+    core.mark_unlisted();
     deleted.existed = listed == 1 || deleted.keys > 0;
     // A send that came after the last batch started the queue again: list it again.
     if self::held(core).await? > 0 {

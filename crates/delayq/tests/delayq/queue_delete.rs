@@ -227,12 +227,72 @@ async fn a_send_after_the_delete_starts_the_queue_again_and_is_delivered() {
     q.send("after", &SendOptions::new())
         .await
         .expect("send after the delete");
+    // ... and the queue is listed again, as a server that deleted it and then took a send
+    // for it lists it.
+    let names = dq.queues().await.expect("queues");
+    assert!(names.iter().any(|n| n.as_str() == "raced"), "{names:?}");
     let mut consumer = q.consumer().await.expect("consumer");
     let got = receive_one(&mut consumer, Duration::from_secs(30)).await;
     assert_eq!(got.payload, b"after");
     q.ack(&got).await.expect("ack");
     // A second delete tidies it up.
     q.delete(false).await.expect("empty again");
+}
+
+/// A consumer that lives on (a worker, a server's push runtime) and starts on a queue just
+/// deleted lists nothing again: only a message sent brings a deleted queue back. (The
+/// server's push runtime started a worker on a queue deleted under it and listed the queue
+/// again, which its API fuzzing caught as a change beside a refused request.)
+#[tokio::test]
+async fn a_consumer_started_after_the_delete_does_not_list_the_queue_again() {
+    let (server, dq) = setup().await;
+    let q = queue(&dq, "gone-for-good");
+    q.send("before", &SendOptions::new()).await.expect("send");
+    q.delete(true).await.expect("delete");
+    let before = server.every_key_dumped("*");
+
+    // Another process, whose handle learns the layout afresh.
+    let other = delayq::DelayQ::connect_with(&server.url(), delayq::Config::default())
+        .await
+        .expect("connect");
+    let mut consumer = queue(&other, "gone-for-good")
+        .consumer()
+        .await
+        .expect("consumer");
+    let got = consumer
+        .receive(&receiving(
+            1,
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+        ))
+        .await
+        .expect("receive");
+    assert!(got.is_empty(), "the deleted queue delivered {got:?}");
+    let names: Vec<String> = dq
+        .queues()
+        .await
+        .expect("queues")
+        .iter()
+        .map(|n| n.as_str().to_owned())
+        .collect();
+    assert!(
+        !names.contains(&"gone-for-good".to_owned()),
+        "listed again: {names:?}"
+    );
+    let unchanged = |(k, _): &(String, String)| !k.contains(":claim:") && k != "dq:processes";
+    let after = server.every_key_dumped("*");
+    assert_eq!(
+        before.into_iter().filter(unchanged).collect::<Vec<_>>(),
+        after.into_iter().filter(unchanged).collect::<Vec<_>>(),
+    );
+
+    // A send from that process brings it back, listed.
+    queue(&other, "gone-for-good")
+        .send("after", &SendOptions::new())
+        .await
+        .expect("send");
+    let names = dq.queues().await.expect("queues");
+    assert!(names.iter().any(|n| n.as_str() == "gone-for-good"));
 }
 
 /// Data outlives code: queues written by the first release (data format 1, no format field,
