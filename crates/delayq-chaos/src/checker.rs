@@ -189,7 +189,7 @@ pub fn check(
                 fault: Fault::Crashed,
                 ..
             } => crashed += 1,
-            Event::Fault { .. } => {}
+            Event::Fault { .. } | Event::Refused { .. } => {}
         }
     }
 

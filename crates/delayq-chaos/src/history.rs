@@ -6,7 +6,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -24,10 +23,14 @@ pub fn is_redirect(text: &str) -> bool {
 
 /// Microseconds since the Unix epoch by this host's clock. Every process of a run is on the
 /// same host as Redis, so their times and Redis's can be compared.
+///
+/// Read through rustix, which asks the kernel (its vDSO) itself, never through the C
+/// library: the clock-step scenario (`controller/scenarios.rs`) steps what delayq in these
+/// processes reads (libfaketime stands in for the C library's clock), and the histories
+/// must keep the host's true time.
 pub fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
 /// One thing that happened.
@@ -92,6 +95,10 @@ pub enum Event {
         result: String,
         at_us: u64,
     },
+    /// A send that Redis or the server refused for now and the producer tries again (the
+    /// same message, the same caller id): `why` is the error's code (`redis_full`,
+    /// `unavailable`, ...), as the scenarios count them.
+    Refused { pid: u32, why: String, at_us: u64 },
     /// Something the controller did or saw.
     Fault {
         fault: Fault,
@@ -142,6 +149,20 @@ pub enum Fault {
     Crashed,
     /// The queue's data format was upgraded (`upgrade.rs`).
     UpgradeFormat,
+    /// Scenarios (`controller/scenarios.rs`): the network to Redis made slow and lossy, and
+    /// fast again.
+    SlowNetwork,
+    FastNetwork,
+    /// The delayq processes' clocks stepped (not Redis's).
+    StepClock,
+    /// Redis's `maxmemory` set to what it used, and lifted.
+    FillMemory,
+    FreeMemory,
+    /// The AOF's disk filled, and freed.
+    FillDisk,
+    FreeDisk,
+    /// Redis exited by itself (at a full disk, with `appendfsync always`).
+    RedisExited,
 }
 
 /// Appends events to one history file.

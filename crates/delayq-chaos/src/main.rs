@@ -22,6 +22,7 @@ mod event_checks;
 mod evidence;
 mod expiry_checks;
 mod failover;
+mod figures;
 mod group_checks;
 mod history;
 mod hold;
@@ -67,6 +68,10 @@ enum Command {
     SoakWork(soak::load::ConsumeArgs),
     /// The soak run's HTTP consumer (started by `soak`).
     SoakConsume(soak::load::ConsumeArgs),
+    /// Prints how far this process's clock (the C library's, which delayq reads) is from the
+    /// true one (the histories'), in ms: the clock-step scenario checks its steps with it.
+    #[command(hide = true)]
+    ClockProbe,
 }
 
 fn main() -> ExitCode {
@@ -88,6 +93,13 @@ fn main() -> ExitCode {
         Command::SoakProduce(args) => block_on(soak::load::produce(args)),
         Command::SoakWork(args) => block_on(soak::load::work(args)),
         Command::SoakConsume(args) => block_on(soak::load::consume(args)),
+        Command::ClockProbe => {
+            let libc_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as i64);
+            println!("{}", (libc_us - history::now_us() as i64) / 1000);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Produce(args) => block_on(producer::run(args)),
         Command::Work(args) => block_on(worker::run(args)),
         Command::Consume(args) => block_on(http_consumer::run(args)),

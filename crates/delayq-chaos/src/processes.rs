@@ -71,6 +71,8 @@ pub struct Launcher {
     me: PathBuf,
     delayq_bin: PathBuf,
     started: usize,
+    /// Set for every process started from now on (a scenario's, e.g. a stepped clock).
+    env: Vec<(String, String)>,
 }
 
 impl Launcher {
@@ -81,12 +83,32 @@ impl Launcher {
             me,
             delayq_bin,
             started: 0,
+            env: Vec::new(),
         }
+    }
+
+    /// Sets `key` to `value` in the environment of every process started from now on.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.push((key.to_owned(), value.to_owned()));
     }
 
     /// The `delayq` binary: the server, and the admin CLI.
     pub fn delayq_bin(&self) -> &Path {
         &self.delayq_bin
+    }
+
+    /// How far (ms) the clock that the processes started now read is from the true one
+    /// (`clock-probe`, with their environment).
+    pub fn clock_offset_ms(&self) -> Result<i64, String> {
+        let out = Command::new(&self.me)
+            .arg("clock-probe")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .map_err(|e| format!("clock-probe: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.trim()
+            .parse()
+            .map_err(|_| format!("clock-probe printed {text:?}"))
     }
 
     /// Starts this binary with `args` (then `--out` its history file).
@@ -99,6 +121,7 @@ impl Launcher {
             .arg("--out")
             .arg(self.dir.join(format!("{name}.jsonl")))
             .env("RUST_LOG", "warn")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(File::create(&log)?)
@@ -128,6 +151,7 @@ impl Launcher {
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .env("RUST_LOG", "warn")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file)

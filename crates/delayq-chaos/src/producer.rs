@@ -231,6 +231,11 @@ where
         match send().await {
             Ok(acked) => return Ok(Tries { acked, first_us }),
             Err((true, why)) if Instant::now() < give_up => {
+                recorder.record(&Event::Refused {
+                    pid: std::process::id(),
+                    why: refusal(&why).to_owned(),
+                    at_us: now_us(),
+                });
                 if why.contains(REDIRECTED) {
                     recorder.record(&Event::Settle {
                         pid: std::process::id(),
@@ -245,6 +250,19 @@ where
             }
             Err((_, why)) => return Err(format!("send failed for good: {why}")),
         }
+    }
+}
+
+/// What kind of refusal `why` (a retried send's error) is, for the scenarios' counts.
+fn refusal(why: &str) -> &'static str {
+    if why.contains("OOM") || why.contains("redis_full") {
+        "redis_full"
+    } else if why.contains("MISCONF") {
+        "misconf"
+    } else if why.contains(REDIRECTED) {
+        "redirected"
+    } else {
+        "unavailable"
     }
 }
 
@@ -270,7 +288,8 @@ impl Sender {
                     .map(|sent| sent.into_iter().map(|s| (s.id, s.duplicate)).collect())
                     .map_err(|e| match redirected(&e) {
                         true => (true, format!("{REDIRECTED}: {e}")),
-                        false => (e.is_retryable(), e.to_string()),
+                        // Refused at maxmemory: tried again once consumers drained it.
+                        false => (e.is_retryable() || e.is_out_of_memory(), e.to_string()),
                     })
             }
             Sender::Http(http) => {

@@ -200,7 +200,7 @@ impl From<delayq::Error> for ApiError {
                 "unavailable",
                 format!("Redis is unavailable: {redis}"),
             ),
-            delayq::Error::Redis(ref r) if r.code() == Some("OOM") => ApiError::new(
+            ref full if full.is_out_of_memory() => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "redis_full",
                 "Redis is out of memory (maxmemory): sends are refused until it is drained",

@@ -101,7 +101,8 @@ impl Proxy {
         let s = &self.shared;
         s.latency_us
             .store(latency.as_micros() as u64, Ordering::SeqCst);
-        s.jitter_us.store(jitter.as_micros() as u64, Ordering::SeqCst);
+        s.jitter_us
+            .store(jitter.as_micros() as u64, Ordering::SeqCst);
         let loss = (loss.clamp(0.0, 1.0) * 1e6) as u64;
         s.loss_per_million.store(loss, Ordering::SeqCst);
     }

@@ -332,6 +332,43 @@ impl RedisServer {
         out
     }
 
+    /// Makes the server unable to persist, as a full or broken disk does: it refuses every
+    /// write (`MISCONF`) until [`persist_again`](Self::persist_again). Done with a snapshot
+    /// that fails (saving on, and a directory where its file goes), which needs no root, no
+    /// small disk and no protected config.
+    pub fn fail_persistence(&self) {
+        let blocker = self.dir.path().join("dump.rdb").join("in-the-way");
+        std::fs::create_dir_all(&blocker).expect("a directory where the snapshot goes");
+        self.cli(&["CONFIG", "SET", "save", "3600 1"]);
+        self.cli(&["CONFIG", "SET", "stop-writes-on-bgsave-error", "yes"]);
+        self.cli(&["BGSAVE"]);
+        self.await_bgsave_status("err");
+    }
+
+    /// Lets a server made unable to persist by [`fail_persistence`](Self::fail_persistence)
+    /// persist again: a snapshot that works, and saving off again.
+    pub fn persist_again(&self) {
+        std::fs::remove_dir_all(self.dir.path().join("dump.rdb")).expect("clear the way");
+        self.cli(&["BGSAVE"]);
+        self.await_bgsave_status("ok");
+        self.cli(&["CONFIG", "SET", "save", ""]);
+    }
+
+    fn await_bgsave_status(&self, wanted: &str) {
+        let field = format!("rdb_last_bgsave_status:{wanted}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info = self.cli(&["INFO", "persistence"]);
+            if info.contains(&field) && info.contains("rdb_bgsave_in_progress:0") {
+                return;
+            }
+            if Instant::now() > deadline {
+                self.fail(&format!("the snapshot's status is not {wanted}: {info}"));
+            }
+            sleep(Duration::from_millis(10));
+        }
+    }
+
     /// `used_memory` from `INFO memory`, in bytes.
     pub fn used_memory(&self) -> u64 {
         let info = self.cli(&["INFO", "memory"]);

@@ -6,6 +6,9 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use redis_fixture::{RedisServer, Reply};
+
+use super::scenarios;
 use super::{Backend, Run, RunArgs, REDIS_DOWN};
 use crate::evidence::FREEZE;
 use crate::history::Fault;
@@ -14,7 +17,7 @@ use crate::upgrade;
 
 /// A fault at a fixed point of the run, as a fraction of the fault phase.
 #[derive(Clone, Copy, Debug)]
-enum Planned {
+pub(super) enum Planned {
     TermWorker,
     KillRedis,
     FreezeRedis,
@@ -26,6 +29,19 @@ enum Planned {
     StallAndKillMaster,
     /// The queue's data format upgraded (`upgrade.rs`).
     UpgradeFormat,
+    /// The network to Redis made slow and lossy, and fast again (`scenarios.rs`).
+    SlowNetwork,
+    FastNetwork,
+    /// The processes' clocks stepped to this many seconds from the true time.
+    StepClock(i64),
+    /// Redis's `maxmemory` set to what it uses, and lifted.
+    FillMemory,
+    FreeMemory,
+    /// The AOF's disk filled (with this fsync policy set first), and freed.
+    FillDisk {
+        fsync_always: bool,
+    },
+    FreeDisk,
 }
 
 /// The faults at fixed points of a run on one Redis.
@@ -71,11 +87,14 @@ impl Run {
     /// Runs the fault schedule for `args.seconds`.
     pub(super) fn fault_phase(&mut self, args: &RunArgs) -> Result<(), String> {
         let phase = Duration::from_secs(args.seconds);
-        let plan = match (args.cluster, args.short) {
-            (false, _) => SINGLE_PLAN,
-            (true, true) => CLUSTER_SHORT_PLAN,
-            (true, false) => CLUSTER_PLAN,
+        let plan = match (args.scenario, args.cluster, args.short) {
+            (Some(scenario), _, _) => scenario.plan(),
+            (None, false, _) => SINGLE_PLAN,
+            (None, true, true) => CLUSTER_SHORT_PLAN,
+            (None, true, false) => CLUSTER_PLAN,
         };
+        // A scenario's fault comes alone: no kills and no cuts beside it.
+        let random_faults = args.scenario.is_none();
         let mut planned: Vec<(Duration, Planned)> = plan
             .iter()
             .map(|&(at, what)| (phase.mul_f64(at), what))
@@ -89,11 +108,11 @@ impl Run {
             std::thread::sleep(Duration::from_millis(50));
             self.watch()?;
             let now = started.elapsed();
-            if now >= next_kill {
+            if random_faults && now >= next_kill {
                 next_kill = now + Duration::from_millis(rng.random_range(2000..4000));
                 self.kill_worker(rng.random_range(0..1000))?;
             }
-            if now >= next_cut {
+            if random_faults && now >= next_cut {
                 next_cut = now + Duration::from_millis(rng.random_range(4000..8000));
                 match &self.backend {
                     Backend::Single { proxy, .. } => proxy.cut_all(),
@@ -167,6 +186,13 @@ impl Run {
                     .server_on(&self.backend.server_args(), self.server_port)?;
                 self.note(Fault::RestartServer, Some(self.server.pid()));
             }
+            Planned::SlowNetwork
+            | Planned::FastNetwork
+            | Planned::StepClock(_)
+            | Planned::FillMemory
+            | Planned::FreeMemory
+            | Planned::FillDisk { .. }
+            | Planned::FreeDisk => self.scenario_fault(what)?,
             Planned::TermWorker => {
                 let Some(i) = (0..self.workers.len()).find(|&i| {
                     self.workers[(i + pick) % self.workers.len()]
@@ -187,6 +213,85 @@ impl Run {
         Ok(true)
     }
 
+    /// Injects one of a scenario's faults (`scenarios.rs`).
+    fn scenario_fault(&mut self, what: Planned) -> Result<(), String> {
+        match what {
+            Planned::SlowNetwork => {
+                let proxy = self.proxy().ok_or("no proxy to slow down")?;
+                proxy.set_network(SLOW_LATENCY, SLOW_JITTER, SLOW_LOSS);
+                self.note(Fault::SlowNetwork, None);
+            }
+            Planned::FastNetwork => {
+                let proxy = self.proxy().ok_or("no proxy")?;
+                proxy.set_network(Duration::ZERO, Duration::ZERO, 0.0);
+                self.note(Fault::FastNetwork, None);
+            }
+            Planned::StepClock(secs) => {
+                let file = self.prepared.clock.clone().ok_or("no clock to step")?;
+                scenarios::set_clock(&file, secs)?;
+                // The step has reached the processes once a new one reads it (libfaketime
+                // reads the file again every second): proven, not assumed.
+                let deadline = Instant::now() + Duration::from_secs(10);
+                loop {
+                    let offset = self.launcher.clock_offset_ms()?;
+                    if (offset - secs * 1000).abs() < 2000 {
+                        break;
+                    }
+                    if Instant::now() > deadline {
+                        return Err(format!("the clocks read {offset} ms off, not {secs} s"));
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                self.note(Fault::StepClock, None);
+            }
+            Planned::FillMemory => {
+                let redis = self.redis().ok_or("no single Redis")?;
+                let used = redis.used_memory().to_string();
+                config_set(redis, "maxmemory", &used)?;
+                self.note(Fault::FillMemory, None);
+            }
+            Planned::FreeMemory => {
+                config_set(self.redis().ok_or("no single Redis")?, "maxmemory", "0")?;
+                self.note(Fault::FreeMemory, None);
+            }
+            Planned::FillDisk { fsync_always } => {
+                let policy = if fsync_always { "always" } else { "everysec" };
+                config_set(
+                    self.redis().ok_or("no single Redis")?,
+                    "appendfsync",
+                    policy,
+                )?;
+                let disk = self.prepared.disk.as_ref().ok_or("no disk to fill")?;
+                disk.fill()?;
+                self.note(Fault::FillDisk, None);
+            }
+            Planned::FreeDisk => {
+                self.prepared
+                    .disk
+                    .as_ref()
+                    .ok_or("no disk to free")?
+                    .free()?;
+                self.note(Fault::FreeDisk, None);
+                let redis = self.redis().ok_or("no single Redis")?;
+                if !redis.is_running() {
+                    // It exited at the full disk (appendfsync always): started again on its
+                    // AOF, as a supervisor would.
+                    self.note(Fault::RedisExited, None);
+                    self.redis().ok_or("no single Redis")?.restart();
+                    self.note(Fault::RestartRedis, None);
+                }
+                // Back to the run's policy.
+                config_set(
+                    self.redis().ok_or("no single Redis")?,
+                    "appendfsync",
+                    "always",
+                )?;
+            }
+            other => return Err(format!("{other:?} is not a scenario's fault")),
+        }
+        Ok(())
+    }
+
     /// Kills (-9) a worker that is not shutting down already, and starts another.
     fn kill_worker(&mut self, pick: usize) -> Result<(), String> {
         let running: Vec<usize> = (0..self.workers.len())
@@ -202,5 +307,19 @@ impl Run {
         // Noted after the kill: whatever it recorded, it did before this time.
         self.note(Fault::KillWorker, Some(pid));
         self.spawn_worker(victim.role)
+    }
+}
+
+/// The slow network of the slow-network scenario: each way, 50 ms ± 20 ms, 2 % lost.
+const SLOW_LATENCY: Duration = Duration::from_millis(50);
+const SLOW_JITTER: Duration = Duration::from_millis(20);
+const SLOW_LOSS: f64 = 0.02;
+
+/// `CONFIG SET key value` on `redis`.
+fn config_set(redis: &RedisServer, key: &str, value: &str) -> Result<(), String> {
+    match redis.command(&["CONFIG", "SET", key, value]) {
+        Ok(Reply::Error(e)) => Err(format!("CONFIG SET {key} {value}: {e}")),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("CONFIG SET {key} {value}: {e}")),
     }
 }

@@ -23,6 +23,7 @@ use crate::processes::{signal, Launcher, Proc, Role};
 use crate::upgrade;
 
 mod faults;
+mod scenarios;
 
 /// Settings of a run.
 #[derive(clap::Args, Debug)]
@@ -57,6 +58,10 @@ pub struct RunArgs {
     /// acks a failover loses are counted instead of failing the run.
     #[arg(long, requires = "cluster")]
     no_wait: bool,
+    /// One fault scenario alone, on one Redis, instead of the kills and cuts
+    /// (`controller/scenarios.rs`; docs/reliability.md, "Scenarios").
+    #[arg(long, value_enum, conflicts_with = "cluster")]
+    scenario: Option<scenarios::Scenario>,
 }
 
 /// How long the queue may take to drain once faults stop.
@@ -88,8 +93,9 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
         Some(bin) => bin.clone(),
         None => me.with_file_name("delayq"),
     };
+    let scenario = args.scenario.map(|s| format!(", scenario {}", s.name()));
     let on = match (args.cluster, args.no_wait) {
-        (false, _) => "",
+        (false, _) => scenario.as_deref().unwrap_or(""),
         (true, false) => " on a Redis Cluster, sends waiting for a replica",
         (true, true) => " on a Redis Cluster, sends not waiting for replicas",
     };
@@ -150,11 +156,17 @@ pub fn run(mut args: RunArgs) -> Result<bool, String> {
         }
         Backend::Single { .. } => None,
     };
-    println!("{}", report.table);
+    let figures = args
+        .scenario
+        .map(|s| crate::figures::of_scenario(&dir, s.name()))
+        .transpose()?
+        .unwrap_or_default();
+    println!("{}{figures}", report.table);
     for crash in &run.crashes {
         println!("crashed or hung: {crash}");
     }
-    std::fs::write(dir.join("report.txt"), &report.table).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("report.txt"), format!("{}{figures}", report.table))
+        .map_err(|e| e.to_string())?;
     if let Err(why) = drained {
         println!("FAILED: {why}");
         return Ok(false);
@@ -222,15 +234,25 @@ struct Run {
     counts: BTreeMap<Fault, u32>,
     /// What the report says of each process that crashed or hung.
     crashes: Vec<String>,
+    /// What the run's scenario set up (its clock file, its disk).
+    prepared: scenarios::Prepared,
 }
 
 impl Run {
     fn start(dir: &Path, me: PathBuf, delayq_bin: PathBuf, args: &RunArgs) -> Result<Run, String> {
+        let prepared = scenarios::prepare(args.scenario, dir)?;
         let backend = match args.cluster {
             false => {
-                let redis = RedisServer::start_with(ServerConfig::appendonly());
+                let mut config = ServerConfig::appendonly();
+                config.extra_args = prepared.redis_args.clone();
+                let redis = RedisServer::start_with(config);
                 upgrade::as_the_release_before(&redis)?;
                 let proxy = Proxy::start(redis.port());
+                if args.scenario.is_some() {
+                    // A scenario's fault comes alone: the queue is of the newest format
+                    // from the start.
+                    upgrade::upgrade(&delayq_bin, &["--redis-url".into(), proxy.url()])?;
+                }
                 Backend::Single { redis, proxy }
             }
             true => {
@@ -241,6 +263,9 @@ impl Run {
             }
         };
         let mut launcher = Launcher::new(dir, me, delayq_bin);
+        for (key, value) in &prepared.env {
+            launcher.set_env(key, value);
+        }
         let server_port = redis_fixture::free_port();
         let server = launcher.server_on(&backend.server_args(), server_port)?;
         let recorder =
@@ -255,6 +280,7 @@ impl Run {
             recorder: Arc::new(recorder),
             counts: BTreeMap::new(),
             crashes: Vec::new(),
+            prepared,
         };
         for i in 0..args.workers + args.consumers {
             let role = if i < args.workers {

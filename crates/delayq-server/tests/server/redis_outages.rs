@@ -1,6 +1,6 @@
-//! A Redis that went away, is loading its data or is full: a quick 503 with a code (a
-//! long poll in progress answers at once), nothing accepted is lost, what drains the queue
-//! goes on, and the server recovers when Redis is back.
+//! A Redis that went away, is loading its data, is full or cannot persist: a quick 503 with
+//! a code (a long poll in progress answers at once), nothing accepted is lost, what drains
+//! the queue goes on, and the server recovers when Redis is back.
 
 use std::time::{Duration, Instant};
 
@@ -245,4 +245,49 @@ async fn a_full_redis_refuses_sends_with_a_code_and_still_drains() {
         StatusCode::CREATED,
         "sends work again once memory frees"
     );
+}
+
+/// A Redis that cannot persist (its disk full or broken: `MISCONF`): a send and a receive
+/// are a 503 `unavailable` that clients try again, nothing is written, reads go on, and the
+/// same calls work once Redis persists again. (It was a 500 `internal`, found by the chaos
+/// run's disk-full scenario.)
+#[tokio::test]
+async fn a_redis_that_cannot_persist_is_a_503_then_the_server_recovers() {
+    let s = TestServer::start().await;
+    let (status, _) = s
+        .post(
+            "/v1/queues/q/messages",
+            json!({ "payload": "a", "id": "a" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    s.redis.fail_persistence();
+    let keys = s.redis.cli(&["DBSIZE"]);
+    let answer = s
+        .post(
+            "/v1/queues/q/messages",
+            json!({ "payload": "b", "id": "b" }),
+        )
+        .await;
+    assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    assert!(answer.1.to_string().contains("MISCONF"), "{}", answer.1);
+    let answer = s
+        .post("/v1/queues/q/receive", json!({ "max": 10, "wait": "0s" }))
+        .await;
+    assert_error(&answer, StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    let (status, stats) = s.get("/v1/queues/q").await;
+    assert_eq!((status, stats["ready"].as_u64()), (StatusCode::OK, Some(1)));
+    assert_eq!(s.redis.cli(&["DBSIZE"]), keys, "nothing was written");
+
+    s.redis.persist_again();
+    let (status, _) = s
+        .post(
+            "/v1/queues/q/messages",
+            json!({ "payload": "b", "id": "b" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let got = receive(&s, "q", 10, "0s").await;
+    assert_eq!(got.len(), 2);
 }

@@ -153,7 +153,8 @@ impl Error {
 
     /// True when the same call may well succeed shortly: a connection error, or Redis saying
     /// it cannot serve right now (`LOADING` its data after a restart, `TRYAGAIN`,
-    /// `MASTERDOWN`, `CLUSTERDOWN`), or a failover under way: `READONLY` (the server was the
+    /// `MASTERDOWN`, `CLUSTERDOWN`, `MISCONF`: it cannot write to its disk, and refuses
+    /// writes until it can), or a failover under way: `READONLY` (the server was the
     /// master and has been made a replica; with Sentinel the client moves to the new master
     /// by itself), or no sentinel naming a master that answers yet, or a cluster redirect
     /// (`MOVED`, `ASK`) still there after redis-rs followed it a few times, as happens while
@@ -176,6 +177,9 @@ impl Error {
         match self {
             Error::Redis(e) => match e.kind() {
                 _ if self.is_connection_error() => true,
+                // Redis cannot persist (its disk is full or broken) and refuses writes
+                // until it can again: nothing was written.
+                _ if e.code() == Some("MISCONF") => true,
                 ErrorKind::MasterNameNotFoundBySentinel => true,
                 // A transaction (a batch without caller ids) that Redis refused whole: it is
                 // retryable when every command in it was refused for a passing reason.
@@ -192,6 +196,13 @@ impl Error {
             Error::NotReplicated { .. } => true,
             _ => false,
         }
+    }
+
+    /// True when Redis is at its `maxmemory` (`OOM`): sends are refused until consumers
+    /// drain it (acks, nacks and deletes still run), so a producer may try again later. Not
+    /// [`is_retryable`](Self::is_retryable): it does not pass by itself.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Error::Redis(e) if e.code() == Some("OOM"))
     }
 }
 

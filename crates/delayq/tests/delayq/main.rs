@@ -38,6 +38,7 @@ mod ops;
 mod ops_by_id;
 mod partitions;
 mod pause;
+mod persistence;
 mod priority;
 mod push_mode;
 mod queue_delete;

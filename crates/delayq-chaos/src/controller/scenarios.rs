@@ -1,0 +1,200 @@
+//! The fault scenarios of `run --scenario NAME`: each puts one fault that production meets
+//! more often than a kill on an otherwise quiet run (no random kills, no cuts), with the same
+//! processes, histories and checker (nothing lost, nothing early, never two live holders),
+//! and the figures that say what the fault did (`figures.rs`). docs/reliability.md has their
+//! table.
+//!
+//! - `slow-network`: 50 ms ± 20 ms each way and 2 % of packets lost between every process
+//!   and Redis (the proxy's delay line: this kernel has no `tc netem`), for half the run.
+//! - `clock-step`: the clock of every delayq process (producers, workers, HTTP consumers,
+//!   the server; not Redis's) steps 5 minutes ahead, then 5 minutes behind, then back
+//!   (libfaketime, from Debian's `faketime`). The histories keep the true time
+//!   (`history::now_us`).
+//! - `maxmemory`: Redis's `maxmemory` is set to what it uses, under the steady send load,
+//!   then lifted: sends are refused (`OOM`, HTTP 503 `redis_full`) and tried again, while
+//!   everything that drains goes on.
+//! - `disk-full`: the AOF lives on a small filesystem of the run's own (a 64 MiB tmpfs).
+//!   It is filled twice: with `appendfsync everysec`, Redis refuses writes (`MISCONF`)
+//!   until it is freed; with `always`, Redis exits at its first write that fails (its
+//!   documented behaviour), and is started again once the disk is freed.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::faults::Planned;
+
+/// One scenario of `run --scenario`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    SlowNetwork,
+    ClockStep,
+    Maxmemory,
+    DiskFull,
+}
+
+/// How far the clock-step scenario steps the clocks, in seconds.
+pub const CLOCK_STEP_SECS: i64 = 300;
+
+/// The size of the disk-full scenario's filesystem.
+const DISK_MIB: u64 = 64;
+
+/// Where Debian's `faketime` puts the library, by architecture.
+const LIBFAKETIME: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+];
+
+impl Scenario {
+    /// Its faults, at fractions of the fault phase.
+    pub(super) fn plan(self) -> &'static [(f64, Planned)] {
+        match self {
+            Scenario::SlowNetwork => &[(0.10, Planned::SlowNetwork), (0.60, Planned::FastNetwork)],
+            Scenario::ClockStep => &[
+                (0.20, Planned::StepClock(CLOCK_STEP_SECS)),
+                (0.45, Planned::StepClock(-CLOCK_STEP_SECS)),
+                (0.70, Planned::StepClock(0)),
+            ],
+            Scenario::Maxmemory => &[(0.15, Planned::FillMemory), (0.55, Planned::FreeMemory)],
+            Scenario::DiskFull => &[
+                (
+                    0.10,
+                    Planned::FillDisk {
+                        fsync_always: false,
+                    },
+                ),
+                (0.30, Planned::FreeDisk),
+                (0.45, Planned::FillDisk { fsync_always: true }),
+                (0.65, Planned::FreeDisk),
+            ],
+        }
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::SlowNetwork => "slow-network",
+            Scenario::ClockStep => "clock-step",
+            Scenario::Maxmemory => "maxmemory",
+            Scenario::DiskFull => "disk-full",
+        }
+    }
+}
+
+/// What a scenario needs before the run starts: Redis's extra arguments, the environment
+/// of every process, and what it must give back at the end.
+#[derive(Default)]
+pub(super) struct Prepared {
+    pub redis_args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// The clock-step scenario's offset file (libfaketime reads it again every second).
+    pub clock: Option<PathBuf>,
+    pub disk: Option<SmallDisk>,
+}
+
+/// Gets `dir` ready for `scenario`.
+pub(super) fn prepare(scenario: Option<Scenario>, dir: &Path) -> Result<Prepared, String> {
+    let mut prepared = Prepared::default();
+    match scenario {
+        Some(Scenario::ClockStep) => {
+            let lib = LIBFAKETIME
+                .iter()
+                .find(|p| Path::new(p).exists())
+                .ok_or("clock-step needs libfaketime: install Debian's faketime")?;
+            let clock = dir.join("clock-offset");
+            set_clock(&clock, 0)?;
+            prepared.env = vec![
+                ("LD_PRELOAD".into(), (*lib).into()),
+                (
+                    "FAKETIME_TIMESTAMP_FILE".into(),
+                    clock.display().to_string(),
+                ),
+                ("FAKETIME_CACHE_DURATION".into(), "1".into()),
+                // tokio's timers and every lease's countdown run on the monotonic clock,
+                // which a step of the wall clock does not move.
+                ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+            ];
+            prepared.clock = Some(clock);
+        }
+        Some(Scenario::DiskFull) => {
+            let disk = SmallDisk::mount(&dir.join("aof-disk"))?;
+            prepared.redis_args = vec!["--dir".into(), disk.mount.display().to_string()];
+            prepared.disk = Some(disk);
+        }
+        Some(Scenario::SlowNetwork | Scenario::Maxmemory) | None => {}
+    }
+    Ok(prepared)
+}
+
+/// Steps the clocks of the processes started with [`Prepared::env`] to `secs` from the
+/// true time.
+pub(super) fn set_clock(file: &Path, secs: i64) -> Result<(), String> {
+    // Written whole and renamed, so that libfaketime never reads half a line.
+    let tmp = file.with_extension("new");
+    std::fs::write(&tmp, format!("{secs:+}\n")).map_err(|e| format!("{tmp:?}: {e}"))?;
+    std::fs::rename(&tmp, file).map_err(|e| format!("{file:?}: {e}"))
+}
+
+/// A size-limited tmpfs for Redis's AOF, unmounted when dropped.
+pub(super) struct SmallDisk {
+    mount: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(at: &Path) -> Result<SmallDisk, String> {
+        std::fs::create_dir_all(at).map_err(|e| format!("{at:?}: {e}"))?;
+        let size = format!("size={DISK_MIB}m");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &size, "tmpfs"])
+            .arg(at)
+            .status()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "disk-full mounts a tmpfs at {at:?}, which needs root: mount {status}"
+            ));
+        }
+        Ok(SmallDisk {
+            mount: at.to_path_buf(),
+        })
+    }
+
+    fn filler(&self) -> PathBuf {
+        self.mount.join("filler")
+    }
+
+    /// Fills the disk to its last byte; returns how many bytes that took.
+    pub(super) fn fill(&self) -> Result<u64, String> {
+        let path = self.filler();
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("{path:?}: {e}"))?;
+        let mut written = 0u64;
+        // Big pieces, then small ones into what is left.
+        for piece in [1 << 20, 4096, 1] {
+            let chunk = vec![0u8; piece];
+            while file.write_all(&chunk).is_ok() {
+                written += piece as u64;
+            }
+        }
+        Ok(written)
+    }
+
+    /// Frees what [`fill`](Self::fill) took.
+    pub(super) fn free(&self) -> Result<(), String> {
+        let path = self.filler();
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(format!("{path:?}: {e}")),
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+    }
+}
