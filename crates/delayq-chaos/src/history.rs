@@ -163,6 +163,9 @@ pub enum Fault {
     FreeDisk,
     /// Redis exited by itself (at a full disk, with `appendfsync always`).
     RedisExited,
+    /// A host of the run's own cut off from Redis or from everything, and joined again.
+    Partition,
+    Heal,
 }
 
 /// Appends events to one history file.

@@ -73,6 +73,29 @@ pub struct Launcher {
     started: usize,
     /// Set for every process started from now on (a scenario's, e.g. a stepped clock).
     env: Vec<(String, String)>,
+    /// Where the server runs, when on a host of its own (a network scenario's).
+    server_place: Option<Placement>,
+}
+
+/// A host of its own for the server: what its commands are prefixed with
+/// (`ip netns exec NAME`), its address, and the arguments that reach Redis from it (and
+/// whatever else that host needs).
+pub struct Placement {
+    pub prefix: Vec<String>,
+    pub ip: String,
+    pub redis_args: Vec<String>,
+}
+
+/// A command that runs `program` on the host `prefix` names (none: this one).
+fn command_on(prefix: &[String], program: &Path) -> Command {
+    match prefix.split_first() {
+        None => Command::new(program),
+        Some((first, rest)) => {
+            let mut command = Command::new(first);
+            command.args(rest).arg(program);
+            command
+        }
+    }
 }
 
 impl Launcher {
@@ -84,7 +107,18 @@ impl Launcher {
             delayq_bin,
             started: 0,
             env: Vec::new(),
+            server_place: None,
         }
+    }
+
+    /// Runs every server started from now on on its own host.
+    pub fn place_server(&mut self, place: Placement) {
+        self.server_place = Some(place);
+    }
+
+    /// The server's address.
+    pub fn server_ip(&self) -> &str {
+        self.server_place.as_ref().map_or("127.0.0.1", |p| &p.ip)
     }
 
     /// Sets `key` to `value` in the environment of every process started from now on.
@@ -113,10 +147,20 @@ impl Launcher {
 
     /// Starts this binary with `args` (then `--out` its history file).
     pub fn chaos(&mut self, role: Role, args: &[String]) -> std::io::Result<Proc> {
+        self.chaos_on(&[], role, args)
+    }
+
+    /// [`chaos`](Self::chaos) on the host `prefix` names ([`Placement::prefix`]).
+    pub fn chaos_on(
+        &mut self,
+        prefix: &[String],
+        role: Role,
+        args: &[String],
+    ) -> std::io::Result<Proc> {
         self.started += 1;
         let name = format!("{:?}-{}", role, self.started).to_lowercase();
         let log = self.dir.join(format!("{name}.log"));
-        let child = Command::new(&self.me)
+        let child = command_on(prefix, &self.me)
             .args(args)
             .arg("--out")
             .arg(self.dir.join(format!("{name}.jsonl")))
@@ -145,11 +189,16 @@ impl Launcher {
         self.started += 1;
         let log = self.dir.join(format!("server-{}.log", self.started));
         let log_file = File::create(&log).map_err(|e| format!("{log:?}: {e}"))?;
-        let child = Command::new(&self.delayq_bin)
+        let (prefix, redis_args) = match &self.server_place {
+            Some(place) => (place.prefix.as_slice(), place.redis_args.as_slice()),
+            None => (&[][..], redis_args),
+        };
+        let ip = self.server_ip().to_owned();
+        let child = command_on(prefix, &self.delayq_bin)
             .arg("serve")
             .args(redis_args)
             .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg(format!("{ip}:{port}"))
             .env("RUST_LOG", "warn")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -164,7 +213,7 @@ impl Launcher {
             log: log.clone(),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !healthy(port) {
+        while !healthy(&ip, port) {
             if let Some(status) = server.exited() {
                 return Err(format!("delayq serve exited with {status}; see {log:?}"));
             }
@@ -177,8 +226,8 @@ impl Launcher {
     }
 }
 
-fn healthy(port: u16) -> bool {
-    let Ok(mut conn) = TcpStream::connect(("127.0.0.1", port)) else {
+fn healthy(ip: &str, port: u16) -> bool {
+    let Ok(mut conn) = TcpStream::connect((ip, port)) else {
         return false;
     };
     let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));

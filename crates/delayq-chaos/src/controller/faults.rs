@@ -42,6 +42,9 @@ pub(super) enum Planned {
         fsync_always: bool,
     },
     FreeDisk,
+    /// The scenario's host cut off (`netns.rs`), and joined again.
+    Partition,
+    Heal,
 }
 
 /// The faults at fixed points of a run on one Redis.
@@ -192,7 +195,9 @@ impl Run {
             | Planned::FillMemory
             | Planned::FreeMemory
             | Planned::FillDisk { .. }
-            | Planned::FreeDisk => self.scenario_fault(what)?,
+            | Planned::FreeDisk
+            | Planned::Partition
+            | Planned::Heal => self.scenario_fault(what)?,
             Planned::TermWorker => {
                 let Some(i) = (0..self.workers.len()).find(|&i| {
                     self.workers[(i + pick) % self.workers.len()]
@@ -286,6 +291,15 @@ impl Run {
                     "appendfsync",
                     "always",
                 )?;
+            }
+            Planned::Partition => {
+                let port = self.redis().ok_or("no single Redis")?.port();
+                self.prepared.partition(port)?;
+                self.note(Fault::Partition, None);
+            }
+            Planned::Heal => {
+                self.prepared.heal()?;
+                self.note(Fault::Heal, None);
             }
             other => return Err(format!("{other:?} is not a scenario's fault")),
         }

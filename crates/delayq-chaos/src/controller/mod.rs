@@ -23,6 +23,7 @@ use crate::processes::{signal, Launcher, Proc, Role};
 use crate::upgrade;
 
 mod faults;
+mod netns;
 mod scenarios;
 
 /// Settings of a run.
@@ -266,6 +267,9 @@ impl Run {
         for (key, value) in &prepared.env {
             launcher.set_env(key, value);
         }
+        if let Backend::Single { redis, .. } = &backend {
+            prepared.place_server(&mut launcher, redis.port());
+        }
         let server_port = redis_fixture::free_port();
         let server = launcher.server_on(&backend.server_args(), server_port)?;
         let recorder =
@@ -289,6 +293,12 @@ impl Run {
                 Role::Consumer
             };
             run.spawn_worker(role)?;
+        }
+        if let Backend::Single { redis, .. } = &run.backend {
+            let port = redis.port();
+            if let Some(worker) = run.prepared.host_worker(&mut run.launcher, port)? {
+                run.workers.push(worker);
+            }
         }
         // Two producers through the library, two through the API; sends fill the first 60 %
         // of the fault phase, delays reach to 95 %. On a cluster all four use the library:
@@ -338,7 +348,7 @@ impl Run {
     }
 
     fn server_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.server_port)
+        format!("http://{}:{}", self.launcher.server_ip(), self.server_port)
     }
 
     fn spawn_worker(&mut self, role: Role) -> Result<(), String> {

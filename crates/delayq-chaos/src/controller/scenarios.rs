@@ -13,6 +13,11 @@
 //! - `maxmemory`: Redis's `maxmemory` is set to what it uses, under the steady send load,
 //!   then lifted: sends are refused (`OOM`, HTTP 503 `redis_full`) and tried again, while
 //!   everything that drains goes on.
+//! - `partition-server`: the server runs on a host of its own (`netns.rs`), and is cut off
+//!   from Redis (packets dropped, connections left open) for 3 leases, twice, while its HTTP
+//!   clients still reach it.
+//! - `partition-consumer`: one more library worker runs on a host of its own, which is cut
+//!   off from everything for 3 leases, twice, while its handlers run.
 //! - `disk-full`: the AOF lives on a small filesystem of the run's own (a 64 MiB tmpfs).
 //!   It is filled twice: with `appendfsync everysec`, Redis refuses writes (`MISCONF`)
 //!   until it is freed; with `always`, Redis exits at its first write that fails (its
@@ -23,6 +28,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::faults::Planned;
+use super::netns::Host;
+use crate::processes::{Launcher, Placement, Proc, Role};
 
 /// One scenario of `run --scenario`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +38,8 @@ pub enum Scenario {
     ClockStep,
     Maxmemory,
     DiskFull,
+    PartitionServer,
+    PartitionConsumer,
 }
 
 /// How far the clock-step scenario steps the clocks, in seconds.
@@ -67,6 +76,12 @@ impl Scenario {
                 (0.45, Planned::FillDisk { fsync_always: true }),
                 (0.65, Planned::FreeDisk),
             ],
+            Scenario::PartitionServer | Scenario::PartitionConsumer => &[
+                (0.20, Planned::Partition),
+                (0.35, Planned::Heal),
+                (0.55, Planned::Partition),
+                (0.70, Planned::Heal),
+            ],
         }
     }
 
@@ -77,6 +92,8 @@ impl Scenario {
             Scenario::ClockStep => "clock-step",
             Scenario::Maxmemory => "maxmemory",
             Scenario::DiskFull => "disk-full",
+            Scenario::PartitionServer => "partition-server",
+            Scenario::PartitionConsumer => "partition-consumer",
         }
     }
 }
@@ -90,6 +107,16 @@ pub(super) struct Prepared {
     /// The clock-step scenario's offset file (libfaketime reads it again every second).
     pub clock: Option<PathBuf>,
     pub disk: Option<SmallDisk>,
+    /// The host of its own that the server (partition-server) or one more library worker
+    /// (partition-consumer) runs on.
+    pub host: Option<(Host, HostRole)>,
+}
+
+/// Who runs on a scenario's host of its own.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum HostRole {
+    Server,
+    Worker,
 }
 
 /// Gets `dir` ready for `scenario`.
@@ -121,9 +148,83 @@ pub(super) fn prepare(scenario: Option<Scenario>, dir: &Path) -> Result<Prepared
             prepared.redis_args = vec!["--dir".into(), disk.mount.display().to_string()];
             prepared.disk = Some(disk);
         }
+        Some(Scenario::PartitionServer | Scenario::PartitionConsumer) => {
+            let host = Host::create(1)?;
+            // Redis listens on the host's link too (a private address of this machine's own
+            // link, so protected mode, which takes any address but loopback for the world,
+            // is off).
+            prepared.redis_args = [
+                "--bind",
+                "127.0.0.1",
+                &host.outer_ip(),
+                "--protected-mode",
+                "no",
+            ]
+            .map(String::from)
+            .into();
+            let role = match scenario {
+                Some(Scenario::PartitionServer) => HostRole::Server,
+                _ => HostRole::Worker,
+            };
+            prepared.host = Some((host, role));
+        }
         Some(Scenario::SlowNetwork | Scenario::Maxmemory) | None => {}
     }
     Ok(prepared)
+}
+
+impl Prepared {
+    /// Places the server on the scenario's host, if it has one for it: it reaches Redis
+    /// (on `redis_port`) over the host's link.
+    pub(super) fn place_server(&self, launcher: &mut Launcher, redis_port: u16) {
+        if let Some((host, HostRole::Server)) = &self.host {
+            launcher.place_server(Placement {
+                prefix: host.prefix(),
+                ip: host.ip(),
+                redis_args: vec![
+                    "--redis-url".into(),
+                    format!("redis://{}:{redis_port}/", host.outer_ip()),
+                    // Its address is on a link of this machine's own, not loopback: the
+                    // server would refuse it without tokens, to keep the world out.
+                    "--insecure-public".into(),
+                ],
+            });
+        }
+    }
+
+    /// Starts the library worker of the scenario's host, if it has one for it.
+    pub(super) fn host_worker(
+        &self,
+        launcher: &mut Launcher,
+        redis_port: u16,
+    ) -> Result<Option<Proc>, String> {
+        let Some((host, HostRole::Worker)) = &self.host else {
+            return Ok(None);
+        };
+        let url = format!("redis://{}:{redis_port}/", host.outer_ip());
+        let args = ["work", "--redis-url", &url].map(String::from);
+        let worker = launcher
+            .chaos_on(&host.prefix(), Role::Worker, &args)
+            .map_err(|e| e.to_string())?;
+        Ok(Some(worker))
+    }
+
+    /// Cuts the scenario's host off: the server from Redis, a worker from everything.
+    pub(super) fn partition(&self, redis_port: u16) -> Result<(), String> {
+        match &self.host {
+            Some((host, HostRole::Server)) => host.cut_from_port(redis_port),
+            Some((host, HostRole::Worker)) => host.cut_off(),
+            None => Err("no host to partition".into()),
+        }
+    }
+
+    /// Ends the partition.
+    pub(super) fn heal(&self) -> Result<(), String> {
+        match &self.host {
+            Some((host, _)) => host.heal(),
+            None => Err("no host to heal".into()),
+        }
+    }
 }
 
 /// Steps the clocks of the processes started with [`Prepared::env`] to `secs` from the
