@@ -9,6 +9,9 @@ use std::path::Path;
 
 use crate::history::{read_all, Event, Fault};
 
+/// Where the controller writes what it measured of the faults (`controller/scenarios.rs`).
+pub const NOTES: &str = "scenario-notes.txt";
+
 /// The figures of the scenario `name` whose histories are in `dir`, as a few lines of text.
 pub fn of_scenario(dir: &Path, name: &str) -> Result<String, String> {
     let (events, _) = read_all(dir).map_err(|e| format!("{dir:?}: {e}"))?;
@@ -35,6 +38,11 @@ pub fn of_scenario(dir: &Path, name: &str) -> Result<String, String> {
     for (at, fault) in &faults {
         let secs = at.saturating_sub(begun) as f64 / 1e6;
         let _ = writeln!(out, "  {secs:7.1}  {fault:?}");
+    }
+    if let Ok(notes) = std::fs::read_to_string(dir.join(NOTES)) {
+        for line in notes.lines() {
+            let _ = writeln!(out, "{line}");
+        }
     }
     let _ = writeln!(
         out,

@@ -5,6 +5,7 @@
 //! (nothing lost, nothing held twice, nothing early) hold across it, and the run fails unless
 //! the queue ends in the newest format.
 
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -99,6 +100,19 @@ fn admin(delayq_bin: &Path, redis_args: &[String], args: &[&str]) -> Result<Outp
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start {delayq_bin:?}: {e}"))?;
+    // Read while it runs: an answer longer than a pipe holds (`format show` of a run with
+    // a crowd of clients lists them all) would otherwise stop it until it is killed.
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err("no pipes to the admin command".into());
+    };
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let _ = pipe.read_to_end(&mut all);
+            all
+        })
+    };
+    let (stdout, stderr) = (drain(Box::new(stdout)), drain(Box::new(stderr)));
     let deadline = Instant::now() + Duration::from_secs(20);
     while child.try_wait().map_err(|e| e.to_string())?.is_none() {
         if Instant::now() > deadline {
@@ -107,5 +121,10 @@ fn admin(delayq_bin: &Path, redis_args: &[String], args: &[&str]) -> Result<Outp
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    child.wait_with_output().map_err(|e| e.to_string())
+    let status = child.wait().map_err(|e| e.to_string())?;
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }

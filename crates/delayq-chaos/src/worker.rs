@@ -32,6 +32,10 @@ pub struct WorkArgs {
     /// Handlers at once.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// Clients of Redis, each with its own connections and a worker of its own, sharing
+    /// `--concurrency` (the reconnect-storm scenario's crowd: 1,000).
+    #[arg(long, default_value_t = 1)]
+    clients: usize,
 }
 
 /// Runs the worker until SIGTERM.
@@ -43,21 +47,36 @@ pub async fn run(args: WorkArgs) -> Result<(), String> {
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .with(tracing_subscriber::EnvFilter::new("warn"))
         .init();
-    let dq =
-        crate::producer::connect_to(&args.redis_url, args.cluster, Duration::from_secs(1)).await?;
-    let queue = dq.queue(plan::QUEUE).map_err(|e| e.to_string())?;
-    let worker = WorkerBuilder::new(queue)
-        .concurrency(args.concurrency)
-        .lease(plan::LEASE)
-        .batch_size(8)
-        .shutdown_grace(Duration::from_secs(3))
-        .build(move |delivery| handle(recorder.clone(), delivery))
-        .map_err(|e| e.to_string())?;
-    worker
-        .run(crate::shutdown::sigterm())
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    let clients = args.clients.max(1);
+    let concurrency = (args.concurrency / clients).max(1);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..clients {
+        let dq = crate::producer::connect_to(&args.redis_url, args.cluster, Duration::from_secs(1))
+            .await?;
+        let queue = dq.queue(plan::QUEUE).map_err(|e| e.to_string())?;
+        let recorder = recorder.clone();
+        let worker = WorkerBuilder::new(queue)
+            .concurrency(concurrency)
+            .lease(plan::LEASE)
+            .batch_size(8.min(concurrency))
+            .shutdown_grace(Duration::from_secs(3))
+            .build(move |delivery| handle(recorder.clone(), delivery))
+            .map_err(|e| e.to_string())?;
+        let mut stopped = stopped.clone();
+        workers.spawn(async move {
+            let stop = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            worker.run(stop).await.map(|_| ()).map_err(|e| e.to_string())
+        });
+    }
+    crate::shutdown::sigterm().await;
+    let _ = stop.send(true);
+    while let Some(done) = workers.join_next().await {
+        done.map_err(|e| e.to_string())??;
+    }
+    Ok(())
 }
 
 async fn handle(recorder: Arc<Recorder>, delivery: Delivery) -> Result<(), String> {

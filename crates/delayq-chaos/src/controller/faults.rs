@@ -45,6 +45,8 @@ pub(super) enum Planned {
     /// The scenario's host cut off (`netns.rs`), and joined again.
     Partition,
     Heal,
+    /// Redis killed and started again, and its clients counted back in.
+    RestartStorm,
 }
 
 /// The faults at fixed points of a run on one Redis.
@@ -197,7 +199,8 @@ impl Run {
             | Planned::FillDisk { .. }
             | Planned::FreeDisk
             | Planned::Partition
-            | Planned::Heal => self.scenario_fault(what)?,
+            | Planned::Heal
+            | Planned::RestartStorm => self.scenario_fault(what)?,
             Planned::TermWorker => {
                 let Some(i) = (0..self.workers.len()).find(|&i| {
                     self.workers[(i + pick) % self.workers.len()]
@@ -301,9 +304,51 @@ impl Run {
                 self.prepared.heal()?;
                 self.note(Fault::Heal, None);
             }
+            Planned::RestartStorm => self.restart_storm()?,
             other => return Err(format!("{other:?} is not a scenario's fault")),
         }
         Ok(())
+    }
+
+    /// Kills Redis, starts it again a second later, and measures how its clients come back:
+    /// how long until as many are connected as before, and how many connections it took
+    /// in the first second and in all.
+    fn restart_storm(&mut self) -> Result<(), String> {
+        let redis = self.redis().ok_or("no single Redis")?;
+        let before = info_field(redis, "clients", "connected_clients")?;
+        redis.kill();
+        self.note(Fault::KillRedis, None);
+        std::thread::sleep(REDIS_DOWN);
+        let redis = self.redis().ok_or("no single Redis")?;
+        redis.restart();
+        let started = Instant::now();
+        let (mut back, mut first_second) = (None, None);
+        let mut connected = 0;
+        while started.elapsed() < Duration::from_secs(30) {
+            connected = info_field(redis, "clients", "connected_clients")?;
+            if first_second.is_none() && started.elapsed() >= Duration::from_secs(1) {
+                first_second = Some(info_field(redis, "stats", "total_connections_received")?);
+            }
+            if connected >= before && first_second.is_some() {
+                back = Some(started.elapsed());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let total = info_field(redis, "stats", "total_connections_received")?;
+        self.note(Fault::RestartRedis, None);
+        let line = match back {
+            Some(took) => format!(
+                "Redis restarted with {before} clients connected before: all back within {:.1} s; \
+                 {} connections in its first second, {total} in all",
+                took.as_secs_f64(),
+                first_second.unwrap_or(total)
+            ),
+            None => format!(
+                "Redis restarted with {before} clients connected before: only {connected} back after 30 s"
+            ),
+        };
+        self.prepared.note(&line)
     }
 
     /// Kills (-9) a worker that is not shutting down already, and starts another.
@@ -336,4 +381,16 @@ fn config_set(redis: &RedisServer, key: &str, value: &str) -> Result<(), String>
         Ok(_) => Ok(()),
         Err(e) => Err(format!("CONFIG SET {key} {value}: {e}")),
     }
+}
+
+/// Field `field` of `INFO section` on `redis`, as a number.
+fn info_field(redis: &RedisServer, section: &str, field: &str) -> Result<u64, String> {
+    let info = match redis.command(&["INFO", section]) {
+        Ok(Reply::Bulk(Some(text))) => String::from_utf8_lossy(&text).into_owned(),
+        other => return Err(format!("INFO {section}: {other:?}")),
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("INFO {section} has no {field}"))
 }

@@ -296,9 +296,8 @@ impl Run {
         }
         if let Backend::Single { redis, .. } = &run.backend {
             let port = redis.port();
-            if let Some(worker) = run.prepared.host_worker(&mut run.launcher, port)? {
-                run.workers.push(worker);
-            }
+            let extra = run.prepared.extra_workers(&mut run.launcher, port)?;
+            run.workers.extend(extra);
         }
         // Two producers through the library, two through the API; sends fill the first 60 %
         // of the fault phase, delays reach to 95 %. On a cluster all four use the library:

@@ -18,6 +18,9 @@
 //!   clients still reach it.
 //! - `partition-consumer`: one more library worker runs on a host of its own, which is cut
 //!   off from everything for 3 leases, twice, while its handlers run.
+//! - `reconnect-storm`: a crowd of 1,000 more clients (each its own connections and a worker
+//!   of its own, in one process, straight to Redis) while Redis is killed and started again
+//!   twice: how fast they are all back, and that none missed a wake-up.
 //! - `disk-full`: the AOF lives on a small filesystem of the run's own (a 64 MiB tmpfs).
 //!   It is filled twice: with `appendfsync everysec`, Redis refuses writes (`MISCONF`)
 //!   until it is freed; with `always`, Redis exits at its first write that fails (its
@@ -29,6 +32,7 @@ use std::process::Command;
 
 use super::faults::Planned;
 use super::netns::Host;
+use crate::figures::NOTES;
 use crate::processes::{Launcher, Placement, Proc, Role};
 
 /// One scenario of `run --scenario`.
@@ -40,7 +44,11 @@ pub enum Scenario {
     DiskFull,
     PartitionServer,
     PartitionConsumer,
+    ReconnectStorm,
 }
+
+/// The reconnect-storm scenario's crowd of clients.
+pub const CROWD: usize = 1000;
 
 /// How far the clock-step scenario steps the clocks, in seconds.
 pub const CLOCK_STEP_SECS: i64 = 300;
@@ -82,6 +90,7 @@ impl Scenario {
                 (0.55, Planned::Partition),
                 (0.70, Planned::Heal),
             ],
+            Scenario::ReconnectStorm => &[(0.25, Planned::RestartStorm), (0.60, Planned::RestartStorm)],
         }
     }
 
@@ -94,6 +103,7 @@ impl Scenario {
             Scenario::DiskFull => "disk-full",
             Scenario::PartitionServer => "partition-server",
             Scenario::PartitionConsumer => "partition-consumer",
+            Scenario::ReconnectStorm => "reconnect-storm",
         }
     }
 }
@@ -110,6 +120,10 @@ pub(super) struct Prepared {
     /// The host of its own that the server (partition-server) or one more library worker
     /// (partition-consumer) runs on.
     pub host: Option<(Host, HostRole)>,
+    /// The reconnect-storm scenario's crowd: this many clients in one more worker process.
+    pub crowd: Option<usize>,
+    /// Where the controller writes what it measured of a fault, for the figures.
+    pub notes: PathBuf,
 }
 
 /// Who runs on a scenario's host of its own.
@@ -121,7 +135,10 @@ pub(super) enum HostRole {
 
 /// Gets `dir` ready for `scenario`.
 pub(super) fn prepare(scenario: Option<Scenario>, dir: &Path) -> Result<Prepared, String> {
-    let mut prepared = Prepared::default();
+    let mut prepared = Prepared {
+        notes: dir.join(NOTES),
+        ..Prepared::default()
+    };
     match scenario {
         Some(Scenario::ClockStep) => {
             let lib = LIBFAKETIME
@@ -168,6 +185,7 @@ pub(super) fn prepare(scenario: Option<Scenario>, dir: &Path) -> Result<Prepared
             };
             prepared.host = Some((host, role));
         }
+        Some(Scenario::ReconnectStorm) => prepared.crowd = Some(CROWD),
         Some(Scenario::SlowNetwork | Scenario::Maxmemory) | None => {}
     }
     Ok(prepared)
@@ -192,21 +210,40 @@ impl Prepared {
         }
     }
 
-    /// Starts the library worker of the scenario's host, if it has one for it.
-    pub(super) fn host_worker(
+    /// Starts the scenario's own worker processes, if it has any: the worker of its host,
+    /// or its crowd (straight to Redis on `redis_port`: the proxy is a thread or two per
+    /// connection, too many for a crowd).
+    pub(super) fn extra_workers(
         &self,
         launcher: &mut Launcher,
         redis_port: u16,
-    ) -> Result<Option<Proc>, String> {
-        let Some((host, HostRole::Worker)) = &self.host else {
-            return Ok(None);
-        };
-        let url = format!("redis://{}:{redis_port}/", host.outer_ip());
-        let args = ["work", "--redis-url", &url].map(String::from);
-        let worker = launcher
-            .chaos_on(&host.prefix(), Role::Worker, &args)
-            .map_err(|e| e.to_string())?;
-        Ok(Some(worker))
+    ) -> Result<Vec<Proc>, String> {
+        let mut workers = Vec::new();
+        if let Some((host, HostRole::Worker)) = &self.host {
+            let url = format!("redis://{}:{redis_port}/", host.outer_ip());
+            let args = ["work", "--redis-url", &url].map(String::from);
+            let worker = launcher
+                .chaos_on(&host.prefix(), Role::Worker, &args)
+                .map_err(|e| e.to_string())?;
+            workers.push(worker);
+        }
+        if let Some(crowd) = self.crowd {
+            let (url, crowd) = (format!("redis://127.0.0.1:{redis_port}/"), crowd.to_string());
+            let args = ["work", "--redis-url", &url, "--clients", &crowd, "--concurrency", &crowd];
+            let args = args.map(String::from);
+            workers.push(launcher.chaos(Role::Worker, &args).map_err(|e| e.to_string())?);
+        }
+        Ok(workers)
+    }
+
+    /// Adds `line` to what the figures show of the faults.
+    pub(super) fn note(&self, line: &str) -> Result<(), String> {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.notes)
+            .map_err(|e| format!("{:?}: {e}", self.notes))?;
+        writeln!(file, "{line}").map_err(|e| e.to_string())
     }
 
     /// Cuts the scenario's host off: the server from Redis, a worker from everything.
