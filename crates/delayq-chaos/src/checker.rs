@@ -284,7 +284,17 @@ pub fn check(
         }
     }
     let expiry = crate::expiry_checks::check(&deadlines, &claims, &left.dead_letters);
-    let grouped = crate::group_checks::check(&holds, &groups, &send_times, &expiry.expired);
+    let priorities: HashMap<String, u8> = sent
+        .iter()
+        .map(|(id, &n)| (id.clone(), crate::plan::priority_of(n)))
+        .collect();
+    let grouped = crate::group_checks::check(
+        &holds,
+        &groups,
+        &send_times,
+        &expiry.expired,
+        &priorities,
+    );
     let events =
         crate::event_checks::check(&left.events, &left.dead_letters, &holds, cluster.is_none());
     let never_processed: Vec<&String> = sent

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
-use crate::history::{read_all, Event, Fault};
+use crate::history::{read_all, Event, Fault, Outcome};
+use crate::plan;
 
 /// Where the controller writes what it measured of the faults (`controller/scenarios.rs`).
 pub const NOTES: &str = "scenario-notes.txt";
@@ -16,18 +17,27 @@ pub const NOTES: &str = "scenario-notes.txt";
 pub fn of_scenario(dir: &Path, name: &str) -> Result<String, String> {
     let (events, _) = read_all(dir).map_err(|e| format!("{dir:?}: {e}"))?;
     let mut refused: BTreeMap<String, u64> = BTreeMap::new();
+    // When each handler run that failed ended.
+    let mut failed: Vec<u64> = Vec::new();
     let mut faults: Vec<(u64, Fault)> = Vec::new();
-    let mut first_starts: Vec<(u64, u64)> = Vec::new();
+    // (started, late by ms, message number) of every first delivery.
+    let mut first_starts: Vec<(u64, u64, u64)> = Vec::new();
     for event in &events {
         match event {
             Event::Refused { why, .. } => *refused.entry(why.clone()).or_default() += 1,
             Event::Fault { fault, at_us, .. } => faults.push((*at_us, *fault)),
+            Event::End {
+                outcome: Outcome::Failed,
+                at_us,
+                ..
+            } => failed.push(*at_us),
             Event::Start {
                 attempt: 1,
                 at_us,
                 due_ms,
+                n,
                 ..
-            } => first_starts.push((*at_us, at_us.saturating_sub(due_ms * 1000) / 1000)),
+            } => first_starts.push((*at_us, at_us.saturating_sub(due_ms * 1000) / 1000, *n)),
             _ => {}
         }
     }
@@ -66,6 +76,42 @@ pub fn of_scenario(dir: &Path, name: &str) -> Result<String, String> {
             .map(|s| s.1)
             .collect();
         let _ = writeln!(out, "  of those, during the fault: {}", lateness(during));
+        let failed_during = failed.iter().filter(|&&t| t >= from.0 && t <= to.0).count();
+        let _ = writeln!(
+            out,
+            "handler runs that failed: {} ({failed_during} during the fault)",
+            failed.len()
+        );
+    }
+    // A priority flood: the flood's first deliveries against the run's own, from the
+    // flood's start to its last delivery.
+    let flood_from = faults
+        .iter()
+        .find(|f| f.1 == Fault::Flood)
+        .map(|f| f.0);
+    if let Some(from) = flood_from {
+        let flood_end = first_starts
+            .iter()
+            .filter(|s| s.2 >= plan::FLOOD_FROM)
+            .map(|s| s.0)
+            .max()
+            .unwrap_or(from);
+        let within = |high: bool| -> Vec<u64> {
+            first_starts
+                .iter()
+                .filter(|s| s.0 >= from && s.0 <= flood_end)
+                .filter(|s| (s.2 >= plan::FLOOD_FROM) == high)
+                .map(|s| s.1)
+                .collect()
+        };
+        let _ = writeln!(
+            out,
+            "while the flood was delivered ({:.1} s): priority {} late by {}; the run's own (5) late by {}",
+            flood_end.saturating_sub(from) as f64 / 1e6,
+            plan::FLOOD_PRIORITY,
+            lateness(within(true)),
+            lateness(within(false)),
+        );
     }
     Ok(out)
 }

@@ -1,8 +1,9 @@
 //! The promises of groups under faults (README, "Groups"), read from the run's history: the
 //! chaos queue's group concurrency is 1 ([`plan::GROUP_CONCURRENCY`]), so no group may ever
-//! have two live holders at once, and each group is delivered in order: a message that came
-//! due ahead of another of its group is handled (done) before that one starts, retries and
-//! redeliveries after a kill included (a retry keeps its group's turn).
+//! have two live holders at once, and each group is delivered in order: a message ahead of
+//! another of its group (by priority, then due time, then send order: docs/groups.md) is
+//! handled (done) before that one starts, retries and redeliveries after a kill included (a
+//! retry keeps its group's turn).
 
 use std::collections::HashMap;
 
@@ -28,6 +29,7 @@ pub struct GroupVerdict {
 /// its send was acknowledged, when it first started, and when it was first done.
 struct Placed<'a> {
     id: &'a str,
+    priority: u8,
     due_us: u64,
     seq: Option<u64>,
     acked_us: u64,
@@ -38,12 +40,13 @@ struct Placed<'a> {
 /// Checks every group. `holds` have their ends filled in (a killed holder's at its kill);
 /// `groups` maps message ids to their groups; `acked` gives each id's send acknowledgement
 /// time (µs); `expired` when each message that expired died (µs): it left its group then,
-/// as a message that is done does.
+/// as a message that is done does; `priorities` each message's priority.
 pub fn check(
     holds: &HashMap<String, Vec<Hold>>,
     groups: &HashMap<String, String>,
     acked: &HashMap<String, (u64, u64)>,
     expired: &HashMap<String, u64>,
+    priorities: &HashMap<String, u8>,
 ) -> GroupVerdict {
     let mut by_group: HashMap<&str, Vec<&str>> = HashMap::new();
     for (id, group) in groups {
@@ -79,7 +82,7 @@ pub fn check(
                 holder = id;
             }
         }
-        // Order: an earlier message (by due time, then sequence) that was sent and due
+        // Order: an earlier message (by priority, due time, then sequence) that was sent and due
         // before a later one started must have been done by then.
         let placed: Vec<Placed> = ids
             .iter()
@@ -88,6 +91,7 @@ pub fn check(
                 let first = list.iter().min_by_key(|h| h.start)?;
                 Some(Placed {
                     id,
+                    priority: priorities.get(*id).copied().unwrap_or(5),
                     due_us: original_due_us(id, list),
                     seq: first.seq,
                     acked_us: acked.get(*id).map_or(0, |&(_, at)| at),
@@ -104,6 +108,7 @@ pub fn check(
         for a in &placed {
             for b in &placed {
                 let ahead = match (a.seq, b.seq) {
+                    _ if a.priority != b.priority => a.priority > b.priority,
                     (Some(sa), Some(sb)) => (a.due_us, sa) < (b.due_us, sb),
                     _ => a.due_us < b.due_us,
                 };

@@ -166,6 +166,11 @@ pub enum Fault {
     /// A host of the run's own cut off from Redis or from everything, and joined again.
     Partition,
     Heal,
+    /// Every handler made to fail (a retry storm), and recovered.
+    StormOn,
+    StormOff,
+    /// A flood of high-priority messages began.
+    Flood,
 }
 
 /// Appends events to one history file.

@@ -80,9 +80,36 @@ pub fn is_batch(group: u64) -> bool {
 }
 
 /// One message in ten fails its first two attempts on purpose, so that retries and backoff
-/// run under faults too.
+/// run under faults too; and every attempt fails while a retry storm lasts
+/// ([`storming`]).
 pub fn fails(n: u64, attempt: u32) -> bool {
-    n % 10 == 3 && attempt <= 2
+    (n % 10 == 3 && attempt <= 2) || storming()
+}
+
+/// The environment variable that names the retry-storm scenario's file: while it exists,
+/// every handler fails (`controller/scenarios.rs`).
+pub const STORM_ENV: &str = "DELAYQ_CHAOS_STORM";
+
+/// Whether a retry storm is on: the file [`STORM_ENV`] names exists.
+pub fn storming() -> bool {
+    static FILE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| std::env::var_os(STORM_ENV).map(Into::into))
+        .as_ref()
+        .is_some_and(|f| f.exists())
+}
+
+/// The priority-flood scenario's messages are numbered from here, with priority
+/// [`FLOOD_PRIORITY`]; the run's own keep the default (5).
+pub const FLOOD_FROM: u64 = 1_000_000;
+pub const FLOOD_PRIORITY: u8 = 9;
+
+/// Message `n`'s priority.
+pub fn priority_of(n: u64) -> u8 {
+    if n >= FLOOD_FROM {
+        FLOOD_PRIORITY
+    } else {
+        5
+    }
 }
 
 /// How long handling takes: a few ms, and for one message in 97 longer than a lease, so that

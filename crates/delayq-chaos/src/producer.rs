@@ -50,6 +50,9 @@ pub struct ProduceArgs {
     /// [`REPLICA_TIMEOUT`] at most; fewer is retried); 0 does not wait.
     #[arg(long, default_value_t = 0)]
     wait_replicas: u32,
+    /// Sends with this priority (0-9; default: the queue's default, 5).
+    #[arg(long)]
+    priority: Option<u8>,
     /// History file.
     #[arg(long)]
     out: PathBuf,
@@ -66,6 +69,7 @@ struct Item {
     group: Option<String>,
     /// Its deadline, unix ms ([`plan::expires`]).
     expires_at_ms: Option<u64>,
+    priority: Option<u8>,
 }
 
 /// What a send reported: the message id and whether it existed already.
@@ -100,7 +104,9 @@ pub async fn run(args: ProduceArgs) -> Result<(), String> {
         let group_end = (n - n % plan::GROUP + plan::GROUP).min(args.to);
         let due_to_send = Duration::from_secs_f64((n - args.from) as f64 / args.rate);
         tokio::time::sleep_until((started + due_to_send).into()).await;
-        let mut items: Vec<Item> = (n..group_end).map(|n| item(n, args.max_delay_ms)).collect();
+        let mut items: Vec<Item> = (n..group_end)
+            .map(|n| item(n, args.max_delay_ms, args.priority))
+            .collect();
         if plan::is_batch(n / plan::GROUP) {
             let tries = send_refused_groups_without(&recorder, &sender, &mut items, true).await?;
             record(&recorder, &items, &tries, &args.via, true);
@@ -170,7 +176,7 @@ async fn send_refused_groups_without(
     }
 }
 
-fn item(n: u64, max_delay_ms: u64) -> Item {
+fn item(n: u64, max_delay_ms: u64, priority: Option<u8>) -> Item {
     let delay_ms = rand::rng().random_range(0..=max_delay_ms);
     let now = now_us();
     let (deliver_at_ms, nb) = if plan::uses_deliver_at(n) {
@@ -190,6 +196,7 @@ fn item(n: u64, max_delay_ms: u64) -> Item {
         delay_ms,
         group: plan::group(n),
         expires_at_ms,
+        priority,
     }
 }
 
@@ -352,6 +359,9 @@ fn options(item: &Item, replicas: u32) -> SendOptions {
     if let Some(at) = item.expires_at_ms {
         options = options.expires_at(at);
     }
+    if let Some(p) = item.priority {
+        options = options.priority(p);
+    }
     if replicas > 0 {
         options = options.replicas(replicas, REPLICA_TIMEOUT);
     }
@@ -376,6 +386,9 @@ fn body(item: &Item) -> Value {
     }
     if let Some(at) = item.expires_at_ms {
         body["expires_at"] = json!(at);
+    }
+    if let Some(p) = item.priority {
+        body["priority"] = json!(p);
     }
     body
 }

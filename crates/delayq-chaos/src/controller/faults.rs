@@ -13,6 +13,7 @@ use super::{Backend, Run, RunArgs, REDIS_DOWN};
 use crate::evidence::FREEZE;
 use crate::history::Fault;
 use crate::processes::signal;
+use crate::plan;
 use crate::upgrade;
 
 /// A fault at a fixed point of the run, as a fraction of the fault phase.
@@ -47,6 +48,11 @@ pub(super) enum Planned {
     Heal,
     /// Redis killed and started again, and its clients counted back in.
     RestartStorm,
+    /// Every handler fails from now on, and recovers.
+    StormOn,
+    StormOff,
+    /// A flood of high-priority messages from one more producer.
+    Flood,
 }
 
 /// The faults at fixed points of a run on one Redis.
@@ -200,7 +206,10 @@ impl Run {
             | Planned::FreeDisk
             | Planned::Partition
             | Planned::Heal
-            | Planned::RestartStorm => self.scenario_fault(what)?,
+            | Planned::RestartStorm
+            | Planned::StormOn
+            | Planned::StormOff
+            | Planned::Flood => self.scenario_fault(what)?,
             Planned::TermWorker => {
                 let Some(i) = (0..self.workers.len()).find(|&i| {
                     self.workers[(i + pick) % self.workers.len()]
@@ -305,6 +314,17 @@ impl Run {
                 self.note(Fault::Heal, None);
             }
             Planned::RestartStorm => self.restart_storm()?,
+            Planned::StormOn => {
+                let storm = self.prepared.storm.as_ref().ok_or("no storm file")?;
+                std::fs::write(storm, b"").map_err(|e| format!("{storm:?}: {e}"))?;
+                self.note(Fault::StormOn, None);
+            }
+            Planned::StormOff => {
+                let storm = self.prepared.storm.as_ref().ok_or("no storm file")?;
+                std::fs::remove_file(storm).map_err(|e| format!("{storm:?}: {e}"))?;
+                self.note(Fault::StormOff, None);
+            }
+            Planned::Flood => self.flood()?,
             other => return Err(format!("{other:?} is not a scenario's fault")),
         }
         Ok(())
@@ -351,6 +371,37 @@ impl Run {
         self.prepared.note(&line)
     }
 
+    /// Starts one more producer that sends [`FLOOD_TIMES`] the run's messages at priority
+    /// [`plan::FLOOD_PRIORITY`] within [`FLOOD_SECS`], due at once.
+    fn flood(&mut self) -> Result<(), String> {
+        let count = self.messages * FLOOD_TIMES;
+        let (target, _) = self.backend.library_target();
+        let args = [
+            "produce".to_owned(),
+            "--via".into(),
+            "library".into(),
+            "--target".into(),
+            target,
+            "--from".into(),
+            plan::FLOOD_FROM.to_string(),
+            "--to".into(),
+            (plan::FLOOD_FROM + count).to_string(),
+            "--rate".into(),
+            format!("{:.3}", count as f64 / FLOOD_SECS),
+            "--max-delay-ms".into(),
+            "0".into(),
+            "--priority".into(),
+            plan::FLOOD_PRIORITY.to_string(),
+        ];
+        let producer = self
+            .launcher
+            .chaos(crate::processes::Role::Producer, &args)
+            .map_err(|e| e.to_string())?;
+        self.producers.push(producer);
+        self.note(Fault::Flood, None);
+        Ok(())
+    }
+
     /// Kills (-9) a worker that is not shutting down already, and starts another.
     fn kill_worker(&mut self, pick: usize) -> Result<(), String> {
         let running: Vec<usize> = (0..self.workers.len())
@@ -394,3 +445,7 @@ fn info_field(redis: &RedisServer, section: &str, field: &str) -> Result<u64, St
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| format!("INFO {section} has no {field}"))
 }
+
+/// The priority flood: this many times the run's messages, sent within this many seconds.
+const FLOOD_TIMES: u64 = 5;
+const FLOOD_SECS: f64 = 6.0;

@@ -21,6 +21,11 @@
 //! - `reconnect-storm`: a crowd of 1,000 more clients (each its own connections and a worker
 //!   of its own, in one process, straight to Redis) while Redis is killed and started again
 //!   twice: how fast they are all back, and that none missed a wake-up.
+//! - `retry-storm`: every handler fails for a fifth of the run (a file that the handlers
+//!   look for, `plan::storming`), then recovers: retries with backoff, nothing dead.
+//! - `priority-flood`: a flood of priority-9 messages (five times the run's, sent in 6 s,
+//!   more than the consumers take) beside the run's own trickle at the default 5: how long the trickle
+//!   waits (priority is strict, docs/library.md).
 //! - `disk-full`: the AOF lives on a small filesystem of the run's own (a 64 MiB tmpfs).
 //!   It is filled twice: with `appendfsync everysec`, Redis refuses writes (`MISCONF`)
 //!   until it is freed; with `always`, Redis exits at its first write that fails (its
@@ -33,6 +38,7 @@ use std::process::Command;
 use super::faults::Planned;
 use super::netns::Host;
 use crate::figures::NOTES;
+use crate::plan;
 use crate::processes::{Launcher, Placement, Proc, Role};
 
 /// One scenario of `run --scenario`.
@@ -45,6 +51,8 @@ pub enum Scenario {
     PartitionServer,
     PartitionConsumer,
     ReconnectStorm,
+    RetryStorm,
+    PriorityFlood,
 }
 
 /// The reconnect-storm scenario's crowd of clients.
@@ -91,6 +99,8 @@ impl Scenario {
                 (0.70, Planned::Heal),
             ],
             Scenario::ReconnectStorm => &[(0.25, Planned::RestartStorm), (0.60, Planned::RestartStorm)],
+            Scenario::RetryStorm => &[(0.20, Planned::StormOn), (0.40, Planned::StormOff)],
+            Scenario::PriorityFlood => &[(0.20, Planned::Flood)],
         }
     }
 
@@ -104,6 +114,8 @@ impl Scenario {
             Scenario::PartitionServer => "partition-server",
             Scenario::PartitionConsumer => "partition-consumer",
             Scenario::ReconnectStorm => "reconnect-storm",
+            Scenario::RetryStorm => "retry-storm",
+            Scenario::PriorityFlood => "priority-flood",
         }
     }
 }
@@ -124,6 +136,8 @@ pub(super) struct Prepared {
     pub crowd: Option<usize>,
     /// Where the controller writes what it measured of a fault, for the figures.
     pub notes: PathBuf,
+    /// The retry-storm scenario's file: every handler fails while it exists.
+    pub storm: Option<PathBuf>,
 }
 
 /// Who runs on a scenario's host of its own.
@@ -186,6 +200,12 @@ pub(super) fn prepare(scenario: Option<Scenario>, dir: &Path) -> Result<Prepared
             prepared.host = Some((host, role));
         }
         Some(Scenario::ReconnectStorm) => prepared.crowd = Some(CROWD),
+        Some(Scenario::RetryStorm) => {
+            let storm = dir.join("storm");
+            prepared.env = vec![(plan::STORM_ENV.into(), storm.display().to_string())];
+            prepared.storm = Some(storm);
+        }
+        Some(Scenario::PriorityFlood) => {}
         Some(Scenario::SlowNetwork | Scenario::Maxmemory) | None => {}
     }
     Ok(prepared)
