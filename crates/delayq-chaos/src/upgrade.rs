@@ -69,6 +69,25 @@ pub fn upgrade(delayq_bin: &Path, redis_args: &[String]) -> Result<u32, String> 
     }
 }
 
+/// Keeps a caller id reserved for an hour after its message is done
+/// (`delayq configure --idempotency-window 1h`), as a team whose producers retry across
+/// network faults should: a send that a partition held back until after its first copy was
+/// acked is then a duplicate, not a second message. The scenarios' queue does.
+pub fn keep_ids(delayq_bin: &Path, redis_args: &[String]) -> Result<(), String> {
+    let out = admin(
+        delayq_bin,
+        redis_args,
+        &["configure", plan::QUEUE, "--idempotency-window", "1h"],
+    )?;
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(format!(
+            "delayq configure --idempotency-window: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+}
+
 /// Fails unless every partition of the queue is of the newest format.
 pub fn check_current(delayq_bin: &Path, redis_args: &[String]) -> Result<(), String> {
     let out = admin(

@@ -259,7 +259,9 @@ impl Run {
                 if args.scenario.is_some() {
                     // A scenario's fault comes alone: the queue is of the newest format
                     // from the start.
-                    upgrade::upgrade(&delayq_bin, &["--redis-url".into(), proxy.url()])?;
+                    let redis_args = ["--redis-url".into(), proxy.url()];
+                    upgrade::upgrade(&delayq_bin, &redis_args)?;
+                    upgrade::keep_ids(&delayq_bin, &redis_args)?;
                 }
                 Backend::Single { redis, proxy }
             }

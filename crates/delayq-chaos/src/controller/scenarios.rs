@@ -20,7 +20,8 @@
 //!   off from everything for 3 leases, twice, while its handlers run.
 //! - `reconnect-storm`: a crowd of 1,000 more clients (each its own connections and a worker
 //!   of its own, in one process, straight to Redis) while Redis is killed and started again
-//!   twice: how fast they are all back, and that none missed a wake-up.
+//!   twice, while the producers still send: how fast they are back, and that none missed a
+//!   wake-up (nothing stuck, first deliveries on time).
 //! - `retry-storm`: every handler fails for a fifth of the run (a file that the handlers
 //!   look for, `plan::storming`), then recovers: retries with backoff, nothing dead.
 //! - `priority-flood`: a flood of priority-9 messages (five times the run's, sent in 6 s,
@@ -98,7 +99,7 @@ impl Scenario {
                 (0.55, Planned::Partition),
                 (0.70, Planned::Heal),
             ],
-            Scenario::ReconnectStorm => &[(0.25, Planned::RestartStorm), (0.60, Planned::RestartStorm)],
+            Scenario::ReconnectStorm => &[(0.20, Planned::RestartStorm), (0.45, Planned::RestartStorm)],
             Scenario::RetryStorm => &[(0.20, Planned::StormOn), (0.40, Planned::StormOff)],
             Scenario::PriorityFlood => &[(0.20, Planned::Flood)],
         }
