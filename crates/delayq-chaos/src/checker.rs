@@ -288,13 +288,8 @@ pub fn check(
         .iter()
         .map(|(id, &n)| (id.clone(), crate::plan::priority_of(n)))
         .collect();
-    let grouped = crate::group_checks::check(
-        &holds,
-        &groups,
-        &send_times,
-        &expiry.expired,
-        &priorities,
-    );
+    let grouped =
+        crate::group_checks::check(&holds, &groups, &send_times, &expiry.expired, &priorities);
     let events =
         crate::event_checks::check(&left.events, &left.dead_letters, &holds, cluster.is_none());
     let never_processed: Vec<&String> = sent

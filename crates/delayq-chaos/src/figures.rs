@@ -85,10 +85,7 @@ pub fn of_scenario(dir: &Path, name: &str) -> Result<String, String> {
     }
     // A priority flood: the flood's first deliveries against the run's own, from the
     // flood's start to its last delivery.
-    let flood_from = faults
-        .iter()
-        .find(|f| f.1 == Fault::Flood)
-        .map(|f| f.0);
+    let flood_from = faults.iter().find(|f| f.1 == Fault::Flood).map(|f| f.0);
     if let Some(from) = flood_from {
         let flood_end = first_starts
             .iter()

@@ -68,7 +68,11 @@ pub async fn run(args: WorkArgs) -> Result<(), String> {
             let stop = async move {
                 let _ = stopped.wait_for(|s| *s).await;
             };
-            worker.run(stop).await.map(|_| ()).map_err(|e| e.to_string())
+            worker
+                .run(stop)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         });
     }
     crate::shutdown::sigterm().await;

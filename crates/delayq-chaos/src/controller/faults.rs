@@ -12,8 +12,8 @@ use super::scenarios;
 use super::{Backend, Run, RunArgs, REDIS_DOWN};
 use crate::evidence::FREEZE;
 use crate::history::Fault;
-use crate::processes::signal;
 use crate::plan;
+use crate::processes::signal;
 use crate::upgrade;
 
 /// A fault at a fixed point of the run, as a fraction of the fault phase.

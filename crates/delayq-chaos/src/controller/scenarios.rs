@@ -99,7 +99,9 @@ impl Scenario {
                 (0.55, Planned::Partition),
                 (0.70, Planned::Heal),
             ],
-            Scenario::ReconnectStorm => &[(0.20, Planned::RestartStorm), (0.45, Planned::RestartStorm)],
+            Scenario::ReconnectStorm => {
+                &[(0.20, Planned::RestartStorm), (0.45, Planned::RestartStorm)]
+            }
             Scenario::RetryStorm => &[(0.20, Planned::StormOn), (0.40, Planned::StormOff)],
             Scenario::PriorityFlood => &[(0.20, Planned::Flood)],
         }
@@ -249,10 +251,25 @@ impl Prepared {
             workers.push(worker);
         }
         if let Some(crowd) = self.crowd {
-            let (url, crowd) = (format!("redis://127.0.0.1:{redis_port}/"), crowd.to_string());
-            let args = ["work", "--redis-url", &url, "--clients", &crowd, "--concurrency", &crowd];
+            let (url, crowd) = (
+                format!("redis://127.0.0.1:{redis_port}/"),
+                crowd.to_string(),
+            );
+            let args = [
+                "work",
+                "--redis-url",
+                &url,
+                "--clients",
+                &crowd,
+                "--concurrency",
+                &crowd,
+            ];
             let args = args.map(String::from);
-            workers.push(launcher.chaos(Role::Worker, &args).map_err(|e| e.to_string())?);
+            workers.push(
+                launcher
+                    .chaos(Role::Worker, &args)
+                    .map_err(|e| e.to_string())?,
+            );
         }
         Ok(workers)
     }
