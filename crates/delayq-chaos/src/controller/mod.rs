@@ -24,6 +24,7 @@ use crate::upgrade;
 
 mod faults;
 mod netns;
+mod planned;
 mod scenarios;
 
 /// Settings of a run.

@@ -36,8 +36,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::faults::Planned;
 use super::netns::Host;
+use super::planned::Planned;
 use crate::figures::NOTES;
 use crate::plan;
 use crate::processes::{Launcher, Placement, Proc, Role};
