@@ -268,6 +268,8 @@ fn refusal(why: &str) -> &'static str {
         "misconf"
     } else if why.contains(REDIRECTED) {
         "redirected"
+    } else if why.contains("replicas it asked for") {
+        "not_replicated"
     } else {
         "unavailable"
     }

@@ -274,6 +274,10 @@ impl Run {
             Planned::Heal => {
                 self.prepared.heal()?;
                 self.note(Fault::Heal, None);
+                let Backend::Single { redis, .. } = &self.backend else {
+                    return Err("no single Redis".into());
+                };
+                self.prepared.after_heal(redis)?;
             }
             Planned::RestartStorm => self.restart_storm()?,
             Planned::StormOn => {

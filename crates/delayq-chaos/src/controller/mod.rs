@@ -25,6 +25,7 @@ use crate::upgrade;
 mod faults;
 mod netns;
 mod planned;
+mod replica;
 mod scenarios;
 
 /// Settings of a run.
@@ -249,7 +250,7 @@ struct Run {
 
 impl Run {
     fn start(dir: &Path, me: PathBuf, delayq_bin: PathBuf, args: &RunArgs) -> Result<Run, String> {
-        let prepared = scenarios::prepare(args.scenario, dir)?;
+        let mut prepared = scenarios::prepare(args.scenario, dir)?;
         let backend = match args.cluster {
             false => {
                 let mut config = ServerConfig::appendonly();
@@ -279,6 +280,7 @@ impl Run {
         }
         if let Backend::Single { redis, .. } = &backend {
             prepared.place_server(&mut launcher, redis.port());
+            prepared.start_replica(dir, redis.port())?;
         }
         let server_port = redis_fixture::free_port();
         let server = launcher.server_on(&backend.server_args(), server_port)?;
@@ -317,8 +319,10 @@ impl Run {
         let max_delay_ms = args.seconds * 350;
         let share = args.messages.div_ceil(4);
         let (library_target, cluster_flag) = run.backend.library_target();
+        // A scenario whose sends wait for a replica sends through the library only, too.
+        let waits = (args.cluster && !args.no_wait) || run.prepared.sends_wait();
         for p in 0..4u64 {
-            let (via, target) = if p < 2 || args.cluster {
+            let (via, target) = if p < 2 || args.cluster || waits {
                 ("library", library_target.clone())
             } else {
                 ("http", run.server_url())
@@ -344,7 +348,7 @@ impl Run {
             .into();
             if via == "library" {
                 producer_args.extend(cluster_flag.map(String::from));
-                if args.cluster && !args.no_wait {
+                if waits {
                     producer_args.extend(["--wait-replicas".into(), "1".into()]);
                 }
             }

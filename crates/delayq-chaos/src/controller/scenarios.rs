@@ -18,6 +18,9 @@
 //!   clients still reach it.
 //! - `partition-consumer`: one more library worker runs on a host of its own, which is cut
 //!   off from everything for 3 leases, twice, while its handlers run.
+//! - `partition-replica`: Redis has a replica on a host of its own, every send waits for it
+//!   (`WAIT 1`, 2 s), and the replica is cut off from its master twice: sends are answered
+//!   "not replicated" and sent again (the same caller id), and the replica catches up.
 //! - `reconnect-storm`: a crowd of 1,000 more clients (each its own connections and a worker
 //!   of its own, in one process, straight to Redis) while Redis is killed and started again
 //!   twice, while the producers still send: how fast they are back, and that none missed a
@@ -38,9 +41,11 @@ use std::process::Command;
 
 use super::netns::Host;
 use super::planned::Planned;
+use super::replica::Replica;
 use crate::figures::NOTES;
 use crate::plan;
 use crate::processes::{Launcher, Placement, Proc, Role};
+use redis_fixture::RedisServer;
 
 /// One scenario of `run --scenario`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +59,7 @@ pub enum Scenario {
     ReconnectStorm,
     RetryStorm,
     PriorityFlood,
+    PartitionReplica,
 }
 
 /// The reconnect-storm scenario's crowd of clients.
@@ -93,7 +99,9 @@ impl Scenario {
                 (0.45, Planned::FillDisk { fsync_always: true }),
                 (0.65, Planned::FreeDisk),
             ],
-            Scenario::PartitionServer | Scenario::PartitionConsumer => &[
+            Scenario::PartitionServer
+            | Scenario::PartitionConsumer
+            | Scenario::PartitionReplica => &[
                 (0.20, Planned::Partition),
                 (0.35, Planned::Heal),
                 (0.55, Planned::Partition),
@@ -119,6 +127,7 @@ impl Scenario {
             Scenario::ReconnectStorm => "reconnect-storm",
             Scenario::RetryStorm => "retry-storm",
             Scenario::PriorityFlood => "priority-flood",
+            Scenario::PartitionReplica => "partition-replica",
         }
     }
 }
@@ -141,6 +150,8 @@ pub(super) struct Prepared {
     pub notes: PathBuf,
     /// The retry-storm scenario's file: every handler fails while it exists.
     pub storm: Option<PathBuf>,
+    /// The partition-replica scenario's replica, on its host.
+    pub replica: Option<Replica>,
 }
 
 /// Who runs on a scenario's host of its own.
@@ -148,6 +159,7 @@ pub(super) struct Prepared {
 pub(super) enum HostRole {
     Server,
     Worker,
+    Replica,
 }
 
 /// Gets `dir` ready for `scenario`.
@@ -182,7 +194,9 @@ pub(super) fn prepare(scenario: Option<Scenario>, dir: &Path) -> Result<Prepared
             prepared.redis_args = vec!["--dir".into(), disk.mount.display().to_string()];
             prepared.disk = Some(disk);
         }
-        Some(Scenario::PartitionServer | Scenario::PartitionConsumer) => {
+        Some(
+            Scenario::PartitionServer | Scenario::PartitionConsumer | Scenario::PartitionReplica,
+        ) => {
             let host = Host::create(1)?;
             // Redis listens on the host's link too (a private address of this machine's own
             // link, so protected mode, which takes any address but loopback for the world,
@@ -198,6 +212,7 @@ pub(super) fn prepare(scenario: Option<Scenario>, dir: &Path) -> Result<Prepared
             .into();
             let role = match scenario {
                 Some(Scenario::PartitionServer) => HostRole::Server,
+                Some(Scenario::PartitionReplica) => HostRole::Replica,
                 _ => HostRole::Worker,
             };
             prepared.host = Some((host, role));
@@ -284,11 +299,27 @@ impl Prepared {
         writeln!(file, "{line}").map_err(|e| e.to_string())
     }
 
-    /// Cuts the scenario's host off: the server from Redis, a worker from everything.
+    /// Whether every send waits for a replica (partition-replica).
+    pub(super) fn sends_wait(&self) -> bool {
+        matches!(self.host, Some((_, HostRole::Replica)))
+    }
+
+    /// Starts the scenario's replica on its host, if it has one, replicating the Redis on
+    /// `redis_port`, and waits until it is in sync.
+    pub(super) fn start_replica(&mut self, dir: &Path, redis_port: u16) -> Result<(), String> {
+        let Some((host, HostRole::Replica)) = &self.host else {
+            return Ok(());
+        };
+        self.replica = Some(Replica::start(host, dir, redis_port)?);
+        Ok(())
+    }
+
+    /// Cuts the scenario's host off: the server from Redis, a worker or a replica from
+    /// everything.
     pub(super) fn partition(&self, redis_port: u16) -> Result<(), String> {
         match &self.host {
             Some((host, HostRole::Server)) => host.cut_from_port(redis_port),
-            Some((host, HostRole::Worker)) => host.cut_off(),
+            Some((host, HostRole::Worker | HostRole::Replica)) => host.cut_off(),
             None => Err("no host to partition".into()),
         }
     }
@@ -298,6 +329,15 @@ impl Prepared {
         match &self.host {
             Some((host, _)) => host.heal(),
             None => Err("no host to heal".into()),
+        }
+    }
+
+    /// After a heal: waits for the scenario's replica, if it has one, to catch up with
+    /// `master`, and notes how long that took for the figures.
+    pub(super) fn after_heal(&self, master: &RedisServer) -> Result<(), String> {
+        match &self.replica {
+            Some(replica) => self.note(&replica.catch_up(master)?),
+            None => Ok(()),
         }
     }
 }
