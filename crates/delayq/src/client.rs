@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::handles::queue_core::{LayoutCell, Listing, QueueCore, Shared};
+use crate::handles::queue_core::{LayoutCell, QueueCore, Shared};
 use crate::queue::Queue;
 use crate::store::announcements::{self, Announcer, Process};
 use crate::store::connection;
@@ -159,9 +159,7 @@ impl DelayQ {
         partitions::check_count(partitions)?;
         let queue = self.queue(name)?;
         let core = queue.core();
-        let (recorded, created) = core
-            .record_partitions(Some(Some(partitions)), Listing::Always)
-            .await?;
+        let (recorded, created) = core.record_partitions(Some(Some(partitions))).await?;
         let recorded = recorded.unwrap_or(1);
         if created {
             core.stamp_new(&partitions::Layout::new(queue.name(), recorded))
@@ -173,7 +171,10 @@ impl DelayQ {
             ))
             .into());
         }
-        queue.core().layout().await?;
+        // Listed only once the count is the one asked for: a refused create uses nothing (a
+        // deleted queue keeps its count, and must not come back to the list by a refusal).
+        core.list().await?;
+        core.layout().await?;
         Ok(queue)
     }
 

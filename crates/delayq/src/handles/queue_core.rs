@@ -45,7 +45,7 @@ pub(crate) struct KnownLayout {
 
 /// Whether learning a queue's layout lists the queue in the registry of queue names.
 #[derive(Clone, Copy)]
-pub(crate) enum Listing {
+enum Listing {
     /// Always (a write: the queue is in use).
     Always,
     /// Only when this call recorded its partition count (it was never used).
@@ -145,10 +145,20 @@ impl QueueCore {
             .layout
             .partitions
             .get_or_try_init(|| async {
-                let (count, created) = self.record_partitions(Some(None), listing).await?;
+                let (count, created) = self.record_partitions(Some(None)).await?;
                 let layout = Arc::new(Layout::new(&self.name, count.unwrap_or(1)));
                 if created {
                     self.stamp_new(&layout).await?;
+                }
+                if created || matches!(listing, Listing::Always) {
+                    // The registry lives in a slot of its own, so it cannot be written by
+                    // the script above on a cluster. This runs once per queue per client
+                    // (the layout is learnt once), never once per message.
+                    self.list().await?;
+                } else {
+                    // Learnt without listing (a consumer): this client's first write lists
+                    // it, since it may have been deleted.
+                    self.mark_unlisted();
                 }
                 Ok::<_, Error>(layout)
             })
@@ -162,8 +172,10 @@ impl QueueCore {
         if let Some(layout) = self.layout.partitions.get() {
             return Ok(layout.clone());
         }
-        match self.record_partitions(None, Listing::IfMade).await?.0 {
+        match self.record_partitions(None).await?.0 {
             Some(count) => {
+                // Learnt by a read, not listed: this client's first write lists it.
+                self.mark_unlisted();
                 let layout = Arc::new(Layout::new(&self.name, count));
                 Ok(self
                     .layout
@@ -205,16 +217,15 @@ impl QueueCore {
 
     /// Reads the queue's partition count, `None` if it has none yet; with `Some(wanted)`,
     /// records `wanted` (1 for `None`) for a queue that has none, and returns what Redis
-    /// holds, and whether this call recorded it.
+    /// holds, and whether this call recorded it. It lists nothing: whoever learns the
+    /// layout decides that ([`learn_layout`](Self::learn_layout)).
     pub(crate) async fn record_partitions(
         &self,
         wanted: Option<Option<u16>>,
-        listing: Listing,
     ) -> Result<(Option<u16>, bool)> {
         let mut inv = SCRIPTS.partitions.prepare_invoke();
         inv.key(Keys::partitions(&self.name))
             .key(Keys::new(self.name.as_str()).seq());
-        let records = wanted.is_some();
         match wanted {
             None => inv.arg("?"),
             Some(None) => inv.arg(""),
@@ -224,23 +235,6 @@ impl QueueCore {
         let reply = inv.invoke_async(&mut self.connection()).await?;
         let created = matches!(reply, Value::Int(_));
         let count = partitions::parse_count(&reply)?;
-        // A create refused for another count uses nothing: it does not list the queue (a
-        // deleted queue keeps its count, and must not come back to the list by a refusal).
-        let refused = matches!(wanted, Some(Some(p)) if count.unwrap_or(1) != p);
-        let lists = match listing {
-            Listing::Always => true,
-            Listing::IfMade => created,
-        };
-        if records && !refused && lists {
-            // The registry lives in a slot of its own, so it cannot be written by the script
-            // above on a cluster. This runs once per queue per client (the layout is learnt
-            // once), never once per message.
-            self.list().await?;
-        } else if count.is_some() {
-            // Learnt without listing (a consumer, a read): this client's first write lists
-            // it, since it may have been deleted.
-            self.mark_unlisted();
-        }
         Ok((count, created))
     }
 

@@ -8,7 +8,7 @@
 //! the rest not; running it again finishes the rest. A queue created while no older process
 //! is running is stamped from the start.
 
-use crate::handles::queue_core::{Listing, QueueCore};
+use crate::handles::queue_core::QueueCore;
 use crate::store::formats::{DATA_FORMAT, FIRST_FORMAT};
 use crate::store::partitions::Layout;
 use crate::values::error::{Error, Result};
@@ -78,12 +78,7 @@ pub(crate) async fn upgrade(core: &QueueCore) -> Result<QueueFormat> {
 
 /// The queue's partitions if it has recorded them (it has been used), else `None`.
 async fn recorded_layout(core: &QueueCore) -> Result<Option<std::sync::Arc<Layout>>> {
-    if core
-        .record_partitions(None, Listing::IfMade)
-        .await?
-        .0
-        .is_none()
-    {
+    if core.record_partitions(None).await?.0.is_none() {
         return Ok(None);
     }
     Ok(Some(core.known_layout().await?))
