@@ -369,12 +369,23 @@ impl RedisServer {
         }
     }
 
+    /// Field `field` of `INFO section`, as text: `None` when the server does not answer, or
+    /// answers without that field.
+    pub fn info_field(&self, section: &str, field: &str) -> Option<String> {
+        let Ok(Reply::Bulk(Some(info))) = self.command(&["INFO", section]) else {
+            return None;
+        };
+        let prefix = format!("{field}:");
+        String::from_utf8_lossy(&info)
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map(|v| v.trim().to_owned())
+    }
+
     /// `used_memory` from `INFO memory`, in bytes.
     pub fn used_memory(&self) -> u64 {
-        let info = self.cli(&["INFO", "memory"]);
-        info.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .and_then(|v| v.trim().parse().ok())
+        self.info_field("memory", "used_memory")
+            .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| self.fail("INFO memory has no used_memory field"))
     }
 

@@ -396,13 +396,9 @@ fn config_set(redis: &RedisServer, key: &str, value: &str) -> Result<(), String>
 
 /// Field `field` of `INFO section` on `redis`, as a number.
 fn info_field(redis: &RedisServer, section: &str, field: &str) -> Result<u64, String> {
-    let info = match redis.command(&["INFO", section]) {
-        Ok(Reply::Bulk(Some(text))) => String::from_utf8_lossy(&text).into_owned(),
-        other => return Err(format!("INFO {section}: {other:?}")),
-    };
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
+    redis
+        .info_field(section, field)
+        .and_then(|v| v.parse().ok())
         .ok_or_else(|| format!("INFO {section} has no {field}"))
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redis_fixture::{RedisServer, Reply};
+use redis_fixture::RedisServer;
 
 use super::netns::Host;
 
@@ -78,12 +78,7 @@ impl Replica {
     pub(super) fn catch_up(&self, master: &RedisServer) -> Result<String, String> {
         let started = Instant::now();
         let offset = |text: Option<String>| text.and_then(|t| t.parse::<u64>().ok());
-        let master_offset = || match master.command(&["INFO", "replication"]) {
-            Ok(Reply::Bulk(Some(b))) => {
-                offset(field_of(&String::from_utf8_lossy(&b), "master_repl_offset"))
-            }
-            _ => None,
-        };
+        let master_offset = || offset(master.info_field("replication", "master_repl_offset"));
         let (first_master, first_replica) =
             (master_offset(), offset(self.field("slave_repl_offset")));
         let behind = match (first_master, first_replica) {
