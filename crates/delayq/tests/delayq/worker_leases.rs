@@ -430,3 +430,79 @@ async fn a_message_sent_with_its_own_handler_timeout_gets_it_in_place_of_the_wor
         "{zero:?}"
     );
 }
+
+/// Records when a handler future was dropped.
+struct DroppedAt(Arc<Mutex<Option<tokio::time::Instant>>>);
+
+impl Drop for DroppedAt {
+    fn drop(&mut self) {
+        *self.0.lock().expect("dropped-at lock") = Some(tokio::time::Instant::now());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_whose_lease_cannot_be_renewed_is_cancelled_well_before_the_lease_ends() {
+    // A process can be slow to act on its own timer (starved of CPU, as by a thousand
+    // clients reconnecting at once). Cancelling exactly at the lease's end would leave the
+    // handler running while Redis already hands the message to someone else; the runtime
+    // keeps a margin of a fifth of the lease.
+    let server = RedisServer::start();
+    let proxy = redis_fixture::Proxy::start(server.port());
+    let dq = DelayQ::connect(&proxy.url()).await.expect("connect");
+    let q = queue(&dq, "margin");
+    let lease = Duration::from_secs(3);
+    let attempts = Attempts::default();
+    let started = Arc::new(Mutex::new(None));
+    let dropped = Arc::new(Mutex::new(None));
+    let worker = WorkerBuilder::new(q.clone())
+        .lease(lease)
+        .build({
+            let (attempts, started, dropped) = (attempts.clone(), started.clone(), dropped.clone());
+            move |d: Delivery| {
+                let (attempts, started, dropped) =
+                    (attempts.clone(), started.clone(), dropped.clone());
+                async move {
+                    attempts.push(d.attempt);
+                    if d.attempt == 1 {
+                        *started.lock().expect("started lock") = Some(tokio::time::Instant::now());
+                        let _dropped = DroppedAt(dropped);
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<(), String>(())
+                }
+            }
+        })
+        .expect("build worker");
+    let running = spawn_worker(worker);
+    let sent = q.send(b"x", &SendOptions::new()).await.expect("send");
+    wait_until(Duration::from_secs(5), "the handler to start", || async {
+        attempts.get() == [1]
+    })
+    .await;
+    // From now on no request reaches Redis for 4 s: the heartbeat cannot renew the lease.
+    proxy.set_request_delay(Duration::from_secs(4));
+    wait_until(
+        Duration::from_secs(10),
+        "the handler to be cancelled",
+        || async { dropped.lock().expect("dropped lock").is_some() },
+    )
+    .await;
+    proxy.set_request_delay(Duration::ZERO);
+    let started = started.lock().expect("started lock").expect("started");
+    let dropped = dropped.lock().expect("dropped lock").expect("dropped");
+    let ran = dropped - started;
+    assert!(
+        ran <= lease - lease / 10,
+        "the handler ran {ran:?} of its {lease:?} lease unrenewed before it was cancelled"
+    );
+    let direct = DelayQ::connect(&server.url()).await.expect("connect");
+    let direct_q = queue(&direct, "margin");
+    wait_until(
+        Duration::from_secs(20),
+        "the message to run again and be acked",
+        || async { matches!(direct_q.get(&sent.id).await, Ok(None)) },
+    )
+    .await;
+    assert_eq!(attempts.get(), [1, 2]);
+    running.shutdown().await;
+}

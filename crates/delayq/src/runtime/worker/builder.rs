@@ -63,7 +63,9 @@ impl WorkerBuilder {
         self
     }
 
-    /// Lease of each message; it is extended while its handler runs.
+    /// Lease of each message; it is extended while its handler runs. A handler whose lease
+    /// could not be renewed (Redis unreachable) is cancelled once a fifth of the lease is
+    /// left, a margin for a process slow to act on its timers.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self

@@ -129,9 +129,10 @@ where
             // Permits first: zip then stops without taking a delivery it has no slot for.
             for (permit, (lane, delivery)) in permits.into_iter().zip(deliveries.by_ref()) {
                 let lane = &lanes[lane];
-                if delivery.lease_expired() {
-                    // Its claim reply came too late: another consumer may hold it by now.
-                    tracing::warn!(queue = %delivery.queue, id = %delivery.id, "delivery arrived after its lease ended; not started, Redis hands it out again");
+                if lane.running.too_late_to_start(&delivery) {
+                    // Its claim reply came too late: it would be cancelled before its first
+                    // renewal, and another consumer may hold it soon.
+                    tracing::warn!(queue = %delivery.queue, id = %delivery.id, "delivery arrived as its lease was ending; not started, Redis hands it out again");
                     continue;
                 }
                 let handler = self.handler.clone();
@@ -240,7 +241,7 @@ impl WorkerQueue {
         on_dead_letter: Option<DeadLetterHook>,
         carrying: Option<Carrying>,
     ) -> WorkerQueue {
-        let running = Running::new(queue.name().clone());
+        let running = Running::new(queue.name().clone(), lease);
         let (outcomes, settle_rx) = mpsc::unbounded_channel();
         let settler = tokio::spawn(settle::settler(
             queue.clone(),

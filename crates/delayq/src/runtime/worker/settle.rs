@@ -25,7 +25,20 @@ use crate::values::options::MAX_BATCH;
 #[derive(Clone)]
 pub(crate) struct Running {
     queue: QueueName,
+    /// How long before a lease's end (as this host measures it) a handler that could not
+    /// renew it is cancelled: see [`cancel_margin`].
+    margin: Duration,
     entries: Arc<Mutex<HashMap<u64, Entry>>>,
+}
+
+/// A handler whose lease was not renewed is cancelled this long before the lease ends, not at
+/// its end: a process starved of CPU (a thousand clients reconnecting at once, a noisy
+/// neighbour) acts on its timers late, hundreds of milliseconds late in the reconnect-storm
+/// chaos scenario, while Redis hands the message to another consumer the moment the lease
+/// ends. A fifth of the lease still leaves the heartbeat (every third of it) two tries at
+/// renewing before the cancel.
+pub(crate) fn cancel_margin(lease: Duration) -> Duration {
+    lease / 5
 }
 
 struct Entry {
@@ -37,11 +50,18 @@ struct Entry {
 }
 
 impl Running {
-    pub(crate) fn new(queue: QueueName) -> Self {
+    pub(crate) fn new(queue: QueueName, lease: Duration) -> Self {
         Running {
             queue,
+            margin: cancel_margin(lease),
             entries: Arc::default(),
         }
+    }
+
+    /// True if the delivery's lease is too near its end to start its handler: it would be
+    /// cancelled before a heartbeat could renew it.
+    pub(crate) fn too_late_to_start(&self, delivery: &Delivery) -> bool {
+        delivery.lease_remaining() <= self.margin
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<u64, Entry>> {
@@ -84,22 +104,24 @@ impl Running {
         }
     }
 
-    /// Completes once the handler's lease has passed without renewal, having taken its entry
-    /// (so nothing settles it); never completes while someone else owns its outcome.
+    /// Completes once the handler's lease is within the margin of its end without renewal,
+    /// having taken its entry (so nothing settles it); never completes while someone else
+    /// owns its outcome.
     pub(crate) async fn lease_passed(&self, token: u64) {
         loop {
             let expires = self.lock().get(&token).map(|e| e.delivery.expires);
             let Some(expires) = expires else {
                 return std::future::pending().await;
             };
-            if Instant::now() >= expires {
+            let cancel_at = expires.checked_sub(self.margin).unwrap_or(expires);
+            if Instant::now() >= cancel_at {
                 if let Some(entry) = self.lock().remove(&token) {
-                    tracing::warn!(queue = %self.queue, id = %entry.delivery.id, "lease lost while the handler ran (it passed without renewal); handler cancelled");
+                    tracing::warn!(queue = %self.queue, id = %entry.delivery.id, "lease lost while the handler ran (not renewed, and about to pass); handler cancelled");
                     return;
                 }
                 continue;
             }
-            tokio::time::sleep_until(expires).await;
+            tokio::time::sleep_until(cancel_at).await;
         }
     }
 
