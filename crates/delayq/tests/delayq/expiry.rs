@@ -232,3 +232,75 @@ async fn a_deadline_needs_format_4_and_an_older_queue_is_refused_with_nothing_wr
         .await
         .expect("send after the upgrade");
 }
+
+#[tokio::test]
+async fn a_claim_repeated_after_the_deadline_expires_the_message_it_had_taken() {
+    // A claim took the message in time, but its reply was lost (a Redis restart, a cut
+    // connection), so its consumer repeats it. The repeat comes after the deadline: handing
+    // the message over then would be a delivery after it.
+    let server = RedisServer::start();
+    let proxy = redis_fixture::Proxy::start(server.port());
+    let config = delayq::Config::default().response_timeout(Duration::from_millis(200));
+    let dq = delayq::DelayQ::connect_with(&proxy.url(), config)
+        .await
+        .expect("connect through the proxy");
+    let direct = delayq::DelayQ::connect(&server.url())
+        .await
+        .expect("connect");
+    let (q, watched) = (queue(&dq, "late-repeat"), queue(&direct, "late-repeat"));
+    let mut consumer = q.consumer().await.expect("consumer");
+    // Loads the claim script, so that the claim below runs at once in Redis.
+    let none = consumer
+        .receive(&receiving(1, LEASE, Duration::ZERO))
+        .await
+        .expect("receive");
+    assert!(none.is_empty());
+    // Two messages, so that the claim holds them under one lease: one with a deadline.
+    let sent = q
+        .send(
+            b"close",
+            &SendOptions::new().ttl(Duration::from_millis(400)),
+        )
+        .await
+        .expect("send");
+    let other = q.send(b"remind", &SendOptions::new()).await.expect("send");
+    proxy.set_reply_delay(Duration::from_millis(600));
+    let lost = consumer.receive(&receiving(2, LEASE, Duration::ZERO)).await;
+    assert!(
+        matches!(&lost, Err(e) if e.is_connection_error()),
+        "the reply timed out: {lost:?}"
+    );
+    wait_until(Duration::from_secs(5), "the claim to have run", || async {
+        counts(&watched).await == [0, 0, 2, 0]
+    })
+    .await;
+    proxy.set_reply_delay(Duration::ZERO);
+    past(400).await;
+    let repeated = consumer
+        .receive(&receiving(2, LEASE, Duration::ZERO))
+        .await
+        .expect("receive");
+    assert_eq!(
+        repeated.iter().map(|d| &d.id).collect::<Vec<_>>(),
+        [&other.id],
+        "only the message without a deadline is handed over"
+    );
+    assert_eq!(repeated[0].attempt, 1);
+    assert_eq!(
+        dead_error(&watched, &sent.id).await.as_deref(),
+        Some("expired")
+    );
+    let reported: Vec<_> = consumer
+        .take_dead_lettered()
+        .into_iter()
+        .map(|d| (d.id, d.error))
+        .collect();
+    assert_eq!(reported, [(sent.id.clone(), "expired".to_owned())]);
+    assert_eq!(counts(&watched).await, [0, 0, 1, 1]);
+    q.ack(&repeated[0])
+        .await
+        .expect("its lease still holds: acked");
+    assert_eq!(counts(&watched).await, [0, 0, 0, 1]);
+    let dead = watched.get(&sent.id).await.expect("get").expect("dead");
+    assert_eq!(dead.attempts, 0, "the lost claim's delivery reached no one");
+}

@@ -16,6 +16,7 @@
 --   more than one, are held under one lease, the claim's (leases.lua)
 --   ARGV[6] '1' when this call repeats a claim whose reply was lost (same token base): the
 --     messages that claim took are returned again, leases renewed, if still held under it
+--     and their deadline (expiry.lua) has not come; one whose deadline came expires
 --   ARGV[7] '1' for a claim by push delivery: a queue set to push (control field `push`) is
 --     claimed only by those, any other only by the rest
 --   ARGV[8] '0' for a consumer that never repeats a claim (one HTTP request's): no claim
@@ -63,17 +64,28 @@ local acked = #ARGV > 9 and ack_leases(ARGV, 10, now) or {}
 if ARGV[6] == '1' then
   local rec = redis.call('GET', KEYS[13])
   if rec and rec:sub(1, 6) == be6(base) then
-    local out = { 0, deadline, base, now, 0, {}, acked }
+    local expired = {}
+    local out = { 0, deadline, base, now, 0, expired, acked }
     for j = 1, (#rec - 6) / 6 do
       local seq = rec:sub(6 * j + 1, 6 * j + 6)
       local member = seq .. be6(base + j)
       local v = redis.call('HGET', k.held, seq)
       local held_until, claim = claim_leases.deadline(seq, member:sub(7))
+      out[7 + j] = false
       if v and v:sub(1, 6) == member:sub(7) and (held_until or 0) > now_ms then
-        redis.call('ZADD', k.leases, 'XX', lease_end(unbe7(v, 9)), claim or member)
-        out[7 + j] = v:sub(9)
-      else
-        out[7 + j] = false
+        -- Handing it over now is a delivery now: past its deadline, it expires instead.
+        -- (Parsed before any write: a Lua error after a write would not undo it.)
+        local ok, m = false, nil
+        if expiry().held_past(v, now_ms) then
+          ok, m = pcall(parse_held, seq, v)
+        end
+        if ok then
+          expired[#expired + 1] = m.id
+          expired[#expired + 1] = EXPIRED_AS[expiry().expire_held(m, member, now)]
+        else
+          redis.call('ZADD', k.leases, 'XX', lease_end(unbe7(v, 9)), claim or member)
+          out[7 + j] = v:sub(9)
+        end
       end
     end
     return out

@@ -10,12 +10,13 @@
 -- A partition that was sent a deadline says so (control field `deadlines`, set by send.lua):
 -- only then, or with a `ttl_ms`, do claims look at each record's deadline.
 -- Nothing scans for expired messages: a claim meets them in due order, as it meets every
--- due message, and a retry that would start after the deadline expires instead.
+-- due message, a retry that would start after the deadline expires instead, and so does a
+-- message a claim still holds when that claim is repeated (its reply lost) after the deadline.
 
 -- Made on first use, once (make_expiry; as groups.lua's); expiry() readies them for a call.
--- Per call: expiry_made, and `drop` (the queue's on_expire, read
--- once a call expires a message).
-local expiry_made, drop = nil, nil
+-- Per call: expiry_made, `drop` (the queue's on_expire, read
+-- once a call expires a message) and `held_settings` (read once a call asks held_past).
+local expiry_made, drop, held_settings = nil, nil, nil
 local expiry_helpers
 local function make_expiry()
 
@@ -77,7 +78,32 @@ local function make_expiry()
     return outcome
   end
 
-  expiry_helpers = { deadline_of = deadline_of, expire = expire }
+  -- Whether held value `v` (lease token, attempts, then the record as it was pending) is of
+  -- a message whose deadline came by `now_ms`: a claim repeated after its reply was lost
+  -- asks before it hands a message over again.
+  local function held_past(v, now_ms)
+    if held_settings == nil then
+      local c = redis.call('HMGET', k.control, 'ttl_ms', 'deadlines')
+      held_settings = { on = c[1] ~= false or c[2] ~= false, ttl = tonumber(c[1] or '') }
+    end
+    -- (19: the shortest record, claim.lua's MIN_RECORD.)
+    if not held_settings.on or #v < 8 + 19 then
+      return false
+    end
+    local at = deadline_of(v:sub(9), held_settings.ttl)
+    return at ~= nil and at <= now_ms
+  end
+
+  -- Ends held message `m` (parse_held), whose deadline came before it reached anyone: its
+  -- lease (`member`) and hold end, and it expires with the attempts it had before.
+  local function expire_held(m, member, now)
+    release_lease(member)
+    m.attempts = math.max(m.attempts - 1, 0)
+    return expire(m, now)
+  end
+
+  expiry_helpers = { deadline_of = deadline_of, expire = expire, held_past = held_past,
+    expire_held = expire_held }
 end
 
 local function expiry()
@@ -85,7 +111,7 @@ local function expiry()
     if not expiry_helpers then
       make_expiry()
     end
-    drop = nil
+    drop, held_settings = nil, nil
     expiry_made = expiry_helpers
   end
   return expiry_made
