@@ -303,8 +303,9 @@ func (w *Worker[T]) receiveLoop(poll, base context.Context) {
 			continue
 		}
 		pause = w.opts.ErrorBackoff
-		if len(deliveries) > 0 && time.Since(sentAt) >= w.opts.Lease {
-			// The claim came somewhere in a wait longer than a lease: renew before starting.
+		if len(deliveries) > 0 && time.Since(sentAt) >= w.opts.Lease-leaseMargin(w.opts.Lease) {
+			// The claim came somewhere in a wait about as long as a lease: its lease may have
+			// ended, or be within its margin. Renew before starting.
 			sentAt = time.Now()
 			deliveries = w.renew(base, deliveries)
 		}

@@ -15,6 +15,13 @@ const settleTimeout = 10 * time.Second
 // extendChunk is the most receipts in one extend (the server's default batch limit is 1000).
 const extendChunk = 500
 
+// leaseMargin is how long before its lease ends a handler whose lease could not be extended
+// is cancelled: a fifth of the lease. Cancelling only once an extend fails would leave it
+// running after the server handed the message to another consumer, which happens the moment
+// the lease ends; and a busy process acts on its timers late. With heartbeats every third of
+// the lease, a lease still gets two tries at renewal first.
+func leaseMargin(lease time.Duration) time.Duration { return lease / 5 }
+
 // A job's outcome is decided once: by its handler ending, its timeout, a lost lease or the
 // stop's grace ending. Whoever decides first settles it; the others do nothing, so that a
 // delivery is never acked after it was released, nor nacked twice.
@@ -35,6 +42,9 @@ type job[T any] struct {
 	// leaseEnds is when the lease surely still holds, by this process's clock (counted
 	// from before the request that set it). Guarded by the Worker's mu.
 	leaseEnds time.Time
+	// leaseTimer cancels the job as lost once only the margin of its lease is left; each
+	// renewal moves it. Guarded by the Worker's mu.
+	leaseTimer *time.Timer
 }
 
 func (j *job[T]) decide(state int32) bool {
@@ -47,6 +57,7 @@ func (j *job[T]) running() bool { return atomic.LoadInt32(&j.state) == jobRunnin
 // and by the handler timeout (the message's own, else the Worker's).
 func (w *Worker[T]) newJob(base context.Context, d Delivery[T], claimedAt time.Time) (*job[T], time.Duration) {
 	j := &job[T]{d: d, leaseEnds: claimedAt.Add(w.opts.Lease)}
+	j.leaseTimer = time.AfterFunc(w.untilMargin(j), func() { w.lose(j) })
 	timeout := d.HandlerTimeout
 	if timeout == 0 {
 		timeout = w.opts.HandlerTimeout
@@ -64,6 +75,7 @@ func (w *Worker[T]) run(base context.Context, j *job[T], timeout time.Duration) 
 	defer func() {
 		j.cancel()
 		w.mu.Lock()
+		j.leaseTimer.Stop()
 		delete(w.jobs, j)
 		w.mu.Unlock()
 		select {
@@ -237,20 +249,8 @@ func (w *Worker[T]) extend(base context.Context, queue string, jobs []*job[T]) {
 	results, err := w.c.ExtendMany(ctx, queue, receipts, w.opts.Lease)
 	cancel()
 	if err != nil {
+		// Each job's lease timer cancels it if no later extend gets through in time.
 		w.report(fmt.Errorf("delayq worker: %s: extending %d leases failed: %w", queue, len(jobs), err))
-		now := time.Now()
-		w.mu.Lock()
-		var passed []*job[T]
-		for _, j := range jobs {
-			if !now.Before(j.leaseEnds) {
-				passed = append(passed, j)
-			}
-		}
-		w.mu.Unlock()
-		// Not renewed in time: surely gone.
-		for _, j := range passed {
-			w.lose(j)
-		}
 		return
 	}
 	ok := map[string]bool{}
@@ -261,11 +261,18 @@ func (w *Worker[T]) extend(base context.Context, queue string, jobs []*job[T]) {
 		if ok[j.d.Receipt] {
 			w.mu.Lock()
 			j.leaseEnds = sentAt.Add(w.opts.Lease)
+			j.leaseTimer.Reset(w.untilMargin(j))
 			w.mu.Unlock()
 		} else {
 			w.lose(j)
 		}
 	}
+}
+
+// untilMargin is how long until only the margin of j's lease is left (leaseEnds read under
+// the Worker's mu, or before j is shared).
+func (w *Worker[T]) untilMargin(j *job[T]) time.Duration {
+	return time.Until(j.leaseEnds.Add(-leaseMargin(w.opts.Lease)))
 }
 
 func (w *Worker[T]) lose(j *job[T]) {

@@ -294,3 +294,46 @@ func TestStopBeforeRun(t *testing.T) {
 		t.Fatal("Done is not closed")
 	}
 }
+
+// A handler whose lease cannot be extended (the server unreachable for extends) is cancelled
+// once a fifth of its lease is left, not when an extend finally fails: the server hands the
+// message to another consumer the moment the lease ends.
+func TestWorkerCancelsAHandlerWellBeforeAnUnrenewedLeaseEnds(t *testing.T) {
+	ctx, q := testContext(t), queueName(t)
+	target, _ := url.Parse(server(t).URL)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	var cut atomic.Bool
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cut.Load() && strings.HasSuffix(r.URL.Path, "/extend") {
+			// Held until the client gives up on it (the server notices that only once the
+			// body was read).
+			_, _ = io.Copy(io.Discard, r.Body)
+			<-r.Context().Done()
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	c := delayq.NewClient(s.URL)
+	lease := 1500 * time.Millisecond
+	var startedAt, cancelledAt atomic.Int64
+	w := newTestWorker(t, c, q, func(ctx context.Context, d delayq.Delivery[string]) error {
+		startedAt.Store(time.Now().UnixNano())
+		<-ctx.Done()
+		cancelledAt.Store(time.Now().UnixNano())
+		return ctx.Err()
+	}, delayq.WorkerOptions[string]{Wait: time.Second, Lease: lease})
+	runWorker(t, w)
+	if _, err := delayq.Send(ctx, c, q, "x", delayq.ID("m1")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the handler to start", func() (bool, error) { return startedAt.Load() != 0, nil })
+	cut.Store(true)
+	waitFor(t, 10*time.Second, "the handler to be cancelled", func() (bool, error) { return cancelledAt.Load() != 0, nil })
+	cut.Store(false)
+	ran := time.Duration(cancelledAt.Load() - startedAt.Load())
+	if ran > lease-lease/10 {
+		t.Fatalf("the handler ran %v of its %v lease unrenewed before it was cancelled", ran, lease)
+	}
+}
