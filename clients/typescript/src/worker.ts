@@ -71,6 +71,8 @@ interface Job<T> {
   decided: boolean;
   /** Local time until which the lease surely holds (renewed by each extend). */
   leaseUntil: number;
+  /** Aborts the job as lost once only the margin of its lease is left (watchLease). */
+  leaseTimer?: ReturnType<typeof setTimeout>;
   done: Promise<void>;
 }
 
@@ -81,6 +83,14 @@ interface Job<T> {
  * deliveries would stay in flight, unseen, until their leases end.
  */
 const POLL_SETTLE_MS = 200;
+
+/**
+ * A handler whose lease could not be extended is aborted once this share of the lease is
+ * left, not when an extend finally fails: the server hands the message to another consumer
+ * the moment the lease ends, and a busy process acts on its timers late. With extends every
+ * third of the lease, a lease still gets two tries at renewal first.
+ */
+const LEASE_MARGIN = 1 / 5;
 
 export class Worker<T = unknown> extends EventEmitter {
   /** The queues it receives from. */
@@ -238,9 +248,10 @@ export class Worker<T = unknown> extends EventEmitter {
         break;
       }
       let claimedAt = sentAt;
-      if (deliveries.length > 0 && Date.now() - sentAt >= this.settings.leaseMs) {
-        // The claim happened somewhere in a wait longer than a lease: its lease may have
-        // ended (and the message gone to another consumer). Renew before starting.
+      if (deliveries.length > 0 && Date.now() - sentAt >= this.settings.leaseMs * (1 - LEASE_MARGIN)) {
+        // The claim happened somewhere in a wait about as long as a lease: its lease may
+        // have ended (and the message gone to another consumer), or be within its margin.
+        // Renew before starting.
         claimedAt = Date.now();
         deliveries = await this.renew(deliveries);
       }
@@ -301,6 +312,7 @@ export class Worker<T = unknown> extends EventEmitter {
       done: Promise.resolve(),
     };
     this.jobs.add(job);
+    this.watchLease(job);
     const timeoutMs = delivery.handler_timeout_ms ?? this.settings.handlerTimeoutMs;
     job.done = (async () => {
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -328,6 +340,7 @@ export class Worker<T = unknown> extends EventEmitter {
         this.report(error, delivery);
       } finally {
         clearTimeout(timer);
+        clearTimeout(job.leaseTimer);
         this.jobs.delete(job);
         this.slotFreed?.();
         this.slotFreed = undefined;
@@ -359,19 +372,28 @@ export class Worker<T = unknown> extends EventEmitter {
             { timeoutMs: Math.max(1_000, leaseMs / 3), signal: this.extendAbort.signal },
           );
           results.forEach((r, i) => {
-            if (r.ok) js[i].leaseUntil = sentAt + leaseMs;
-            else this.lose(js[i]);
+            if (!r.ok) return this.lose(js[i]);
+            js[i].leaseUntil = sentAt + leaseMs;
+            this.watchLease(js[i]);
           });
         } catch (error) {
           if (this.extendAbort.signal.aborted) return;
+          // Unreachable server: the job's lease timer aborts it if no later extend gets through.
           this.report(error);
-          // Unreachable server: a lease not renewed in time is surely gone.
-          for (const job of js) if (Date.now() >= job.leaseUntil) this.lose(job);
         }
       }));
     } finally {
       this.extending = false;
     }
+  }
+
+  /** (Re)arms the timer that aborts `job` as lost once only the margin of its lease is left. */
+  private watchLease(job: Job<T>): void {
+    clearTimeout(job.leaseTimer);
+    const at = job.leaseUntil - this.settings.leaseMs * LEASE_MARGIN;
+    job.leaseTimer = setTimeout(() => this.lose(job), Math.max(0, at - Date.now()));
+    // A handler that ignores its abort must not keep the process alive through this timer.
+    job.leaseTimer.unref?.();
   }
 
   private lose(job: Job<T>): void {

@@ -1,6 +1,7 @@
 // The worker against a real server: ack on success, nack and retry after retry_after, a
 // permanent failure to the dead letters and back by requeue, leases extended while a slow
-// handler runs (no second delivery), a claim that came back after its lease not started, a
+// handler runs (no second delivery), a handler aborted a fifth of its lease before the lease
+// ends when it cannot be extended, a claim that came back after its lease not started, a
 // graceful stop that releases an unfinished message to another consumer at once (by stop()
 // or SIGTERM), concurrency, and handler timeouts.
 
@@ -203,6 +204,39 @@ test('a claim whose reply came after its lease ended is not started', async () =
   // The stale claim (attempt 1) was dropped; the message was handled once, on its next claim.
   assert.ok(delayed);
   assert.deepEqual(attempts, [2]);
+  await w.stop();
+});
+
+test('a handler whose lease cannot be extended is aborted well before the lease ends', async () => {
+  const q = uniqueQueue('margin');
+  // The server becomes unreachable for extends: each hangs until it is given up. Cancelling
+  // only once an extend fails would leave the handler running while the message is handed
+  // to someone else; the worker keeps a margin of a fifth of the lease.
+  let cut = false;
+  const cutFetch = (url, init) => {
+    if (cut && String(url).endsWith('/extend')) {
+      return new Promise((_, fail) => init?.signal?.addEventListener('abort', () => fail(init.signal.reason)));
+    }
+    return fetch(url, init);
+  };
+  const cutOff = new DelayqClient({ baseUrl: server.url, fetch: cutFetch });
+  let startedAt;
+  let abortedAt;
+  const w = cutOff.worker(q, async (d, { signal: aborted }) => {
+    startedAt = Date.now();
+    await new Promise((ok) => aborted.addEventListener('abort', ok));
+    abortedAt = Date.now();
+  }, { lease: '1500ms', wait: '1s' });
+  w.on('error', () => {});
+  workers.push(w);
+  w.start();
+  await client.send(q, 'x', { id: 'm1' });
+  await waitFor(() => startedAt !== undefined, { what: 'the handler to start' });
+  cut = true;
+  await waitFor(() => abortedAt !== undefined, { what: 'the handler to be aborted' });
+  const ran = abortedAt - startedAt;
+  assert.ok(ran <= 1500 - 150, `the handler ran ${ran} ms of its 1500 ms lease unrenewed before it was aborted`);
+  cut = false;
   await w.stop();
 });
 
