@@ -7,6 +7,8 @@ import asyncio
 import time
 from typing import Any, Awaitable, Callable, List, Sequence, Tuple, TypeVar
 
+import httpx
+
 from delayq import (
     AsyncClient, AsyncWorker, Delivery, LeaseLostError, NotFoundError, PermanentFailure,
     RetryLater, SettleResult,
@@ -209,5 +211,61 @@ def test_async_handler_timeout_fails_the_attempt(server: ServerProcess, queue: s
             await task
             dead = (await client.dead_letters(queue)).items[0]
             assert dead.last_error is not None and "timed out" in dead.last_error
+
+    asyncio.run(main())
+
+
+class CutExtends(httpx.AsyncBaseTransport):
+    """A real connection to the server, except that once ``cut``, extends get no answer (a
+    network that drops them): each hangs until its caller gives up."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.cut = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.cut and request.url.path.endswith("/extend"):
+            await asyncio.sleep(30)
+            raise httpx.ReadTimeout("no answer", request=request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_async_worker_cancels_a_handler_well_before_an_unrenewed_lease_ends(
+        server: ServerProcess, queue: str) -> None:
+    # Cancelling only once an extend fails would leave the handler running after the server
+    # handed the message to another consumer, the moment the lease ended; the worker keeps a
+    # margin of a fifth of the lease.
+    async def main() -> None:
+        transport = CutExtends()
+        async with AsyncClient(server.url,
+                               http_client=httpx.AsyncClient(transport=transport)) as client:
+            await client.send(queue, "x", id="m1")
+            started, cancelled = asyncio.Event(), asyncio.Event()
+            times: List[float] = []
+
+            async def handle(d: Delivery) -> None:
+                times.append(time.monotonic())
+                started.set()
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    times.append(time.monotonic())
+                    cancelled.set()
+                    raise
+
+            worker = AsyncWorker(client, queue, handle, lease="1500ms", poll_wait="500ms")
+            task = asyncio.create_task(worker.run())
+            await asyncio.wait_for(started.wait(), 10)
+            transport.cut = True
+            await asyncio.wait_for(cancelled.wait(), 10)
+            transport.cut = False
+            ran = times[1] - times[0]
+            assert ran <= 1.5 - 0.15, \
+                f"the handler ran {ran:.3f}s of its 1.5s lease unrenewed before it was cancelled"
+            await worker.stop()
+            await task
 
     asyncio.run(main())

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import signal
 import time
-from typing import Any, Awaitable, Callable, Dict, List, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from ._durations import Duration
 from ._pollcut import ANSWER_WAIT, PollLine
@@ -19,7 +19,7 @@ from ._sources import QueueSpec, by_queue
 from ._worker_options import EXTEND_CHUNK, GRACE, LEASE, POLL_SETTLE, POLL_WAIT, WorkerOptions
 from .aio import POLL_LINE, AsyncClient
 from .errors import DelayqError, LeaseLostError
-from .handling import CompletedHook, ErrorHook, FailedHook, Job, JobState, nack_args
+from .handling import LEASE_MARGIN, CompletedHook, ErrorHook, FailedHook, Job, JobState, nack_args
 from .handling import report_lost_acks, settle_hook
 from .models import Delivery
 
@@ -250,6 +250,11 @@ class AsyncWorker:
 
     async def _accept(self, deliveries: List[Delivery], claimed_at: float) -> None:
         assert self._stopping is not None
+        margin = self.options.lease_s * LEASE_MARGIN
+        if deliveries and time.monotonic() - claimed_at >= self.options.lease_s - margin:
+            # The claim happened somewhere in a poll about as long as a lease: its lease may
+            # have ended, or be within its margin. Renewed before starting.
+            claimed_at, deliveries = await self._renew(deliveries)
         late: List[Delivery] = []
         for delivery in deliveries:
             if self._stopping.is_set() or self._closed:
@@ -261,7 +266,35 @@ class AsyncWorker:
                 continue
             self._jobs[delivery.receipt] = job
             self._tasks[delivery.receipt] = asyncio.create_task(self._run_job(job))
+            self._watch_lease(job)
         await self._release(late)
+
+    async def _renew(self, deliveries: List[Delivery]) -> Tuple[float, List[Delivery]]:
+        """Extends the leases of deliveries not started yet: answers when the extends were
+        sent and the deliveries still leased (the others are the server's again)."""
+        sent_at = time.monotonic()
+        kept: List[Delivery] = []
+        grouped: Dict[str, List[Delivery]] = {}
+        for d in deliveries:
+            grouped.setdefault(d.queue, []).append(d)
+        for queue, group in grouped.items():
+            try:
+                results = await self.client.extend_many(
+                    queue, [d.receipt for d in group], lease=self.options.lease)
+            except DelayqError as exc:
+                log.warning("renewing %d late deliveries failed: %s", len(group), exc)
+                continue
+            ok = {r.receipt for r in results if r.ok}
+            kept += [d for d in group if d.receipt in ok]
+        return sent_at, kept
+
+    def _watch_lease(self, job: Job) -> None:
+        """(Re)arms the timer that gives ``job`` up once only the margin of its lease is left."""
+        if job.lease_timer is not None:
+            job.lease_timer.cancel()
+        left = job.lease_ends - self.options.lease_s * LEASE_MARGIN - time.monotonic()
+        job.lease_timer = asyncio.get_running_loop().call_later(
+            max(0.0, left), self._lose, job, "could not be renewed in time")
 
     async def _extend_loop(self) -> None:
         while True:
@@ -277,16 +310,16 @@ class AsyncWorker:
             results = await self.client.extend_many(
                 queue, [j.delivery.receipt for j in jobs], lease=self.options.lease)
         except DelayqError as exc:
+            # Each job's lease timer gives it up if no later extend gets through in time.
             log.warning("extending %d leases failed: %s", len(jobs), exc)
             await settle_hook("on_error", self._hooks.error(exc))
-            for job in jobs:
-                if job.lease_passed():
-                    self._lose(job, "passed unrenewed")
             return
         ok = {r.receipt for r in results if r.ok}
         for job in jobs:
             if job.delivery.receipt in ok:
                 job.lease_ends = sent_at + self.options.lease_s
+                if job.running:
+                    self._watch_lease(job)
             else:
                 self._lose(job, "was lost")
 
@@ -330,6 +363,8 @@ class AsyncWorker:
                 await self._settle(job, None)
                 await settle_hook("on_completed", self._hooks.completed(job.delivery, result))
         finally:
+            if job.lease_timer is not None:
+                job.lease_timer.cancel()
             self._jobs.pop(job.delivery.receipt, None)
             self._tasks.pop(job.delivery.receipt, None)
             if self._changed is not None:

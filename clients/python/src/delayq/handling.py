@@ -11,6 +11,7 @@ logger unless the worker's ``log_failures`` is off.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import threading
@@ -182,6 +183,13 @@ class JobState(Enum):
     LOST = "lost"
 
 
+# A handler whose lease could not be extended is given up (the async worker cancels it) once
+# this share of the lease is left, not when an extend finally fails: the server hands the
+# message to another consumer the moment the lease ends, and a busy process acts on its timers
+# late. With extends every third of the lease, a lease still gets two tries at renewal first.
+LEASE_MARGIN = 1 / 5
+
+
 class Job:
     """One delivery being handled, and its lease as this process sees it."""
 
@@ -190,6 +198,8 @@ class Job:
         # Counted from before the receive was sent, by the local monotonic clock, so it is
         # never later than the server's deadline.
         self.lease_ends = claimed_at + lease_seconds
+        # The async worker's timer that gives the job up at the lease's margin.
+        self.lease_timer: Optional[asyncio.TimerHandle] = None
         self.state = JobState.RUNNING
         self._lock = threading.Lock()
 
