@@ -21,6 +21,19 @@ pub async fn setup_with(config: ServerConfig) -> (RedisServer, DelayQ) {
     (server, dq)
 }
 
+/// A proxy in front of `server`, a client through it that gives up on a reply after
+/// 200 ms (so that a held reply is a lost one), and a client straight to `server` for
+/// looking on.
+pub async fn behind_proxy(server: &RedisServer) -> (redis_fixture::Proxy, DelayQ, DelayQ) {
+    let proxy = redis_fixture::Proxy::start(server.port());
+    let config = Config::default().response_timeout(Duration::from_millis(200));
+    let dq = DelayQ::connect_with(&proxy.url(), config)
+        .await
+        .expect("connect through the proxy");
+    let direct = DelayQ::connect(&server.url()).await.expect("connect");
+    (proxy, dq, direct)
+}
+
 /// A client of `cluster`, connected through its first node.
 pub async fn cluster_client(cluster: &redis_fixture::RedisCluster) -> DelayQ {
     DelayQ::connect_cluster(&[&cluster.urls()[0]], Config::default())

@@ -239,14 +239,7 @@ async fn a_claim_repeated_after_the_deadline_expires_the_message_it_had_taken() 
     // connection), so its consumer repeats it. The repeat comes after the deadline: handing
     // the message over then would be a delivery after it.
     let server = RedisServer::start();
-    let proxy = redis_fixture::Proxy::start(server.port());
-    let config = delayq::Config::default().response_timeout(Duration::from_millis(200));
-    let dq = delayq::DelayQ::connect_with(&proxy.url(), config)
-        .await
-        .expect("connect through the proxy");
-    let direct = delayq::DelayQ::connect(&server.url())
-        .await
-        .expect("connect");
+    let (proxy, dq, direct) = behind_proxy(&server).await;
     let (q, watched) = (queue(&dq, "late-repeat"), queue(&direct, "late-repeat"));
     let mut consumer = q.consumer().await.expect("consumer");
     // Loads the claim script, so that the claim below runs at once in Redis.

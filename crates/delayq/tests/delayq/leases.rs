@@ -477,14 +477,7 @@ struct LostClaim {
 impl LostClaim {
     async fn new(name: &str) -> LostClaim {
         let server = RedisServer::start();
-        let proxy = redis_fixture::Proxy::start(server.port());
-        let config = delayq::Config::default().response_timeout(Duration::from_millis(200));
-        let dq = delayq::DelayQ::connect_with(&proxy.url(), config)
-            .await
-            .expect("connect through the proxy");
-        let direct = delayq::DelayQ::connect(&server.url())
-            .await
-            .expect("connect");
+        let (proxy, dq, direct) = behind_proxy(&server).await;
         let q = queue(&dq, name);
         let mut consumer = q.consumer().await.expect("consumer");
         // Loads the claim script, so that a claim runs at once in Redis.
