@@ -244,8 +244,6 @@ struct Run {
     crashes: Vec<String>,
     /// What the run's scenario set up (its clock file, its disk).
     prepared: scenarios::Prepared,
-    /// The run's own messages (a flood comes on top).
-    messages: u64,
 }
 
 impl Run {
@@ -297,7 +295,6 @@ impl Run {
             counts: BTreeMap::new(),
             crashes: Vec::new(),
             prepared,
-            messages: args.messages,
         };
         for i in 0..args.workers + args.consumers {
             let role = if i < args.workers {
