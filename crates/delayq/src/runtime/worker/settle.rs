@@ -37,7 +37,7 @@ pub(crate) struct Running {
 /// chaos scenario, while Redis hands the message to another consumer the moment the lease
 /// ends. A fifth of the lease still leaves the heartbeat (every third of it) two tries at
 /// renewing before the cancel.
-pub(crate) fn cancel_margin(lease: Duration) -> Duration {
+fn cancel_margin(lease: Duration) -> Duration {
     lease / 5
 }
 

@@ -76,7 +76,7 @@ if ARGV[6] == '1' then
         -- Handing it over now is a delivery now: past its deadline, it expires instead.
         -- (Parsed before any write: a Lua error after a write would not undo it.)
         local ok, m = false, nil
-        if expiry().held_past(v, now_ms) then
+        if #v >= 8 + MIN_RECORD and expiry().held_past(v, now_ms) then
           ok, m = pcall(parse_held, seq, v)
         end
         if ok then

@@ -78,16 +78,15 @@ local function make_expiry()
     return outcome
   end
 
-  -- Whether held value `v` (lease token, attempts, then the record as it was pending) is of
-  -- a message whose deadline came by `now_ms`: a claim repeated after its reply was lost
-  -- asks before it hands a message over again.
+  -- Whether held value `v` (lease token, attempts, then the record as it was pending, whole:
+  -- the caller checks its length) is of a message whose deadline came by `now_ms`: a claim
+  -- repeated after its reply was lost asks before it hands a message over again.
   local function held_past(v, now_ms)
     if held_settings == nil then
       local c = redis.call('HMGET', k.control, 'ttl_ms', 'deadlines')
       held_settings = { on = c[1] ~= false or c[2] ~= false, ttl = tonumber(c[1] or '') }
     end
-    -- (19: the shortest record, claim.lua's MIN_RECORD.)
-    if not held_settings.on or #v < 8 + 19 then
+    if not held_settings.on then
       return false
     end
     local at = deadline_of(v:sub(9), held_settings.ttl)
