@@ -325,16 +325,12 @@ fn rss_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Field `field` of `INFO section` as a number, 0 when Redis does not say.
 fn info_field(redis: &RedisServer, section: &str, field: &str) -> u64 {
-    let prefix = format!("{field}:");
-    match redis.command(&["INFO", section]) {
-        Ok(reply) => reply
-            .render()
-            .lines()
-            .find_map(|l| l.strip_prefix(&prefix).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or(0),
-        Err(_) => 0,
-    }
+    redis
+        .info_field(section, field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 fn count(redis: &RedisServer, cmd: &str, key: &str) -> u64 {
