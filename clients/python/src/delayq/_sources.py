@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .handling import Job
+from .models import Delivery
 
 __all__ = ["QueueSpec", "Source", "by_queue"]
 
@@ -66,4 +67,12 @@ def by_queue(jobs: Iterable[Job]) -> Dict[str, List[Job]]:
     grouped: Dict[str, List[Job]] = {}
     for job in jobs:
         grouped.setdefault(job.delivery.queue, []).append(job)
+    return grouped
+
+
+def receipts_by_queue(deliveries: Iterable[Delivery]) -> Dict[str, List[str]]:
+    """The receipts of ``deliveries`` by the queue each came from (where it is settled)."""
+    grouped: Dict[str, List[str]] = {}
+    for d in deliveries:
+        grouped.setdefault(d.queue, []).append(d.receipt)
     return grouped

@@ -11,11 +11,11 @@ import asyncio
 import logging
 import signal
 import time
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple
 
 from ._durations import Duration
 from ._pollcut import ANSWER_WAIT, PollLine
-from ._sources import QueueSpec, by_queue
+from ._sources import QueueSpec, by_queue, receipts_by_queue
 from ._worker_options import EXTEND_CHUNK, GRACE, LEASE, POLL_SETTLE, POLL_WAIT, WorkerOptions
 from .aio import POLL_LINE, AsyncClient
 from .errors import DelayqError, LeaseLostError
@@ -163,10 +163,7 @@ class AsyncWorker:
             poller.cancel()
 
     async def _release(self, deliveries: List[Delivery]) -> None:
-        by_name: Dict[str, List[str]] = {}
-        for d in deliveries:
-            by_name.setdefault(d.queue, []).append(d.receipt)
-        for queue, receipts in by_name.items():
+        for queue, receipts in receipts_by_queue(deliveries).items():
             try:
                 await self.client.release_many(queue, receipts)
                 log.info("released %d unfinished deliveries of %s", len(receipts), queue)
@@ -273,20 +270,15 @@ class AsyncWorker:
         """Extends the leases of deliveries not started yet: answers when the extends were
         sent and the deliveries still leased (the others are the server's again)."""
         sent_at = time.monotonic()
-        kept: List[Delivery] = []
-        grouped: Dict[str, List[Delivery]] = {}
-        for d in deliveries:
-            grouped.setdefault(d.queue, []).append(d)
-        for queue, group in grouped.items():
+        ok: Set[str] = set()
+        for queue, receipts in receipts_by_queue(deliveries).items():
             try:
-                results = await self.client.extend_many(
-                    queue, [d.receipt for d in group], lease=self.options.lease)
+                results = await self.client.extend_many(queue, receipts, lease=self.options.lease)
             except DelayqError as exc:
-                log.warning("renewing %d late deliveries failed: %s", len(group), exc)
+                log.warning("renewing %d late deliveries failed: %s", len(receipts), exc)
                 continue
-            ok = {r.receipt for r in results if r.ok}
-            kept += [d for d in group if d.receipt in ok]
-        return sent_at, kept
+            ok |= {r.receipt for r in results if r.ok}
+        return sent_at, [d for d in deliveries if d.receipt in ok]
 
     def _watch_lease(self, job: Job) -> None:
         """(Re)arms the timer that gives ``job`` up once only the margin of its lease is left."""

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ._durations import Duration, duration_seconds
 from ._pollcut import ANSWER_WAIT, PollLine
-from ._sources import QueueSpec, by_queue
+from ._sources import QueueSpec, by_queue, receipts_by_queue
 from ._worker_options import EXTEND_CHUNK, GRACE, LEASE, POLL_SETTLE, POLL_WAIT, WorkerOptions
 from .client import Client
 from .errors import DelayqError, LeaseLostError
@@ -189,10 +189,7 @@ class Worker:
         pool.shutdown(wait=False)
 
     def _release(self, deliveries: List[Delivery]) -> None:
-        by_name: Dict[str, List[str]] = {}
-        for d in deliveries:
-            by_name.setdefault(d.queue, []).append(d.receipt)
-        for queue, receipts in by_name.items():
+        for queue, receipts in receipts_by_queue(deliveries).items():
             try:
                 self.client.release_many(queue, receipts)
                 log.info("released %d unfinished deliveries of %s", len(receipts), queue)
